@@ -1,0 +1,337 @@
+package v1alpha1_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// sampleQueue reads the WaitingQueue in config/samples into a fresh object with a unique name.
+func sampleQueue() *herdgatev1alpha1.WaitingQueue {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	wq := &herdgatev1alpha1.WaitingQueue{}
+	Expect(yaml.UnmarshalStrict(raw, wq)).To(Succeed())
+	wq.Name = fmt.Sprintf("orders-%d", GinkgoRandomSeed()+int64(CurrentSpecReport().LeafNodeLocation.LineNumber)+time.Now().UnixNano()%1e6)
+	wq.Namespace = "default"
+	return wq
+}
+
+func duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+var _ = Describe("WaitingQueue validation", func() {
+	It("accepts the sample and fills in every default", func() {
+		wq := sampleQueue()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+
+		got := &herdgatev1alpha1.WaitingQueue{}
+		Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
+		s := got.Spec
+		Expect(s.Capacity.PoolSize).To(BeEquivalentTo(40))
+		Expect(s.Capacity.RequestLatency.Duration).To(Equal(200 * time.Millisecond))
+		Expect(s.Capacity.UtilizationPercent).To(HaveValue(BeEquivalentTo(70)))
+		Expect(s.Tick).To(HaveValue(Equal(metav1.Duration{Duration: 100 * time.Millisecond})))
+		Expect(s.Jitter).NotTo(BeNil())
+		Expect(s.Jitter.Mode).To(Equal(herdgatev1alpha1.JitterUniform))
+		Expect(s.Pass.TTL.Duration).To(Equal(herdgatev1alpha1.DefaultPassTTL))
+		Expect(s.Polling.MinInterval.Duration).To(Equal(herdgatev1alpha1.DefaultPollMinInterval))
+		Expect(s.Polling.MaxInterval.Duration).To(Equal(herdgatev1alpha1.DefaultPollMaxInterval))
+		Expect(s.AbandonAfter.Duration).To(Equal(herdgatev1alpha1.DefaultAbandonAfter))
+		Expect(s.Proxy.Replicas).To(HaveValue(BeEquivalentTo(herdgatev1alpha1.DefaultProxyReplicas)))
+		Expect(s.Proxy.FailurePolicy).To(Equal(herdgatev1alpha1.FailClosed))
+		Expect(s.ProtectedRoutes).To(HaveLen(2))
+		Expect(*s.ProtectedRoutes[1].Path).To(Equal("/api/v1/orders/direct"))
+	})
+
+	It("fills the same defaults as the Go accessors when only the required fields are given", func() {
+		wq := &herdgatev1alpha1.WaitingQueue{
+			ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: "default"},
+			Spec: herdgatev1alpha1.WaitingQueueSpec{
+				Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 5, RequestLatency: metav1.Duration{Duration: time.Second}},
+				Upstream:        herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders.example:8080")},
+				ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{PathPrefix: ptr.To("/checkout")}},
+				Redis:           &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "redis"}},
+			},
+		}
+		// The Go accessors of an object nobody defaulted ...
+		unset := wq.Spec.DeepCopy()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+		got := &herdgatev1alpha1.WaitingQueue{}
+		Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
+		defaulted := got.Spec
+
+		// ... must agree with what the API server filled in.
+		Expect(defaulted.Capacity.UtilizationPercent).NotTo(BeNil())
+		Expect(defaulted.Tick).NotTo(BeNil())
+		Expect(defaulted.Pass.TTL).NotTo(BeNil())
+		Expect(defaulted.Polling.MinInterval).NotTo(BeNil())
+		Expect(defaulted.Polling.MaxInterval).NotTo(BeNil())
+		Expect(defaulted.AbandonAfter).NotTo(BeNil())
+		Expect(defaulted.Proxy.Replicas).NotTo(BeNil())
+		Expect(defaulted.EffectiveUtilizationPercent()).To(Equal(unset.EffectiveUtilizationPercent()))
+		Expect(defaulted.EffectiveTick()).To(Equal(unset.EffectiveTick()))
+		Expect(defaulted.EffectiveJitterMode()).To(Equal(unset.EffectiveJitterMode()))
+		Expect(defaulted.EffectiveJitterWindow()).To(Equal(unset.EffectiveJitterWindow()))
+		Expect(defaulted.EffectivePassTTL()).To(Equal(unset.EffectivePassTTL()))
+		minD, maxD := defaulted.EffectivePolling()
+		minU, maxU := unset.EffectivePolling()
+		Expect([]time.Duration{minD, maxD}).To(Equal([]time.Duration{minU, maxU}))
+		Expect(defaulted.EffectiveAbandonAfter()).To(Equal(unset.EffectiveAbandonAfter()))
+		Expect(defaulted.EffectiveProxyReplicas()).To(Equal(unset.EffectiveProxyReplicas()))
+		Expect(defaulted.EffectiveFailurePolicy()).To(Equal(unset.EffectiveFailurePolicy()))
+		Expect(defaulted.ProtectedRoutes[0].Methods).To(Equal(unset.ProtectedRoutes[0].EffectiveMethods()))
+		Expect(defaulted.Redis.SecretRef.Key).To(Equal(herdgatev1alpha1.DefaultRedisSecretKey))
+	})
+
+	DescribeTable("rejects an invalid spec with a message that names the field",
+		func(mutate func(*herdgatev1alpha1.WaitingQueue), wantField, wantMessage string) {
+			wq := sampleQueue()
+			mutate(wq)
+			err := k8sClient.Create(ctx, wq)
+			Expect(err).To(HaveOccurred(), "the API server accepted an invalid WaitingQueue")
+			Expect(err.Error()).To(ContainSubstring(wantField))
+			Expect(err.Error()).To(ContainSubstring(wantMessage))
+		},
+		Entry("pool size 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 0 },
+			"spec.capacity.poolSize", "greater than or equal to 1"),
+		Entry("pool size above a million",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 1_000_001 },
+			"spec.capacity.poolSize", "less than or equal to 1000000"),
+		Entry("utilization 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.UtilizationPercent = ptr.To[int32](0) },
+			"spec.capacity.utilizationPercent", "greater than or equal to 1"),
+		Entry("utilization 101",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.UtilizationPercent = ptr.To[int32](101) },
+			"spec.capacity.utilizationPercent", "less than or equal to 100"),
+		Entry("latency 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.RequestLatency = metav1.Duration{} },
+			"spec.capacity.requestLatency", "requestLatency must be between 1ms and 10m"),
+		Entry("latency above 10 minutes",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Capacity.RequestLatency = metav1.Duration{Duration: 11 * time.Minute}
+			},
+			"spec.capacity.requestLatency", "requestLatency must be between 1ms and 10m"),
+		Entry("batch size override 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.BatchSizeOverride = ptr.To[int32](0) },
+			"spec.capacity.batchSizeOverride", "greater than or equal to 1"),
+		Entry("tick 5 ms",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Tick = duration(5 * time.Millisecond) },
+			"spec.tick", "tick must be between 10ms and 10s"),
+		Entry("tick 11 s",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Tick = duration(11 * time.Second) },
+			"spec.tick", "tick must be between 10ms and 10s"),
+		Entry("polling min above max",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{MinInterval: duration(6 * time.Second), MaxInterval: duration(5 * time.Second)}
+			},
+			"spec.polling.minInterval", "polling.minInterval must not be longer than polling.maxInterval"),
+		Entry("polling min below 100 ms",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{MinInterval: duration(50 * time.Millisecond)}
+			},
+			"spec.polling.minInterval", "polling.minInterval must be between 100ms and 10m"),
+		Entry("jitter window longer than the tick",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Window: duration(150 * time.Millisecond)}
+			},
+			"spec.jitter.window", "jitter.window must not be longer than tick"),
+		Entry("jitter window longer than the default tick",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Tick = nil
+				wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Window: duration(time.Second)}
+			},
+			"spec.jitter.window", "jitter.window must not be longer than tick"),
+		Entry("unknown jitter mode",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Mode: "Gaussian"}
+			},
+			"spec.jitter.mode", `supported values: "Uniform", "None"`),
+		Entry("pass TTL of 5 s",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{TTL: duration(5 * time.Second)}
+			},
+			"spec.pass.ttl", "pass.ttl must be between 10s and 24h"),
+		Entry("abandonAfter shorter than two poll intervals",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.AbandonAfter = duration(15 * time.Second)
+				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{MaxInterval: duration(10 * time.Second)}
+			},
+			"spec.abandonAfter", "abandonAfter must be at least twice polling.maxInterval"),
+		Entry("both upstream forms",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream.URL = ptr.To("http://orders:8080") },
+			"spec.upstream", "exactly one of upstream.service or upstream.url must be set"),
+		Entry("neither upstream form",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{} },
+			"spec.upstream", "exactly one of upstream.service or upstream.url must be set"),
+		Entry("an upstream URL that is not http",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("ftp://orders/")}
+			},
+			"spec.upstream.url", "upstream.url must be an absolute http or https URL"),
+		Entry("33 protected routes",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes = nil
+				for i := range 33 {
+					wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{Path: ptr.To(fmt.Sprintf("/r%d", i))})
+				}
+			},
+			"spec.protectedRoutes", "must have at most 32 items"),
+		Entry("no protected route",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes = []herdgatev1alpha1.ProtectedRoute{} },
+			"spec.protectedRoutes", "should have at least 1 items"),
+		Entry("a route with both path and pathPrefix",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To("/api") },
+			"spec.protectedRoutes[0]", "exactly one of path or pathPrefix must be set"),
+		Entry("a route path that is not normalised",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[1].Path = ptr.To("/api/v1/../orders") },
+			"spec.protectedRoutes[1].path", "path must be absolute and normalised"),
+		Entry("a route with a lower-case method",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}
+			},
+			"spec.protectedRoutes[0].methods[0]", "supported values"),
+		Entry("an unknown failure policy",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{FailurePolicy: "FailSometimes"}
+			},
+			"spec.proxy.failurePolicy", `supported values: "FailClosed", "FailOpen"`),
+		Entry("an identity header that is not a header name",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X User"}
+			},
+			"spec.identity.header", "should match"),
+	)
+
+	It("rejects a duration that does not parse, naming the field", func() {
+		wq := sampleQueue()
+		body, err := yaml.Marshal(wq)
+		Expect(err).NotTo(HaveOccurred())
+		body = []byte(strings.Replace(string(body), "tick: 100ms", "tick: soon", 1))
+		u := map[string]any{}
+		Expect(yaml.Unmarshal(body, &u)).To(Succeed())
+		err = createRaw(u)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.tick"))
+		Expect(err.Error()).To(ContainSubstring("should match"))
+	})
+
+	It("keeps an accepted queue unchanged when an invalid update is rejected", func() {
+		wq := sampleQueue()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+
+		bad := wq.DeepCopy()
+		bad.Spec.Capacity.PoolSize = 0
+		Expect(k8sClient.Update(ctx, bad)).NotTo(Succeed())
+
+		got := &herdgatev1alpha1.WaitingQueue{}
+		Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
+		Expect(got.Spec.Capacity.PoolSize).To(BeEquivalentTo(40))
+		Expect(got.Generation).To(Equal(wq.Generation))
+	})
+})
+
+var _ = Describe("WaitingQueue documentation", func() {
+	It("prints a description for every field of spec.capacity in kubectl explain", func() {
+		user, err := testEnv.AddUser(envtest.User{Name: "reader", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := user.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
+		kubectl.Path = kubectlPath()
+		var out string
+		// The API server publishes a new CRD's OpenAPI schema a moment after it is established.
+		Eventually(func(g Gomega) {
+			stdout, stderr, err := kubectl.Run("explain", "waitingqueue.spec.capacity")
+			errText, _ := io.ReadAll(stderr)
+			g.Expect(err).NotTo(HaveOccurred(), string(errText))
+			raw, _ := io.ReadAll(stdout)
+			out = string(raw)
+		}, eventuallyTimeout, pollInterval).Should(Succeed())
+
+		GinkgoWriter.Println(out)
+		Expect(out).To(ContainSubstring("GROUP:      herdgate.io"))
+		descriptions := explainedFields(out)
+		for _, field := range []string{"poolSize", "requestLatency", "utilizationPercent", "batchSizeOverride"} {
+			Expect(descriptions).To(HaveKey(field), "kubectl explain does not list %s", field)
+			Expect(descriptions[field]).To(ContainSubstring(field), "the description of %s does not start with its name", field)
+		}
+		Expect(descriptions).To(HaveLen(4), "spec.capacity has a field this test does not know: %v", descriptions)
+	})
+
+	It("documents every field of the schema", func() {
+		raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "crd", "bases", "herdgate.io_waitingqueues.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(yaml.Unmarshal(raw, crd)).To(Succeed())
+		root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+		var undocumented []string
+		walkSchema("", *root, func(path string, s apiextensionsv1.JSONSchemaProps) {
+			// metadata is ObjectMeta: the API server documents it, controller-gen leaves it bare.
+			if path != "" && path != ".metadata" && strings.TrimSpace(s.Description) == "" {
+				undocumented = append(undocumented, path)
+			}
+		})
+		Expect(undocumented).To(BeEmpty(), "fields without a description")
+	})
+})
+
+func keyOf(wq *herdgatev1alpha1.WaitingQueue) client.ObjectKey { return client.ObjectKeyFromObject(wq) }
+
+// createRaw creates an object from its JSON form, for values the typed API cannot even hold.
+func createRaw(obj map[string]any) error {
+	return k8sClient.Create(ctx, &unstructured.Unstructured{Object: obj})
+}
+
+// explainedFields parses the FIELDS section of kubectl explain into field name → description.
+func explainedFields(out string) map[string]string {
+	fields := map[string]string{}
+	_, section, found := strings.Cut(out, "FIELDS:\n")
+	if !found {
+		return fields
+	}
+	var current string
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") && strings.TrimSpace(line) != "":
+			current = strings.Fields(line)[0]
+			fields[current] = ""
+		case current != "" && strings.TrimSpace(line) != "":
+			fields[current] += strings.TrimSpace(line) + " "
+		}
+	}
+	return fields
+}
+
+// walkSchema visits every property below s, the embedded Kubernetes types (resources) included.
+func walkSchema(path string, s apiextensionsv1.JSONSchemaProps, visit func(string, apiextensionsv1.JSONSchemaProps)) {
+	visit(path, s)
+	for name, p := range s.Properties {
+		walkSchema(path+"."+name, p, visit)
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		walkSchema(path+"[]", *s.Items.Schema, func(p string, ps apiextensionsv1.JSONSchemaProps) {
+			if p == path+"[]" {
+				return // an item of a documented list needs no description of its own
+			}
+			visit(p, ps)
+		})
+	}
+}

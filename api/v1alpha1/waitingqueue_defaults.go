@@ -1,0 +1,100 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The accessors below return a field's value, or its default when the field is unset. The API server
+// fills the defaults in on every write, so an unset field is only seen on objects built in Go.
+
+// EffectiveTick returns spec.tick.
+func (s *WaitingQueueSpec) EffectiveTick() time.Duration {
+	return durationOr(s.Tick, DefaultTick)
+}
+
+// EffectiveUtilizationPercent returns spec.capacity.utilizationPercent.
+func (s *WaitingQueueSpec) EffectiveUtilizationPercent() int32 {
+	if s.Capacity.UtilizationPercent == nil {
+		return DefaultUtilizationPercent
+	}
+	return *s.Capacity.UtilizationPercent
+}
+
+// EffectiveJitterMode returns spec.jitter.mode.
+func (s *WaitingQueueSpec) EffectiveJitterMode() JitterMode {
+	if s.Jitter == nil || s.Jitter.Mode == "" {
+		return JitterUniform
+	}
+	return s.Jitter.Mode
+}
+
+// EffectiveJitterWindow returns the window over which one tick's admissions are spread: zero when
+// jitter is off, spec.jitter.window when set, else the tick.
+func (s *WaitingQueueSpec) EffectiveJitterWindow() time.Duration {
+	if s.EffectiveJitterMode() == JitterNone {
+		return 0
+	}
+	if s.Jitter != nil && s.Jitter.Window != nil {
+		return s.Jitter.Window.Duration
+	}
+	return s.EffectiveTick()
+}
+
+// EffectivePassTTL returns spec.pass.ttl.
+func (s *WaitingQueueSpec) EffectivePassTTL() time.Duration {
+	if s.Pass == nil {
+		return DefaultPassTTL
+	}
+	return durationOr(s.Pass.TTL, DefaultPassTTL)
+}
+
+// EffectivePolling returns spec.polling.minInterval and spec.polling.maxInterval.
+func (s *WaitingQueueSpec) EffectivePolling() (minInterval, maxInterval time.Duration) {
+	if s.Polling == nil {
+		return DefaultPollMinInterval, DefaultPollMaxInterval
+	}
+	return durationOr(s.Polling.MinInterval, DefaultPollMinInterval), durationOr(s.Polling.MaxInterval, DefaultPollMaxInterval)
+}
+
+// EffectiveAbandonAfter returns spec.abandonAfter.
+func (s *WaitingQueueSpec) EffectiveAbandonAfter() time.Duration {
+	return durationOr(s.AbandonAfter, DefaultAbandonAfter)
+}
+
+// IsSuspended reports spec.suspend.
+func (s *WaitingQueueSpec) IsSuspended() bool {
+	return s.Suspend != nil && *s.Suspend
+}
+
+// EffectiveProxyReplicas returns spec.proxy.replicas.
+func (s *WaitingQueueSpec) EffectiveProxyReplicas() int32 {
+	if s.Proxy == nil || s.Proxy.Replicas == nil {
+		return DefaultProxyReplicas
+	}
+	return *s.Proxy.Replicas
+}
+
+// EffectiveFailurePolicy returns spec.proxy.failurePolicy.
+func (s *WaitingQueueSpec) EffectiveFailurePolicy() FailurePolicy {
+	if s.Proxy == nil || s.Proxy.FailurePolicy == "" {
+		return FailClosed
+	}
+	return s.Proxy.FailurePolicy
+}
+
+// EffectiveMethods returns the methods of a route.
+func (r *ProtectedRoute) EffectiveMethods() []HTTPMethod {
+	if len(r.Methods) == 0 {
+		return []HTTPMethod{"POST"}
+	}
+	return r.Methods
+}
+
+func durationOr(d *metav1.Duration, fallback time.Duration) time.Duration {
+	if d == nil {
+		return fallback
+	}
+	return d.Duration
+}

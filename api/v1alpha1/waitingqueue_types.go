@@ -1,0 +1,445 @@
+package v1alpha1
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of the optional fields. The +kubebuilder:default markers below must say the same; the
+// API test suite checks that a WaitingQueue created without them reads back with these values.
+const (
+	DefaultUtilizationPercent = 70
+	DefaultTick               = 100 * time.Millisecond
+	DefaultPassTTL            = 5 * time.Minute
+	DefaultPollMinInterval    = 500 * time.Millisecond
+	DefaultPollMaxInterval    = 5 * time.Second
+	DefaultAbandonAfter       = 5 * time.Minute
+	DefaultProxyReplicas      = 2
+	DefaultRedisSecretKey     = "url"
+)
+
+// WaitingQueueSpec declares the bottleneck of a workload and how the waiting room in front of it behaves.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.jitter) || !has(self.jitter.window) || duration(self.jitter.window) <= duration(has(self.tick) ? self.tick : '100ms')",message="jitter.window must not be longer than tick",fieldPath=".jitter.window"
+// +kubebuilder:validation:XValidation:rule="!has(self.abandonAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place",fieldPath=".abandonAfter"
+type WaitingQueueSpec struct {
+	// capacity describes the bottleneck of the protected workload. The operator derives from it how many
+	// visitors to admit per tick: poolSize × utilizationPercent% × tick ÷ requestLatency.
+	// +required
+	Capacity CapacitySpec `json:"capacity"`
+
+	// tick is how often the scheduler admits a batch of visitors, as a duration such as "100ms".
+	// Between 10ms and 10s. Defaults to 100ms.
+	// +optional
+	// +kubebuilder:default="100ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10s')",message="tick must be between 10ms and 10s"
+	Tick *metav1.Duration `json:"tick,omitempty"`
+
+	// jitter spreads the admissions of one tick over a window, so that the workload sees a steady
+	// stream instead of a burst at every tick.
+	// +optional
+	// +kubebuilder:default={}
+	Jitter *JitterSpec `json:"jitter,omitempty"`
+
+	// pass configures the signed pass an admitted visitor presents on protected routes.
+	// +optional
+	// +kubebuilder:default={}
+	Pass *PassSpec `json:"pass,omitempty"`
+
+	// polling bounds the interval the proxy tells waiting visitors to wait before they ask again.
+	// +optional
+	// +kubebuilder:default={}
+	Polling *PollingSpec `json:"polling,omitempty"`
+
+	// abandonAfter is how long a waiting visitor may stay silent (no poll) before losing its place.
+	// Abandoned visitors never take a batch slot. Between 10s and 24h and at least twice
+	// polling.maxInterval. Defaults to 5m.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="abandonAfter must be between 10s and 24h"
+	AbandonAfter *metav1.Duration `json:"abandonAfter,omitempty"`
+
+	// suspend stops admissions while true. The queue keeps accepting and ranking visitors, and
+	// admitted visitors keep their passes. Defaults to false.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// upstream is where the admission proxy forwards requests: exactly one of service or url.
+	// +required
+	Upstream UpstreamSpec `json:"upstream"`
+
+	// protectedRoutes are the requests that require a valid pass; every other request passes through
+	// unchanged. Paths are matched after normalisation, so encoded or dotted variants cannot bypass them.
+	// At most 32 routes.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	ProtectedRoutes []ProtectedRoute `json:"protectedRoutes"`
+
+	// identity says how the proxy tells visitors apart. When unset, the proxy gives each visitor an
+	// anonymous ID in a signed cookie.
+	// +optional
+	Identity *IdentitySpec `json:"identity,omitempty"`
+
+	// redis selects the Redis that holds this queue. When unset, the operator's default Redis is used.
+	// +optional
+	Redis *RedisSpec `json:"redis,omitempty"`
+
+	// proxy configures the admission proxy Deployment that the operator runs for this queue.
+	// +optional
+	// +kubebuilder:default={}
+	Proxy *ProxySpec `json:"proxy,omitempty"`
+}
+
+// CapacitySpec describes the bottleneck of the protected workload.
+type CapacitySpec struct {
+	// poolSize is the number of slots of the workload's bottleneck, for example database connections
+	// across all replicas. Between 1 and 1,000,000.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	PoolSize int32 `json:"poolSize"`
+
+	// requestLatency is how long one admitted request holds a slot, for example "200ms".
+	// Between 1ms and 10m.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="requestLatency must be between 1ms and 10m"
+	RequestLatency metav1.Duration `json:"requestLatency"`
+
+	// utilizationPercent is the share of the pool that admitted visitors may use; the rest is the
+	// safety margin for other traffic and latency spikes. Between 1 and 100. Defaults to 70.
+	// +optional
+	// +kubebuilder:default=70
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	UtilizationPercent *int32 `json:"utilizationPercent,omitempty"`
+
+	// batchSizeOverride, when set, admits exactly this many visitors per tick instead of the number
+	// derived from the pool. Between 1 and 1,000,000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	BatchSizeOverride *int32 `json:"batchSizeOverride,omitempty"`
+}
+
+// JitterMode says how the admissions of one tick are spread in time.
+// +kubebuilder:validation:Enum=Uniform;None
+type JitterMode string
+
+const (
+	// JitterUniform spreads each admission's not-before time uniformly over the jitter window.
+	JitterUniform JitterMode = "Uniform"
+	// JitterNone makes every admission of a tick valid at once.
+	JitterNone JitterMode = "None"
+)
+
+// JitterSpec spreads the admissions of one tick over a window.
+type JitterSpec struct {
+	// mode is Uniform (spread each tick's admissions uniformly over window) or None (all at once).
+	// Defaults to Uniform.
+	// +optional
+	// +kubebuilder:default=Uniform
+	Mode JitterMode `json:"mode,omitempty"`
+
+	// window is the time over which one tick's admissions are spread. At most tick. Defaults to tick.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Window *metav1.Duration `json:"window,omitempty"`
+}
+
+// PassSpec configures the pass of an admitted visitor.
+type PassSpec struct {
+	// ttl is how long a pass stays valid after its not-before time. Between 10s and 24h. Defaults to 5m.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pass.ttl must be between 10s and 24h"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+}
+
+// PollingSpec bounds the poll interval the proxy hands to waiting visitors. Visitors near the front
+// poll every minInterval; the others in proportion to their estimated wait, up to maxInterval.
+// A poll sooner than the proxy allowed is answered 429 and keeps the visitor's place.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minInterval) || !has(self.maxInterval) || duration(self.minInterval) <= duration(self.maxInterval)",message="polling.minInterval must not be longer than polling.maxInterval",fieldPath=".minInterval"
+type PollingSpec struct {
+	// minInterval is the shortest poll interval, used near the front of the queue.
+	// Between 100ms and 10m. Defaults to 500ms.
+	// +optional
+	// +kubebuilder:default="500ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('10m')",message="polling.minInterval must be between 100ms and 10m"
+	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
+
+	// maxInterval is the longest poll interval, used far back in the queue.
+	// Between 100ms and 10m. Defaults to 5s.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('10m')",message="polling.maxInterval must be between 100ms and 10m"
+	MaxInterval *metav1.Duration `json:"maxInterval,omitempty"`
+}
+
+// UpstreamSpec is where the admission proxy forwards requests. Exactly one of service or url is set.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.service) != has(self.url)",message="exactly one of upstream.service or upstream.url must be set"
+type UpstreamSpec struct {
+	// service is a Service in the WaitingQueue's namespace.
+	// +optional
+	Service *ServiceUpstream `json:"service,omitempty"`
+
+	// url is an absolute http or https URL, for a workload outside the namespace or the cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="upstream.url must be an absolute http or https URL"
+	URL *string `json:"url,omitempty"`
+}
+
+// ServiceUpstream names a Service port in the WaitingQueue's namespace.
+type ServiceUpstream struct {
+	// name is the name of the Service.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// port is the Service port to forward to. Between 1 and 65535.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+}
+
+// HTTPMethod is an HTTP request method, in upper case.
+// +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS
+type HTTPMethod string
+
+// ProtectedRoute selects requests that need a valid pass: one of the methods and a path that is
+// either exactly path or starts with pathPrefix. Exactly one of path or pathPrefix is set.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.path) != has(self.pathPrefix)",message="exactly one of path or pathPrefix must be set"
+type ProtectedRoute struct {
+	// methods are the request methods this route covers, in upper case. Defaults to [POST].
+	// +optional
+	// +listType=set
+	// +kubebuilder:default={POST}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	Methods []HTTPMethod `json:"methods,omitempty"`
+
+	// path matches a request whose normalised path equals it, for example "/api/v1/orders".
+	// It must be absolute and already normalised: no "//", "." or ".." segments, ";" or "%".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')",message="path must be absolute and normalised: it starts with '/' and has no '//', '.' or '..' segments, ';', '%', '?' or '#'"
+	Path *string `json:"path,omitempty"`
+
+	// pathPrefix matches a request whose normalised path is pathPrefix or lies below it: "/api/orders"
+	// matches "/api/orders" and "/api/orders/42" but not "/api/orders-archive". It must be absolute
+	// and already normalised, like path.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')",message="pathPrefix must be absolute and normalised: it starts with '/' and has no '//', '.' or '..' segments, ';', '%', '?' or '#'"
+	PathPrefix *string `json:"pathPrefix,omitempty"`
+}
+
+// IdentitySpec says how the proxy tells visitors apart.
+type IdentitySpec struct {
+	// header names a request header, set by a trusted gateway in front of the proxy, whose value
+	// identifies the visitor (for example a user ID). Requests without it get 401. When unset, the
+	// proxy issues each visitor an anonymous ID in a signed cookie. Only set this when every request
+	// reaches the proxy through a gateway that overwrites the header.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9]*$`
+	Header string `json:"header,omitempty"`
+}
+
+// RedisSpec selects the Redis that holds a queue.
+type RedisSpec struct {
+	// secretRef points at a key of a Secret in the WaitingQueue's namespace whose value is a Redis
+	// URL: redis://, rediss:// (TLS), or redis://host1:port,host2:port for a Redis Cluster.
+	// +required
+	SecretRef SecretKeyRef `json:"secretRef"`
+}
+
+// SecretKeyRef names one key of a Secret in the same namespace.
+type SecretKeyRef struct {
+	// name is the name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the key within the Secret. Defaults to "url".
+	// +optional
+	// +kubebuilder:default=url
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
+// FailurePolicy says what the admission proxy does with new visitors while Redis is unreachable.
+// +kubebuilder:validation:Enum=FailClosed;FailOpen
+type FailurePolicy string
+
+const (
+	// FailClosed answers enter and status with 503 and keeps protected routes closed to visitors
+	// without a pass. Visitors holding a valid pass keep working.
+	FailClosed FailurePolicy = "FailClosed"
+	// FailOpen lets requests to protected routes through without a pass while Redis is unreachable.
+	FailOpen FailurePolicy = "FailOpen"
+)
+
+// ProxySpec configures the admission proxy Deployment.
+type ProxySpec struct {
+	// replicas is the number of admission proxy pods. Between 0 and 1000. Defaults to 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources are the compute resources of the proxy container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// failurePolicy says what new visitors get while Redis is unreachable: FailClosed (503 on enter
+	// and status; protected routes stay closed) or FailOpen (protected routes pass without a pass).
+	// Valid passes keep working either way. Defaults to FailClosed.
+	// +optional
+	// +kubebuilder:default=FailClosed
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// PlanSource says where a plan's batch size comes from.
+// +kubebuilder:validation:Enum=Derived;Override
+type PlanSource string
+
+const (
+	// PlanDerived means the batch size was derived from capacity.
+	PlanDerived PlanSource = "Derived"
+	// PlanOverride means capacity.batchSizeOverride set the batch size.
+	PlanOverride PlanSource = "Override"
+)
+
+// PlanStatus is the admission plan in force.
+type PlanStatus struct {
+	// batchSize is the whole number of visitors admitted per tick. When the exact quota per tick is
+	// fractional, the remainder is carried from tick to tick, so some ticks admit one more.
+	// +optional
+	BatchSize int64 `json:"batchSize"`
+
+	// admissionsPerSecond is the exact long-run admission rate as a decimal string with up to three
+	// decimals, for example "140" or "1.4".
+	// +optional
+	AdmissionsPerSecond string `json:"admissionsPerSecond,omitempty"`
+
+	// source is Derived (from capacity) or Override (from capacity.batchSizeOverride).
+	// +optional
+	Source PlanSource `json:"source,omitempty"`
+}
+
+// ProxyStatus reports the admission proxy Deployment.
+type ProxyStatus struct {
+	// readyReplicas is the number of proxy pods ready to serve.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+}
+
+// WaitingQueueStatus is the observed state of a WaitingQueue.
+type WaitingQueueStatus struct {
+	// observedGeneration is the generation of the spec that this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// plan is the admission plan derived from the spec.
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
+
+	// queueDepth is the number of visitors waiting.
+	// +optional
+	QueueDepth int64 `json:"queueDepth"`
+
+	// activeVisitors is the number of admitted visitors whose pass has not expired.
+	// +optional
+	ActiveVisitors int64 `json:"activeVisitors"`
+
+	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
+	// with up to three decimals.
+	// +optional
+	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
+
+	// proxy reports the admission proxy Deployment.
+	// +optional
+	Proxy *ProxyStatus `json:"proxy,omitempty"`
+
+	// conditions are the latest observations of the queue's state: Ready, RedisAvailable, Admitting
+	// and ProxyAvailable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WaitingQueue puts a virtual waiting room in front of a workload: visitors join a FIFO queue, a
+// scheduler admits them at the rate the workload's bottleneck can take, and an admission proxy lets
+// only admitted visitors reach the protected routes.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=wq,categories=herdgate
+// +kubebuilder:printcolumn:name="Batch",type=integer,JSONPath=`.status.plan.batchSize`,description="Visitors admitted per tick"
+// +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.plan.admissionsPerSecond`,description="Planned admissions per second"
+// +kubebuilder:printcolumn:name="Depth",type=integer,JSONPath=`.status.queueDepth`,description="Visitors waiting"
+// +kubebuilder:printcolumn:name="Admitted/s",type=string,JSONPath=`.status.admittedPerSecond`,description="Observed admissions per second over the last 10s"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type WaitingQueue struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the protected workload's bottleneck and the waiting room's behaviour.
+	// +required
+	Spec WaitingQueueSpec `json:"spec"`
+
+	// status is the observed state of the queue.
+	// +optional
+	Status WaitingQueueStatus `json:"status,omitempty"`
+}
+
+// WaitingQueueList is a list of WaitingQueues.
+//
+// +kubebuilder:object:root=true
+type WaitingQueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WaitingQueue `json:"items"`
+}

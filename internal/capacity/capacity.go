@@ -1,0 +1,252 @@
+// Package capacity turns the bottleneck of a workload into an admission plan, exactly.
+//
+// A pool of P slots, each held for L per request, serves P/L requests per second. Admitting at
+// U% of that, every tick T admits P × U/100 × T/L visitors. The plan keeps that quota as a reduced
+// fraction of integers, so 40 slots × 70 % × 100 ms / 200 ms is exactly 14 per tick (140/s) and a
+// fractional quota such as 0.14 per tick is carried from tick to tick instead of being rounded.
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+)
+
+// Input is what a plan is derived from.
+type Input struct {
+	// PoolSize is the number of slots of the bottleneck (for example database connections).
+	PoolSize int64
+	// RequestLatency is how long one admitted request holds a slot.
+	RequestLatency time.Duration
+	// UtilizationPercent is the share of the pool admitted visitors may use, 1 to 100.
+	UtilizationPercent int64
+	// Tick is how often a batch is admitted.
+	Tick time.Duration
+	// BatchSizeOverride, when positive, is the batch per tick instead of the derived one.
+	BatchSizeOverride int64
+}
+
+// Plan is an exact admission quota: PerTickNum/PerTickDen visitors every Tick.
+// The zero Plan admits nobody.
+type Plan struct {
+	tick     time.Duration
+	num, den int64 // reduced; den > 0
+	override bool
+}
+
+// New derives a plan. It fails on inputs that are out of range or whose quota does not fit in
+// 64-bit integers; it never overflows silently.
+func New(in Input) (Plan, error) {
+	if in.Tick <= 0 {
+		return Plan{}, fmt.Errorf("tick must be positive, got %s", in.Tick)
+	}
+	if in.BatchSizeOverride < 0 {
+		return Plan{}, fmt.Errorf("batch size override must not be negative, got %d", in.BatchSizeOverride)
+	}
+	if in.BatchSizeOverride > 0 {
+		return FromQuota(in.BatchSizeOverride, 1, in.Tick, true)
+	}
+	switch {
+	case in.PoolSize <= 0:
+		return Plan{}, fmt.Errorf("pool size must be positive, got %d", in.PoolSize)
+	case in.RequestLatency <= 0:
+		return Plan{}, fmt.Errorf("request latency must be positive, got %s", in.RequestLatency)
+	case in.UtilizationPercent <= 0 || in.UtilizationPercent > 100:
+		return Plan{}, fmt.Errorf("utilization percent must be between 1 and 100, got %d", in.UtilizationPercent)
+	}
+	// per tick = pool × util × tick / (100 × latency), computed wide and reduced before narrowing.
+	num := new(big.Int).SetInt64(in.PoolSize)
+	num.Mul(num, big.NewInt(in.UtilizationPercent))
+	num.Mul(num, big.NewInt(int64(in.Tick)))
+	den := big.NewInt(100)
+	den.Mul(den, big.NewInt(int64(in.RequestLatency)))
+	gcd := new(big.Int).GCD(nil, nil, num, den)
+	num.Quo(num, gcd)
+	den.Quo(den, gcd)
+	if !num.IsInt64() || !den.IsInt64() {
+		return Plan{}, errors.New("the admission quota per tick is out of the 64-bit range; check pool size, latency and tick")
+	}
+	return FromQuota(num.Int64(), den.Int64(), in.Tick, false)
+}
+
+// FromQuota builds a plan that admits num/den visitors per tick. It is how a plan read back from
+// storage is rebuilt.
+func FromQuota(num, den int64, tick time.Duration, override bool) (Plan, error) {
+	if tick <= 0 {
+		return Plan{}, fmt.Errorf("tick must be positive, got %s", tick)
+	}
+	if num < 0 || den <= 0 {
+		return Plan{}, fmt.Errorf("quota %d/%d per tick is not a non-negative fraction", num, den)
+	}
+	if num > math.MaxInt64-den {
+		// Carry adds a remainder below den to num; keep that sum representable.
+		return Plan{}, errors.New("the admission quota per tick is out of the 64-bit range; check pool size, latency and tick")
+	}
+	if num == 0 {
+		den = 1
+	} else if g := gcd(num, den); g > 1 {
+		num, den = num/g, den/g
+	}
+	return Plan{tick: tick, num: num, den: den, override: override}, nil
+}
+
+// Tick is the admission interval.
+func (p Plan) Tick() time.Duration { return p.tick }
+
+// PerTick returns the exact quota per tick as a reduced fraction.
+func (p Plan) PerTick() (num, den int64) { return p.num, p.den }
+
+// Override reports whether the quota came from a batch size override.
+func (p Plan) Override() bool { return p.override }
+
+// BatchSize is the whole part of the quota per tick: what most ticks admit. When the quota is
+// fractional some ticks admit one more, through Carry.
+func (p Plan) BatchSize() int64 {
+	if p.den == 0 {
+		return 0
+	}
+	return p.num / p.den
+}
+
+// FrontBatch is the number of visitors at the front of the queue that the next tick may admit:
+// the quota per tick rounded up, at least 1.
+func (p Plan) FrontBatch() int64 {
+	if p.den == 0 {
+		return 1
+	}
+	return max(1, p.num/p.den+boolToInt(p.num%p.den != 0))
+}
+
+// Rate is the exact long-run admissions per second.
+func (p Plan) Rate() *big.Rat {
+	if p.den == 0 || p.tick <= 0 {
+		return new(big.Rat)
+	}
+	// (num / den) per tick × (1e9 / tick ns) ticks per second.
+	n := new(big.Int).Mul(big.NewInt(p.num), big.NewInt(int64(time.Second)))
+	d := new(big.Int).Mul(big.NewInt(p.den), big.NewInt(int64(p.tick)))
+	return new(big.Rat).SetFrac(n, d)
+}
+
+// RateString is Rate as a decimal with at most three decimals, truncated: "140", "1.4", "93.333".
+func (p Plan) RateString() string {
+	return DecimalString(p.Rate())
+}
+
+// EstimatedWait is how long a visitor at the given 1-based position waits before admission:
+// ⌈position ÷ rate⌉ seconds. Position 0 (already at the gate) waits 0. When the plan admits nobody
+// the wait is unknown and ok is false.
+func (p Plan) EstimatedWait(position int64) (wait time.Duration, ok bool) {
+	if position <= 0 {
+		return 0, true
+	}
+	if p.num == 0 || p.den == 0 || p.tick <= 0 {
+		return 0, false
+	}
+	// position / rate = position × den × tick / (num × 1s)
+	n := new(big.Int).Mul(big.NewInt(position), big.NewInt(p.den))
+	n.Mul(n, big.NewInt(int64(p.tick)))
+	d := new(big.Int).Mul(big.NewInt(p.num), big.NewInt(int64(time.Second)))
+	seconds, rem := new(big.Int).QuoRem(n, d, new(big.Int))
+	if rem.Sign() != 0 {
+		seconds.Add(seconds, big.NewInt(1))
+	}
+	if !seconds.IsInt64() || seconds.Int64() > math.MaxInt64/int64(time.Second) {
+		return time.Duration(math.MaxInt64), true
+	}
+	return time.Duration(seconds.Int64()) * time.Second, true
+}
+
+// DecimalString formats r with at most three decimals, truncated toward zero, without trailing zeros.
+func DecimalString(r *big.Rat) string {
+	milli := new(big.Int).Mul(r.Num(), big.NewInt(1000))
+	milli.Quo(milli, r.Denom())
+	whole, frac := new(big.Int).QuoRem(milli, big.NewInt(1000), new(big.Int))
+	if frac.Sign() == 0 {
+		return whole.String()
+	}
+	s := fmt.Sprintf("%s.%03d", whole.String(), frac.Abs(frac).Int64())
+	for s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// Carry turns a fractional quota per tick into whole admissions without losing the remainder:
+// over any k consecutive ticks it admits ⌊k × quota⌋ or ⌈k × quota⌉ visitors, so the long-run rate
+// is exact. The zero Carry is ready to use; it is not safe for concurrent use.
+type Carry struct {
+	rem int64 // numerator of the carried fraction, in units of 1/den
+	den int64 // denominator rem is expressed in
+}
+
+// Next returns how many visitors the next tick of plan p admits.
+func (c *Carry) Next(p Plan) int64 {
+	if p.den == 0 {
+		return 0
+	}
+	if c.den != p.den {
+		c.rescale(p.den)
+	}
+	acc := c.rem + p.num // cannot overflow: rem < den and FromQuota keeps num + den representable
+	c.rem = acc % p.den
+	return acc / p.den
+}
+
+// Reset forgets the carried fraction.
+func (c *Carry) Reset() { *c = Carry{} }
+
+// rescale keeps the carried fraction when the plan's denominator changes (a new tick or capacity),
+// rounding down to the new denominator.
+func (c *Carry) rescale(den int64) {
+	if c.den == 0 || c.rem == 0 {
+		c.rem, c.den = 0, den
+		return
+	}
+	r := new(big.Int).Mul(big.NewInt(c.rem), big.NewInt(den))
+	r.Quo(r, big.NewInt(c.den))
+	c.rem, c.den = r.Int64(), den // r < den because rem < old den
+}
+
+// Rand is the randomness the poll hint uses; *math/rand/v2.Rand satisfies it.
+type Rand interface {
+	// Float64 returns a number in [0, 1).
+	Float64() float64
+}
+
+// PollSpread is the relative random spread of a poll hint, so that pollers never synchronise.
+const PollSpread = 0.2
+
+// PollHint tells a waiting visitor at the given 1-based position when to poll again. Visitors within
+// one batch of the front poll every minInterval; the others every 500 ms per second of estimated
+// wait, at most maxInterval. The result is spread by ±20 % with r, and never below minInterval.
+func PollHint(p Plan, position int64, minInterval, maxInterval time.Duration, r Rand) time.Duration {
+	base := maxInterval
+	if position <= p.FrontBatch() {
+		base = minInterval
+	} else if wait, ok := p.EstimatedWait(position); ok {
+		seconds := int64(wait / time.Second)
+		if seconds < int64(maxInterval/(500*time.Millisecond)) {
+			base = time.Duration(seconds) * 500 * time.Millisecond
+		}
+	}
+	spread := 1 - PollSpread + 2*PollSpread*r.Float64()
+	hint := time.Duration(float64(base) * spread)
+	return max(hint, minInterval)
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func boolToInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

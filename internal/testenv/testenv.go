@@ -1,0 +1,66 @@
+// Package testenv finds and starts the real servers that herdgate's tests run against: the
+// control-plane binaries for envtest, and redis-server processes on free loopback ports.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// KubeVersion is the version of the control-plane binaries hack/setup-envtest.sh builds.
+const KubeVersion = "1.37.2"
+
+// RepoRoot returns the root of the herdgate source tree (the folder holding go.mod).
+func RepoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate the testenv package source")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the testenv package")
+		}
+		dir = parent
+	}
+}
+
+// EnvtestAssets returns the folder holding etcd, kube-apiserver and kubectl: $KUBEBUILDER_ASSETS when
+// set, else bin/k8s/<KubeVersion> of the source tree. It fails with the command that builds them.
+func EnvtestAssets() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin", "k8s", KubeVersion)
+	}
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return "", fmt.Errorf("control-plane binary %s not found in %s; run 'make toolchain' (or hack/setup-envtest.sh) to build it", bin, dir)
+		}
+	}
+	return dir, nil
+}
+
+// ArtifactsDir returns the folder where tests keep what a person should look at afterwards
+// (screenshots, reports): $HERDGATE_ARTIFACTS when set, else _artifacts/ in the source tree.
+func ArtifactsDir() (string, error) {
+	dir := os.Getenv("HERDGATE_ARTIFACTS")
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "_artifacts")
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
