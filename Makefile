@@ -21,6 +21,7 @@ GOTESTSUM ?= $(LOCALBIN)/gotestsum-$(GOTESTSUM_VERSION)
 # The whole suite; CI gives it 90 minutes, it should finish well under 30 once the toolchain is cached.
 TEST_TIMEOUT ?= 25m
 TEST_FLAGS ?=
+BENCHTIME ?= 3s
 PKGS ?= ./...
 
 ##@ General
@@ -85,6 +86,12 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) \
 		$(GOTESTSUM) --format pkgname-and-test-fails --junitfile $(ARTIFACTS)/junit.xml -- \
 		-timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS) $(PKGS)
+
+##@ Benchmarks
+
+.PHONY: bench-queue
+bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on one redis-server; print ratios.
+	ARTIFACTS=$(ARTIFACTS) hack/bench-queue.sh $(BENCHTIME)
 
 ##@ Tools
 

@@ -280,7 +280,8 @@ type IdentitySpec struct {
 // RedisSpec selects the Redis that holds a queue.
 type RedisSpec struct {
 	// secretRef points at a key of a Secret in the WaitingQueue's namespace whose value is a Redis
-	// URL: redis://, rediss:// (TLS), or redis://host1:port,host2:port for a Redis Cluster.
+	// URL: redis://[user:password@]host:port[/db] for one server, rediss:// for TLS, and
+	// redis+cluster://host:port?addr=host2:port (or rediss+cluster://) for a Redis Cluster.
 	// +required
 	SecretRef SecretKeyRef `json:"secretRef"`
 }

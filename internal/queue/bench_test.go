@@ -1,0 +1,382 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// The benchmarks share one redis-server so that the engine and redis-benchmark meet the same server
+// in the same run. benchConcurrency is the number of concurrent clients on both sides.
+const benchConcurrency = 32
+
+var (
+	benchOnce   sync.Once
+	benchServer *testenv.Redis
+	benchErr    error
+)
+
+func benchRedis(b *testing.B) (*testenv.Redis, redis.UniversalClient) {
+	b.Helper()
+	benchOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "herdgate-bench-redis-")
+		if err != nil {
+			benchErr = err
+			return
+		}
+		benchServer, benchErr = testenv.NewRedis(dir)
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	rdb, err := NewClient(benchServer.URL(), ClientOptions{PoolSize: benchConcurrency})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rdb.Close() })
+	return benchServer, rdb
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchServer != nil {
+		benchServer.Stop()
+		_ = os.RemoveAll(benchServer.Dir)
+	}
+	os.Exit(code)
+}
+
+// anonymousID returns a 128-bit random visitor ID as the proxy mints them: 22 base64url characters.
+func anonymousID() string {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	return base64.RawURLEncoding.EncodeToString(raw[:])
+}
+
+func hexID() string {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	return hex.EncodeToString(raw[:])
+}
+
+// fill enters n visitors with pipelined script calls and returns their IDs.
+func fill(b *testing.B, q *Queue, n int, id func() string) []string {
+	b.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = id()
+	}
+	// Load the script once; the pipelines below then use EVALSHA.
+	if _, err := q.Enter(ctx, id(), time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	const batch = 2000
+	for start := 0; start < n; start += batch {
+		pipe := q.rdb.Pipeline()
+		for _, v := range ids[start:min(n, start+batch)] {
+			enterScript.EvalSha(ctx, pipe, q.keysFor(opEnter), q.argsFor(time.Hour.Milliseconds(), []string{v})...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ids
+}
+
+var benchSizes = []int{0, 10_000, 1_000_000}
+
+func benchQueue(b *testing.B, rdb redis.UniversalClient, name string) *Queue {
+	b.Helper()
+	return benchQueueOn(b, nil, rdb, name)
+}
+
+// benchQueueOn returns an empty queue, batched through store when it is set.
+func benchQueueOn(b *testing.B, store *Store, rdb redis.UniversalClient, name string) *Queue {
+	b.Helper()
+	q, err := New(rdb, "bench", name)
+	if store != nil {
+		q, err = store.Queue("bench", name)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Delete(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = q.Delete(context.Background()) })
+	return q
+}
+
+func reportThroughput(b *testing.B, start time.Time) {
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
+
+// pollModes are the two ways a proxy can send polls: one call per round trip, or batched by a Store.
+var pollModes = []string{"direct", "batched"}
+
+func storeFor(b *testing.B, mode string, rdb redis.UniversalClient) *Store {
+	if mode != "batched" {
+		return nil
+	}
+	s := NewStore(rdb, StoreOptions{})
+	b.Cleanup(s.Close)
+	return s
+}
+
+func BenchmarkEnter(b *testing.B) {
+	_, rdb := benchRedis(b)
+	for _, mode := range pollModes {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("%s/waiting=%d", mode, size), func(b *testing.B) {
+				q := benchQueueOn(b, storeFor(b, mode, rdb), rdb, fmt.Sprintf("enter-%d", size))
+				fill(b, q, size, anonymousID)
+				ctx := context.Background()
+				b.SetParallelism(max(1, benchConcurrency/runtime.GOMAXPROCS(0)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := q.Enter(ctx, anonymousID(), time.Hour); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				reportThroughput(b, start)
+			})
+		}
+	}
+}
+
+func BenchmarkStatus(b *testing.B) {
+	_, rdb := benchRedis(b)
+	for _, mode := range pollModes {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("%s/waiting=%d", mode, size), func(b *testing.B) {
+				q := benchQueueOn(b, storeFor(b, mode, rdb), rdb, fmt.Sprintf("status-%d", size))
+				// With nobody else waiting, the pollers are the queue.
+				ids := fill(b, q, max(size, benchConcurrency*4), anonymousID)
+				ctx := context.Background()
+				var next atomic.Int64
+				b.SetParallelism(max(1, benchConcurrency/runtime.GOMAXPROCS(0)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						id := ids[int(next.Add(7919))%len(ids)]
+						p, err := q.Status(ctx, id, time.Hour)
+						if err != nil || p.State != Waiting {
+							b.Errorf("Status = %+v, %v", p, err)
+							return
+						}
+					}
+				})
+				reportThroughput(b, start)
+			})
+		}
+	}
+}
+
+// BenchmarkAdmit14 runs the reference tick (14 admissions, jitter over 100 ms) back to back, one
+// scheduler at a time as in production, and reports the latency percentiles of a tick.
+func BenchmarkAdmit14(b *testing.B) {
+	_, rdb := benchRedis(b)
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("waiting=%d", size), func(b *testing.B) {
+			q := benchQueue(b, rdb, fmt.Sprintf("admit-%d", size))
+			fill(b, q, size, anonymousID)
+			ctx := context.Background()
+			offs := make([]time.Duration, 14)
+			for i := range offs {
+				offs[i] = time.Duration(i) * 7 * time.Millisecond
+			}
+			lat := make([]time.Duration, 0, b.N)
+			runtime.GC() // the fill's garbage must not be collected during the ticks
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := q.Admit(ctx, AdmitRequest{TickID: int64(i + 1), Offsets: offs, PassTTL: 5 * time.Minute, AbandonAfter: time.Hour}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(scriptMicros(b, rdb), "redis-µs")
+		})
+	}
+}
+
+// scriptMicros is the time Redis spent per script call since the last CONFIG RESETSTAT.
+func scriptMicros(b *testing.B, rdb redis.UniversalClient) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+					f, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return f
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// BenchmarkMemoryPerWaitingVisitor fills a queue with 10^6 visitors and reports the Redis memory per
+// visitor: MEMORY USAGE summed over every key of the queue, and the growth of used_memory.
+func BenchmarkMemoryPerWaitingVisitor(b *testing.B) {
+	_, rdb := benchRedis(b)
+	for _, form := range []struct {
+		name string
+		id   func() string
+	}{{"id=base64url22", anonymousID}, {"id=hex32", hexID}} {
+		b.Run(form.name, func(b *testing.B) {
+			const n = 1_000_000
+			ctx := context.Background()
+			q := benchQueue(b, rdb, "memory-"+form.name[3:])
+			for i := 0; i < b.N; i++ {
+				_ = q.Delete(ctx)
+				before := usedMemory(b, rdb)
+				fill(b, q, n, form.id)
+				grown := usedMemory(b, rdb) - before
+				var usage int64
+				iter := rdb.Scan(ctx, 0, q.prefix+":*", 1000).Iterator()
+				for iter.Next(ctx) {
+					usage += rdb.MemoryUsage(ctx, iter.Val(), 0).Val()
+				}
+				if err := iter.Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(usage)/n, "usage-B/visitor")
+				b.ReportMetric(float64(grown)/n, "used_memory-B/visitor")
+			}
+		})
+	}
+}
+
+// usedMemory reads used_memory once Redis has freed what UNLINK handed to its background thread.
+func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
+	b.Helper()
+	for range 1000 {
+		info, err := rdb.Info(context.Background(), "memory").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		fields := map[string]string{}
+		for _, line := range strings.Split(info, "\r\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				fields[k] = v
+			}
+		}
+		if fields["lazyfree_pending_objects"] != "0" {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		n, err := strconv.ParseInt(fields["used_memory"], 10, 64)
+		if err != nil {
+			b.Fatalf("used_memory %q: %v", fields["used_memory"], err)
+		}
+		return n
+	}
+	b.Fatal("Redis kept freeing memory for 10 s")
+	return 0
+}
+
+// BenchmarkRedisBenchmark runs redis-benchmark against the same server, as the baseline the engine is
+// compared with: ZADD and ZRANK on a sorted set of the same size, at the same concurrency.
+func BenchmarkRedisBenchmark(b *testing.B) {
+	srv, rdb := benchRedis(b)
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		b.Skip("redis-benchmark not found (Debian package redis-tools)")
+	}
+	for _, size := range benchSizes {
+		for _, test := range []string{"ZADD", "ZRANK"} {
+			b.Run(fmt.Sprintf("%s/waiting=%d", test, size), func(b *testing.B) {
+				ctx := context.Background()
+				key := fmt.Sprintf("baseline-%d", size)
+				_ = rdb.Del(ctx, key).Err()
+				b.Cleanup(func() { _ = rdb.Del(context.Background(), key).Err() })
+				// Members "0".."size-1" (redis-benchmark's __rand_int__ draws from the same range).
+				for start := 0; start < size; start += 10_000 {
+					members := make([]redis.Z, 0, 10_000)
+					for i := start; i < min(size, start+10_000); i++ {
+						members = append(members, redis.Z{Score: float64(i), Member: strconv.Itoa(i)})
+					}
+					if err := rdb.ZAdd(ctx, key, members...).Err(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				keyspace := max(size, 1)
+				var cmd []string
+				switch test {
+				case "ZADD":
+					cmd = []string{"ZADD", key, "NX", "__rand_int__", "m__rand_int__"}
+				case "ZRANK":
+					cmd = []string{"ZRANK", key, "__rand_int__"}
+				}
+				requests := max(b.N, 1000)
+				args := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port), "-c", strconv.Itoa(benchConcurrency),
+					"-n", strconv.Itoa(requests), "-r", strconv.Itoa(keyspace), "--csv"}, cmd...)
+				b.ResetTimer()
+				out, err := exec.Command("redis-benchmark", args...).CombinedOutput()
+				b.StopTimer()
+				if err != nil {
+					b.Fatalf("redis-benchmark: %v\n%s", err, out)
+				}
+				rps, err := parseRedisBenchmarkCSV(out)
+				if err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+				b.ReportMetric(rps, "ops/s")
+			})
+		}
+	}
+}
+
+func parseRedisBenchmarkCSV(out []byte) (float64, error) {
+	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("reading redis-benchmark CSV: %w", err)
+	}
+	for _, row := range rows[1:] {
+		if len(row) > 1 {
+			return strconv.ParseFloat(row[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("no result row in redis-benchmark output")
+}

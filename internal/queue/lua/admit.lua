@@ -1,0 +1,142 @@
+-- Admit runs one scheduler tick: it takes the front visitors off the queue and gives each a pass
+-- whose not-before time is now plus its jitter offset. Silent visitors met on the way are dropped
+-- and never take a slot. A bounded sweep then drops silent visitors deeper in the queue.
+-- Everything happens in this one script, so a crash at any moment admits nobody twice and loses
+-- nobody; the tick id makes a retried call (after a lost reply, or from a second scheduler) a no-op.
+-- Commands are grouped per last-seen block because each redis.call costs far more than its work.
+--
+-- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence
+-- ARGV[1] key prefix, ARGV[2] tick id (increasing), ARGV[3] pass ttl ms, ARGV[4] abandon-after ms,
+-- ARGV[5] last-seen block size, ARGV[6] front budget (visitors examined beyond the batch),
+-- ARGV[7] sweep blocks, ARGV[8..] one not-before offset (ms) per slot
+-- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
+-- this tick id was already run.
+local prefix, tick = ARGV[1], tonumber(ARGV[2])
+local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
+local block, front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local slots = #ARGV - 7
+local now = now_ms()
+
+local last = tonumber(redis.call('HGET', KEYS[3], 'tick'))
+if last and tick <= last then
+  return {0, now, last}
+end
+redis.call('HSET', KEYS[3], 'tick', tick)
+
+-- Lua's unpack is limited by the C stack; send long argument lists in chunks.
+local CHUNK = 1000
+local function call_chunked(cmd, key, args, step)
+  for i = 1, #args, CHUNK * step do
+    redis.call(cmd, key, unpack(args, i, math.min(#args, i + CHUNK * step - 1)))
+  end
+end
+
+-- pop removes up to n front visitors and their last-seen records; it returns them in order with
+-- their last-seen times (nil when unknown).
+local function pop(n)
+  local front = redis.call('ZPOPMIN', KEYS[1], n)
+  local popped, by_block, block_order = {}, {}, {}
+  for i = 1, #front, 2 do
+    local skey, sfield = seen_slot(prefix, tonumber(front[i + 1]), block)
+    local fields = by_block[skey]
+    if not fields then
+      fields = {}
+      by_block[skey] = fields
+      block_order[#block_order + 1] = skey
+    end
+    fields[#fields + 1] = sfield
+    popped[#popped + 1] = {front[i], skey, #fields}
+  end
+  local seen = {}
+  for _, skey in ipairs(block_order) do
+    local fields = by_block[skey]
+    seen[skey] = redis.call('HMGET', skey, unpack(fields))
+    redis.call('HDEL', skey, unpack(fields))
+  end
+  for _, p in ipairs(popped) do
+    p[4] = tonumber(seen[p[2]][p[3]])
+  end
+  return popped
+end
+
+local out = {1, now, 0}
+local admitted, abandoned = 0, 0
+local active = {}
+-- Examine at most slots + front_budget front visitors, so a queue of silent visitors cannot make
+-- one tick unbounded.
+local budget = slots + front_budget
+while admitted < slots and budget > 0 do
+  local popped = pop(math.min(slots - admitted, budget))
+  if #popped == 0 then
+    break
+  end
+  budget = budget - #popped
+  for _, p in ipairs(popped) do
+    local visitor, seen = p[1], p[4]
+    if seen and now - seen > abandon_ms then
+      abandoned = abandoned + 1
+    else
+      admitted = admitted + 1
+      local nb = now + tonumber(ARGV[7 + admitted])
+      local exp = nb + ttl
+      redis.call('SET', prefix .. ':p:' .. visitor, nb .. ':' .. exp, 'PX', exp - now)
+      active[#active + 1] = exp
+      active[#active + 1] = visitor
+      out[#out + 1] = visitor
+      out[#out + 1] = nb
+      out[#out + 1] = exp
+    end
+  end
+end
+if #active > 0 then
+  call_chunked('ZADD', KEYS[2], active, 2)
+end
+
+-- The sweep walks the last-seen blocks from a cursor, at most sweep_blocks blocks per tick, and
+-- starts over at the front block when it passes the newest.
+if sweep_blocks > 0 then
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #head > 0 then
+    local first = math.floor(tonumber(head[2]) / block)
+    local newest = math.floor((tonumber(redis.call('GET', KEYS[4])) or 0) / block)
+    local cursor = tonumber(redis.call('HGET', KEYS[3], 'sweep')) or first
+    for _ = 1, sweep_blocks do
+      if cursor < first or cursor > newest then
+        cursor = first
+      end
+      local skey = prefix .. ':s:' .. cursor
+      -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
+      -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
+      local times = redis.call('HVALS', skey)
+      local fields
+      local stale = {}
+      for i = 1, #times do
+        if now - tonumber(times[i]) > abandon_ms then
+          fields = fields or redis.call('HKEYS', skey)
+          stale[#stale + 1] = fields[i]
+          local seq = cursor * block + tonumber(fields[i])
+          local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
+          if #member > 0 then
+            redis.call('ZREM', KEYS[1], member[1])
+            abandoned = abandoned + 1
+          end
+        end
+      end
+      if #stale > 0 then
+        redis.call('HDEL', skey, unpack(stale))
+      end
+      cursor = cursor + 1
+    end
+    redis.call('HSET', KEYS[3], 'sweep', cursor)
+  end
+end
+
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if admitted > 0 then
+  redis.call('HINCRBY', KEYS[3], 'admitted', admitted)
+end
+if abandoned > 0 then
+  redis.call('HINCRBY', KEYS[3], 'abandoned', abandoned)
+end
+out[3] = abandoned
+return out

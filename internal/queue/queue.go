@@ -1,0 +1,414 @@
+// Package queue is herdgate's engine on Redis: visitors enter a strict FIFO queue, poll for their
+// position, and are admitted a batch per scheduler tick with a signed-pass record whose not-before
+// time carries the tick's jitter. The admission proxy and the scheduler reach Redis only through it.
+//
+// Every key of one queue shares the hash tag {hg:<namespace>/<name>}, so each script touches one slot
+// and the engine runs unchanged on one server, over TLS, and on Redis Cluster:
+//
+//	{hg:ns/name}:q        sorted set: waiting visitors, scored by arrival sequence
+//	{hg:ns/name}:seq      arrival sequence (INCR)
+//	{hg:ns/name}:s:<n>    last-seen times of arrivals n×128 … n×128+127 (small hashes)
+//	{hg:ns/name}:p:<id>   pass record "notBeforeMs:expiryMs", expiring with the pass
+//	{hg:ns/name}:a        sorted set: admitted visitors, scored by pass expiry
+//	{hg:ns/name}:t        hash: admitted and abandoned totals, last tick id, sweep cursor
+//	{hg:ns/name}:plan     hash: the plan the scheduler publishes for the proxies
+package queue
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxVisitorIDLength is the longest visitor ID the engine accepts.
+const MaxVisitorIDLength = 128
+
+// seenBlock is how many consecutive arrivals share one last-seen hash. It stays below Redis'
+// hash-max-listpack-entries (512 by default) so that every block keeps the compact encoding.
+const seenBlock = 128
+
+// DefaultFrontBudget is how many silent visitors one Admit call may drop at the front beyond its batch.
+const DefaultFrontBudget = 128
+
+// DefaultSweepBlocks is how many blocks of last-seen records (seenBlock visitors each) one Admit call
+// sweeps deeper in the queue. At 10 ticks per second that walks 1,280 visitors per second.
+const DefaultSweepBlocks = 1
+
+var (
+	//go:embed lua/common.lua
+	commonLua string
+	//go:embed lua/enter.lua
+	enterLua string
+	//go:embed lua/status.lua
+	statusLua string
+	//go:embed lua/admit.lua
+	admitLua string
+	//go:embed lua/stats.lua
+	statsLua string
+
+	// redis.Script runs EVALSHA and falls back to EVAL (which loads the script) on NOSCRIPT, so the
+	// scripts survive SCRIPT FLUSH, a restart and a failover.
+	enterScript  = redis.NewScript(commonLua + enterLua)
+	statusScript = redis.NewScript(commonLua + statusLua)
+	admitScript  = redis.NewScript(commonLua + admitLua)
+	statsScript  = redis.NewScript(commonLua + statsLua)
+)
+
+// ErrInvalidVisitor is returned for a visitor ID the engine refuses to store.
+var ErrInvalidVisitor = errors.New("invalid visitor ID")
+
+// Queue is the Redis state of one WaitingQueue. It is safe for concurrent use.
+type Queue struct {
+	rdb    redis.UniversalClient
+	store  *Store // batches Enter and Status when set
+	prefix string // "{hg:<namespace>/<name>}"
+	keys   struct{ wait, seq, active, totals, plan string }
+}
+
+// New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
+// returns one that batches concurrent polls.
+func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
+	for field, v := range map[string]string{"namespace": namespace, "name": name} {
+		if v == "" || strings.ContainsAny(v, "{}/*?[]\\ ") {
+			return nil, fmt.Errorf("queue %s %q is empty or holds a character reserved in key names", field, v)
+		}
+	}
+	q := &Queue{rdb: rdb, prefix: "{hg:" + namespace + "/" + name + "}"}
+	q.keys.wait = q.prefix + ":q"
+	q.keys.seq = q.prefix + ":seq"
+	q.keys.active = q.prefix + ":a"
+	q.keys.totals = q.prefix + ":t"
+	q.keys.plan = q.prefix + ":plan"
+	return q, nil
+}
+
+// KeyPrefix is the prefix (hash tag included) of every key of this queue.
+func (q *Queue) KeyPrefix() string { return q.prefix }
+
+// ValidateVisitorID checks that id is 1 to 128 printable ASCII characters.
+func ValidateVisitorID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidVisitor)
+	}
+	if len(id) > MaxVisitorIDLength {
+		return fmt.Errorf("%w: %d bytes, at most %d allowed", ErrInvalidVisitor, len(id), MaxVisitorIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("%w: byte %d is 0x%02x, only printable ASCII is allowed", ErrInvalidVisitor, i, c)
+		}
+	}
+	return nil
+}
+
+// Pass is the validity window of an admitted visitor's pass.
+type Pass struct {
+	NotBefore time.Time
+	Expiry    time.Time
+}
+
+// State is where a visitor stands.
+type State int
+
+const (
+	// NotQueued: the visitor never entered, or lost its place (abandoned), or its pass expired.
+	NotQueued State = iota
+	// Admitted: the visitor holds a pass that has not expired (it may not be valid yet).
+	Admitted
+	// Waiting: the visitor is in the queue.
+	Waiting
+)
+
+func (s State) String() string {
+	switch s {
+	case NotQueued:
+		return "NotQueued"
+	case Admitted:
+		return "Admitted"
+	case Waiting:
+		return "Waiting"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Position is a visitor's answer from Enter or Status.
+type Position struct {
+	State State
+	// Position is the 1-based place in the queue and Depth the queue's length, when Waiting.
+	Position, Depth int64
+	// Pass is set when Admitted.
+	Pass Pass
+	// Now is Redis' clock when it answered.
+	Now time.Time
+	// PreviousPoll is when the visitor last entered or polled before this Status call, when Waiting;
+	// zero when unknown. The proxy refuses polls that come sooner than it allowed.
+	PreviousPoll time.Time
+}
+
+// Enter puts the visitor at the back of the queue. A visitor already waiting keeps its place, and one
+// holding an unexpired pass keeps it (Admitted). A waiting visitor silent for longer than abandonAfter
+// has lost its place and starts again at the back.
+func (q *Queue) Enter(ctx context.Context, visitor string, abandonAfter time.Duration) (Position, error) {
+	p, err := q.visitorCall(ctx, opEnter, visitor, abandonAfter)
+	if err != nil {
+		return Position{}, fmt.Errorf("entering queue %s: %w", q.prefix, err)
+	}
+	return p, nil
+}
+
+// Status tells where the visitor stands and refreshes its last-seen time. A visitor never queued, or
+// dropped for silence, is NotQueued: not an error.
+func (q *Queue) Status(ctx context.Context, visitor string, abandonAfter time.Duration) (Position, error) {
+	p, err := q.visitorCall(ctx, opStatus, visitor, abandonAfter)
+	if err != nil {
+		return Position{}, fmt.Errorf("reading status in queue %s: %w", q.prefix, err)
+	}
+	return p, nil
+}
+
+// visitorOp is a script that handles a list of visitors of one queue.
+type visitorOp int
+
+const (
+	opEnter visitorOp = iota
+	opStatus
+)
+
+func (o visitorOp) script() *redis.Script {
+	if o == opEnter {
+		return enterScript
+	}
+	return statusScript
+}
+
+func (q *Queue) keysFor(o visitorOp) []string {
+	if o == opEnter {
+		return []string{q.keys.wait, q.keys.seq, q.keys.totals}
+	}
+	return []string{q.keys.wait, q.keys.totals}
+}
+
+func (q *Queue) argsFor(abandon int64, visitors []string) []any {
+	args := make([]any, 0, 3+len(visitors))
+	args = append(args, q.prefix, abandon, seenBlock)
+	for _, v := range visitors {
+		args = append(args, v)
+	}
+	return args
+}
+
+// runVisitors runs op for visitors in one script call.
+func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, visitors []string) *redis.Cmd {
+	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(abandon, visitors)...)
+}
+
+// visitorCall runs op for one visitor, through the store's round trips when there is a store.
+func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, abandonAfter time.Duration) (Position, error) {
+	if err := ValidateVisitorID(visitor); err != nil {
+		return Position{}, err
+	}
+	var reply []int64
+	if q.store != nil {
+		r, err := q.store.run(ctx, q, o, abandonAfter.Milliseconds(), visitor)
+		if err != nil {
+			return Position{}, err
+		}
+		reply = r
+	} else {
+		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), []string{visitor}).Result()
+		if err != nil {
+			return Position{}, err
+		}
+		replies, err := decodeReplies(v, 1)
+		if err != nil {
+			return Position{}, err
+		}
+		reply = replies[0]
+	}
+	return decodePosition(reply)
+}
+
+func decodePosition(res []int64) (Position, error) {
+	if len(res) < 2 {
+		return Position{}, fmt.Errorf("unexpected script reply %v", res)
+	}
+	switch State(res[0]) {
+	case NotQueued:
+		return Position{State: NotQueued, Now: time.UnixMilli(res[1])}, nil
+	case Admitted:
+		if len(res) != 4 {
+			return Position{}, fmt.Errorf("unexpected script reply %v", res)
+		}
+		return Position{State: Admitted, Pass: Pass{time.UnixMilli(res[1]), time.UnixMilli(res[2])}, Now: time.UnixMilli(res[3])}, nil
+	case Waiting:
+		if len(res) < 4 {
+			return Position{}, fmt.Errorf("unexpected script reply %v", res)
+		}
+		p := Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3])}
+		if len(res) > 4 && res[4] > 0 {
+			p.PreviousPoll = time.UnixMilli(res[4])
+		}
+		return p, nil
+	}
+	return Position{}, fmt.Errorf("unexpected script reply %v", res)
+}
+
+// AdmitRequest is one scheduler tick.
+type AdmitRequest struct {
+	// TickID identifies the tick and must grow from tick to tick (the scheduler uses the tick's
+	// scheduled time in Unix milliseconds). A call whose TickID is not above the last one admits
+	// nobody, so a retry after a lost reply, or a second scheduler, cannot admit a tick twice.
+	TickID int64
+	// Offsets hold one not-before offset per admission slot: len(Offsets) visitors are admitted at
+	// most, the i-th at Redis' now + Offsets[i]. Millisecond precision.
+	Offsets []time.Duration
+	// PassTTL is how long a pass stays valid after its not-before time.
+	PassTTL time.Duration
+	// AbandonAfter is how long a waiting visitor may stay silent.
+	AbandonAfter time.Duration
+	// FrontBudget bounds the silent visitors one call may drop at the front beyond its batch;
+	// 0 means DefaultFrontBudget.
+	FrontBudget int
+	// SweepBlocks is how many blocks of last-seen records one call sweeps for silent visitors deeper
+	// in the queue; 0 means DefaultSweepBlocks.
+	SweepBlocks int
+}
+
+// AdmittedVisitor is one admission of a tick.
+type AdmittedVisitor struct {
+	ID   string
+	Pass Pass
+}
+
+// AdmitResult is what one tick did.
+type AdmitResult struct {
+	// Duplicate is true when the TickID was not above the last one: nothing was done.
+	Duplicate bool
+	// Admitted are the visitors admitted, front of the queue first.
+	Admitted []AdmittedVisitor
+	// Abandoned is how many silent visitors were dropped.
+	Abandoned int64
+	// Now is Redis' clock during the tick.
+	Now time.Time
+}
+
+// Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
+// len(Offsets) visitors in arrival order, and sweeps a bounded stretch of the queue for silent ones:
+// one call examines at most len(Offsets) + FrontBudget visitors at the front and SweepBlocks × 128
+// deeper in.
+func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error) {
+	if req.TickID <= 0 {
+		return AdmitResult{}, errors.New("admit: tick id must be positive")
+	}
+	if req.PassTTL <= 0 {
+		return AdmitResult{}, errors.New("admit: pass TTL must be positive")
+	}
+	if req.FrontBudget < 0 || req.SweepBlocks < 0 {
+		return AdmitResult{}, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
+	}
+	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
+	args := make([]any, 0, 7+len(req.Offsets))
+	args = append(args, q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), seenBlock, front, blocks)
+	for _, o := range req.Offsets {
+		if o < 0 {
+			return AdmitResult{}, fmt.Errorf("admit: negative offset %s", o)
+		}
+		args = append(args, o.Milliseconds())
+	}
+	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq}, args...).Slice()
+	if err != nil {
+		return AdmitResult{}, fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
+	}
+	if len(raw) < 3 {
+		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
+	}
+	done, _ := raw[0].(int64)
+	now, _ := raw[1].(int64)
+	res := AdmitResult{Now: time.UnixMilli(now)}
+	if done == 0 {
+		res.Duplicate = true
+		return res, nil
+	}
+	res.Abandoned, _ = raw[2].(int64)
+	rest := raw[3:]
+	if len(rest)%3 != 0 {
+		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
+	}
+	res.Admitted = make([]AdmittedVisitor, 0, len(rest)/3)
+	for i := 0; i < len(rest); i += 3 {
+		id, _ := rest[i].(string)
+		nb, _ := rest[i+1].(int64)
+		exp, _ := rest[i+2].(int64)
+		res.Admitted = append(res.Admitted, AdmittedVisitor{ID: id, Pass: Pass{time.UnixMilli(nb), time.UnixMilli(exp)}})
+	}
+	return res, nil
+}
+
+// Stats are a queue's counters.
+type Stats struct {
+	// Depth is the number of visitors waiting.
+	Depth int64
+	// Active is the number of passes that have not expired.
+	Active int64
+	// AdmittedTotal and AbandonedTotal count since the queue was created.
+	AdmittedTotal, AbandonedTotal int64
+	// Now is Redis' clock.
+	Now time.Time
+}
+
+// Stats reads the counters in one round trip.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	res, err := statsScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals}).Int64Slice()
+	if err != nil {
+		return Stats{}, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
+	}
+	if len(res) != 5 {
+		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
+	}
+	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4])}, nil
+}
+
+// Delete removes every key of the queue, on whichever node holds its slot.
+func (q *Queue) Delete(ctx context.Context) error {
+	node := q.rdb
+	if cc, ok := q.rdb.(*redis.ClusterClient); ok {
+		master, err := cc.MasterForKey(ctx, q.keys.wait)
+		if err != nil {
+			return fmt.Errorf("finding the node of queue %s: %w", q.prefix, err)
+		}
+		node = master
+	}
+	// The prefix holds no glob characters (New refuses them), so it matches literally.
+	iter := node.Scan(ctx, 0, q.prefix+":*", 1000).Iterator()
+	batch := make([]string, 0, 256)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		// UNLINK frees large sets in the background instead of blocking Redis.
+		if err := node.Unlink(ctx, batch...).Err(); err != nil {
+			return fmt.Errorf("deleting keys of queue %s: %w", q.prefix, err)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("listing keys of queue %s: %w", q.prefix, err)
+	}
+	return flush()
+}

@@ -1,0 +1,705 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+const (
+	longAbandon = time.Hour
+	passTTL     = 5 * time.Minute
+)
+
+// backend is one kind of Redis deployment the engine must work on.
+type backend struct {
+	name string
+	rdb  redis.UniversalClient
+	// store, when set, batches the queues' polls into pipelines.
+	store *Store
+	// nodes are direct clients of every server, to look at keys wherever they live.
+	nodes []*redis.Client
+}
+
+func startBackends(t *testing.T) []backend {
+	t.Helper()
+	plain := testenv.StartRedis(t)
+	tlsServer := testenv.StartRedis(t, testenv.WithTLS())
+	cluster := testenv.StartRedisCluster(t, 3)
+
+	var out []backend
+	add := func(name, url string, opts ClientOptions, nodes []*redis.Client) {
+		rdb, err := NewClient(url, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		out = append(out, backend{name: name, rdb: rdb, nodes: nodes})
+	}
+	direct := func(addr string, r *testenv.Redis) *redis.Client {
+		opts := &redis.Options{Addr: addr}
+		if r != nil && r.TLS != nil {
+			c, err := NewClient(r.URL(), ClientOptions{RootCAs: r.TLS.RootCAs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.(*redis.Client)
+		}
+		return redis.NewClient(opts)
+	}
+	add("standalone", plain.URL(), ClientOptions{}, []*redis.Client{direct(plain.Addr(), nil)})
+	add("tls", tlsServer.URL(), ClientOptions{RootCAs: tlsServer.TLS.RootCAs}, []*redis.Client{direct("", tlsServer)})
+	var clusterNodes []*redis.Client
+	for _, n := range cluster.Nodes {
+		clusterNodes = append(clusterNodes, direct(n.Addr(), nil))
+	}
+	add("cluster", cluster.URL(), ClientOptions{}, clusterNodes)
+	for _, b := range out {
+		for _, n := range b.nodes {
+			t.Cleanup(func() { _ = n.Close() })
+		}
+	}
+	// Every kind again, with the polls batched into pipelines.
+	for _, b := range slices.Clone(out) {
+		b.name += "+batched"
+		b.store = NewStore(b.rdb, StoreOptions{})
+		t.Cleanup(b.store.Close)
+		out = append(out, b)
+	}
+	return out
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// newQueue returns a queue named after the running test, so tests never share keys.
+func newQueue(t *testing.T, rdb redis.UniversalClient) *Queue {
+	t.Helper()
+	q, err := New(rdb, "test", testQueueName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// queueOn returns a queue named after the running test on backend b.
+func queueOn(t *testing.T, b backend) *Queue {
+	t.Helper()
+	if b.store == nil {
+		return newQueue(t, b.rdb)
+	}
+	q, err := b.store.Queue("test", testQueueName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func testQueueName(t *testing.T) string {
+	return strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+}
+
+func enterAll(t *testing.T, q *Queue, visitors ...string) {
+	t.Helper()
+	for _, v := range visitors {
+		if _, err := q.Enter(context.Background(), v, longAbandon); err != nil {
+			t.Fatalf("Enter(%s): %v", v, err)
+		}
+	}
+}
+
+func visitorIDs(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return ids
+}
+
+// silence moves a waiting visitor's last-seen time back by d, as if it had stopped polling d ago.
+func silence(t *testing.T, q *Queue, visitor string, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	seq, err := q.rdb.ZScore(ctx, q.keys.wait, visitor).Result()
+	if err != nil {
+		t.Fatalf("silence(%s): %v", visitor, err)
+	}
+	now, err := q.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("%s:s:%d", q.prefix, int64(seq)/seenBlock)
+	field := strconv.FormatInt(int64(seq)%seenBlock, 10)
+	if err := q.rdb.HSet(ctx, key, field, now.Add(-d).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keysOf lists every key of q on every node.
+func keysOf(t *testing.T, b backend, q *Queue) []string {
+	t.Helper()
+	var keys []string
+	for _, n := range b.nodes {
+		iter := n.Scan(context.Background(), 0, q.prefix+"*", 1000).Iterator()
+		for iter.Next(context.Background()) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func offsets(n int, each time.Duration) []time.Duration {
+	o := make([]time.Duration, n)
+	for i := range o {
+		o[i] = time.Duration(i) * each
+	}
+	return o
+}
+
+func TestEngine(t *testing.T) {
+	for _, b := range startBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Run("concurrent entries get distinct positions and keep them", func(t *testing.T) { testConcurrentEnter(t, b) })
+			t.Run("admit takes exactly the oldest", func(t *testing.T) { testAdmitTakesTheOldest(t, b) })
+			t.Run("status", func(t *testing.T) { testStatus(t, b) })
+			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
+			t.Run("an expired pass sends the visitor to the back", func(t *testing.T) { testPassExpiry(t, b) })
+			t.Run("abandoned visitors never take a slot", func(t *testing.T) { testAbandoned(t, b) })
+			t.Run("sweep is bounded per call", func(t *testing.T) { testSweepBounded(t, b) })
+			t.Run("a tick id runs once", func(t *testing.T) { testTickIdempotent(t, b) })
+			t.Run("scripts reload after SCRIPT FLUSH", func(t *testing.T) { testScriptFlush(t, b) })
+			t.Run("stats", func(t *testing.T) { testStats(t, b) })
+			t.Run("plan", func(t *testing.T) { testPlan(t, b) })
+			t.Run("delete leaves no key", func(t *testing.T) { testDelete(t, b) })
+		})
+	}
+}
+
+func testConcurrentEnter(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const n = 1000
+	ids := visitorIDs("v", n)
+	positions := make([]int64, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range ids {
+		wg.Go(func() {
+			p, err := q.Enter(ctx, ids[i], longAbandon)
+			if err != nil {
+				errs <- err
+				return
+			}
+			positions[i] = p.Position
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sorted := slices.Clone(positions)
+	slices.Sort(sorted)
+	for i, p := range sorted {
+		if p != int64(i+1) {
+			t.Fatalf("positions are not exactly 1..%d: sorted[%d] = %d", n, i, p)
+		}
+	}
+	// The queue's order is the order of the answers: position k holds whoever was told k.
+	order, err := b.rdb.ZRange(ctx, q.keys.wait, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if order[positions[i]-1] != id {
+			t.Fatalf("%s was told position %d but the queue holds %s there", id, positions[i], order[positions[i]-1])
+		}
+	}
+	for i, id := range ids {
+		p, err := q.Enter(ctx, id, longAbandon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State != Waiting || p.Position != positions[i] || p.Depth != n {
+			t.Fatalf("second Enter of %s = %+v, want Waiting at %d of %d", id, p, positions[i], n)
+		}
+	}
+}
+
+func testAdmitTakesTheOldest(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	ids := visitorIDs("a", 100)
+	enterAll(t, q, ids...)
+
+	const window = 100 * time.Millisecond
+	r := rand.New(rand.NewPCG(7, 7))
+	offs := make([]time.Duration, 14)
+	for i := range offs {
+		offs[i] = time.Duration(r.Int64N(int64(window)))
+	}
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offs, PassTTL: passTTL, AbandonAfter: longAbandon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, a := range res.Admitted {
+		got = append(got, a.ID)
+		if a.Pass.NotBefore.Before(res.Now) || !a.Pass.NotBefore.Before(res.Now.Add(window)) {
+			t.Errorf("%s not-before %s lies outside [now, now+%s) with now %s", a.ID, a.Pass.NotBefore, window, res.Now)
+		}
+		if want := res.Now.Add(offs[i].Truncate(time.Millisecond)); !a.Pass.NotBefore.Equal(want) {
+			t.Errorf("%s not-before = %s, want now + its offset = %s", a.ID, a.Pass.NotBefore, want)
+		}
+		if a.Pass.Expiry.Sub(a.Pass.NotBefore) != passTTL {
+			t.Errorf("%s pass lasts %s, want %s", a.ID, a.Pass.Expiry.Sub(a.Pass.NotBefore), passTTL)
+		}
+		ttl, err := b.rdb.PTTL(ctx, q.prefix+":p:"+a.ID).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= passTTL-time.Minute || ttl > passTTL+window {
+			t.Errorf("%s pass record expires in %s, want about %s", a.ID, ttl, passTTL)
+		}
+	}
+	if diff := cmp.Diff(ids[:14], got); diff != "" {
+		t.Fatalf("admitted (-want +got):\n%s", diff)
+	}
+	for i, id := range ids[14:] {
+		p, err := q.Status(ctx, id, longAbandon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State != Waiting || p.Position != int64(i+1) || p.Depth != 86 {
+			t.Fatalf("Status(%s) = %+v, want Waiting at %d of 86", id, p, i+1)
+		}
+	}
+
+	// With jitter off every pass of the tick is valid at once; a queue shorter than the batch admits all.
+	res, err = q.Admit(ctx, AdmitRequest{TickID: 2, Offsets: make([]time.Duration, 200), PassTTL: passTTL, AbandonAfter: longAbandon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Admitted) != 86 {
+		t.Fatalf("second tick admitted %d, want the remaining 86", len(res.Admitted))
+	}
+	for _, a := range res.Admitted {
+		if !a.Pass.NotBefore.Equal(res.Now) {
+			t.Fatalf("%s not-before %s, want exactly now %s without jitter", a.ID, a.Pass.NotBefore, res.Now)
+		}
+	}
+	if res, err = q.Admit(ctx, AdmitRequest{TickID: 3, Offsets: offsets(14, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil || len(res.Admitted) != 0 {
+		t.Fatalf("an empty queue admitted %v, %v", res.Admitted, err)
+	}
+}
+
+func testStatus(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+
+	p, err := q.Status(ctx, "nobody", longAbandon)
+	if err != nil {
+		t.Fatalf("Status of an unknown visitor: %v, want no error", err)
+	}
+	if p.State != NotQueued {
+		t.Fatalf("Status of an unknown visitor = %v, want NotQueued", p.State)
+	}
+
+	enterAll(t, q, "first", "second", "third")
+	p, err = q.Status(ctx, "second", longAbandon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != Waiting || p.Position != 2 || p.Depth != 3 {
+		t.Fatalf("Status(second) = %+v, want Waiting at 2 of 3", p)
+	}
+	if p.PreviousPoll.IsZero() || p.PreviousPoll.After(p.Now) || p.Now.Sub(p.PreviousPoll) > time.Minute {
+		t.Fatalf("Status(second) previous poll = %s with now %s, want the time of its Enter", p.PreviousPoll, p.Now)
+	}
+	again, err := q.Status(ctx, "second", longAbandon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.PreviousPoll.Equal(p.Now) {
+		t.Fatalf("second Status previous poll = %s, want the first Status' time %s", again.PreviousPoll, p.Now)
+	}
+
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: []time.Duration{time.Second}, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
+		t.Fatal(err)
+	}
+	p, err = q.Status(ctx, "first", longAbandon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != Admitted || p.Pass.NotBefore.Sub(p.Now) <= 0 || p.Pass.NotBefore.Sub(p.Now) > time.Second {
+		t.Fatalf("Status(first) = %+v, want Admitted with not-before within the next second", p)
+	}
+	if p.Pass.Expiry.Sub(p.Pass.NotBefore) != passTTL {
+		t.Fatalf("Status(first) pass lasts %s, want %s", p.Pass.Expiry.Sub(p.Pass.NotBefore), passTTL)
+	}
+	p, err = q.Status(ctx, "third", longAbandon)
+	if err != nil || p.State != Waiting || p.Position != 2 || p.Depth != 2 {
+		t.Fatalf("Status(third) after one admission = %+v, %v; want Waiting at 2 of 2", p, err)
+	}
+
+	for _, bad := range []string{"", strings.Repeat("x", MaxVisitorIDLength+1), "tab\there", "ünïcode", "nul\x00"} {
+		if _, err := q.Status(ctx, bad, longAbandon); !errors.Is(err, ErrInvalidVisitor) {
+			t.Errorf("Status(%q) error = %v, want ErrInvalidVisitor", bad, err)
+		}
+		if _, err := q.Enter(ctx, bad, longAbandon); !errors.Is(err, ErrInvalidVisitor) {
+			t.Errorf("Enter(%q) error = %v, want ErrInvalidVisitor", bad, err)
+		}
+	}
+	if _, err := q.Enter(ctx, strings.Repeat("~", MaxVisitorIDLength), longAbandon); err != nil {
+		t.Errorf("Enter of a 128-character ID: %v", err)
+	}
+}
+
+func testReentry(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, "a", "b", "c")
+	p, err := q.Enter(ctx, "b", longAbandon)
+	if err != nil || p.Position != 2 {
+		t.Fatalf("re-Enter(b) = %+v, %v; want position 2", p, err)
+	}
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: 20 * time.Second, AbandonAfter: longAbandon}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := q.Status(ctx, "a", longAbandon)
+	if err != nil || first.State != Admitted {
+		t.Fatalf("Status(a) = %+v, %v; want Admitted", first, err)
+	}
+	ttlBefore, err := b.rdb.PTTL(ctx, q.prefix+":p:a").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // let the pass age, so that a reset would show
+	p, err = q.Enter(ctx, "a", longAbandon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != Admitted || p.Pass != first.Pass {
+		t.Fatalf("re-Enter of an admitted visitor = %+v, want its original pass %+v", p, first.Pass)
+	}
+	ttlAfter, err := b.rdb.PTTL(ctx, q.prefix+":p:a").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttlAfter >= ttlBefore {
+		t.Fatalf("re-Enter reset the pass TTL: %s before, %s after", ttlBefore, ttlAfter)
+	}
+	if n, _ := b.rdb.ZCard(ctx, q.keys.wait).Result(); n != 2 {
+		t.Fatalf("queue holds %d visitors after an admitted visitor re-entered, want 2", n)
+	}
+}
+
+func testPassExpiry(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, "early", "late")
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: 30 * time.Millisecond, AbandonAfter: longAbandon})
+	if err != nil || len(res.Admitted) != 1 {
+		t.Fatalf("Admit = %+v, %v", res, err)
+	}
+	if st, _ := q.Stats(ctx); st.Active != 1 {
+		t.Fatalf("active passes = %d, want 1", st.Active)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if p, err := q.Status(ctx, "early", longAbandon); err != nil || p.State != NotQueued {
+		t.Fatalf("Status after the pass expired = %+v, %v; want NotQueued", p, err)
+	}
+	if st, _ := q.Stats(ctx); st.Active != 0 {
+		t.Fatalf("active passes after expiry = %d, want 0", st.Active)
+	}
+	if p, err := q.Enter(ctx, "early", longAbandon); err != nil || p.State != Waiting || p.Position != 2 {
+		t.Fatalf("Enter after the pass expired = %+v, %v; want Waiting at 2, behind late", p, err)
+	}
+}
+
+func testAbandoned(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter = time.Minute
+	ids := visitorIDs("w", 10)
+	enterAll(t, q, ids...)
+	// w-0000, w-0002 and w-0004 went silent; the rest keep polling.
+	for _, i := range []int{0, 2, 4} {
+		silence(t, q, ids[i], 2*abandonAfter)
+	}
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(3, 0), PassTTL: passTTL, AbandonAfter: abandonAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range res.Admitted {
+		got = append(got, a.ID)
+	}
+	if diff := cmp.Diff([]string{ids[1], ids[3], ids[5]}, got); diff != "" {
+		t.Fatalf("admitted (-want +got):\n%s", diff)
+	}
+	if res.Abandoned != 3 {
+		t.Fatalf("abandoned %d, want 3", res.Abandoned)
+	}
+	for _, i := range []int{0, 2, 4} {
+		if n, _ := b.rdb.Exists(ctx, q.prefix+":p:"+ids[i]).Result(); n != 0 {
+			t.Fatalf("abandoned %s holds a pass", ids[i])
+		}
+		p, err := q.Status(ctx, ids[i], abandonAfter)
+		if err != nil || p.State != NotQueued {
+			t.Fatalf("Status(%s) = %+v, %v; want NotQueued", ids[i], p, err)
+		}
+	}
+
+	// A visitor silent for too long that polls (or re-enters) before any tick swept it has lost its
+	// place all the same: Status says NotQueued, Enter puts it at the back.
+	silence(t, q, ids[6], 2*abandonAfter)
+	if p, err := q.Status(ctx, ids[6], abandonAfter); err != nil || p.State != NotQueued {
+		t.Fatalf("Status of a silent visitor = %+v, %v; want NotQueued", p, err)
+	}
+	silence(t, q, ids[7], 2*abandonAfter)
+	if p, err := q.Enter(ctx, ids[7], abandonAfter); err != nil || p.Position != 3 || p.Depth != 3 {
+		t.Fatalf("Enter of a silent visitor = %+v, %v; want position 3 of 3 (back of the queue)", p, err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AbandonedTotal != 5 || st.AdmittedTotal != 3 || st.Depth != 3 {
+		t.Fatalf("stats = %+v, want 5 abandoned, 3 admitted, 3 waiting", st)
+	}
+}
+
+func testSweepBounded(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter, budget = time.Minute, 50
+	silent := visitorIDs("silent", 700) // three blocks of last-seen records
+	live := visitorIDs("live", 20)
+	enterAll(t, q, silent...)
+	enterAll(t, q, live...)
+	for _, id := range silent {
+		silence(t, q, id, 2*abandonAfter)
+	}
+	var admitted []string
+	var abandoned int64
+	for tick := int64(1); len(admitted) < len(live); tick++ {
+		if tick > 20 {
+			t.Fatalf("after 20 ticks only %d of %d live visitors were admitted", len(admitted), len(live))
+		}
+		res, err := q.Admit(ctx, AdmitRequest{TickID: tick, Offsets: offsets(14, 0), PassTTL: passTTL, AbandonAfter: abandonAfter, FrontBudget: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One call examines at most 14 + budget at the front and one block in the sweep.
+		if bound := int64(14 + budget + seenBlock); res.Abandoned > bound {
+			t.Fatalf("tick %d dropped %d visitors, more than its bound %d", tick, res.Abandoned, bound)
+		}
+		abandoned += res.Abandoned
+		for _, a := range res.Admitted {
+			admitted = append(admitted, a.ID)
+		}
+	}
+	if diff := cmp.Diff(live, admitted); diff != "" {
+		t.Fatalf("admitted (-want +got); no silent visitor may take a slot:\n%s", diff)
+	}
+	if abandoned != int64(len(silent)) {
+		t.Fatalf("dropped %d silent visitors, want %d", abandoned, len(silent))
+	}
+}
+
+func testTickIdempotent(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, visitorIDs("t", 30)...)
+	req := AdmitRequest{TickID: 1000, Offsets: offsets(10, 0), PassTTL: passTTL, AbandonAfter: longAbandon}
+	first, err := q.Admit(ctx, req)
+	if err != nil || len(first.Admitted) != 10 {
+		t.Fatalf("first Admit: %d admitted, %v", len(first.Admitted), err)
+	}
+	for _, id := range []int64{1000, 999, 1} {
+		req.TickID = id
+		res, err := q.Admit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Duplicate || len(res.Admitted) != 0 {
+			t.Fatalf("Admit with tick id %d after 1000 = %+v, want a duplicate that admits nobody", id, res)
+		}
+	}
+	req.TickID = 1001
+	if res, err := q.Admit(ctx, req); err != nil || res.Duplicate || len(res.Admitted) != 10 {
+		t.Fatalf("Admit with the next tick id = %+v, %v; want 10 admitted", res, err)
+	}
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 0, Offsets: offsets(1, 0), PassTTL: passTTL}); err == nil {
+		t.Fatal("Admit accepted tick id 0")
+	}
+}
+
+func testScriptFlush(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, "before")
+	for _, n := range b.nodes {
+		if err := n.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, err := q.Enter(ctx, "after", longAbandon); err != nil || p.Position != 2 {
+		t.Fatalf("Enter after SCRIPT FLUSH = %+v, %v", p, err)
+	}
+	for _, n := range b.nodes {
+		_ = n.ScriptFlush(ctx).Err()
+	}
+	if p, err := q.Status(ctx, "before", longAbandon); err != nil || p.Position != 1 {
+		t.Fatalf("Status after SCRIPT FLUSH = %+v, %v", p, err)
+	}
+	for _, n := range b.nodes {
+		_ = n.ScriptFlush(ctx).Err()
+	}
+	if res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(2, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil || len(res.Admitted) != 2 {
+		t.Fatalf("Admit after SCRIPT FLUSH = %+v, %v", res, err)
+	}
+}
+
+func testStats(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Stats{}, st, cmpIgnoreNow); diff != "" {
+		t.Fatalf("stats of an empty queue (-want +got):\n%s", diff)
+	}
+	enterAll(t, q, visitorIDs("s", 25)...)
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(5, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
+		t.Fatal(err)
+	}
+	// Two passes expired already: they are not active any more.
+	for _, id := range []string{"s-0000", "s-0001"} {
+		if err := b.rdb.ZAdd(ctx, q.keys.active, redis.Z{Score: 1, Member: id}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Stats{Depth: 20, Active: 3, AdmittedTotal: 5}, st, cmpIgnoreNow); diff != "" {
+		t.Fatalf("stats (-want +got):\n%s", diff)
+	}
+	if time.Since(st.Now).Abs() > time.Minute {
+		t.Fatalf("stats Now = %s, want Redis' clock", st.Now)
+	}
+}
+
+var cmpIgnoreNow = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Now" }, cmp.Ignore())
+
+func testPlan(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	if _, err := q.ReadPlan(ctx); !errors.Is(err, ErrNoPlan) {
+		t.Fatalf("ReadPlan before any publication: %v, want ErrNoPlan", err)
+	}
+	cache := NewPlanCache(q, time.Hour)
+	if _, err := cache.Get(ctx); !errors.Is(err, ErrNoPlan) {
+		t.Fatalf("PlanCache.Get before any publication: %v, want ErrNoPlan", err)
+	}
+	cache = NewPlanCache(q, time.Hour)
+	want := Plan{PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
+		PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute, Generation: 3}
+	if err := q.PublishPlan(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.ReadPlan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	if got, err := cache.Get(ctx); err != nil || got != want {
+		t.Fatalf("PlanCache.Get = %+v, %v", got, err)
+	}
+	changed := want
+	changed.Suspended, changed.Generation = true, 4
+	if err := q.PublishPlan(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cache.Get(ctx); got != want {
+		t.Fatalf("PlanCache.Get within its TTL = %+v, want the cached %+v", got, want)
+	}
+	cache.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if got, _ := cache.Get(ctx); got != changed {
+		t.Fatalf("PlanCache.Get after its TTL = %+v, want %+v", got, changed)
+	}
+	if err := q.PublishPlan(ctx, Plan{PerTickNum: 1, PerTickDen: 0, Tick: time.Second}); err == nil {
+		t.Fatal("PublishPlan accepted a zero denominator")
+	}
+	if err := b.rdb.HSet(ctx, q.keys.plan, "tick", "soon").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.ReadPlan(ctx); err == nil || !strings.Contains(err.Error(), "field tick") {
+		t.Fatalf("ReadPlan of a damaged plan: %v, want an error naming the field", err)
+	}
+}
+
+func testDelete(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	other, err := New(b.rdb, "test", "bystander")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enterAll(t, q, visitorIDs("d", 600)...) // spans several last-seen blocks
+	if _, err := other.Enter(ctx, "x", longAbandon); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(20, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.PublishPlan(ctx, Plan{PerTickNum: 1, PerTickDen: 1, Tick: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	before := keysOf(t, b, q)
+	if len(before) < 27 { // q, seq, 3 blocks, 20 passes, active, totals, plan
+		t.Fatalf("only %d keys before Delete: %v", len(before), before)
+	}
+	if err := q.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := keysOf(t, b, q); len(left) != 0 {
+		t.Fatalf("Delete left %d keys behind: %v", len(left), left)
+	}
+	if p, err := other.Status(ctx, "x", longAbandon); err != nil || p.State != Waiting {
+		t.Fatalf("Delete touched another queue: Status = %+v, %v", p, err)
+	}
+	if err := q.Delete(ctx); err != nil {
+		t.Fatalf("deleting a deleted queue: %v", err)
+	}
+}
+
+func TestNewRejectsReservedCharacters(t *testing.T) {
+	for _, tc := range [][2]string{{"", "a"}, {"a", ""}, {"ns}", "a"}, {"ns", "a*"}, {"ns", "a/b"}, {"n s", "a"}} {
+		if _, err := New(nil, tc[0], tc[1]); err == nil {
+			t.Errorf("New(%q, %q) accepted", tc[0], tc[1])
+		}
+	}
+}

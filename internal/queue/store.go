@@ -1,0 +1,242 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrStoreClosed is returned by calls made after Store.Close.
+var ErrStoreClosed = errors.New("queue store closed")
+
+// StoreOptions tune how a Store batches calls.
+type StoreOptions struct {
+	// Pipelines is how many round trips may be in flight at once; 0 means 2.
+	Pipelines int
+	// MaxBatch is the most visitor calls one round trip carries; 0 means 256.
+	MaxBatch int
+}
+
+// Store is one Redis (a server or a cluster) holding any number of queues. Its queues coalesce
+// concurrent Enter and Status calls: the calls that arrive while the round trips in flight are busy
+// travel together in the next one, as one script call per queue. An idle store sends each call at
+// once, so batching adds no latency; a busy one spends one network round trip and one script
+// invocation on many polls, which is what lets a proxy under a herd answer polls at about the rate
+// Redis answers single commands.
+type Store struct {
+	rdb      redis.UniversalClient
+	queue    chan *visitorCall
+	maxBatch int
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
+	roundTrips, calls atomic.Int64
+}
+
+// NewStore starts a store over rdb. Close it to stop its round trips; rdb stays the caller's.
+func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
+	s := &Store{
+		rdb:      rdb,
+		queue:    make(chan *visitorCall),
+		maxBatch: opts.MaxBatch,
+		stop:     make(chan struct{}),
+	}
+	if s.maxBatch <= 0 {
+		s.maxBatch = 256
+	}
+	pipelines := opts.Pipelines
+	if pipelines <= 0 {
+		pipelines = 2
+	}
+	for range pipelines {
+		s.wg.Go(s.pipeline)
+	}
+	return s
+}
+
+// Client is the Redis client the store runs on.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Queue returns the queue namespace/name of this store.
+func (s *Store) Queue(namespace, name string) (*Queue, error) {
+	q, err := New(s.rdb, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	q.store = s
+	return q, nil
+}
+
+// Close stops the store after the round trips in flight; later calls fail with ErrStoreClosed.
+func (s *Store) Close() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.wg.Wait()
+}
+
+// PipelineStats reports how many round trips the store made and how many visitor calls they carried.
+func (s *Store) PipelineStats() (roundTrips, calls int64) {
+	return s.roundTrips.Load(), s.calls.Load()
+}
+
+// visitorCall is one Enter or Status waiting for a round trip.
+type visitorCall struct {
+	q       *Queue
+	op      visitorOp
+	abandon int64 // ms
+	visitor string
+	done    chan visitorReply // buffered: the round trip never waits for a caller that gave up
+}
+
+type visitorReply struct {
+	reply []int64
+	err   error
+}
+
+// run sends one visitor call with the next round trip and waits for its reply or ctx.
+func (s *Store) run(ctx context.Context, q *Queue, op visitorOp, abandon int64, visitor string) ([]int64, error) {
+	c := &visitorCall{q: q, op: op, abandon: abandon, visitor: visitor, done: make(chan visitorReply, 1)}
+	select {
+	case s.queue <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.stop:
+		return nil, ErrStoreClosed
+	}
+	select {
+	case r := <-c.done:
+		return r.reply, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// group is the calls of one round trip that share a script invocation.
+type group struct {
+	q       *Queue
+	op      visitorOp
+	abandon int64
+	calls   []*visitorCall
+	cmd     *redis.Cmd
+}
+
+// pipeline takes one call, adds whatever else is waiting (up to maxBatch), sends them as one script
+// call per queue and operation, and hands each caller its reply.
+func (s *Store) pipeline() {
+	batch := make([]*visitorCall, 0, s.maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case c := <-s.queue:
+			batch = append(batch, c)
+		case <-s.stop:
+			return
+		}
+	fill:
+		for len(batch) < s.maxBatch {
+			select {
+			case c := <-s.queue:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		s.roundTrips.Add(1)
+		s.calls.Add(int64(len(batch)))
+		s.send(groupCalls(batch))
+	}
+}
+
+func groupCalls(batch []*visitorCall) []*group {
+	type key struct {
+		prefix  string
+		op      visitorOp
+		abandon int64
+	}
+	index := map[key]*group{}
+	var groups []*group
+	for _, c := range batch {
+		k := key{c.q.prefix, c.op, c.abandon}
+		g := index[k]
+		if g == nil {
+			g = &group{q: c.q, op: c.op, abandon: c.abandon}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.calls = append(g.calls, c)
+	}
+	return groups
+}
+
+func (s *Store) send(groups []*group) {
+	// The callers' contexts only bound their own wait: one caller giving up must not fail the others
+	// that share its round trip. The client's timeouts bound the round trip.
+	ctx := context.Background()
+	if len(groups) == 1 {
+		g := groups[0]
+		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, visitorsOf(g.calls)).Result()
+		g.deliver(v, err)
+		return
+	}
+	pipe := s.rdb.Pipeline()
+	for _, g := range groups {
+		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op), g.q.argsFor(g.abandon, visitorsOf(g.calls))...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	for _, g := range groups {
+		v, err := g.cmd.Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The server lost its script cache (SCRIPT FLUSH, restart, failover): Run loads it again.
+			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, visitorsOf(g.calls)).Result()
+		}
+		g.deliver(v, err)
+	}
+}
+
+func (g *group) deliver(v any, err error) {
+	var replies [][]int64
+	if err == nil {
+		replies, err = decodeReplies(v, len(g.calls))
+	}
+	for i, c := range g.calls {
+		if err != nil {
+			c.done <- visitorReply{err: err}
+			continue
+		}
+		c.done <- visitorReply{reply: replies[i]}
+	}
+}
+
+func visitorsOf(calls []*visitorCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.visitor
+	}
+	return out
+}
+
+// decodeReplies splits a script reply into one list of integers per visitor.
+func decodeReplies(v any, n int) ([][]int64, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) != n {
+		return nil, fmt.Errorf("unexpected script reply %v for %d visitors", v, n)
+	}
+	out := make([][]int64, n)
+	for i, e := range list {
+		inner, ok := e.([]any)
+		if !ok {
+			return nil, fmt.Errorf("unexpected script reply %v", v)
+		}
+		out[i] = make([]int64, len(inner))
+		for j, x := range inner {
+			if out[i][j], ok = x.(int64); !ok {
+				return nil, fmt.Errorf("unexpected script reply %v", v)
+			}
+		}
+	}
+	return out, nil
+}

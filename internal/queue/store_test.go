@@ -1,0 +1,94 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+func TestStoreBatchesConcurrentPolls(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedis(t)
+	rdb, err := NewClient(srv.URL(), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	store := NewStore(rdb, StoreOptions{Pipelines: 2, MaxBatch: 64})
+	defer store.Close()
+	q, err := store.Queue("test", "batched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := visitorIDs("b", 500)
+	enterAll(t, q, ids...)
+
+	pipelinesBefore, callsBefore := store.PipelineStats()
+	// The script cache is gone: the first pipelines meet NOSCRIPT and must recover on their own.
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() {
+			p, err := q.Status(ctx, id, time.Hour)
+			if err == nil && (p.State != Waiting || p.Position != int64(i+1)) {
+				err = errors.New("wrong position")
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// 500 concurrent polls on two pipelines must have shared round trips.
+	pipelines, calls := store.PipelineStats()
+	pipelines, calls = pipelines-pipelinesBefore, calls-callsBefore
+	if calls != int64(len(ids)) {
+		t.Fatalf("the store sent %d calls for %d polls", calls, len(ids))
+	}
+	if pipelines*2 > calls {
+		t.Fatalf("%d polls took %d round trips: the store did not batch", calls, pipelines)
+	}
+	t.Logf("%d concurrent polls in %d round trips", calls, pipelines)
+}
+
+func TestStoreCallerContextAndClose(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb, err := NewClient(srv.URL(), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	store := NewStore(rdb, StoreOptions{})
+	q, err := store.Queue("test", "closing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.Enter(cancelled, "v", time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Enter with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := q.Enter(context.Background(), "v", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	store.Close() // twice is fine
+	if _, err := q.Status(context.Background(), "v", time.Hour); !errors.Is(err, ErrStoreClosed) {
+		t.Fatalf("Status after Close: %v, want ErrStoreClosed", err)
+	}
+	// Admit never goes through the pipelines: it still works on the client.
+	if res, err := q.Admit(context.Background(), AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: time.Minute, AbandonAfter: time.Hour}); err != nil || len(res.Admitted) != 1 {
+		t.Fatalf("Admit after Close = %+v, %v", res, err)
+	}
+}
