@@ -22,6 +22,7 @@ GOTESTSUM ?= $(LOCALBIN)/gotestsum-$(GOTESTSUM_VERSION)
 TEST_TIMEOUT ?= 25m
 TEST_FLAGS ?=
 BENCHTIME ?= 3s
+SCHEDULER_DURATION ?= 30s
 PKGS ?= ./...
 
 ##@ General
@@ -92,6 +93,10 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 .PHONY: bench-queue
 bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on one redis-server; print ratios.
 	ARTIFACTS=$(ARTIFACTS) hack/bench-queue.sh $(BENCHTIME)
+
+.PHONY: bench-scheduler
+bench-scheduler: toolchain ## Run ten reference queues for 30 s; report admitted/target and tick lag.
+	go test -run '^$$' -bench SchedulerTenQueues -benchtime 1x ./controllers -args -scheduler.duration=$(SCHEDULER_DURATION)
 
 ##@ Tools
 

@@ -213,6 +213,12 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{FailurePolicy: "FailSometimes"}
 			},
 			"spec.proxy.failurePolicy", `supported values: "FailClosed", "FailOpen"`),
+		Entry("a name too long for the proxy's Service",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = strings.Repeat("q", 51) },
+			"metadata.name", "at most 50 characters"),
+		Entry("a name that is not a DNS-1035 label",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "1st.queue" },
+			"metadata.name", "must be a DNS-1035 label"),
 		Entry("an identity header that is not a header name",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X User"}

@@ -383,10 +383,12 @@ type WaitingQueueStatus struct {
 
 	// queueDepth is the number of visitors waiting.
 	// +optional
+	// +kubebuilder:default=0
 	QueueDepth int64 `json:"queueDepth"`
 
 	// activeVisitors is the number of admitted visitors whose pass has not expired.
 	// +optional
+	// +kubebuilder:default=0
 	ActiveVisitors int64 `json:"activeVisitors"`
 
 	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
@@ -414,6 +416,7 @@ type WaitingQueueStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=wq,categories=herdgate
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter) of at most 50 characters, because the waiting room's Service is named after it"
 // +kubebuilder:printcolumn:name="Batch",type=integer,JSONPath=`.status.plan.batchSize`,description="Visitors admitted per tick"
 // +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.plan.admissionsPerSecond`,description="Planned admissions per second"
 // +kubebuilder:printcolumn:name="Depth",type=integer,JSONPath=`.status.queueDepth`,description="Visitors waiting"

@@ -1,0 +1,126 @@
+// Command manager runs the herdgate operator: the WaitingQueue reconciler and, on the elected leader,
+// the scheduler that admits visitors.
+package main
+
+import (
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run starts the manager; it returns 2 for bad flags, 1 when the manager fails.
+func run(args []string, stderr io.Writer) int {
+	var (
+		redisURL        string
+		redisCAFile     string
+		proxyImage      string
+		leaderElect     bool
+		leaderNamespace string
+		metricsAddr     string
+		probeAddr       string
+	)
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"),
+		"Redis URL of queues without spec.redis: redis://, rediss:// or redis+cluster:// (default $HERDGATE_REDIS_URL)")
+	fs.StringVar(&redisCAFile, "redis-ca-file", "", "PEM file of the CA that signed the Redis servers' certificates (rediss://)")
+	fs.StringVar(&proxyImage, "proxy-image", "", "container image of the admission proxy (required)")
+	fs.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that one manager of several runs the scheduler")
+	fs.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the manager's namespace)")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if proxyImage == "" {
+		fmt.Fprintln(stderr, "flag --proxy-image is required")
+		return 2
+	}
+	clientOpts := queue.ClientOptions{ClientName: "herdgate-manager"}
+	if redisURL != "" {
+		// Fail at start on a URL no queue could use, naming the flag.
+		rdb, err := queue.NewClient(redisURL, clientOpts)
+		if err != nil {
+			fmt.Fprintf(stderr, "flag --redis-url: %v\n", err)
+			return 2
+		}
+		_ = rdb.Close()
+	}
+	if redisCAFile != "" {
+		pem, err := os.ReadFile(redisCAFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "flag --redis-ca-file: %v\n", err)
+			return 2
+		}
+		clientOpts.RootCAs = x509.NewCertPool()
+		if !clientOpts.RootCAs.AppendCertsFromPEM(pem) {
+			fmt.Fprintf(stderr, "flag --redis-ca-file: %s holds no PEM certificate\n", redisCAFile)
+			return 2
+		}
+	}
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	queue.RouteClientLogs(ctrl.Log)
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(herdgatev1alpha1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "herdgate-manager.herdgate.io",
+		LeaderElectionNamespace: leaderNamespace,
+		// A stepping-down leader stops its scheduler before it lets go of the lease.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		log.Error(err, "Creating the manager")
+		return 1
+	}
+	if _, err := controllers.Setup(mgr, controllers.Options{RedisURL: redisURL, ProxyImage: proxyImage, RedisClient: clientOpts}); err != nil {
+		log.Error(err, "Setting up the controllers")
+		return 1
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "Adding the health check")
+		return 1
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "Adding the readiness check")
+		return 1
+	}
+	log.Info("Starting the manager", "leaderElection", leaderElect, "proxyImage", proxyImage)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Running the manager")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--proxy-image=x", "--redis-uri=redis://r:6379"}, "redis-uri"},
+		{"no proxy image", []string{"--redis-url=redis://r:6379"}, "--proxy-image is required"},
+		{"bad redis URL", []string{"--proxy-image=x", "--redis-url=http://r:6379"}, `flag --redis-url: redis URL http://r:6379 has scheme "http"`},
+		{"missing CA file", []string{"--proxy-image=x", "--redis-ca-file=/nonexistent/ca.pem"}, "flag --redis-ca-file"},
+		{"CA file without a certificate", []string{"--proxy-image=x", "--redis-ca-file=" + notPEM}, "holds no PEM certificate"},
+		{"bad boolean", []string{"--proxy-image=x", "--leader-elect=maybe"}, "leader-elect"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr does not say %q:\n%s", tc.want, stderr.String())
+			}
+		})
+	}
+}

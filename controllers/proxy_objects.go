@@ -1,0 +1,192 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// Names, labels and ports of the objects the operator runs for each WaitingQueue.
+const (
+	// SecretHMACKey holds the 32-byte key that signs passes and visitor cookies.
+	SecretHMACKey = "hmac-key"
+	// SecretRedisURL holds the Redis URL the proxy connects to.
+	SecretRedisURL = "redis-url"
+
+	// ProxyHTTPPort serves visitors; ProxyMetricsPort serves /metrics.
+	ProxyHTTPPort    = 8080
+	ProxyMetricsPort = 9090
+
+	// ConfigHashAnnotation on the proxy's pod template changes when the pods must restart to see a
+	// change (the Redis URL, the image); everything else the proxy watches and applies live.
+	ConfigHashAnnotation = "herdgate.io/config-hash"
+
+	labelName      = "app.kubernetes.io/name"
+	labelInstance  = "app.kubernetes.io/instance"
+	labelComponent = "app.kubernetes.io/component"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelWaitingQueue names the WaitingQueue an object belongs to.
+	LabelWaitingQueue = "herdgate.io/waitingqueue"
+
+	proxyUID = 65532
+)
+
+// SecretName is the per-queue Secret holding the HMAC key and the Redis URL.
+func SecretName(wq *herdgatev1alpha1.WaitingQueue) string { return wq.Name + "-herdgate-secret" }
+
+// ProxyName names the proxy's Deployment, ServiceAccount, Role and RoleBinding.
+func ProxyName(wq *herdgatev1alpha1.WaitingQueue) string { return wq.Name + "-herdgate-proxy" }
+
+// ServiceName is the Service visitors reach the waiting room through.
+func ServiceName(wq *herdgatev1alpha1.WaitingQueue) string { return wq.Name + "-herdgate" }
+
+func proxySelector(wq *herdgatev1alpha1.WaitingQueue) map[string]string {
+	return map[string]string{labelName: "herdgate-proxy", labelInstance: wq.Name}
+}
+
+func proxyLabels(wq *herdgatev1alpha1.WaitingQueue) map[string]string {
+	l := proxySelector(wq)
+	l[labelComponent] = "admission-proxy"
+	l[labelManagedBy] = "herdgate"
+	l[LabelWaitingQueue] = wq.Name
+	return l
+}
+
+func ownerRef(wq *herdgatev1alpha1.WaitingQueue) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(herdgatev1alpha1.GroupVersion.String()).
+		WithKind("WaitingQueue").
+		WithName(wq.Name).
+		WithUID(wq.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+func proxyServiceAccount(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceAccountApplyConfiguration {
+	return corev1ac.ServiceAccount(ProxyName(wq), wq.Namespace).
+		WithLabels(proxyLabels(wq)).
+		WithOwnerReferences(ownerRef(wq)).
+		WithAutomountServiceAccountToken(true)
+}
+
+// proxyRole lets the proxy read its own WaitingQueue and Secret, and nothing else.
+func proxyRole(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleApplyConfiguration {
+	verbs := []string{"get", "list", "watch"}
+	return rbacv1ac.Role(ProxyName(wq), wq.Namespace).
+		WithLabels(proxyLabels(wq)).
+		WithOwnerReferences(ownerRef(wq)).
+		WithRules(
+			rbacv1ac.PolicyRule().WithAPIGroups(herdgatev1alpha1.GroupVersion.Group).WithResources("waitingqueues").
+				WithResourceNames(wq.Name).WithVerbs(verbs...),
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("secrets").
+				WithResourceNames(SecretName(wq)).WithVerbs(verbs...),
+		)
+}
+
+func proxyRoleBinding(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleBindingApplyConfiguration {
+	return rbacv1ac.RoleBinding(ProxyName(wq), wq.Namespace).
+		WithLabels(proxyLabels(wq)).
+		WithOwnerReferences(ownerRef(wq)).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(ProxyName(wq))).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(ProxyName(wq)).WithNamespace(wq.Namespace))
+}
+
+// configHash hashes what the proxy reads only at start.
+func configHash(redisURL, image string) string {
+	h := sha256.New()
+	for _, part := range []string{redisURL, image} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) *appsv1ac.DeploymentApplyConfiguration {
+	probe := func(path string, period int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("http"))).
+			WithPeriodSeconds(period).WithTimeoutSeconds(2).WithFailureThreshold(3)
+	}
+	container := corev1ac.Container().
+		WithName("proxy").
+		WithImage(image).
+		WithArgs(
+			"--waitingqueue="+wq.Namespace+"/"+wq.Name,
+			"--listen=:8080",
+			"--metrics-listen=:9090",
+		).
+		WithEnv(corev1ac.EnvVar().WithName("HERDGATE_REDIS_URL").WithValueFrom(
+			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(wq)).WithKey(SecretRedisURL)))).
+		WithPorts(
+			corev1ac.ContainerPort().WithName("http").WithContainerPort(ProxyHTTPPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(ProxyMetricsPort).WithProtocol(corev1.ProtocolTCP),
+		).
+		WithReadinessProbe(probe("/.herdgate/readyz", 5)).
+		WithLivenessProbe(probe("/.herdgate/healthz", 10)).
+		WithResources(proxyResources(wq)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+
+	return appsv1ac.Deployment(ProxyName(wq), wq.Namespace).
+		WithLabels(proxyLabels(wq)).
+		WithOwnerReferences(ownerRef(wq)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(wq.Spec.EffectiveProxyReplicas()).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(proxySelector(wq))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(proxyLabels(wq)).
+				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash(redisURL, image)}).
+				WithSpec(corev1ac.PodSpec().
+					WithServiceAccountName(ProxyName(wq)).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithRunAsUser(proxyUID).
+						WithRunAsGroup(proxyUID).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					// The proxy drains for up to 25 s on SIGTERM.
+					WithTerminationGracePeriodSeconds(30).
+					WithContainers(container))))
+}
+
+// proxyResources are the spec's resources, or modest defaults sized for a proxy that mostly waits on
+// the network.
+func proxyResources(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ResourceRequirementsApplyConfiguration {
+	r := corev1ac.ResourceRequirements()
+	if wq.Spec.Proxy != nil && wq.Spec.Proxy.Resources != nil {
+		if len(wq.Spec.Proxy.Resources.Requests) > 0 {
+			r.WithRequests(wq.Spec.Proxy.Resources.Requests)
+		}
+		if len(wq.Spec.Proxy.Resources.Limits) > 0 {
+			r.WithLimits(wq.Spec.Proxy.Resources.Limits)
+		}
+		return r
+	}
+	return r.
+		WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}).
+		WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")})
+}
+
+func proxyService(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(ServiceName(wq), wq.Namespace).
+		WithLabels(proxyLabels(wq)).
+		WithOwnerReferences(ownerRef(wq)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(proxySelector(wq)).
+			WithPorts(
+				corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP),
+				corev1ac.ServicePort().WithName("metrics").WithPort(ProxyMetricsPort).WithTargetPort(intstr.FromString("metrics")).WithProtocol(corev1.ProtocolTCP),
+			))
+}

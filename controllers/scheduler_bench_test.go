@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+var benchDuration = flag.Duration("scheduler.duration", 30*time.Second, "how long BenchmarkSchedulerTenQueues runs the scheduler")
+
+// BenchmarkSchedulerTenQueues runs ten reference queues (14 per 100 ms tick) on one Redis for
+// -scheduler.duration on the real clock and reports how exactly they admitted and how late ticks ran.
+func BenchmarkSchedulerTenQueues(b *testing.B) {
+	const queues = 10
+	srv := testenv.StartRedis(b)
+	rdb, err := queue.NewClient(srv.URL(), queue.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	plan, err := capacity.New(capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Enough visitors that no queue runs dry: 140/s for the whole run, plus a margin.
+	perQueue := int(benchDuration.Seconds()*140) + 2000
+	for i := range queues {
+		q, err := queue.New(rdb, "bench", fmt.Sprintf("q%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = q.Delete(context.Background())
+		for start := 0; start < perQueue; start += 1000 {
+			var wg sync.WaitGroup
+			for j := start; j < min(perQueue, start+1000); j++ {
+				wg.Go(func() {
+					if _, err := q.Enter(context.Background(), fmt.Sprintf("v%06d", j), time.Hour); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+	}
+
+	for range b.N {
+		var mu sync.Mutex
+		reports := map[string][]TickReport{}
+		s := NewScheduler(&RedisPool{})
+		s.OnTick = func(r TickReport) {
+			mu.Lock()
+			reports[r.Key.Name] = append(reports[r.Key.Name], r)
+			mu.Unlock()
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Start(ctx) }()
+		for i := range queues {
+			s.Ensure(QueueConfig{
+				UID: k8stypes.UID(fmt.Sprintf("q%d", i)), Key: k8stypes.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("q%d", i)}, Generation: 1, RedisURL: srv.URL(),
+				Plan: plan, JitterWindow: 100 * time.Millisecond, PassTTL: time.Minute, AbandonAfter: time.Hour,
+				PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
+			})
+		}
+		b.ResetTimer()
+		time.Sleep(*benchDuration)
+		cancel()
+		<-done
+		b.StopTimer()
+
+		var admitted, target int64
+		var lags []time.Duration
+		for name, rs := range reports {
+			var ok []TickReport
+			for _, r := range rs {
+				if r.Err != nil {
+					b.Errorf("queue %s: tick failed: %v", name, r.Err)
+					continue
+				}
+				ok = append(ok, r)
+				lags = append(lags, r.Started.Sub(r.Scheduled))
+			}
+			// Target: 14 for every grid point from the first tick to the last.
+			span := ok[len(ok)-1].Scheduled.Sub(ok[0].Scheduled)
+			target += 14 * (int64(span/(100*time.Millisecond)) + 1)
+			for _, r := range ok {
+				admitted += int64(len(r.Result.Admitted))
+			}
+		}
+		slices.Sort(lags)
+		b.ReportMetric(float64(admitted)/float64(target), "admitted/target")
+		b.ReportMetric(float64(admitted), "admitted")
+		b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "lag-p50-ms")
+		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "lag-p99-ms")
+		b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "lag-max-ms")
+	}
+}

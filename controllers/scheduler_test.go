@@ -1,0 +1,291 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// schedulerHarness drives a Scheduler on a fake clock against a real Redis: each step moves time and
+// waits for the tick it causes.
+type schedulerHarness struct {
+	t       *testing.T
+	clock   *clocktesting.FakeClock
+	s       *Scheduler
+	reports chan TickReport
+	redis   *testenv.Redis
+}
+
+// gridStart is aligned to every tick the tests use.
+var gridStart = time.Unix(1_800_000_000, 0)
+
+func newHarness(t *testing.T) *schedulerHarness {
+	t.Helper()
+	h := &schedulerHarness{t: t, clock: clocktesting.NewFakeClock(gridStart), reports: make(chan TickReport, 100), redis: testenv.StartRedis(t)}
+	h.s = NewScheduler(&RedisPool{})
+	h.s.Clock = h.clock
+	h.s.NewRand = func() RandSource { return rand.New(rand.NewPCG(1, 2)) }
+	h.s.OnTick = func(r TickReport) { h.reports <- r }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.s.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if n := h.s.Pool.Len(); n != 0 {
+			t.Errorf("%d Redis clients still open after the scheduler stopped", n)
+		}
+	})
+	return h
+}
+
+func (h *schedulerHarness) config(name string, in capacity.Input) QueueConfig {
+	h.t.Helper()
+	plan, err := capacity.New(in)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return QueueConfig{
+		UID: types.UID(name), Key: types.NamespacedName{Namespace: "test", Name: name}, Generation: 1,
+		RedisURL: h.redis.URL(), Plan: plan, JitterWindow: in.Tick, PassTTL: time.Minute, AbandonAfter: time.Hour,
+		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
+	}
+}
+
+func (h *schedulerHarness) fill(name string, n int) {
+	h.t.Helper()
+	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rdb.Close()
+	q, err := queue.New(rdb, "test", name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := q.Enter(context.Background(), fmt.Sprintf("v%05d", i), time.Hour); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// move waits until the queue goroutine waits on its timer (it is not in the middle of a tick), then
+// moves the clock by d.
+func (h *schedulerHarness) move(d time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the scheduler never waited for its next tick")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.clock.Step(d)
+}
+
+// step moves the clock by d and returns the report of the tick that follows; false when the goroutine
+// went back to waiting without a tick.
+func (h *schedulerHarness) step(d time.Duration) (TickReport, bool) {
+	h.t.Helper()
+	h.move(d)
+	for {
+		select {
+		case r := <-h.reports:
+			return r, true
+		case <-time.After(20 * time.Millisecond):
+			if h.clock.HasWaiters() && len(h.reports) == 0 {
+				return TickReport{}, false
+			}
+		}
+	}
+}
+
+func (h *schedulerHarness) mustStep(d time.Duration) TickReport {
+	h.t.Helper()
+	r, ok := h.step(d)
+	if !ok {
+		h.t.Fatalf("no tick after moving the clock by %s", d)
+	}
+	if r.Err != nil {
+		h.t.Fatalf("tick failed: %v", r.Err)
+	}
+	return r
+}
+
+func TestSchedulerCarriesAFractionalQuota(t *testing.T) {
+	h := newHarness(t)
+	h.fill("slow", 100)
+	// 2 slots × 70 % ÷ 1 s = 1.4/s: 0.14 per 100 ms tick.
+	h.s.Ensure(h.config("slow", capacity.Input{PoolSize: 2, RequestLatency: time.Second, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
+	total := 0
+	for i := range 100 {
+		r := h.mustStep(100 * time.Millisecond)
+		if want := gridStart.Add(time.Duration(i+1) * 100 * time.Millisecond); !r.Scheduled.Equal(want) {
+			t.Fatalf("tick %d scheduled at %s, want %s", i, r.Scheduled, want)
+		}
+		if r.Quota > 1 {
+			t.Fatalf("tick %d had quota %d; 0.14 per tick never rounds above 1", i, r.Quota)
+		}
+		total += len(r.Result.Admitted)
+	}
+	if total != 14 {
+		t.Fatalf("100 ticks at 1.4/s admitted %d, want exactly 14", total)
+	}
+}
+
+func TestSchedulerMakesUpForLateTicks(t *testing.T) {
+	h := newHarness(t)
+	h.fill("late", 1000)
+	h.s.Ensure(h.config("late", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
+	if r := h.mustStep(100 * time.Millisecond); r.Quota != 14 || len(r.Result.Admitted) != 14 {
+		t.Fatalf("first tick: quota %d, admitted %d; want 14", r.Quota, len(r.Result.Admitted))
+	}
+	// 350 ms late: the tick at +200 runs at +450 and makes up for +300 and +400.
+	r := h.mustStep(350 * time.Millisecond)
+	if r.Quota != 42 || len(r.Result.Admitted) != 42 || !r.Scheduled.Equal(gridStart.Add(400*time.Millisecond)) {
+		t.Fatalf("late tick: quota %d, admitted %d, scheduled %s; want 42 for the grid point +400ms", r.Quota, len(r.Result.Admitted), r.Scheduled)
+	}
+	// The next tick keeps the grid: +500.
+	if r := h.mustStep(100 * time.Millisecond); !r.Scheduled.Equal(gridStart.Add(500*time.Millisecond)) || r.Quota != 14 {
+		t.Fatalf("tick after the late one: scheduled %s, quota %d; want +500ms and 14", r.Scheduled, r.Quota)
+	}
+	// Five seconds late: the missed admissions beyond ten ticks are dropped, not released at once.
+	if r := h.mustStep(5 * time.Second); r.Quota != 14*(maxCatchUpTicks+1) {
+		t.Fatalf("very late tick: quota %d, want %d", r.Quota, 14*(maxCatchUpTicks+1))
+	}
+}
+
+func TestSchedulerDrawsJitterFromItsSource(t *testing.T) {
+	h := newHarness(t)
+	h.fill("jitter", 20)
+	h.s.Ensure(h.config("jitter", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
+	r := h.mustStep(100 * time.Millisecond)
+	want := jitterOffsets(rand.New(rand.NewPCG(1, 2)), 14, 100*time.Millisecond)
+	if !slices.IsSorted(want) {
+		t.Fatal("offsets are not sorted")
+	}
+	for i, a := range r.Result.Admitted {
+		if got := a.Pass.NotBefore.Sub(r.Result.Now); got != want[i].Truncate(time.Millisecond) {
+			t.Fatalf("visitor %d not-before = now + %s, want now + %s", i, got, want[i].Truncate(time.Millisecond))
+		}
+	}
+}
+
+func TestSchedulerSuspendAndConfigChanges(t *testing.T) {
+	h := newHarness(t)
+	h.fill("edit", 1000)
+	cfg := h.config("edit", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
+	h.s.Ensure(cfg)
+	h.mustStep(100 * time.Millisecond)
+
+	cfg.Suspended, cfg.Generation = true, 2
+	h.s.Ensure(cfg)
+	for range 3 {
+		if r := h.mustStep(100 * time.Millisecond); r.Quota != 0 || len(r.Result.Admitted) != 0 || r.Generation != 2 {
+			t.Fatalf("suspended tick: quota %d, admitted %d, generation %d", r.Quota, len(r.Result.Admitted), r.Generation)
+		}
+	}
+	// Resume with a 200 ms tick: the next tick admits 28 and the grid moves to 200 ms.
+	plan, err := capacity.New(capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Suspended, cfg.Generation, cfg.Plan = false, 3, plan
+	h.s.Ensure(cfg)
+	r := h.mustStep(100 * time.Millisecond) // the tick at +500 on the old grid
+	if r.Quota != 28 || !r.Scheduled.Equal(gridStart.Add(500*time.Millisecond)) {
+		t.Fatalf("first tick after the change: quota %d at %s, want 28 at +500ms", r.Quota, r.Scheduled)
+	}
+	if r := h.mustStep(100 * time.Millisecond); r.Quota != 28 || !r.Scheduled.Equal(gridStart.Add(600*time.Millisecond)) {
+		t.Fatalf("second tick after the change: quota %d at %s, want 28 at +600ms", r.Quota, r.Scheduled)
+	}
+	if _, ok := h.step(100 * time.Millisecond); ok {
+		t.Fatal("a tick ran 100 ms after the last on a 200 ms cadence")
+	}
+	if r, ok := h.step(100 * time.Millisecond); !ok || !r.Scheduled.Equal(gridStart.Add(800*time.Millisecond)) {
+		t.Fatalf("no tick at +800ms on the 200 ms grid (got %v at %s)", ok, r.Scheduled)
+	}
+
+	h.s.Remove(cfg.UID)
+	if _, ok := h.s.Snapshot(cfg.UID); ok {
+		t.Fatal("a removed queue still has a snapshot")
+	}
+	if n := h.s.Pool.Len(); n != 0 {
+		t.Fatalf("%d Redis clients open after the only queue was removed", n)
+	}
+}
+
+func TestSchedulerBacksOffFromAnUnreachableRedis(t *testing.T) {
+	h := newHarness(t)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config("down", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
+	cfg.RedisURL = fmt.Sprintf("redis://127.0.0.1:%d", port)
+	h.s.Ensure(cfg)
+	r, ok := h.step(100 * time.Millisecond)
+	if !ok || r.Err == nil {
+		t.Fatalf("tick against nothing: reported %v, error %v; want a failed tick", ok, r.Err)
+	}
+	snap, _ := h.s.Snapshot(cfg.UID)
+	if snap.RedisError == "" || snap.RedisErrorSince.IsZero() {
+		t.Fatalf("snapshot after a failed tick = %+v, want the Redis error", snap)
+	}
+	// Backoff doubles from 100 ms to 5 s: over 20 s of ticks the calls thin out instead of hammering.
+	for range 200 {
+		h.move(100 * time.Millisecond)
+	}
+	h.move(0)
+	attempts := 1 + len(h.reports)
+	for range len(h.reports) {
+		if r := <-h.reports; r.Err == nil {
+			t.Fatal("a tick against nothing succeeded")
+		}
+	}
+	// 100, 200, 400, 800, 1600, 3200 ms, then every 5 s: 9 attempts within 20 s.
+	if attempts < 7 || attempts > 11 {
+		t.Fatalf("%d attempts in 20 s of ticks, want about 9 with the backoff", attempts)
+	}
+}
+
+func TestJitterOffsetsAndGrid(t *testing.T) {
+	if got := jitterOffsets(rand.New(rand.NewPCG(1, 1)), 5, 0); !slices.Equal(got, make([]time.Duration, 5)) {
+		t.Fatalf("offsets without a window = %v, want zeros", got)
+	}
+	got := jitterOffsets(rand.New(rand.NewPCG(1, 1)), 1000, 100*time.Millisecond)
+	if !slices.IsSorted(got) || got[0] < 0 || got[999] >= 100*time.Millisecond {
+		t.Fatalf("offsets not sorted within [0, 100ms): first %s, last %s", got[0], got[999])
+	}
+	if got[999]-got[0] < 90*time.Millisecond {
+		t.Fatalf("1000 offsets span only %s of the 100 ms window", got[999]-got[0])
+	}
+	for _, tc := range []struct {
+		t    time.Time
+		tick time.Duration
+		want time.Time
+	}{
+		{gridStart, 100 * time.Millisecond, gridStart.Add(100 * time.Millisecond)},
+		{gridStart.Add(30 * time.Millisecond), 100 * time.Millisecond, gridStart.Add(100 * time.Millisecond)},
+		{gridStart.Add(100 * time.Millisecond), 200 * time.Millisecond, gridStart.Add(200 * time.Millisecond)},
+		{gridStart.Add(time.Nanosecond), time.Second, gridStart.Add(time.Second)},
+	} {
+		if got := nextGridPoint(tc.t, tc.tick); !got.Equal(tc.want) {
+			t.Errorf("nextGridPoint(%s, %s) = %s, want %s", tc.t, tc.tick, got, tc.want)
+		}
+	}
+}

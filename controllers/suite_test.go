@@ -1,0 +1,206 @@
+package controllers_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// Timeouts of every Eventually in this suite, kept in one place.
+const (
+	timeout  = 30 * time.Second
+	interval = 100 * time.Millisecond
+	// mainNamespace is the only namespace the suite's main manager watches; other specs run their
+	// own managers in namespaces of their own.
+	mainNamespace = "default"
+	proxyImage    = "registry.example/herdgate:test"
+)
+
+var (
+	ctx       context.Context
+	cancel    context.CancelFunc
+	testEnv   *envtest.Environment
+	cfg       *rest.Config
+	scheme    *runtime.Scheme
+	k8sClient client.Client
+	repoRoot  string
+	redisSrv  *testenv.Redis
+	redisRDB  *queue.Store
+	ticks     = &tickLog{}
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controllers suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+
+	var err error
+	repoRoot, err = testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	assets, err := testenv.EnvtestAssets()
+	Expect(err).NotTo(HaveOccurred())
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
+
+	scheme = runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(herdgatev1alpha1.AddToScheme(scheme)).To(Succeed())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	dir, err := os.MkdirTemp("", "herdgate-controllers-redis-")
+	Expect(err).NotTo(HaveOccurred())
+	redisSrv, err = testenv.NewRedis(dir)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { redisSrv.Stop(); _ = os.RemoveAll(dir) })
+	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	redisRDB = queue.NewStore(rdb, queue.StoreOptions{})
+	DeferCleanup(func() { redisRDB.Close(); _ = rdb.Close() })
+
+	// The main manager runs as a user bound to nothing but the generated ClusterRole, so every spec
+	// also proves that config/rbac grants what the manager needs.
+	managerCfg := restrictedConfig("herdgate-manager")
+	startManager(ctx, managerOptions{namespaces: []string{mainNamespace}, onTick: ticks.add, restConfig: managerCfg})
+})
+
+// restrictedConfig returns a client config of a user bound only to config/rbac/role.yaml.
+func restrictedConfig(user string) *rest.Config {
+	GinkgoHelper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(raw, role)).To(Succeed())
+	Expect(k8sClient.Create(ctx, role)).To(Succeed())
+	Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})).To(Succeed())
+	u, err := testEnv.AddUser(envtest.User{Name: user}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	return u.Config()
+}
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+})
+
+type managerOptions struct {
+	namespaces []string
+	// leaderElection, when set, is the lease id the manager competes for.
+	leaderElection string
+	lease          time.Duration
+	onTick         func(controllers.TickReport)
+	redisURL       string
+	// restConfig is the identity the manager runs as; nil means the suite's administrator.
+	restConfig *rest.Config
+}
+
+// startManager runs a manager with the herdgate controllers until ctx ends; it returns when the
+// manager has stopped.
+func startManager(ctx context.Context, o managerOptions) (stopped <-chan struct{}) {
+	defaults := map[string]cache.Config{}
+	for _, ns := range o.namespaces {
+		defaults[ns] = cache.Config{}
+	}
+	opts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: defaults},
+		// Several managers run in this one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if o.leaderElection != "" {
+		renew, retry := o.lease*2/3, o.lease/6
+		opts.LeaderElection = true
+		opts.LeaderElectionID = o.leaderElection
+		opts.LeaderElectionNamespace = o.namespaces[0]
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &o.lease, &renew, &retry
+	}
+	rc := cfg
+	if o.restConfig != nil {
+		rc = o.restConfig
+	}
+	mgr, err := ctrl.NewManager(rc, opts)
+	Expect(err).NotTo(HaveOccurred())
+	sched := controllers.NewScheduler(&controllers.RedisPool{})
+	sched.OnTick = o.onTick
+	url := o.redisURL
+	if url == "" {
+		url = redisSrv.URL()
+	}
+	_, err = controllers.Setup(mgr, controllers.Options{RedisURL: url, ProxyImage: proxyImage, Scheduler: sched})
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return done
+}
+
+// tickLog keeps every tick report of the managers that feed it.
+type tickLog struct {
+	mu      sync.Mutex
+	reports []controllers.TickReport
+}
+
+func (l *tickLog) add(r controllers.TickReport) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reports = append(l.reports, r)
+}
+
+// of returns the reports of one queue, in the order they happened.
+func (l *tickLog) of(key types.NamespacedName) []controllers.TickReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []controllers.TickReport
+	for _, r := range l.reports {
+		if r.Key == key {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,540 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+const tick = 100 * time.Millisecond
+
+// sampleQueue reads config/samples' queue (the reference: 40 slots, 200 ms, 70 %, 100 ms tick).
+func sampleQueue(namespace, name string) *herdgatev1alpha1.WaitingQueue {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	wq := &herdgatev1alpha1.WaitingQueue{}
+	Expect(yaml.UnmarshalStrict(raw, wq)).To(Succeed())
+	wq.Namespace, wq.Name = namespace, name
+	return wq
+}
+
+func keyOf(obj client.Object) types.NamespacedName { return client.ObjectKeyFromObject(obj) }
+
+func get(wq *herdgatev1alpha1.WaitingQueue) *herdgatev1alpha1.WaitingQueue {
+	GinkgoHelper()
+	out := &herdgatev1alpha1.WaitingQueue{}
+	Expect(k8sClient.Get(ctx, keyOf(wq), out)).To(Succeed())
+	return out
+}
+
+// update changes a WaitingQueue's spec and returns the new generation.
+func update(wq *herdgatev1alpha1.WaitingQueue, change func(*herdgatev1alpha1.WaitingQueue)) int64 {
+	GinkgoHelper()
+	var gen int64
+	Eventually(func() error {
+		cur := get(wq)
+		change(cur)
+		if err := k8sClient.Update(ctx, cur); err != nil {
+			return err
+		}
+		gen = cur.Generation
+		return nil
+	}, timeout, interval).Should(Succeed())
+	return gen
+}
+
+func engineQueue(wq *herdgatev1alpha1.WaitingQueue) *queue.Queue {
+	GinkgoHelper()
+	q, err := redisRDB.Queue(wq.Namespace, wq.Name)
+	Expect(err).NotTo(HaveOccurred())
+	return q
+}
+
+// enter puts n visitors named prefix-0000… into the queue, in order.
+func enter(q *queue.Queue, prefix string, n int) []string {
+	GinkgoHelper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%05d", prefix, i)
+		p, err := q.Enter(ctx, ids[i], time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.State).To(Equal(queue.Waiting))
+	}
+	return ids
+}
+
+func condition(wq *herdgatev1alpha1.WaitingQueue, t string) *metav1.Condition {
+	return meta.FindStatusCondition(get(wq).Status.Conditions, t)
+}
+
+// since returns the reports of key whose config generation is at least gen.
+func since(reports []controllers.TickReport, gen int64) []controllers.TickReport {
+	var out []controllers.TickReport
+	for _, r := range reports {
+		if r.Generation >= gen {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func admittedIn(reports []controllers.TickReport) int {
+	n := 0
+	for _, r := range reports {
+		n += len(r.Result.Admitted)
+	}
+	return n
+}
+
+// expectExactTicks checks that consecutive ticks follow the grid of period t with a quota of perTick
+// for every grid point they cover: a late tick makes up for the ones it missed, none is lost or doubled.
+func expectExactTicks(reports []controllers.TickReport, t time.Duration, perTick int64) {
+	GinkgoHelper()
+	for i, r := range reports {
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Scheduled.UnixNano()%int64(t)).To(BeZero(), "tick %d is off the %s grid", i, t)
+		if i == 0 {
+			continue
+		}
+		covered := int64(r.Scheduled.Sub(reports[i-1].Scheduled) / t)
+		Expect(covered).To(BeNumerically(">=", 1), "tick %d repeats a grid point", i)
+		Expect(r.Quota).To(Equal(perTick*min(covered, 11)), "tick %d covers %d grid points", i, covered)
+	}
+}
+
+func createNamespace(name string) {
+	GinkgoHelper()
+	Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))).To(Succeed())
+}
+
+var _ = Describe("WaitingQueue reconciler", func() {
+	It("derives the reference plan, runs the proxy's objects and fills kubectl get wq", func() {
+		wq := sampleQueue(mainNamespace, "orders-plan")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(st.Plan).NotTo(BeNil())
+			g.Expect(st.Plan.BatchSize).To(BeEquivalentTo(14))
+			g.Expect(st.Plan.AdmissionsPerSecond).To(Equal("140"))
+			g.Expect(st.Plan.Source).To(Equal(herdgatev1alpha1.PlanDerived))
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, herdgatev1alpha1.ConditionRedisAvailable)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, herdgatev1alpha1.ConditionAdmitting)).To(BeTrue())
+			g.Expect(st.AdmittedPerSecond).To(Equal("0"))
+		}, timeout, interval).Should(Succeed())
+		Expect(condition(wq, herdgatev1alpha1.ConditionProxyAvailable).Reason).To(Equal(herdgatev1alpha1.ReasonProxyNotReady))
+		for _, c := range get(wq).Status.Conditions {
+			Expect(c.ObservedGeneration).To(Equal(get(wq).Generation), "condition %s", c.Type)
+		}
+
+		By("building the proxy's objects")
+		deploy := &appsv1.Deployment{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.ProxyName(wq)}, deploy)).To(Succeed())
+		Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+		pod := deploy.Spec.Template.Spec
+		Expect(pod.ServiceAccountName).To(Equal(controllers.ProxyName(wq)))
+		Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(pod.Containers).To(HaveLen(1))
+		c := pod.Containers[0]
+		Expect(c.Image).To(Equal(proxyImage))
+		Expect(c.Args).To(ContainElement("--waitingqueue=" + mainNamespace + "/orders-plan"))
+		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+		Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/.herdgate/readyz"))
+		Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/.herdgate/healthz"))
+		Expect(deploy.Spec.Template.Annotations).To(HaveKey(controllers.ConfigHashAnnotation))
+
+		svc := &corev1.Service{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.ServiceName(wq)}, svc)).To(Succeed())
+		Expect(svc.Spec.Selector).To(Equal(deploy.Spec.Selector.MatchLabels))
+
+		role := &rbacv1.Role{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.ProxyName(wq)}, role)).To(Succeed())
+		Expect(role.Rules).To(HaveLen(2))
+		for _, rule := range role.Rules {
+			Expect(rule.Verbs).To(ConsistOf("get", "list", "watch"))
+			Expect(rule.ResourceNames).To(HaveLen(1), "the proxy reads only its own WaitingQueue and Secret")
+		}
+
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.SecretName(wq)}, secret)).To(Succeed())
+		key := secret.Data[controllers.SecretHMACKey]
+		Expect(key).To(HaveLen(32))
+		Expect(string(secret.Data[controllers.SecretRedisURL])).To(Equal(redisSrv.URL()))
+
+		By("keeping the HMAC key and rolling the proxy when its settings change")
+		hash := deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy.Replicas = ptr.To[int32](3) })
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, keyOf(deploy), deploy)).To(Succeed())
+			g.Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+		}, timeout, interval).Should(Succeed())
+		Expect(deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]).To(Equal(hash), "a replica change must not restart pods")
+		Expect(k8sClient.Get(ctx, keyOf(secret), secret)).To(Succeed())
+		Expect(secret.Data[controllers.SecretHMACKey]).To(Equal(key))
+
+		By("reporting the proxy ready once its Deployment is")
+		deploy.Status.Replicas, deploy.Status.ReadyReplicas = 3, 3
+		Expect(k8sClient.Status().Update(ctx, deploy)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(st.Proxy).NotTo(BeNil())
+			g.Expect(st.Proxy.ReadyReplicas).To(BeEquivalentTo(3))
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, herdgatev1alpha1.ConditionReady)).To(BeTrue())
+		}, timeout, interval).Should(Succeed())
+
+		By("showing the plan in kubectl get wq")
+		user, err := testEnv.AddUser(envtest.User{Name: "viewer", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := user.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
+		kubectl.Path = kubectlPath()
+		stdout, stderr, err := kubectl.Run("get", "wq", "-n", mainNamespace, "orders-plan")
+		errText, _ := io.ReadAll(stderr)
+		Expect(err).NotTo(HaveOccurred(), string(errText))
+		out, _ := io.ReadAll(stdout)
+		GinkgoWriter.Println(string(out))
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		Expect(lines).To(HaveLen(2))
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "BATCH", "RATE", "DEPTH", "ADMITTED/S", "READY", "AGE"}))
+		row := strings.Fields(lines[1])
+		Expect(row).To(HaveLen(7))
+		Expect(row[:6]).To(Equal([]string{"orders-plan", "14", "140", "0", "0", "True"}))
+	})
+
+	It("admits 300 waiting visitors 14 per tick, spread over each tick's jitter window", func() {
+		wq := sampleQueue(mainNamespace, "orders-admit")
+		wq.Spec.Suspend = ptr.To(true) // fill the queue before the first admission
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		q := engineQueue(wq)
+		ids := enter(q, "v", 300)
+
+		gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), gen)) }, timeout, interval).Should(Equal(300))
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(st.QueueDepth).To(BeZero())
+			g.Expect(st.ActiveVisitors).To(BeEquivalentTo(300))
+		}, timeout, interval).Should(Succeed())
+
+		reports := since(ticks.of(keyOf(wq)), gen)
+		var working []controllers.TickReport // ticks up to the one that emptied the queue
+		var order []string
+		for _, r := range reports {
+			if len(order) < 300 {
+				working = append(working, r)
+			}
+			for _, a := range r.Result.Admitted {
+				order = append(order, a.ID)
+			}
+		}
+		Expect(order).To(Equal(ids), "admissions must follow arrival order")
+		expectExactTicks(working, tick, 14)
+		for i, r := range working {
+			admitted := r.Result.Admitted
+			Expect(int64(len(admitted))).To(Equal(min(r.Quota, int64(300-admittedIn(working[:i])))))
+			Expect(r.Window).To(Equal(tick))
+			lo, hi := admitted[0].Pass.NotBefore, admitted[0].Pass.NotBefore
+			for _, a := range admitted {
+				Expect(a.Pass.NotBefore).To(BeTemporally(">=", r.Result.Now))
+				Expect(a.Pass.NotBefore).To(BeTemporally("<", r.Result.Now.Add(tick)))
+				Expect(a.Pass.NotBefore).To(BeTemporally(">=", lo), "earlier in line, earlier through the gate")
+				lo = a.Pass.NotBefore
+				hi = a.Pass.NotBefore
+			}
+			if len(admitted) == 14 {
+				// 14 uniform draws over 100 ms span less than 20 ms with probability below 1e-8.
+				Expect(hi.Sub(admitted[0].Pass.NotBefore)).To(BeNumerically(">", 20*time.Millisecond),
+					"tick %d's passes are not spread over the window", i)
+			}
+		}
+	})
+
+	It("applies a new tick from the next tick on, without a lost or doubled tick", func() {
+		wq := sampleQueue(mainNamespace, "orders-tick")
+		wq.Spec.Suspend = ptr.To(true)
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		enter(engineQueue(wq), "t", 3000)
+
+		running := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), running)) }, timeout, interval).Should(BeNumerically(">=", 5))
+
+		slower := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Tick = &metav1.Duration{Duration: 2 * tick} })
+		Eventually(func(g Gomega) {
+			g.Expect(get(wq).Status.Plan.BatchSize).To(BeEquivalentTo(28))
+			g.Expect(get(wq).Status.Plan.AdmissionsPerSecond).To(Equal("140"))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), slower)) }, timeout, interval).Should(BeNumerically(">=", 5))
+
+		all := since(ticks.of(keyOf(wq)), running)
+		var before, after []controllers.TickReport
+		for _, r := range all {
+			if r.Generation < slower {
+				before = append(before, r)
+			} else {
+				after = append(after, r)
+			}
+		}
+		expectExactTicks(before, tick, 14)
+		expectExactTicks(after[1:], 2*tick, 28)
+		first, last := after[0], before[len(before)-1]
+		Expect(first.Quota).To(Equal(int64(28)), "the first tick after the change admits the new batch")
+		Expect(first.Scheduled.Sub(last.Scheduled)).To(Equal(tick), "the change neither skips nor repeats a tick")
+		Expect(after[1].Scheduled.Sub(first.Scheduled)).To(BeNumerically("<=", 2*tick))
+		for _, r := range after {
+			Expect(int64(len(r.Result.Admitted))).To(Equal(r.Quota))
+		}
+	})
+
+	It("stops admitting within one tick of suspend and resumes when it is cleared", func() {
+		wq := sampleQueue(mainNamespace, "orders-suspend")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		q := engineQueue(wq)
+		enter(q, "s", 2000)
+		Eventually(func() int { return admittedIn(ticks.of(keyOf(wq))) }, timeout, interval).Should(BeNumerically(">", 0))
+
+		suspended := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), suspended)) }, timeout, interval).Should(BeNumerically(">=", 10))
+		Eventually(func(g Gomega) {
+			c := condition(wq, herdgatev1alpha1.ConditionAdmitting)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonSuspended))
+		}, timeout, interval).Should(Succeed())
+		depth, err := q.Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		enter(q, "late", 5) // the queue keeps accepting visitors
+		Consistently(func() int64 {
+			st, err := q.Stats(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			return st.Depth
+		}, 5*tick, tick).Should(Equal(depth.Depth + 5))
+
+		resumed := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(false) })
+		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), resumed)) }, timeout, interval).Should(BeNumerically(">=", 3))
+		for _, r := range ticks.of(keyOf(wq)) {
+			switch {
+			case r.Generation >= resumed:
+				Expect(r.Result.Admitted).To(HaveLen(int(r.Quota)))
+				Expect(r.Quota).To(BeNumerically(">=", 14))
+			case r.Generation >= suspended:
+				Expect(r.Quota).To(BeZero(), "a suspended tick has no quota")
+				Expect(r.Result.Admitted).To(BeEmpty())
+			}
+		}
+	})
+
+	It("deletes the queue's Redis keys and owns every object it made", func() {
+		wq := sampleQueue(mainNamespace, "orders-delete")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		q := engineQueue(wq)
+		enter(q, "d", 50)
+		Eventually(func() int { return admittedIn(ticks.of(keyOf(wq))) }, timeout, interval).Should(Equal(50))
+		wq = get(wq)
+
+		objects := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.Secret{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}
+		names := []string{controllers.ProxyName(wq), controllers.ServiceName(wq), controllers.SecretName(wq), controllers.ProxyName(wq), controllers.ProxyName(wq), controllers.ProxyName(wq)}
+		for i, obj := range objects {
+			Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: names[i]}, obj)).To(Succeed())
+			owner := metav1.GetControllerOf(obj)
+			Expect(owner).NotTo(BeNil(), "%T %s has no controller", obj, names[i])
+			Expect(owner.UID).To(Equal(wq.UID))
+			Expect(owner.Kind).To(Equal("WaitingQueue"))
+			Expect(owner.BlockOwnerDeletion).To(HaveValue(BeTrue()))
+		}
+		Expect(redisKeys(wq)).NotTo(BeEmpty())
+
+		Expect(k8sClient.Delete(ctx, wq)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{}))
+		}, timeout, interval).Should(BeTrue(), "the finalizer did not let go")
+		Expect(redisKeys(wq)).To(BeEmpty())
+		n := len(ticks.of(keyOf(wq)))
+		Consistently(func() int { return len(ticks.of(keyOf(wq))) }, 3*tick, tick).Should(Equal(n), "the scheduler still ticks a deleted queue")
+	})
+
+	It("reports an unreachable Redis while other queues keep their exact rate", func() {
+		port, err := testenv.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		nowhere := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mainNamespace, Name: "redis-nowhere"},
+			StringData: map[string]string{"url": fmt.Sprintf("redis://127.0.0.1:%d", port)},
+		}
+		Expect(k8sClient.Create(ctx, nowhere)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, nowhere)).To(Succeed()) })
+
+		healthy := sampleQueue(mainNamespace, "orders-healthy")
+		healthy.Spec.Suspend = ptr.To(true)
+		Expect(k8sClient.Create(ctx, healthy)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, healthy))).To(Succeed()) })
+		enter(engineQueue(healthy), "h", 2000)
+
+		broken := sampleQueue(mainNamespace, "orders-broken")
+		broken.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: nowhere.Name}}
+		Expect(k8sClient.Create(ctx, broken)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, broken))).To(Succeed()) })
+		missing := sampleQueue(mainNamespace, "orders-missing")
+		missing.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "no-such-secret"}}
+		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, missing))).To(Succeed()) })
+
+		running := update(healthy, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		Eventually(func(g Gomega) {
+			c := condition(broken, herdgatev1alpha1.ConditionRedisAvailable)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonRedisUnreachable))
+			g.Expect(c.Message).To(ContainSubstring("connection refused"))
+			g.Expect(condition(broken, herdgatev1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			c := condition(missing, herdgatev1alpha1.ConditionRedisAvailable)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonRedisConfigInvalid))
+			g.Expect(c.Message).To(ContainSubstring("no-such-secret"))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			list := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
+			found := false
+			for _, e := range list.Items {
+				found = found || (e.Regarding.Name == broken.Name && e.Type == corev1.EventTypeWarning && e.Reason == herdgatev1alpha1.ReasonRedisUnreachable)
+			}
+			g.Expect(found).To(BeTrue(), "no Warning event for the unreachable Redis")
+		}, timeout, interval).Should(Succeed())
+
+		// Meanwhile the healthy queue ticks on its grid at 14 per tick, none lost.
+		Eventually(func() int { return len(since(ticks.of(keyOf(healthy)), running)) }, timeout, interval).Should(BeNumerically(">=", 30))
+		reports := since(ticks.of(keyOf(healthy)), running)
+		expectExactTicks(reports, tick, 14)
+		for _, r := range reports {
+			Expect(int64(len(r.Result.Admitted))).To(Equal(r.Quota))
+		}
+
+		By("recovering when the Secret points at a working Redis")
+		nowhere.StringData = map[string]string{"url": redisSrv.URL()}
+		Expect(k8sClient.Update(ctx, nowhere)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(condition(broken, herdgatev1alpha1.ConditionRedisAvailable).Status).To(Equal(metav1.ConditionTrue))
+		}, timeout, interval).Should(Succeed())
+	})
+})
+
+var _ = Describe("Leader election", Ordered, func() {
+	const namespace = "leader-election"
+	const lease = 3 * time.Second
+
+	It("runs one scheduler at a time and hands over within the lease", func() {
+		createNamespace(namespace)
+		logA, logB := &tickLog{}, &tickLog{}
+		ctxA, cancelA := context.WithCancel(ctx)
+		defer cancelA()
+		ctxB, cancelB := context.WithCancel(ctx)
+		defer cancelB()
+		stoppedA := startManager(ctxA, managerOptions{namespaces: []string{namespace}, leaderElection: "herdgate-test", lease: lease, onTick: logA.add})
+
+		wq := sampleQueue(namespace, "orders-le")
+		wq.Spec.Suspend = ptr.To(true)
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		enter(engineQueue(wq), "l", 3000)
+		running := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		Eventually(func() int { return len(since(logA.of(keyOf(wq)), running)) }, timeout, interval).Should(BeNumerically(">", 0))
+		stoppedB := startManager(ctxB, managerOptions{namespaces: []string{namespace}, leaderElection: "herdgate-test", lease: lease, onTick: logB.add})
+
+		Eventually(func() int { return len(since(logA.of(keyOf(wq)), running)) }, timeout, interval).Should(BeNumerically(">=", 20))
+		Expect(logB.of(keyOf(wq))).To(BeEmpty(), "the follower's scheduler ran")
+
+		By("killing the leader without releasing its lease")
+		cancelA()
+		Eventually(stoppedA, timeout).Should(BeClosed())
+		killedAt := time.Now()
+		Eventually(func() int { return len(logB.of(keyOf(wq))) }, timeout, interval).Should(BeNumerically(">=", 20))
+		a, b := since(logA.of(keyOf(wq)), running), logB.of(keyOf(wq))
+		gap := b[0].Started.Sub(a[len(a)-1].Started)
+		GinkgoWriter.Printf("handover: last tick of A to first tick of B %s (killed %s after A's last tick)\n", gap, killedAt.Sub(a[len(a)-1].Started))
+		Expect(gap).To(BeNumerically("<=", lease+2*time.Second), "the follower took over later than the lease allows")
+
+		stopped := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		Eventually(func() int { return len(since(logB.of(keyOf(wq)), stopped)) }, timeout, interval).Should(BeNumerically(">", 0))
+		cancelB()
+		Eventually(stoppedB, timeout).Should(BeClosed())
+
+		By("admitting no tick twice and exactly rate × time while a scheduler ran")
+		b = logB.of(keyOf(wq))
+		seen := map[time.Time]int{}
+		var admitted int64
+		var expected int64
+		for _, period := range [][]controllers.TickReport{a, b} {
+			var active []controllers.TickReport
+			for _, r := range period {
+				if r.Err == nil && !r.Result.Duplicate && r.Generation >= running && r.Generation < stopped {
+					active = append(active, r)
+				}
+			}
+			Expect(active).NotTo(BeEmpty())
+			for _, r := range active {
+				seen[r.Scheduled]++
+				Expect(seen[r.Scheduled]).To(Equal(1), "tick %s admitted twice", r.Scheduled)
+				Expect(int64(len(r.Result.Admitted))).To(BeNumerically("<=", r.Quota))
+				admitted += int64(len(r.Result.Admitted))
+			}
+			ticksRun := int64(active[len(active)-1].Scheduled.Sub(active[0].Scheduled)/tick) + 1
+			expected += 14 * ticksRun
+		}
+		st, err := engineQueue(wq).Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.AdmittedTotal).To(Equal(admitted), "Redis counted admissions no scheduler reported")
+		Expect(admitted).To(BeNumerically("~", expected, 14))
+		GinkgoWriter.Printf("admitted %d, rate × time %d\n", admitted, expected)
+	})
+})
+
+// redisKeys lists the queue's keys in the suite's Redis.
+func redisKeys(wq *herdgatev1alpha1.WaitingQueue) []string {
+	GinkgoHelper()
+	keys, err := redisRDB.Client().Keys(ctx, fmt.Sprintf("{hg:%s/%s}*", wq.Namespace, wq.Name)).Result()
+	Expect(err).NotTo(HaveOccurred())
+	return keys
+}
+
+// kubectlPath prefers the kubectl built next to the control plane, so its version matches the server.
+func kubectlPath() string {
+	if assets, err := testenv.EnvtestAssets(); err == nil {
+		p := filepath.Join(assets, "kubectl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath("kubectl")
+	Expect(err).NotTo(HaveOccurred(), "kubectl not found; run 'make toolchain'")
+	return p
+}
