@@ -9,7 +9,7 @@ COPY . .
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/manager ./cmd/admission-proxy
+    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/manager ./cmd/admission-proxy ./cmd/herd
 
 # distroless/static: no shell, no package manager, CA certificates for rediss:// and https upstreams.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -22,6 +22,8 @@ GOTESTSUM ?= $(LOCALBIN)/gotestsum-$(GOTESTSUM_VERSION)
 TEST_TIMEOUT ?= 25m
 TEST_FLAGS ?=
 BENCHTIME ?= 3s
+FUZZTIME ?= 2m
+TEST_FUZZTIME ?= 10s
 SCHEDULER_DURATION ?= 30s
 PKGS ?= ./...
 
@@ -75,7 +77,7 @@ build: generate ## Build the binaries into bin/.
 
 .PHONY: toolchain
 toolchain: envtest $(CONTROLLER_GEN) $(GOTESTSUM) ## Install what the tests need (control plane, Redis, tools).
-	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools
+	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools chromium=chromium
 
 .PHONY: envtest
 envtest: ## Build etcd, kube-apiserver and kubectl into bin/k8s/ unless they are there.
@@ -87,6 +89,14 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) \
 		$(GOTESTSUM) --format pkgname-and-test-fails --junitfile $(ARTIFACTS)/junit.xml -- \
 		-timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS) $(PKGS)
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+
+.PHONY: fuzz
+fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make test runs them briefly).
+	@for target in FuzzVerifyPass FuzzNormalizePath; do \
+		echo "fuzzing $$target for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./admission || exit 1; \
+	done
 
 ##@ Benchmarks
 

@@ -18,11 +18,6 @@ import (
 
 // Names, labels and ports of the objects the operator runs for each WaitingQueue.
 const (
-	// SecretHMACKey holds the 32-byte key that signs passes and visitor cookies.
-	SecretHMACKey = "hmac-key"
-	// SecretRedisURL holds the Redis URL the proxy connects to.
-	SecretRedisURL = "redis-url"
-
 	// ProxyHTTPPort serves visitors; ProxyMetricsPort serves /metrics.
 	ProxyHTTPPort    = 8080
 	ProxyMetricsPort = 9090
@@ -40,15 +35,6 @@ const (
 
 	proxyUID = 65532
 )
-
-// SecretName is the per-queue Secret holding the HMAC key and the Redis URL.
-func SecretName(wq *herdgatev1alpha1.WaitingQueue) string { return wq.Name + "-herdgate-secret" }
-
-// ProxyName names the proxy's Deployment, ServiceAccount, Role and RoleBinding.
-func ProxyName(wq *herdgatev1alpha1.WaitingQueue) string { return wq.Name + "-herdgate-proxy" }
-
-// ServiceName is the Service visitors reach the waiting room through.
-func ServiceName(wq *herdgatev1alpha1.WaitingQueue) string { return wq.Name + "-herdgate" }
 
 func proxySelector(wq *herdgatev1alpha1.WaitingQueue) map[string]string {
 	return map[string]string{labelName: "herdgate-proxy", labelInstance: wq.Name}
@@ -73,7 +59,7 @@ func ownerRef(wq *herdgatev1alpha1.WaitingQueue) *metav1ac.OwnerReferenceApplyCo
 }
 
 func proxyServiceAccount(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceAccountApplyConfiguration {
-	return corev1ac.ServiceAccount(ProxyName(wq), wq.Namespace).
+	return corev1ac.ServiceAccount(wq.ProxyName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
 		WithAutomountServiceAccountToken(true)
@@ -82,23 +68,23 @@ func proxyServiceAccount(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceAcc
 // proxyRole lets the proxy read its own WaitingQueue and Secret, and nothing else.
 func proxyRole(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleApplyConfiguration {
 	verbs := []string{"get", "list", "watch"}
-	return rbacv1ac.Role(ProxyName(wq), wq.Namespace).
+	return rbacv1ac.Role(wq.ProxyName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
 		WithRules(
 			rbacv1ac.PolicyRule().WithAPIGroups(herdgatev1alpha1.GroupVersion.Group).WithResources("waitingqueues").
 				WithResourceNames(wq.Name).WithVerbs(verbs...),
 			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("secrets").
-				WithResourceNames(SecretName(wq)).WithVerbs(verbs...),
+				WithResourceNames(wq.SecretName()).WithVerbs(verbs...),
 		)
 }
 
 func proxyRoleBinding(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleBindingApplyConfiguration {
-	return rbacv1ac.RoleBinding(ProxyName(wq), wq.Namespace).
+	return rbacv1ac.RoleBinding(wq.ProxyName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(ProxyName(wq))).
-		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(ProxyName(wq)).WithNamespace(wq.Namespace))
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(wq.ProxyName())).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(wq.ProxyName()).WithNamespace(wq.Namespace))
 }
 
 // configHash hashes what the proxy reads only at start.
@@ -120,13 +106,15 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 	container := corev1ac.Container().
 		WithName("proxy").
 		WithImage(image).
+		// One image carries both binaries; its entrypoint is the manager.
+		WithCommand("/herdgate-proxy").
 		WithArgs(
 			"--waitingqueue="+wq.Namespace+"/"+wq.Name,
 			"--listen=:8080",
 			"--metrics-listen=:9090",
 		).
 		WithEnv(corev1ac.EnvVar().WithName("HERDGATE_REDIS_URL").WithValueFrom(
-			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(wq)).WithKey(SecretRedisURL)))).
+			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(wq.SecretName()).WithKey(herdgatev1alpha1.SecretRedisURL)))).
 		WithPorts(
 			corev1ac.ContainerPort().WithName("http").WithContainerPort(ProxyHTTPPort).WithProtocol(corev1.ProtocolTCP),
 			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(ProxyMetricsPort).WithProtocol(corev1.ProtocolTCP),
@@ -140,7 +128,7 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 
-	return appsv1ac.Deployment(ProxyName(wq), wq.Namespace).
+	return appsv1ac.Deployment(wq.ProxyName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
 		WithSpec(appsv1ac.DeploymentSpec().
@@ -150,7 +138,7 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 				WithLabels(proxyLabels(wq)).
 				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash(redisURL, image)}).
 				WithSpec(corev1ac.PodSpec().
-					WithServiceAccountName(ProxyName(wq)).
+					WithServiceAccountName(wq.ProxyName()).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsNonRoot(true).
 						WithRunAsUser(proxyUID).
@@ -180,7 +168,7 @@ func proxyResources(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ResourceRequire
 }
 
 func proxyService(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(ServiceName(wq), wq.Namespace).
+	return corev1ac.Service(wq.ServiceName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
 		WithSpec(corev1ac.ServiceSpec().

@@ -185,16 +185,16 @@ func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alp
 // it keeps the Redis URL current.
 func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) error {
 	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: SecretName(wq)}, secret)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
 	if apierrors.IsNotFound(err) {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
 			return err
 		}
 		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: SecretName(wq), Namespace: wq.Namespace, Labels: proxyLabels(wq)},
+			ObjectMeta: metav1.ObjectMeta{Name: wq.SecretName(), Namespace: wq.Namespace, Labels: proxyLabels(wq)},
 			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{SecretHMACKey: key, SecretRedisURL: []byte(redisURL)},
+			Data:       map[string][]byte{herdgatev1alpha1.SecretHMACKey: key, herdgatev1alpha1.SecretRedisURL: []byte(redisURL)},
 		}
 		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
 			return err
@@ -206,20 +206,20 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 	}
 	patch := client.MergeFrom(secret.DeepCopy())
 	changed := false
-	if string(secret.Data[SecretRedisURL]) != redisURL {
+	if string(secret.Data[herdgatev1alpha1.SecretRedisURL]) != redisURL {
 		if secret.Data == nil {
 			secret.Data = map[string][]byte{}
 		}
-		secret.Data[SecretRedisURL] = []byte(redisURL)
+		secret.Data[herdgatev1alpha1.SecretRedisURL] = []byte(redisURL)
 		changed = true
 	}
-	if len(secret.Data[SecretHMACKey]) < 32 {
+	if len(secret.Data[herdgatev1alpha1.SecretHMACKey]) < 32 {
 		// Someone removed the key: a new one is the only way on (existing passes become invalid).
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
 			return err
 		}
-		secret.Data[SecretHMACKey] = key
+		secret.Data[herdgatev1alpha1.SecretHMACKey] = key
 		changed = true
 	}
 	if !changed {
@@ -247,7 +247,7 @@ func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1
 // observeProxy copies the Deployment's ready replicas into status.proxy and sets ProxyAvailable.
 func (r *WaitingQueueReconciler) observeProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
 	deploy := &appsv1.Deployment{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: ProxyName(wq)}, deploy); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	wq.Status.Proxy = &herdgatev1alpha1.ProxyStatus{ReadyReplicas: deploy.Status.ReadyReplicas}

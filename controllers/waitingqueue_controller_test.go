@@ -155,10 +155,10 @@ var _ = Describe("WaitingQueue reconciler", func() {
 
 		By("building the proxy's objects")
 		deploy := &appsv1.Deployment{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.ProxyName(wq)}, deploy)).To(Succeed())
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy)).To(Succeed())
 		Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 		pod := deploy.Spec.Template.Spec
-		Expect(pod.ServiceAccountName).To(Equal(controllers.ProxyName(wq)))
+		Expect(pod.ServiceAccountName).To(Equal(wq.ProxyName()))
 		Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
 		Expect(pod.Containers).To(HaveLen(1))
 		c := pod.Containers[0]
@@ -171,11 +171,11 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(deploy.Spec.Template.Annotations).To(HaveKey(controllers.ConfigHashAnnotation))
 
 		svc := &corev1.Service{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.ServiceName(wq)}, svc)).To(Succeed())
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ServiceName()}, svc)).To(Succeed())
 		Expect(svc.Spec.Selector).To(Equal(deploy.Spec.Selector.MatchLabels))
 
 		role := &rbacv1.Role{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.ProxyName(wq)}, role)).To(Succeed())
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, role)).To(Succeed())
 		Expect(role.Rules).To(HaveLen(2))
 		for _, rule := range role.Rules {
 			Expect(rule.Verbs).To(ConsistOf("get", "list", "watch"))
@@ -183,10 +183,10 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}
 
 		secret := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: controllers.SecretName(wq)}, secret)).To(Succeed())
-		key := secret.Data[controllers.SecretHMACKey]
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)).To(Succeed())
+		key := secret.Data[herdgatev1alpha1.SecretHMACKey]
 		Expect(key).To(HaveLen(32))
-		Expect(string(secret.Data[controllers.SecretRedisURL])).To(Equal(redisSrv.URL()))
+		Expect(string(secret.Data[herdgatev1alpha1.SecretRedisURL])).To(Equal(redisSrv.URL()))
 
 		By("keeping the HMAC key and rolling the proxy when its settings change")
 		hash := deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]
@@ -197,7 +197,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 		Expect(deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]).To(Equal(hash), "a replica change must not restart pods")
 		Expect(k8sClient.Get(ctx, keyOf(secret), secret)).To(Succeed())
-		Expect(secret.Data[controllers.SecretHMACKey]).To(Equal(key))
+		Expect(secret.Data[herdgatev1alpha1.SecretHMACKey]).To(Equal(key))
 
 		By("reporting the proxy ready once its Deployment is")
 		deploy.Status.Replicas, deploy.Status.ReadyReplicas = 3, 3
@@ -361,7 +361,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		wq = get(wq)
 
 		objects := []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.Secret{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}
-		names := []string{controllers.ProxyName(wq), controllers.ServiceName(wq), controllers.SecretName(wq), controllers.ProxyName(wq), controllers.ProxyName(wq), controllers.ProxyName(wq)}
+		names := []string{wq.ProxyName(), wq.ServiceName(), wq.SecretName(), wq.ProxyName(), wq.ProxyName(), wq.ProxyName()}
 		for i, obj := range objects {
 			Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: names[i]}, obj)).To(Succeed())
 			owner := metav1.GetControllerOf(obj)

@@ -375,6 +375,18 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4])}, nil
 }
 
+// Ping checks that the queue's Redis answers.
+func (q *Queue) Ping(ctx context.Context) error {
+	if cc, ok := q.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, q.keys.wait)
+		if err != nil {
+			return err
+		}
+		return node.Ping(ctx).Err()
+	}
+	return q.rdb.Ping(ctx).Err()
+}
+
 // Delete removes every key of the queue, on whichever node holds its slot.
 func (q *Queue) Delete(ctx context.Context) error {
 	node := q.rdb

@@ -1,0 +1,252 @@
+package admission
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// upstreamCall is what the protected workload saw of one request.
+type upstreamCall struct {
+	Method, Path, RawPath, Query string
+	Header                       http.Header
+	BodyBytes                    int64
+}
+
+// recorder is a stand-in workload that records every request it receives.
+type recorder struct {
+	mu    sync.Mutex
+	calls []upstreamCall
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, _ := io.Copy(io.Discard, r.Body)
+	rec.mu.Lock()
+	rec.calls = append(rec.calls, upstreamCall{r.Method, r.URL.Path, r.URL.RawPath, r.URL.RawQuery, r.Header.Clone(), n})
+	rec.mu.Unlock()
+	w.Header().Set("X-Upstream", "yes")
+	fmt.Fprintf(w, "upstream %s %s", r.Method, r.URL.Path)
+}
+
+func (rec *recorder) all() []upstreamCall {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]upstreamCall(nil), rec.calls...)
+}
+
+// harness is a proxy in front of a recording upstream, on a real Redis.
+type harness struct {
+	t        *testing.T
+	redis    *testenv.Redis
+	store    *queue.Store
+	q        *queue.Queue
+	proxy    *Proxy
+	server   *httptest.Server
+	upstream *recorder
+	key      []byte
+	wq       *herdgatev1alpha1.WaitingQueue
+	tick     int64
+}
+
+func testQueue(upstream string) *herdgatev1alpha1.WaitingQueue {
+	return &herdgatev1alpha1.WaitingQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-orders"},
+		Spec: herdgatev1alpha1.WaitingQueueSpec{
+			Capacity: herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}},
+			Upstream: herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)},
+			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
+				{Methods: []herdgatev1alpha1.HTTPMethod{"GET"}, PathPrefix: ptr.To("/checkout")},
+			},
+		},
+	}
+}
+
+func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harness {
+	t.Helper()
+	h := &harness{t: t, redis: testenv.StartRedis(t), upstream: &recorder{}, key: make([]byte, 32)}
+	_, _ = rand.Read(h.key)
+	up := httptest.NewServer(h.upstream)
+	t.Cleanup(up.Close)
+	h.wq = testQueue(up.URL)
+	if change != nil {
+		change(h.wq)
+	}
+	cfg, err := NewConfig(h.wq, h.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	h.store = queue.NewStore(rdb, queue.StoreOptions{})
+	t.Cleanup(h.store.Close)
+	if h.q, err = h.store.Queue("shop", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if h.proxy, err = NewProxy(cfg, h.store, Options{Rand: fixedRand(0.5)}); err != nil {
+		t.Fatal(err)
+	}
+	h.server = httptest.NewServer(h.proxy)
+	t.Cleanup(h.server.Close)
+	h.publishPlan()
+	return h
+}
+
+// publishPlan publishes the reference plan, as the scheduler would.
+func (h *harness) publishPlan() {
+	h.t.Helper()
+	if err := h.q.PublishPlan(context.Background(), queue.Plan{
+		PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
+		PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute,
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// admit runs one scheduler tick admitting up to n visitors with not-before now + offset.
+func (h *harness) admit(n int, offset time.Duration) queue.AdmitResult {
+	h.t.Helper()
+	h.tick++
+	offs := make([]time.Duration, n)
+	for i := range offs {
+		offs[i] = offset
+	}
+	res, err := h.q.Admit(context.Background(), queue.AdmitRequest{TickID: h.tick, Offsets: offs, PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+// visitor is an HTTP client with its own cookie jar.
+type visitor struct {
+	h      *harness
+	client *http.Client
+	header http.Header
+}
+
+func (h *harness) visitor() *visitor {
+	jar, _ := cookiejar.New(nil)
+	return &visitor{h: h, header: http.Header{}, client: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+type response struct {
+	*http.Response
+	body []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("body %q is not JSON: %v", r.body, err)
+	}
+	return out
+}
+
+func (v *visitor) do(method, path string, body io.Reader, header ...string) response {
+	v.h.t.Helper()
+	req, err := http.NewRequest(method, v.h.server.URL+path, body)
+	if err != nil {
+		v.h.t.Fatal(err)
+	}
+	for k, vals := range v.header {
+		req.Header[k] = vals
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := v.client.Do(req)
+	if err != nil {
+		v.h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return response{res, raw}
+}
+
+func (v *visitor) enter() response  { return v.do(http.MethodPost, "/.herdgate/enter", nil) }
+func (v *visitor) status() response { return v.do(http.MethodGet, "/.herdgate/status", nil) }
+
+// visitorCookie is the visitor cookie in the client's jar.
+func (v *visitor) visitorCookie() *http.Cookie {
+	u, _ := url.Parse(v.h.server.URL)
+	for _, c := range v.client.Jar.Cookies(u) {
+		if c.Name == VisitorCookie {
+			return c
+		}
+	}
+	return nil
+}
+
+// rawResponse is the status and body of a raw request.
+type rawResponse struct {
+	StatusCode int
+	Body       string
+}
+
+// raw sends bytes as they are, bypassing the Go client's own path cleaning.
+func (h *harness) raw(request string) rawResponse {
+	h.t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.server.URL, "http://"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		h.t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return rawResponse{res.StatusCode, string(body)}
+}
+
+// metric reads one counter of the proxy's metrics endpoint.
+func (h *harness) metric(name, labels string) float64 {
+	h.t.Helper()
+	rec := httptest.NewRecorder()
+	h.proxy.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, name+labels+" ") {
+			var v float64
+			_, _ = fmt.Sscan(strings.TrimPrefix(line, name+labels+" "), &v)
+			return v
+		}
+	}
+	return 0
+}
+
+type fixedRand float64
+
+func (f fixedRand) Float64() float64 { return float64(f) }

@@ -1,0 +1,51 @@
+package admission
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the proxy's Prometheus series, served on their own port.
+type metrics struct {
+	registry      *prometheus.Registry
+	requests      *prometheus.CounterVec
+	verifications *prometheus.CounterVec
+	tooEarly      prometheus.Counter
+	failOpen      prometheus.Counter
+	redisUp       prometheus.Gauge
+	upstream      *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herdgate_proxy_requests_total",
+			Help: "Requests by route class (protected, open, enter, status, page, internal) and outcome.",
+		}, []string{"route_class", "outcome"}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herdgate_proxy_pass_verifications_total",
+			Help: "Pass verifications on protected routes by result.",
+		}, []string{"result"}),
+		tooEarly: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_too_early_total",
+			Help: "Status polls refused with 429 because they came sooner than the poll interval allowed.",
+		}),
+		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_fail_open_total",
+			Help: "Protected requests let through without a pass because Redis was unreachable (FailOpen).",
+		}),
+		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herdgate_proxy_redis_up",
+			Help: "1 when the last Redis call succeeded, 0 when it failed.",
+		}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "herdgate_proxy_upstream_duration_seconds",
+			Help:    "Time from forwarding a request upstream to its response headers, by route class.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
+		}, []string{"route_class"}),
+	}
+	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

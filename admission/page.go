@@ -1,0 +1,65 @@
+package admission
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"html/template"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+//go:embed page/waiting.html
+var waitingHTML string
+
+var (
+	waitingPage = template.Must(template.New("waiting").Parse(waitingHTML))
+	// The page's only script and style are inline; the policy allows exactly them.
+	pagePolicy = "default-src 'none'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; " +
+		"script-src " + inlineHash(waitingHTML, "script") + "; style-src " + inlineHash(waitingHTML, "style")
+)
+
+func inlineHash(page, tag string) string {
+	m := regexp.MustCompile(`(?s)<` + tag + `>(.*?)</` + tag + `>`).FindStringSubmatch(page)
+	sum := sha256.Sum256([]byte(m[1]))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// SafeReturn accepts ?return= only as a path on this origin, so the waiting page cannot redirect a
+// visitor elsewhere; anything else becomes "/".
+func SafeReturn(raw string) string {
+	if raw == "" || raw[0] != '/' || strings.HasPrefix(raw, "//") || strings.HasPrefix(raw, "/\\") {
+		return "/"
+	}
+	for _, c := range raw {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	if p, err := NormalizePath(u.EscapedPath()); err != nil || p == reservedPrefix || strings.HasPrefix(p, reservedPrefix+"/") {
+		return "/"
+	}
+	return raw
+}
+
+func servePage(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := waitingPage.Execute(&buf, struct{ Return string }{SafeReturn(r.URL.Query().Get("return"))}); err != nil {
+		http.Error(w, "rendering the waiting page failed", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", pagePolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	_, _ = w.Write(buf.Bytes())
+}

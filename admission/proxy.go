@@ -1,0 +1,314 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// The proxy's own paths live under this prefix and never reach the upstream.
+const reservedPrefix = "/.herdgate"
+
+// Cookie and header names of the HTTP contract.
+const (
+	PassCookie    = "herdgate_pass"
+	VisitorCookie = "herdgate_visitor"
+	PassHeader    = "X-Herdgate-Pass"
+	// maxCookieValue bounds the herdgate cookies read; longer values are ignored as forged.
+	maxCookieValue = 512
+	visitorMaxAge  = 24 * time.Hour
+	// planTTL is how long a proxy reuses the plan read from Redis.
+	planTTL = time.Second
+	// tooEarlyShare: a poll is refused when it comes sooner than this share of the shortest interval
+	// the proxy could have told the visitor; the rest is room for network jitter.
+	tooEarlyShare = 0.8
+)
+
+// Options tune a Proxy.
+type Options struct {
+	Log logr.Logger
+	// Now is the proxy's clock; nil means time.Now.
+	Now func() time.Time
+	// Rand spreads poll hints; nil means math/rand/v2.
+	Rand capacity.Rand
+	// Transport reaches the upstream; nil means a keep-alive transport sized for one upstream.
+	Transport http.RoundTripper
+}
+
+// Proxy is the admission proxy's HTTP handler.
+type Proxy struct {
+	cfg     atomic.Pointer[Config]
+	q       *queue.Queue
+	plans   *queue.PlanCache
+	rp      *httputil.ReverseProxy
+	metrics *metrics
+	log     logr.Logger
+	now     func() time.Time
+	rand    capacity.Rand
+
+	redisDown atomic.Bool
+	draining  atomic.Bool
+}
+
+// NewProxy serves cfg's queue, stored in store.
+func NewProxy(cfg *Config, store *queue.Store, opts Options) (*Proxy, error) {
+	q, err := store.Queue(cfg.Namespace, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{q: q, plans: queue.NewPlanCache(q, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.rand == nil {
+		p.rand = globalRand{}
+	}
+	transport := opts.Transport
+	if transport == nil {
+		transport = NewUpstreamTransport()
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    transport,
+		BufferPool:   bufferPool{},
+		ErrorHandler: p.upstreamError,
+	}
+	p.cfg.Store(cfg)
+	return p, nil
+}
+
+type globalRand struct{}
+
+func (globalRand) Float64() float64 { return rand.Float64() }
+
+// NewUpstreamTransport is the one keep-alive transport the proxy shares for its upstream: many idle
+// connections to one host, no proxy from the environment, bounded dial and handshake times.
+func NewUpstreamTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// bufferPool lends the reverse proxy its copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// SetConfig applies a changed config to the requests that start after it.
+func (p *Proxy) SetConfig(cfg *Config) { p.cfg.Store(cfg) }
+
+// Config returns the config in force.
+func (p *Proxy) Config() *Config { return p.cfg.Load() }
+
+// MetricsHandler serves the proxy's Prometheus metrics.
+func (p *Proxy) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{})
+}
+
+// StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
+func (p *Proxy) StartDrain() { p.draining.Store(true) }
+
+// CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
+func (p *Proxy) CheckRedis(ctx context.Context) error {
+	err := p.q.Ping(ctx)
+	p.redisResult(err)
+	return err
+}
+
+func (p *Proxy) redisResult(err error) {
+	down := err != nil && !errors.Is(err, context.Canceled)
+	if p.redisDown.Swap(down) != down {
+		if down {
+			p.log.Error(err, "Redis is unreachable")
+		} else {
+			p.log.Info("Redis is reachable again")
+		}
+	}
+	if down {
+		p.metrics.redisUp.Set(0)
+	} else {
+		p.metrics.redisUp.Set(1)
+	}
+}
+
+type ctxKey struct{}
+
+// request is what ServeHTTP learned about a request that the upstream rewrite needs.
+type request struct {
+	cfg    *Config
+	path   string // normalised
+	method string // upper case
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := p.cfg.Load()
+	canonical, err := NormalizePath(r.URL.EscapedPath())
+	if err != nil {
+		p.metrics.requests.WithLabelValues("open", "bad_path").Inc()
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
+		return
+	}
+	if canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/") {
+		p.serveReserved(w, r, cfg, canonical)
+		return
+	}
+	method := strings.ToUpper(r.Method)
+	class := "open"
+	for _, route := range cfg.Routes {
+		if route.Matches(method, canonical) {
+			class = "protected"
+			break
+		}
+	}
+	if class == "protected" && !p.admit(w, r, cfg, canonical) {
+		return
+	}
+	start := p.now()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, &request{cfg: cfg, path: canonical, method: method})))
+	p.metrics.upstream.WithLabelValues(class).Observe(p.now().Sub(start).Seconds())
+	p.metrics.requests.WithLabelValues(class, "forwarded").Inc()
+}
+
+// admit decides whether a request to a protected route may pass, and answers it when not.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, cfg *Config, canonical string) bool {
+	visitor := ""
+	if cfg.IdentityHeader != "" {
+		visitor = r.Header.Get(cfg.IdentityHeader)
+		if queue.ValidateVisitorID(visitor) != nil {
+			p.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
+			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
+			return false
+		}
+	} else if c, err := r.Cookie(VisitorCookie); err == nil && len(c.Value) <= maxCookieValue {
+		visitor, _ = cfg.Signer.VerifyVisitorCookie(c.Value)
+	}
+	token := r.Header.Get(PassHeader)
+	if token == "" {
+		if c, err := r.Cookie(PassCookie); err == nil {
+			token = c.Value
+		}
+	}
+	_, result := cfg.Signer.Verify(token, visitor, p.now())
+	p.metrics.verifications.WithLabelValues(string(result)).Inc()
+	if result == PassValid {
+		return true
+	}
+	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() {
+		p.metrics.failOpen.Inc()
+		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
+		return true
+	}
+	w.Header().Set("X-Herdgate-Pass-Result", string(result))
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		target := canonical
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		p.metrics.requests.WithLabelValues("protected", "redirected").Inc()
+		http.Redirect(w, r, reservedPrefix+"/?return="+url.QueryEscape(target), http.StatusSeeOther)
+		return false
+	}
+	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
+	writeJSON(w, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
+	return false
+}
+
+// rewrite sends the request upstream with the path and method it was matched with, the forwarding
+// headers set, and the herdgate cookies and pass header removed.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	req := pr.In.Context().Value(ctxKey{}).(*request)
+	pr.SetURL(req.cfg.Upstream)
+	pr.Out.URL.Path = strings.TrimSuffix(req.cfg.Upstream.Path, "/") + req.path
+	pr.Out.URL.RawPath = ""
+	if escaped := escapePath(pr.Out.URL.Path); escaped != pr.Out.URL.Path {
+		pr.Out.URL.RawPath = escaped
+	}
+	pr.Out.Method = req.method
+	pr.SetXForwarded()
+	pr.Out.Header.Del(PassHeader)
+	stripHerdgateCookies(pr.Out.Header)
+}
+
+func stripHerdgateCookies(h http.Header) {
+	lines := h.Values("Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	found := false
+	for _, l := range lines {
+		found = found || strings.Contains(l, "herdgate_")
+	}
+	if !found {
+		return
+	}
+	var kept []string
+	for _, l := range lines {
+		for _, part := range strings.Split(l, ";") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(part), "="); name != PassCookie && name != VisitorCookie && strings.TrimSpace(part) != "" {
+				kept = append(kept, strings.TrimSpace(part))
+			}
+		}
+	}
+	h.Del("Cookie")
+	if len(kept) > 0 {
+		h.Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the visitor went away
+	}
+	p.log.Error(err, "Forwarding upstream failed", "path", r.URL.Path)
+	p.metrics.requests.WithLabelValues("open", "upstream_error").Inc()
+	writeJSON(w, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
+}
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Error        string `json:"error"`
+	Message      string `json:"message,omitempty"`
+	Enter        string `json:"enter,omitempty"`
+	Header       string `json:"header,omitempty"`
+	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
+	Position     int64  `json:"position,omitempty"`
+	QueueDepth   int64  `json:"queueDepth,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10))
+}

@@ -1,0 +1,100 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+)
+
+// ServerOptions configure Serve.
+type ServerOptions struct {
+	// Listener serves visitors; MetricsListener serves /metrics (nil: no metrics server).
+	Listener, MetricsListener net.Listener
+	// DrainDelay is how long readyz fails before the server stops accepting, so that load balancers
+	// stop sending new requests first.
+	DrainDelay time.Duration
+	// ShutdownTimeout bounds the wait for requests in flight after the drain.
+	ShutdownTimeout time.Duration
+	// RedisCheckInterval is how often Redis is pinged to decide FailOpen; 0 means 1 s.
+	RedisCheckInterval time.Duration
+	Log                logr.Logger
+}
+
+// Serve runs the proxy until ctx ends, then drains: readyz fails for DrainDelay, the servers stop
+// accepting and wait up to ShutdownTimeout for requests in flight.
+func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
+	errLog := log.New(logrWriter{o.Log}, "", 0)
+	srv := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// Large uploads and long streams are the upstream's business: no read or write deadline.
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       errLog,
+	}
+	servers := []*http.Server{srv}
+	listeners := []net.Listener{o.Listener}
+	if o.MetricsListener != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", p.MetricsHandler())
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		listeners = append(listeners, o.MetricsListener)
+	}
+	interval := o.RedisCheckInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	for i, s := range servers {
+		g.Go(func() error {
+			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			pingCtx, cancel := context.WithTimeout(gctx, interval)
+			_ = p.CheckRedis(pingCtx)
+			cancel()
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		p.StartDrain()
+		if ctx.Err() != nil {
+			o.Log.Info("Draining", "delay", o.DrainDelay)
+			time.Sleep(o.DrainDelay)
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+		defer cancel()
+		var errs []error
+		for _, s := range servers {
+			errs = append(errs, s.Shutdown(shutdownCtx))
+		}
+		return errors.Join(errs...)
+	})
+	return g.Wait()
+}
+
+type logrWriter struct{ log logr.Logger }
+
+func (w logrWriter) Write(b []byte) (int, error) {
+	w.log.V(1).Info(string(b))
+	return len(b), nil
+}

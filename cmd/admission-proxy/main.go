@@ -1,0 +1,184 @@
+// Command herdgate-proxy is the admission proxy: the gate in front of a workload. It serves one
+// WaitingQueue, watched in Kubernetes (--waitingqueue) or read from a file (--config).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type flags struct {
+	waitingQueue, configFile, kubeconfig string
+	redisURL, listen, metricsListen      string
+	drainDelay, shutdownTimeout          time.Duration
+}
+
+// run serves until ctx ends; it returns 2 for bad flags or config, 1 when serving fails.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	f := flags{}
+	fs := flag.NewFlagSet("herdgate-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.waitingQueue, "waitingqueue", "", "namespace/name of the WaitingQueue to serve, watched in Kubernetes")
+	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --waitingqueue outside a cluster (default: in-cluster, then $KUBECONFIG)")
+	fs.StringVar(&f.redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"), "Redis URL for --waitingqueue (default $HERDGATE_REDIS_URL)")
+	fs.StringVar(&f.listen, "listen", ":8080", "address that serves visitors")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address that serves /metrics; empty disables it")
+	fs.DurationVar(&f.drainDelay, "drain-delay", 5*time.Second, "how long readyz fails before shutdown stops accepting")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long shutdown waits for requests in flight")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, format+"\n", a...)
+		return 2
+	}
+	if (f.waitingQueue == "") == (f.configFile == "") {
+		return usage("exactly one of --waitingqueue or --config is required")
+	}
+	if f.drainDelay < 0 || f.shutdownTimeout <= 0 {
+		return usage("flag --drain-delay must not be negative and --shutdown-timeout must be positive")
+	}
+
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(log)
+	queue.RouteClientLogs(log)
+
+	// Config from a file is read and checked before anything listens.
+	var fileCfg *admission.Config
+	var key types.NamespacedName
+	if f.configFile != "" {
+		cfg, url, err := admission.LoadFile(f.configFile)
+		if err != nil {
+			return usage("flag --config: %v", err)
+		}
+		fileCfg, f.redisURL = cfg, url
+	} else {
+		ns, name, ok := strings.Cut(f.waitingQueue, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return usage("flag --waitingqueue: %q is not namespace/name", f.waitingQueue)
+		}
+		key = types.NamespacedName{Namespace: ns, Name: name}
+		if f.redisURL == "" {
+			return usage("flag --redis-url (or $HERDGATE_REDIS_URL) is required with --waitingqueue")
+		}
+	}
+	rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy"})
+	if err != nil {
+		if f.configFile != "" {
+			return usage("flag --config: %s: redisURL: %v", f.configFile, err)
+		}
+		return usage("flag --redis-url: %v", err)
+	}
+	defer rdb.Close()
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	defer store.Close()
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return usage("flag --listen: %v", err)
+	}
+	var metricsLn net.Listener
+	if f.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", f.metricsListen); err != nil {
+			return usage("flag --metrics-listen: %v", err)
+		}
+	}
+	serve := func(p *admission.Proxy) error {
+		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Config().Namespace+"/"+p.Config().Name)
+		return admission.Serve(ctx, p, admission.ServerOptions{
+			Listener: ln, MetricsListener: metricsLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log,
+		})
+	}
+
+	if fileCfg != nil {
+		p, err := admission.NewProxy(fileCfg, store, admission.Options{Log: log})
+		if err != nil {
+			return usage("flag --config: %v", err)
+		}
+		if err := serve(p); err != nil {
+			log.Error(err, "Serving failed")
+			return 1
+		}
+		return 0
+	}
+	return watchAndServe(ctx, f, key, store, serve, log)
+}
+
+// watchAndServe serves the WaitingQueue key, applying its changes live.
+func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store *queue.Store, serve func(*admission.Proxy) error, log logr.Logger) int {
+	restCfg, err := ctrl.GetConfig() // in-cluster, then $KUBECONFIG, then ~/.kube/config
+	if f.kubeconfig != "" {
+		restCfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	}
+	if err != nil {
+		log.Error(err, "No Kubernetes configuration (in-cluster, --kubeconfig or $KUBECONFIG)")
+		return 2
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	proxies := make(chan *admission.Proxy, 1)
+	var proxy *admission.Proxy
+	watchErr := make(chan error, 1)
+	go func() {
+		watchErr <- admission.WatchQueue(ctx, restCfg, key, func(cfg *admission.Config) {
+			if proxy != nil {
+				proxy.SetConfig(cfg)
+				return
+			}
+			p, err := admission.NewProxy(cfg, store, admission.Options{Log: log})
+			if err != nil {
+				log.Error(err, "Creating the proxy")
+				cancel()
+				return
+			}
+			proxy = p
+			proxies <- p
+		}, log)
+	}()
+	select {
+	case p := <-proxies:
+		if err := serve(p); err != nil {
+			log.Error(err, "Serving failed")
+			return 1
+		}
+		cancel()
+		return 0
+	case err := <-watchErr:
+		if err == nil {
+			return 0
+		}
+		log.Error(err, "Reading the WaitingQueue failed", "waitingqueue", key.String())
+		return 2
+	}
+}

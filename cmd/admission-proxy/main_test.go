@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+const validQueue = `
+waitingQueue:
+  metadata: {namespace: shop, name: orders}
+  spec:
+    capacity: {poolSize: 40, requestLatency: 200ms}
+    upstream: {url: "http://127.0.0.1:1"}
+    protectedRoutes:
+      - {methods: [POST], path: /api/v1/orders}
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "proxy.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func key() string {
+	return base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+}
+
+func TestBadFlagsAndConfigExitTwoAndNameTheField(t *testing.T) {
+	good := fmt.Sprintf("redisURL: redis://127.0.0.1:6379\nhmacKey: %s\n%s", key(), validQueue)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"neither mode", nil, "exactly one of --waitingqueue or --config"},
+		{"both modes", []string{"--waitingqueue=a/b", "--config=x.yaml"}, "exactly one of --waitingqueue or --config"},
+		{"unknown flag", []string{"--config=x", "--listne=:1"}, "listne"},
+		{"bad queue name", []string{"--waitingqueue=orders", "--redis-url=redis://r:1"}, `flag --waitingqueue: "orders" is not namespace/name`},
+		{"no redis for a watched queue", []string{"--waitingqueue=shop/orders", "--redis-url="}, "flag --redis-url"},
+		{"bad redis URL", []string{"--waitingqueue=shop/orders", "--redis-url=http://r:1"}, "flag --redis-url: redis URL http://r:1 has scheme"},
+		{"negative drain", []string{"--config=x", "--drain-delay=-1s"}, "flag --drain-delay"},
+		{"missing file", []string{"--config=/nonexistent/proxy.yaml"}, "flag --config: open /nonexistent/proxy.yaml"},
+		{"unknown field", []string{"--config=" + writeConfig(t, good+"    colour: blue\n")}, `unknown field "colour"`},
+		{"no redis URL", []string{"--config=" + writeConfig(t, fmt.Sprintf("hmacKey: %s\n%s", key(), validQueue))}, "redisURL: required"},
+		{"short key", []string{"--config=" + writeConfig(t, "redisURL: redis://r:1\nhmacKey: c2hvcnQ=\n"+validQueue)}, "hmacKey: 5 bytes, at least 32 required"},
+		{"bad upstream", []string{"--config=" + writeConfig(t, strings.Replace(good, "http://127.0.0.1:1", "ftp://x", 1))}, "waitingQueue.spec.upstream.url"},
+		{"unnormalised route", []string{"--config=" + writeConfig(t, strings.Replace(good, "/api/v1/orders", "/api/v1/../orders", 1))}, "waitingQueue.spec.protectedRoutes[0]"},
+		{"bad redis URL in the file", []string{"--config=" + writeConfig(t, strings.Replace(good, "redis://127.0.0.1:6379", "redis://x:1?nope=1", 1))}, "redisURL: redis URL redis://x:1?nope=1: redis: unexpected option: nope"},
+		{"bad listen address", []string{"--config=" + writeConfig(t, good), "--listen=256.0.0.1:1"}, "flag --listen"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stderr); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr does not say %q:\n%s", tc.want, stderr.String())
+			}
+		})
+	}
+}
+
+func TestServesFromAConfigFileAndDrains(t *testing.T) {
+	r := testenv.StartRedis(t)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, fmt.Sprintf("redisURL: %s\nhmacKey: %s\n%s", r.URL(), key(), validQueue))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--config=" + path, fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--drain-delay=0s"}, &stderr)
+	}()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var res *http.Response
+	for range 100 {
+		if res, err = http.Post(base+"/.herdgate/enter", "", nil); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the proxy never answered: %v\n%s", err, stderr.String())
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("enter: %d", res.StatusCode)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit code %d after SIGTERM-like cancel:\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy did not stop")
+	}
+}

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/herdgate/herdgate/admission"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// TestBrowserWaitsAndLandsOnTheProtectedPage opens a protected page in headless Chromium, with
+// visitors ahead in line: the browser sees the waiting page with its position, the operator's
+// scheduler admits it, and it lands on the page it asked for.
+func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
+	chromium := findChromium(t)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var upstreamSaw []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		upstreamSaw = append(upstreamSaw, r.Method+" "+r.URL.RequestURI()+" cookies="+r.Header.Get("Cookie"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>Checkout</title><h1 id="landed">Checkout page</h1>`)
+	}))
+	defer upstream.Close()
+
+	// Four admissions per second, so that the visitors ahead keep the browser waiting a few seconds.
+	wq := &herdgatev1alpha1.WaitingQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "browser", Name: "shop"},
+		Spec: herdgatev1alpha1.WaitingQueueSpec{
+			Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}, BatchSizeOverride: ptr.To[int32](2)},
+			Tick:            &metav1.Duration{Duration: 500 * time.Millisecond},
+			Upstream:        herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream.URL)},
+			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{Methods: []herdgatev1alpha1.HTTPMethod{"GET"}, PathPrefix: ptr.To("/checkout")}},
+		},
+	}
+	createQueue(t, wq)
+	secret := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := admission.NewConfig(wq, secret.Data[herdgatev1alpha1.SecretHMACKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	defer store.Close()
+	proxy, err := admission.NewProxy(cfg, store, admission.Options{Log: ctrl.Log.WithName("proxy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := q.Enter(ctx, fmt.Sprintf("ahead-%02d", i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	artifacts, err := testenv.ArtifactsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := filepath.Join(artifacts, "browser")
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	defer cancelAlloc()
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	browserCtx, cancelTimeout := context.WithTimeout(browserCtx, 90*time.Second)
+	defer cancelTimeout()
+	var consoleErrors []string
+	if err := chromedp.Listen(browserCtx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			mu.Lock()
+			consoleErrors = append(consoleErrors, e.ExceptionDetails.Text)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
+
+	target := front.URL + "/checkout?item=42"
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			location, _ := chromedp.Run(browserCtx, chromedp.Location())
+			t.Fatalf("browser, %s: %v (at %s)", what, err, location)
+		}
+	}
+	step("opening the protected page", chromedp.Do(browserCtx,
+		chromedp.EmulateViewport(390, 844), // a phone
+		chromedp.Navigate(target),
+		chromedp.WaitVisible(chromedp.ID("summary")),
+	))
+	_, err = chromedp.Run(browserCtx, chromedp.Poll[bool](`/^#\d+$/.test(document.getElementById("position").textContent)`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	step("waiting for a position", err)
+	position, err := chromedp.Run(browserCtx, chromedp.Text(chromedp.ID("position")))
+	step("reading the position", err)
+	summary, err := chromedp.Run(browserCtx, chromedp.Text(chromedp.ID("summary")))
+	step("reading the summary", err)
+	progress, err := chromedp.Run(browserCtx, chromedp.AttributeValue(chromedp.ID("progress"), "aria-valuenow"))
+	step("reading the progress bar", err)
+	waitingAt, err := chromedp.Run(browserCtx, chromedp.Location())
+	step("reading the waiting page's address", err)
+	waitingShot, err := chromedp.Run(browserCtx, chromedp.FullScreenshot(100))
+	step("taking the waiting screenshot", err)
+	step("waiting for admission", chromedp.Do(browserCtx, chromedp.WaitVisible(chromedp.ID("landed"))))
+	landed, err := chromedp.Run(browserCtx, chromedp.Text(chromedp.ID("landed")))
+	step("reading the landed page", err)
+	location, err := chromedp.Run(browserCtx, chromedp.Location())
+	step("reading the final address", err)
+	landedShot, err := chromedp.Run(browserCtx, chromedp.FullScreenshot(100))
+	step("taking the landed screenshot", err)
+	for name, shot := range map[string][]byte{"waiting-room.png": waitingShot, "admitted.png": landedShot} {
+		if err := os.WriteFile(filepath.Join(shots, name), shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("waiting page %s showed %q / %q (progress %s%%); screenshots in %s", waitingAt, position, summary, progress.Value, shots)
+	if !strings.HasPrefix(waitingAt, front.URL+"/.herdgate/?return=") {
+		t.Errorf("the browser waited at %s, not on the waiting page", waitingAt)
+	}
+
+	if !regexp.MustCompile(`^#([1-9]|1[01])$`).MatchString(position) {
+		t.Errorf("the waiting page showed position %q, want #1 … #11", position)
+	}
+	if !strings.HasPrefix(summary, "You are number ") {
+		t.Errorf("summary = %q", summary)
+	}
+	if location != target || landed != "Checkout page" {
+		t.Fatalf("the browser ended at %s showing %q, want %s", location, landed, target)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(consoleErrors) > 0 {
+		t.Errorf("the waiting page threw: %v", consoleErrors)
+	}
+	found := false
+	for _, s := range upstreamSaw {
+		if strings.HasPrefix(s, "GET /checkout?item=42 ") {
+			found = true
+			if strings.Contains(s, "herdgate_") {
+				t.Errorf("the upstream received herdgate cookies: %s", s)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the upstream never served the page: %v", upstreamSaw)
+	}
+}
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium found; run 'make toolchain' (Debian package chromium)")
+	return ""
+}

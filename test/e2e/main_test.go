@@ -1,0 +1,131 @@
+// Package e2e runs the operator, the admission proxy and a real browser together: a control plane
+// (envtest), a redis-server, the manager with its scheduler, the proxy and headless Chromium.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+var (
+	testEnv   *envtest.Environment
+	adminCfg  *rest.Config
+	k8sClient client.Client
+	redisSrv  *testenv.Redis
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return fail(err)
+	}
+	assets, err := testenv.EnvtestAssets()
+	if err != nil {
+		return fail(err)
+	}
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	if adminCfg, err = testEnv.Start(); err != nil {
+		return fail(err)
+	}
+	defer func() { _ = testEnv.Stop() }()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = herdgatev1alpha1.AddToScheme(scheme)
+	if k8sClient, err = client.New(adminCfg, client.Options{Scheme: scheme}); err != nil {
+		return fail(err)
+	}
+	dir, err := os.MkdirTemp("", "herdgate-e2e-redis-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	if redisSrv, err = testenv.NewRedis(dir); err != nil {
+		return fail(err)
+	}
+	defer redisSrv.Stop()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(adminCfg, ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := controllers.Setup(mgr, controllers.Options{RedisURL: redisSrv.URL(), ProxyImage: "registry.example/herdgate:e2e"}); err != nil {
+		return fail(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	return m.Run()
+}
+
+func zapLevel() int8 {
+	if os.Getenv("HERDGATE_E2E_VERBOSE") != "" {
+		return -1
+	}
+	return 1 // errors only
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "e2e set-up:", err)
+	return 1
+}
+
+// createQueue creates a WaitingQueue and waits until the operator made its Secret and Role.
+func createQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) {
+	t.Helper()
+	ctx := context.Background()
+	_ = k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: wq.Namespace}})
+	if err := k8sClient.Create(ctx, wq); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), wq) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		secret := &corev1.Secret{}
+		err := k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
+		if err == nil && len(secret.Data[herdgatev1alpha1.SecretHMACKey]) == 32 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator made no Secret for %s/%s: %v", wq.Namespace, wq.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wq), wq); err != nil {
+		t.Fatal(err)
+	}
+}
