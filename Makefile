@@ -25,6 +25,7 @@ BENCHTIME ?= 3s
 FUZZTIME ?= 2m
 TEST_FUZZTIME ?= 10s
 SCHEDULER_DURATION ?= 30s
+BENCH_PROXY_DURATION ?= 10s
 PKGS ?= ./...
 
 ##@ General
@@ -107,6 +108,14 @@ bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on o
 .PHONY: bench-scheduler
 bench-scheduler: toolchain ## Run ten reference queues for 30 s; report admitted/target and tick lag.
 	go test -run '^$$' -bench SchedulerTenQueues -benchtime 1x ./controllers -args -scheduler.duration=$(SCHEDULER_DURATION)
+
+.PHONY: bench-proxy
+bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK.
+	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
+	@mkdir -p $(ARTIFACTS)
+	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/admission-proxy
+	go run ./hack/bench-proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
+	go test -run '^$$' -bench 'VerifyPass|NormalizePath' -benchmem ./admission
 
 ##@ Tools
 

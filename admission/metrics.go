@@ -14,6 +14,10 @@ type metrics struct {
 	failOpen      prometheus.Counter
 	redisUp       prometheus.Gauge
 	upstream      *prometheus.HistogramVec
+
+	// The hot path's series, looked up once.
+	protectedForwarded, openForwarded prometheus.Counter
+	protectedUpstream, openUpstream   prometheus.Observer
 }
 
 func newMetrics() *metrics {
@@ -45,6 +49,10 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
 		}, []string{"route_class"}),
 	}
+	m.protectedForwarded = m.requests.WithLabelValues("protected", "forwarded")
+	m.openForwarded = m.requests.WithLabelValues("open", "forwarded")
+	m.protectedUpstream = m.upstream.WithLabelValues("protected")
+	m.openUpstream = m.upstream.WithLabelValues("open")
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

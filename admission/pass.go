@@ -52,8 +52,18 @@ type Pass struct {
 
 // Signer issues and verifies passes and visitor cookies for one queue. It is safe for concurrent use.
 type Signer struct {
-	queueUID []byte
-	macs     sync.Pool // of hash.Hash (HMAC-SHA256 keyed for this queue)
+	// passPrefix and visitorPrefix open every MAC: a domain byte (so a pass MAC never verifies as a
+	// cookie MAC) and the queue UID (so another queue's pass never verifies here).
+	passPrefix, visitorPrefix []byte
+	scratch                   sync.Pool // of *macScratch
+}
+
+// macScratch is one verification's working memory, pooled so that the protected path allocates
+// (almost) nothing.
+type macScratch struct {
+	h   hash.Hash
+	buf [passHeader + queue.MaxVisitorIDLength + macSize + 3]byte
+	sum [macSize]byte
 }
 
 // NewSigner returns a signer for the queue with the given UID and HMAC key (at least 32 bytes).
@@ -65,24 +75,20 @@ func NewSigner(queueUID string, key []byte) (*Signer, error) {
 		return nil, errors.New("queue UID is empty")
 	}
 	k := append([]byte(nil), key...)
-	s := &Signer{queueUID: []byte(queueUID)}
-	s.macs.New = func() any { return hmac.New(sha256.New, k) }
+	s := &Signer{
+		passPrefix:    append(append([]byte{domainPass}, queueUID...), 0),
+		visitorPrefix: append(append([]byte{domainVisitor}, queueUID...), 0),
+	}
+	s.scratch.New = func() any { return &macScratch{h: hmac.New(sha256.New, k)} }
 	return s, nil
 }
 
-func (s *Signer) mac(domain byte, parts ...[]byte) [macSize]byte {
-	h := s.macs.Get().(hash.Hash)
-	h.Reset()
-	h.Write([]byte{domain})
-	h.Write(s.queueUID)
-	h.Write([]byte{0})
-	for _, p := range parts {
-		h.Write(p)
-	}
-	var sum [macSize]byte
-	h.Sum(sum[:0])
-	s.macs.Put(h)
-	return sum
+// sumInto computes the MAC of prefix | data into sc.sum.
+func (sc *macScratch) sumInto(prefix, data []byte) []byte {
+	sc.h.Reset()
+	sc.h.Write(prefix)
+	sc.h.Write(data)
+	return sc.h.Sum(sc.sum[:0])
 }
 
 // Domains keep a pass MAC from ever verifying as a cookie MAC and the other way round.
@@ -99,8 +105,9 @@ func (s *Signer) Issue(visitor string, notBefore, expiry time.Time) string {
 	buf = binary.BigEndian.AppendUint64(buf, uint64(expiry.UnixMilli()))
 	buf = append(buf, byte(len(visitor)))
 	buf = append(buf, visitor...)
-	sum := s.mac(domainPass, buf)
-	buf = append(buf, sum[:]...)
+	sc := s.scratch.Get().(*macScratch)
+	buf = append(buf, sc.sumInto(s.passPrefix, buf)...)
+	s.scratch.Put(sc)
 	return base64.RawURLEncoding.EncodeToString(buf)
 }
 
@@ -112,9 +119,11 @@ func (s *Signer) Verify(token, visitor string, now time.Time) (Pass, PassResult)
 	case len(token) > MaxPassLength:
 		return Pass{}, PassOversized
 	}
-	var raw [passHeader + queue.MaxVisitorIDLength + macSize + 3]byte
-	n, err := base64.RawURLEncoding.Decode(raw[:], []byte(token))
-	if err != nil || n < passHeader+macSize || raw[0] != passVersion {
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	raw := sc.buf[:]
+	n, ok := decodeBase64URL(raw, token)
+	if !ok || n < passHeader+macSize || raw[0] != passVersion {
 		return Pass{}, PassMalformed
 	}
 	vlen := int(raw[passHeader-1])
@@ -122,18 +131,24 @@ func (s *Signer) Verify(token, visitor string, now time.Time) (Pass, PassResult)
 		return Pass{}, PassMalformed
 	}
 	body := raw[:passHeader+vlen]
-	want := s.mac(domainPass, body)
-	if !hmac.Equal(want[:], raw[passHeader+vlen:n]) {
+	if !hmac.Equal(sc.sumInto(s.passPrefix, body), raw[passHeader+vlen:n]) {
 		return Pass{}, PassTampered
 	}
 	p := Pass{
-		Visitor:   string(body[passHeader:]),
 		NotBefore: time.UnixMilli(int64(binary.BigEndian.Uint64(raw[1:9]))),
 		Expiry:    time.UnixMilli(int64(binary.BigEndian.Uint64(raw[9:17]))),
 	}
+	owner := body[passHeader:]
 	switch {
-	case visitor != "" && visitor != p.Visitor:
+	case visitor == "":
+		p.Visitor = string(owner)
+	case string(owner) == visitor: // compared without a copy
+		p.Visitor = visitor
+	default:
+		p.Visitor = string(owner)
 		return p, PassWrongVisitor
+	}
+	switch {
 	case !now.Before(p.Expiry):
 		return p, PassExpired
 	case now.Add(passLeeway).Before(p.NotBefore):
@@ -141,6 +156,45 @@ func (s *Signer) Verify(token, visitor string, now time.Time) (Pass, PassResult)
 	}
 	return p, PassValid
 }
+
+// decodeBase64URL decodes unpadded base64url from a string into dst without allocating; it fails on
+// any other alphabet, on a length no encoder produces, and on an output longer than dst.
+func decodeBase64URL(dst []byte, s string) (int, bool) {
+	if len(s)%4 == 1 || len(s)/4*3+len(s)%4 > len(dst) {
+		return 0, false
+	}
+	n := 0
+	var acc uint32
+	bits := 0
+	for i := 0; i < len(s); i++ {
+		v := base64URLValues[s[i]]
+		if v == 0xff {
+			return 0, false
+		}
+		acc = acc<<6 | uint32(v)
+		bits += 6
+		if bits >= 8 {
+			bits -= 8
+			dst[n] = byte(acc >> bits)
+			n++
+		}
+	}
+	if acc&(1<<bits-1) != 0 {
+		return 0, false // non-zero padding bits: not what an encoder writes
+	}
+	return n, true
+}
+
+var base64URLValues = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	for i := range len(alphabet) {
+		t[alphabet[i]] = byte(i)
+	}
+	return t
+}()
 
 // visitorIDBytes is the entropy of an anonymous visitor ID.
 const visitorIDBytes = 16
@@ -156,8 +210,9 @@ func (s *Signer) NewVisitorCookie() (id, cookie string) {
 }
 
 func (s *Signer) visitorCookie(id string) string {
-	sum := s.mac(domainVisitor, []byte(id))
-	return id + "." + base64.RawURLEncoding.EncodeToString(sum[:16])
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	return id + "." + base64.RawURLEncoding.EncodeToString(sc.sumInto(s.visitorPrefix, []byte(id))[:16])
 }
 
 // VerifyVisitorCookie returns the visitor ID of a cookie value this signer made, or false.
@@ -167,12 +222,13 @@ func (s *Signer) VerifyVisitorCookie(cookie string) (string, bool) {
 		return "", false
 	}
 	id := cookie[:idLen]
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
 	var got [17]byte
-	if n, err := base64.RawURLEncoding.Decode(got[:], []byte(cookie[idLen+1:])); err != nil || n != 16 {
+	if n, ok := decodeBase64URL(got[:], cookie[idLen+1:]); !ok || n != 16 {
 		return "", false
 	}
-	want := s.mac(domainVisitor, []byte(id))
-	if !hmac.Equal(want[:16], got[:16]) {
+	if !hmac.Equal(sc.sumInto(s.visitorPrefix, []byte(id))[:16], got[:16]) {
 		return "", false
 	}
 	return id, true

@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -23,7 +24,9 @@ type ServerOptions struct {
 	ShutdownTimeout time.Duration
 	// RedisCheckInterval is how often Redis is pinged to decide FailOpen; 0 means 1 s.
 	RedisCheckInterval time.Duration
-	Log                logr.Logger
+	// Profiling serves Go's /debug/pprof/ handlers next to /metrics.
+	Profiling bool
+	Log       logr.Logger
 }
 
 // Serve runs the proxy until ctx ends, then drains: readyz fails for DrainDelay, the servers stop
@@ -43,6 +46,12 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 	if o.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", p.MetricsHandler())
+		if o.Profiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
 		listeners = append(listeners, o.MetricsListener)
 	}

@@ -36,6 +36,7 @@ type flags struct {
 	waitingQueue, configFile, kubeconfig string
 	redisURL, listen, metricsListen      string
 	drainDelay, shutdownTimeout          time.Duration
+	pprof                                bool
 }
 
 // run serves until ctx ends; it returns 2 for bad flags or config, 1 when serving fails.
@@ -51,6 +52,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address that serves /metrics; empty disables it")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 5*time.Second, "how long readyz fails before shutdown stops accepting")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long shutdown waits for requests in flight")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the metrics address")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -117,7 +119,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	serve := func(p *admission.Proxy) error {
 		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Config().Namespace+"/"+p.Config().Name)
 		return admission.Serve(ctx, p, admission.ServerOptions{
-			Listener: ln, MetricsListener: metricsLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log,
+			Listener: ln, MetricsListener: metricsLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
 		})
 	}
 

@@ -1,0 +1,442 @@
+// Command bench-proxy measures herdgate-proxy beside nginx and a direct connection, in one run, all on
+// loopback: a tiny backend (nginx returning 200), nginx proxy_pass with upstream keep-alive in front
+// of it, and herdgate-proxy in front of it with a valid pass on a protected POST. It also compares
+// status polls through the proxy with redis-benchmark ZRANK on the same Redis. Run it with
+// `make bench-proxy`; it needs wrk, nginx and redis-tools (Debian packages).
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+func main() {
+	duration := flag.Duration("duration", 10*time.Second, "length of each wrk run")
+	connections := flag.Int("connections", 64, "concurrent connections of every load")
+	proxyBin := flag.String("proxy", "", "herdgate-proxy binary (required)")
+	out := flag.String("out", "", "also write the report to this file")
+	flag.Parse()
+	if *proxyBin == "" {
+		fmt.Fprintln(os.Stderr, "flag --proxy is required")
+		os.Exit(2)
+	}
+	report, err := run(*proxyBin, *duration, *connections)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
+		os.Exit(1)
+	}
+	fmt.Print(report)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-proxy:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+type wrkResult struct {
+	rps      float64
+	p50, p99 time.Duration
+	non2xx   int
+}
+
+func run(proxyBin string, d time.Duration, conns int) (string, error) {
+	for _, bin := range []string{"wrk", "nginx", "redis-benchmark", "redis-server"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return "", fmt.Errorf("%s not found; run 'make toolchain'", bin)
+		}
+	}
+	dir, err := os.MkdirTemp("", "herdgate-bench-proxy-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	var stops []func()
+	defer func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}()
+
+	redis, err := testenv.NewRedis(filepath.Join(dir))
+	if err != nil {
+		return "", err
+	}
+	stops = append(stops, redis.Stop)
+
+	backendPort, nginxPort, proxyPort := freePort(), freePort(), freePort()
+	stopNginx, err := startNginx(dir, backendPort, nginxPort)
+	if err != nil {
+		return "", err
+	}
+	stops = append(stops, stopNginx)
+
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfgPath := filepath.Join(dir, "proxy.yaml")
+	cfg := fmt.Sprintf(`redisURL: %s
+hmacKey: %s
+waitingQueue:
+  metadata: {namespace: bench, name: orders}
+  spec:
+    capacity: {poolSize: 40, requestLatency: 200ms}
+    upstream: {url: "http://127.0.0.1:%d"}
+    protectedRoutes:
+      - {methods: [POST], path: /api/v1/orders}
+`, redis.URL(), base64.StdEncoding.EncodeToString(key), backendPort)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return "", err
+	}
+	proxy := exec.Command(proxyBin, "--config="+cfgPath, fmt.Sprintf("--listen=127.0.0.1:%d", proxyPort), "--metrics-listen=", "--drain-delay=0s", "--zap-log-level=error")
+	proxy.Stderr = os.Stderr
+	if err := proxy.Start(); err != nil {
+		return "", err
+	}
+	stops = append(stops, func() { _ = proxy.Process.Kill(); _ = proxy.Wait() })
+	if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/healthz", proxyPort)); err != nil {
+		return "", fmt.Errorf("herdgate-proxy: %w", err)
+	}
+	if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/", nginxPort)); err != nil {
+		return "", fmt.Errorf("nginx: %w", err)
+	}
+
+	signer, err := admission.NewSigner("file:bench/orders", key)
+	if err != nil {
+		return "", err
+	}
+	token := signer.Issue("bench-visitor", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	postScript := filepath.Join(dir, "post.lua")
+	if err := os.WriteFile(postScript, []byte(fmt.Sprintf(`wrk.method = "POST"
+wrk.body = '{"item":1}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-Herdgate-Pass"] = %q
+`, token)), 0o644); err != nil {
+		return "", err
+	}
+
+	targets := []struct{ name, url string }{
+		{"direct", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", backendPort)},
+		{"nginx proxy_pass", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", nginxPort)},
+		{"herdgate-proxy", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", proxyPort)},
+	}
+	saturating := map[string]wrkResult{}
+	for _, t := range targets {
+		fmt.Fprintf(os.Stderr, "[bench-proxy] wrk %s, %d connections, %s\n", t.name, conns, d)
+		r, err := wrk(t.url, postScript, conns, d)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", t.name, err)
+		}
+		if r.non2xx > 0 {
+			return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
+		}
+		saturating[t.name] = r
+	}
+
+	// Added latency at half of the proxy's saturating rate, against the same rate sent directly.
+	rate := saturating["herdgate-proxy"].rps / 2
+	fmt.Fprintf(os.Stderr, "[bench-proxy] fixed rate %.0f req/s, direct and through herdgate-proxy\n", rate)
+	directAtRate, err := fixedRate(targets[0].url, token, rate, conns, d)
+	if err != nil {
+		return "", err
+	}
+	proxyAtRate, err := fixedRate(targets[2].url, token, rate, conns, d)
+	if err != nil {
+		return "", err
+	}
+
+	fmt.Fprintln(os.Stderr, "[bench-proxy] status polls through the proxy and redis-benchmark ZRANK")
+	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, conns, d)
+	if err != nil {
+		return "", err
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### Protected POST with a valid pass, %d connections, %s per run (wrk)\n\n", conns, d)
+	fmt.Fprintf(&b, "| path | req/s | p50 | p99 | req/s vs nginx |\n| --- | ---: | ---: | ---: | ---: |\n")
+	for _, t := range targets {
+		r := saturating[t.name]
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50, r.p99, r.rps/saturating["nginx proxy_pass"].rps)
+	}
+	fmt.Fprintf(&b, "\n### Fixed rate %.0f req/s (half the proxy's saturating rate)\n\n", rate)
+	fmt.Fprintf(&b, "| path | p50 | p99 |\n| --- | ---: | ---: |\n| direct | %s | %s |\n| herdgate-proxy | %s | %s |\n",
+		directAtRate.p50, directAtRate.p99, proxyAtRate.p50, proxyAtRate.p99)
+	fmt.Fprintf(&b, "\nadded p99: %s (goal ≤ 100µs)\n", proxyAtRate.p99-directAtRate.p99)
+	fmt.Fprintf(&b, "\n### Status polls, %d connections\n\n", conns)
+	fmt.Fprintf(&b, "| load | req/s |\n| --- | ---: |\n| GET /.herdgate/status through herdgate-proxy | %.0f |\n| redis-benchmark ZRANK | %.0f |\n", polls.rps, zrank)
+	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank, polls.non2xx)
+	fmt.Fprintf(&b, "herdgate-proxy ÷ nginx throughput: %.2f× (goal ≥ 0.8×)\n", saturating["herdgate-proxy"].rps/saturating["nginx proxy_pass"].rps)
+	return b.String(), nil
+}
+
+func startNginx(dir string, backendPort, proxyPort int) (func(), error) {
+	conf := fmt.Sprintf(`worker_processes 2;
+error_log %[1]s/nginx-error.log warn;
+pid %[1]s/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  upstream backend { server 127.0.0.1:%[2]d; keepalive 256; }
+  server {
+    listen 127.0.0.1:%[2]d;
+    location / { return 200 "ok\n"; }
+  }
+  server {
+    listen 127.0.0.1:%[3]d;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`, dir, backendPort, proxyPort)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("nginx", "-p", dir, "-c", path, "-g", "daemon off;")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+}
+
+var (
+	rpsLine     = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	latencyLine = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+	non2xxLine  = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+)
+
+func wrk(url, script string, conns int, d time.Duration) (wrkResult, error) {
+	out, err := exec.Command("wrk", "-t2", "-c"+strconv.Itoa(conns), "-d"+d.String(), "--latency", "-s", script, url).CombinedOutput()
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("wrk: %w\n%s", err, out)
+	}
+	return parseWrk(string(out))
+}
+
+func parseWrk(out string) (wrkResult, error) {
+	r := wrkResult{}
+	m := rpsLine.FindStringSubmatch(out)
+	if m == nil {
+		return r, fmt.Errorf("no Requests/sec in wrk output:\n%s", out)
+	}
+	r.rps, _ = strconv.ParseFloat(m[1], 64)
+	for _, l := range latencyLine.FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(l[2], 64)
+		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[l[3]]
+		dur := time.Duration(v * float64(unit))
+		if l[1] == "50" {
+			r.p50 = dur
+		} else {
+			r.p99 = dur
+		}
+	}
+	if m := non2xxLine.FindStringSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.Atoi(m[1])
+	}
+	return r, nil
+}
+
+// fixedRate sends POSTs at a constant rate (open loop) and measures latency from each request's
+// scheduled time, so a slow response delays no measurement.
+func fixedRate(url, token string, rate float64, conns int, d time.Duration) (wrkResult, error) {
+	transport := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	defer transport.CloseIdleConnections()
+	total := int(rate * d.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	jobs := make(chan time.Time, total)
+	lat := make([]time.Duration, 0, total)
+	var mu sync.Mutex
+	var failed error
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			for scheduled := range jobs {
+				if wait := time.Until(scheduled); wait > 0 {
+					time.Sleep(wait)
+				}
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"item":1}`))
+				req.Header.Set("X-Herdgate-Pass", token)
+				res, err := client.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", res.StatusCode)
+					}
+				}
+				mu.Lock()
+				if err != nil && failed == nil {
+					failed = err
+				}
+				lat = append(lat, time.Since(scheduled))
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now().Add(100 * time.Millisecond)
+	for i := range total {
+		jobs <- start.Add(time.Duration(i) * interval)
+	}
+	close(jobs)
+	wg.Wait()
+	if failed != nil {
+		return wrkResult{}, failed
+	}
+	slices.Sort(lat)
+	return wrkResult{rps: rate, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}, nil
+}
+
+// statusVersusZrank enters visitors, then polls their status through the proxy with wrk, and runs
+// redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency.
+func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, conns int, d time.Duration) (wrkResult, float64, error) {
+	const visitors = 100_000
+	ctx := context.Background()
+	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})
+	if err != nil {
+		return wrkResult{}, 0, err
+	}
+	defer rdb.Close()
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	defer store.Close()
+	q, err := store.Queue("bench", "orders")
+	if err != nil {
+		return wrkResult{}, 0, err
+	}
+	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
+	if err := q.PublishPlan(ctx, queue.Plan{PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond,
+		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, PassTTL: time.Hour, AbandonAfter: time.Hour}); err != nil {
+		return wrkResult{}, 0, err
+	}
+	cookies := make([]string, visitors)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w; i < visitors; i += 64 {
+				id, cookie := signer.NewVisitorCookie()
+				cookies[i] = cookie
+				if _, err := q.Enter(ctx, id, time.Hour); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return wrkResult{}, 0, err
+	}
+	script := filepath.Join(dir, "status.lua")
+	f, err := os.Create(script)
+	if err != nil {
+		return wrkResult{}, 0, err
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "local cookies = {")
+	for _, c := range cookies {
+		fmt.Fprintf(w, "%q,\n", admission.VisitorCookie+"="+c)
+	}
+	fmt.Fprintln(w, `}
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+function init(args)
+  -- every thread its own sequence, or two threads would poll the same visitors at once
+  math.randomseed(os.time() * 100 + id)
+end
+request = function()
+  return wrk.format("GET", "/.herdgate/status", { Cookie = cookies[math.random(#cookies)] })
+end`)
+	if err := w.Flush(); err != nil {
+		return wrkResult{}, 0, err
+	}
+	f.Close()
+	polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
+	if err != nil {
+		return wrkResult{}, 0, err
+	}
+
+	// The same server, a sorted set of the same size, ZRANK of random members.
+	pipe := rdb.Pipeline()
+	for i := range visitors {
+		pipe.ZAdd(ctx, "zrank-baseline", redis.Z{Score: float64(i), Member: strconv.Itoa(i)})
+		if i%5000 == 4999 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return wrkResult{}, 0, err
+			}
+			pipe = rdb.Pipeline()
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return wrkResult{}, 0, err
+	}
+	n := int(polls.rps * d.Seconds())
+	out, err := exec.Command("redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(server.Port), "-c", strconv.Itoa(conns),
+		"-n", strconv.Itoa(max(n, 100_000)), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__").CombinedOutput()
+	if err != nil {
+		return wrkResult{}, 0, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	fields := strings.Split(lines[len(lines)-1], ",")
+	if len(fields) < 2 {
+		return wrkResult{}, 0, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
+	}
+	zrank, err := strconv.ParseFloat(strings.Trim(fields[1], `"`), 64)
+	return polls, zrank, err
+}
+
+func freePort() int {
+	p, err := testenv.FreePort()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func waitHTTP(url string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err := http.Get(url)
+		if err == nil {
+			res.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
