@@ -79,7 +79,7 @@ func run(proxyBin string, d time.Duration, conns int) (string, error) {
 		}
 	}()
 
-	redis, err := testenv.NewRedis(filepath.Join(dir))
+	redis, err := testenv.NewRedis(dir)
 	if err != nil {
 		return "", err
 	}
