@@ -117,6 +117,12 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	go run ./hack/bench-proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
 	go test -run '^$$' -bench 'VerifyPass|NormalizePath' -benchmem ./admission
 
+##@ Experiment
+
+.PHONY: herd
+herd: toolchain ## Run the thundering-herd experiment (batch 14/500/1000, jitter on/off) and regenerate docs/herd/.
+	go run ./cmd/herd experiment --out docs/herd
+
 ##@ Tools
 
 $(CONTROLLER_GEN):

@@ -91,9 +91,10 @@ func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *
 		return
 	}
 	plan, planErr := p.plans.Get(r.Context())
-	abandonAfter, pollMin, pollMax := cfg.AbandonAfter, cfg.PollMin, cfg.PollMax
-	var cp capacity.Plan
+	// Until a scheduler publishes its plan, the spec's own plan is the best estimate.
+	abandonAfter, pollMin, pollMax, cp := cfg.AbandonAfter, cfg.PollMin, cfg.PollMax, cfg.Plan
 	if planErr == nil {
+		cp = capacity.Plan{}
 		abandonAfter, pollMin, pollMax = plan.AbandonAfter, plan.PollMin, plan.PollMax
 		if built, err := capacity.FromQuota(plan.PerTickNum, plan.PerTickDen, plan.Tick, false); err == nil && !plan.Suspended {
 			cp = built

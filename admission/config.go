@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
 )
 
 // Config is everything the proxy serves one queue with. It is immutable; a change builds a new one.
@@ -28,7 +29,9 @@ type Config struct {
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
 	Signer         *Signer
-	// PollMin, PollMax and AbandonAfter apply until the scheduler publishes a plan.
+	// Plan, PollMin, PollMax and AbandonAfter come from the spec and apply until the scheduler
+	// publishes its plan in Redis. Plan admits nobody when the spec suspends the queue.
+	Plan             capacity.Plan
 	PollMin, PollMax time.Duration
 	AbandonAfter     time.Duration
 }
@@ -80,6 +83,18 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 		return nil, fieldError("spec.polling: minInterval %s must be positive and at most maxInterval %s", c.PollMin, c.PollMax)
 	case c.AbandonAfter <= 0:
 		return nil, fieldError("spec.abandonAfter: must be positive")
+	}
+	if !spec.IsSuspended() {
+		in := capacity.Input{
+			PoolSize: int64(spec.Capacity.PoolSize), RequestLatency: spec.Capacity.RequestLatency.Duration,
+			UtilizationPercent: int64(spec.EffectiveUtilizationPercent()), Tick: spec.EffectiveTick(),
+		}
+		if spec.Capacity.BatchSizeOverride != nil {
+			in.BatchSizeOverride = int64(*spec.Capacity.BatchSizeOverride)
+		}
+		if c.Plan, err = capacity.New(in); err != nil {
+			return nil, fieldError("spec.capacity: %v", err)
+		}
 	}
 	if spec.Identity != nil && spec.Identity.Header != "" {
 		if !headerName.MatchString(spec.Identity.Header) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 func TestEnterAndStatus(t *testing.T) {
@@ -102,14 +103,31 @@ func TestPollHintsFollowThePlan(t *testing.T) {
 	if body["position"] != 701.0 || body["estimatedWaitSeconds"] != 6.0 || body["nextPollMs"] != 3000.0 {
 		t.Fatalf("enter at 701 = %v; want 6 s of wait (⌈701/140⌉) and a 3 s hint", body)
 	}
-	// Without a published plan the wait is unknown and the hint is the longest interval.
+	// A scheduler that admits 28 per tick halves the wait.
+	if err := h.q.PublishPlan(context.Background(), queue.Plan{PerTickNum: 28, PerTickDen: 1, Tick: 100 * time.Millisecond,
+		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, PassTTL: time.Minute, AbandonAfter: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(planTTL + 100*time.Millisecond)
+	if body = h.visitor().enter().json(t); body["estimatedWaitSeconds"] != 3.0 {
+		t.Fatalf("enter at 703 with 280/s = %v; want 3 s of wait", body)
+	}
+	// Without a published plan, the spec's own plan (14 per tick) estimates the wait.
 	if err := h.store.Client().Del(context.Background(), h.q.KeyPrefix()+":plan").Err(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(planTTL + 100*time.Millisecond)
-	body = h.visitor().enter().json(t)
-	if body["estimatedWaitSeconds"] != nil || body["nextPollMs"] != 5000.0 {
-		t.Fatalf("enter without a plan = %v; want a null wait and a 5 s hint", body)
+	if body = h.visitor().enter().json(t); body["estimatedWaitSeconds"] != 6.0 {
+		t.Fatalf("enter at 704 without a published plan = %v; want the spec's 6 s", body)
+	}
+	// A suspended queue admits nobody: the wait is unknown and the hint is the longest interval.
+	if err := h.q.PublishPlan(context.Background(), queue.Plan{PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond,
+		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, PassTTL: time.Minute, AbandonAfter: time.Minute, Suspended: true}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(planTTL + 100*time.Millisecond)
+	if body = h.visitor().enter().json(t); body["estimatedWaitSeconds"] != nil || body["nextPollMs"] != 5000.0 {
+		t.Fatalf("enter while suspended = %v; want a null wait and a 5 s hint", body)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/big"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +45,8 @@ type QueueConfig struct {
 	RedisURL     string
 	Plan         capacity.Plan
 	JitterWindow time.Duration
+	// Lead puts every not-before time this far ahead of the tick (see AdmissionLead).
+	Lead         time.Duration
 	PassTTL      time.Duration
 	AbandonAfter time.Duration
 	PollMin      time.Duration
@@ -81,10 +82,19 @@ type TickReport struct {
 	Scheduled, Started time.Time
 	// Quota is how many visitors the tick could admit (ticks made up for included).
 	Quota int64
-	// Window is the jitter window of the tick.
-	Window time.Duration
-	Result queue.AdmitResult
-	Err    error
+	// Window is the jitter window of the tick; Lead the constant ahead of it.
+	Window, Lead time.Duration
+	Result       queue.AdmitResult
+	Err          error
+}
+
+// AdmissionLead is how far ahead of its tick an admission's not-before lies: the longest interval a
+// visitor at the front of the queue may wait between polls (pollMin plus the hint's spread). A
+// visitor admitted at a tick therefore learns its not-before before it comes, and the proxy sends it
+// back exactly then: the tick's jitter reaches the workload instead of being lost to the random
+// moments at which visitors happen to poll.
+func AdmissionLead(pollMin time.Duration) time.Duration {
+	return pollMin + time.Duration(capacity.PollSpread*float64(pollMin))
 }
 
 // RandSource draws jitter offsets; *math/rand/v2.Rand satisfies it.
@@ -350,6 +360,9 @@ func (r *queueRunner) run(ctx context.Context) {
 			}
 		}
 		offsets := jitterOffsets(rng, quota, cfg.JitterWindow)
+		for i := range offsets {
+			offsets[i] += cfg.Lead
+		}
 		callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 		start := clk.Now()
 		res, err := st.q.Admit(callCtx, queue.AdmitRequest{
@@ -359,7 +372,7 @@ func (r *queueRunner) run(ctx context.Context) {
 		tickDurationHistogram.WithLabelValues(labels...).Observe(clk.Since(start).Seconds())
 		if r.s.OnTick != nil {
 			r.s.OnTick(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: latest, Started: now,
-				Quota: quota, Window: cfg.JitterWindow, Result: res, Err: err})
+				Quota: quota, Window: cfg.JitterWindow, Lead: cfg.Lead, Result: res, Err: err})
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -489,17 +502,20 @@ func (r *queueRunner) notify(st *tickState, now time.Time) {
 	}
 }
 
-// jitterOffsets draws n not-before offsets uniformly over window, earliest first, so that the visitor
-// first in line is also first through the gate.
+// jitterOffsets draws n not-before offsets over window, earliest first, so that the visitor first in
+// line is also first through the gate. The window is cut into n equal slots and each offset falls
+// uniformly within its own slot: every offset is still uniform over the window, and the tick reaches
+// the workload as the reference design wants it, about one arrival every window/n, never a clump
+// that independent draws would now and then produce.
 func jitterOffsets(rng RandSource, n int64, window time.Duration) []time.Duration {
 	offsets := make([]time.Duration, n)
-	if window <= 0 {
+	if window <= 0 || n == 0 {
 		return offsets
 	}
+	slot := int64(window) / n
 	for i := range offsets {
-		offsets[i] = time.Duration(rng.Int64N(int64(window)))
+		offsets[i] = time.Duration(int64(i)*slot + rng.Int64N(max(1, slot)))
 	}
-	slices.Sort(offsets)
 	return offsets
 }
 

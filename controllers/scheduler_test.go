@@ -274,6 +274,15 @@ func TestJitterOffsetsAndGrid(t *testing.T) {
 	if got[999]-got[0] < 90*time.Millisecond {
 		t.Fatalf("1000 offsets span only %s of the 100 ms window", got[999]-got[0])
 	}
+	// Each offset lies in its own slot of window/n: 14 over 100 ms come about one every 7 ms.
+	for seed := range uint64(200) {
+		o := jitterOffsets(rand.New(rand.NewPCG(seed, 3)), 14, 100*time.Millisecond)
+		for i, off := range o {
+			if lo, hi := time.Duration(i)*(100*time.Millisecond/14), time.Duration(i+1)*(100*time.Millisecond/14); off < lo || off >= hi {
+				t.Fatalf("offset %d = %s lies outside its slot [%s, %s)", i, off, lo, hi)
+			}
+		}
+	}
 	for _, tc := range []struct {
 		t    time.Time
 		tick time.Duration

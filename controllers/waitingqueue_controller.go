@@ -141,6 +141,7 @@ func queueConfig(wq *herdgatev1alpha1.WaitingQueue, plan capacity.Plan, redisURL
 		RedisURL:     redisURL,
 		Plan:         plan,
 		JitterWindow: wq.Spec.EffectiveJitterWindow(),
+		Lead:         AdmissionLead(pollMin),
 		PassTTL:      wq.Spec.EffectivePassTTL(),
 		AbandonAfter: wq.Spec.EffectiveAbandonAfter(),
 		PollMin:      pollMin,

@@ -261,10 +261,11 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			admitted := r.Result.Admitted
 			Expect(int64(len(admitted))).To(Equal(min(r.Quota, int64(300-admittedIn(working[:i])))))
 			Expect(r.Window).To(Equal(tick))
+			Expect(r.Lead).To(Equal(600 * time.Millisecond)) // the default minInterval, 500 ms, plus its 20 % spread
 			lo, hi := admitted[0].Pass.NotBefore, admitted[0].Pass.NotBefore
 			for _, a := range admitted {
-				Expect(a.Pass.NotBefore).To(BeTemporally(">=", r.Result.Now))
-				Expect(a.Pass.NotBefore).To(BeTemporally("<", r.Result.Now.Add(tick)))
+				Expect(a.Pass.NotBefore).To(BeTemporally(">=", r.Result.Now.Add(r.Lead)))
+				Expect(a.Pass.NotBefore).To(BeTemporally("<", r.Result.Now.Add(r.Lead+tick)))
 				Expect(a.Pass.NotBefore).To(BeTemporally(">=", lo), "earlier in line, earlier through the gate")
 				lo = a.Pass.NotBefore
 				hi = a.Pass.NotBefore

@@ -1,0 +1,196 @@
+// Command herd is herdgate's load tool. Its subcommands:
+//
+//	herd backend     run the stand-in orders service (40 connections, 200 ms per order, 30 s pool wait)
+//	herd run         let a herd of virtual visitors through a waiting room and print what they measured
+//	herd experiment  run the reference experiment in this process and write a report with charts
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/herd"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: herd <command> [flags]
+
+commands:
+  backend     run the stand-in orders service
+  run         send a herd of virtual visitors through a waiting room
+  experiment  run the reference experiment and write docs/herd
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "backend":
+		return backendCmd(ctx, args[1:], stderr)
+	case "run":
+		return runCmd(ctx, args[1:], stdout, stderr)
+	case "experiment":
+		return experimentCmd(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "herd: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, code int) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, 0
+		}
+		return false, 2
+	}
+	return true, 0
+}
+
+func backendCmd(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd backend", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8081", "address to serve orders on")
+	pool := fs.Int("pool", herd.PoolSize, "connections in the pool")
+	latency := fs.Duration("latency", herd.RequestLatency, "how long one order holds a connection")
+	timeout := fs.Duration("timeout", herd.PoolTimeout, "how long an order waits for a connection before it fails")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if *pool < 1 || *latency <= 0 || *timeout <= 0 {
+		fmt.Fprintln(stderr, "flags --pool, --latency and --timeout must be positive")
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "flag --listen: %v\n", err)
+		return 2
+	}
+	srv := &http.Server{Handler: herd.NewBackend(*pool, *latency, *timeout), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(stderr, "herd backend: %d connections, %s per order, serving on %s\n", *pool, *latency, ln.Addr())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd run", flag.ContinueOnError)
+	target := fs.String("target", "", "base URL of the admission proxy (required)")
+	backendURL := fs.String("backend", "", "base URL of a herd backend, to report its measurements and reset them first")
+	visitors := fs.Int("visitors", 500, "virtual visitors, all starting at once")
+	name := fs.String("name", "Test A", "name of the run in the report")
+	order := fs.String("order-path", "/api/v1/orders", "protected route the orders go to")
+	giveUp := fs.Duration("give-up", 5*time.Minute, "how long a visitor waits before it gives up")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if *target == "" || *visitors < 1 {
+		fmt.Fprintln(stderr, "flag --target is required and --visitors must be positive")
+		return 2
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	if *backendURL != "" {
+		res, err := client.Post(*backendURL+"/reset", "", nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "flag --backend: %v\n", err)
+			return 2
+		}
+		res.Body.Close()
+	}
+	results := herd.Run(ctx, herd.Scenario{Name: *name, Visitors: *visitors, Target: strings.TrimSuffix(*target, "/"), OrderPath: *order, GiveUp: *giveUp})
+	result := herd.RunResult{RunSpec: herd.RunSpec{Test: *name, Visitors: *visitors}, Visitors: results}
+	if *backendURL != "" {
+		res, err := client.Get(*backendURL + "/stats")
+		if err != nil {
+			fmt.Fprintf(stderr, "reading the backend's measurements: %v\n", err)
+			return 1
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&result.Backend); err != nil {
+			fmt.Fprintf(stderr, "reading the backend's measurements: %v\n", err)
+			return 1
+		}
+	}
+	herd.Summary(stdout, result)
+	if results.Failed > 0 {
+		fmt.Fprintf(stdout, "\n%d visitors got no order through: %s\n", results.Failed, strings.Join(results.Errors, "; "))
+	}
+	return 0
+}
+
+func experimentCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd experiment", flag.ContinueOnError)
+	out := fs.String("out", "docs/herd", "folder for results.md and the charts")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "flag --out: %v\n", err)
+		return 2
+	}
+	runs, err := herd.Experiment(ctx, herd.Matrix(), stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "herd experiment:", err)
+		return 1
+	}
+	var report bytes.Buffer
+	fmt.Fprintf(&report, "# The thundering-herd experiment\n\nMeasured by `make herd` on %s, %s.\n\n", time.Now().UTC().Format("2006-01-02"), herd.Machine())
+	fmt.Fprintf(&report, "Service: %d connections, %s per order, orders beyond the pool wait up to %s. Queue: tick %s; "+
+		"batch 14 is derived (40 ÷ 200 ms × 70 %% × 100 ms), 500 and 1000 are overrides. Visitors all start at once, "+
+		"enter, poll as told and place one order with their pass. Test A: 500 visitors; Test B: 140.\n\n",
+		herd.PoolSize, herd.RequestLatency, herd.PoolTimeout, herd.Tick)
+	herd.Table(&report, runs)
+	for _, batch := range []int{14, 500} {
+		var pair []herd.RunResult
+		for _, r := range runs {
+			if r.Test == "A" && r.Batch == batch {
+				pair = append(pair, r)
+			}
+		}
+		name := fmt.Sprintf("inflight-batch%d.svg", batch)
+		if err := herd.InFlightChart(filepath.Join(*out, name), fmt.Sprintf("Test A, batch %d: orders in the service", batch), pair); err != nil {
+			fmt.Fprintln(stderr, "herd experiment: chart:", err)
+			return 1
+		}
+		fmt.Fprintf(&report, "\n![Test A, batch %d: orders in the service over time, jitter against none](%s)\n", batch, name)
+	}
+	herd.Findings(&report, runs)
+	if err := os.WriteFile(filepath.Join(*out, "results.md"), report.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "herd experiment:", err)
+		return 1
+	}
+	_, _ = stdout.Write(report.Bytes())
+	return 0
+}

@@ -1,0 +1,178 @@
+package herd
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/herdgate/herdgate/admission"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// The reference service and queue of the post.
+const (
+	PoolSize       = 40
+	RequestLatency = 200 * time.Millisecond
+	PoolTimeout    = 30 * time.Second
+	Tick           = 100 * time.Millisecond
+)
+
+// RunSpec is one cell of the experiment.
+type RunSpec struct {
+	Test     string // "A" or "B"
+	Visitors int
+	// Batch is the admissions per tick: 14 is derived from the pool, other values override it.
+	Batch  int
+	Jitter herdgatev1alpha1.JitterMode
+}
+
+// RunResult is a run's visitor and service measurements.
+type RunResult struct {
+	RunSpec
+	Visitors Results
+	Backend  BackendStats
+}
+
+// Matrix is the reference experiment: Test A (500 visitors) and Test B (140 at once), batch 14, 500
+// and 1000, jitter on and off.
+func Matrix() []RunSpec {
+	var specs []RunSpec
+	for _, test := range []struct {
+		name     string
+		visitors int
+	}{{"A", 500}, {"B", 140}} {
+		for _, batch := range []int{14, 500, 1000} {
+			for _, j := range []herdgatev1alpha1.JitterMode{herdgatev1alpha1.JitterUniform, herdgatev1alpha1.JitterNone} {
+				specs = append(specs, RunSpec{Test: test.name, Visitors: test.visitors, Batch: batch, Jitter: j})
+			}
+		}
+	}
+	return specs
+}
+
+// Experiment runs each spec against a fresh service, queue and proxy (one Redis, one scheduler) in
+// this process, and returns the measurements. Progress goes to log.
+func Experiment(ctx context.Context, specs []RunSpec, log io.Writer) ([]RunResult, error) {
+	dir, err := os.MkdirTemp("", "herdgate-herd-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	redis, err := testenv.NewRedis(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer redis.Stop()
+	rdb, err := queue.NewClient(redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	defer store.Close()
+
+	sched := controllers.NewScheduler(&controllers.RedisPool{})
+	schedCtx, stopSched := context.WithCancel(ctx)
+	defer stopSched()
+	go func() { _ = sched.Start(schedCtx) }()
+
+	backend := NewBackend(PoolSize, RequestLatency, PoolTimeout)
+	backendServer := httptest.NewServer(backend)
+	defer backendServer.Close()
+
+	var out []RunResult
+	for i, spec := range specs {
+		fmt.Fprintf(log, "[herd] run %d/%d: test %s, %d visitors, batch %d, jitter %s\n", i+1, len(specs), spec.Test, spec.Visitors, spec.Batch, spec.Jitter)
+		res, err := runOne(ctx, spec, fmt.Sprintf("run-%d", i), store, sched, backend, backendServer.URL, redis.URL())
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		fmt.Fprintf(log, "[herd]   orders %d/%d, pass wait p95 %s, peak in flight %d, timeouts %d\n",
+			res.Visitors.OrdersOK, spec.Visitors, res.Visitors.PassWaitP95.Round(time.Millisecond), res.Backend.PeakInFlight, res.Backend.Timeouts)
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// Queue is the WaitingQueue of a run: the reference queue, with the batch overridden unless it is 14.
+func Queue(name string, batch int, jitter herdgatev1alpha1.JitterMode, upstream string) *herdgatev1alpha1.WaitingQueue {
+	wq := &herdgatev1alpha1.WaitingQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "herd", Name: name, UID: types.UID("herd-" + name)},
+		Spec: herdgatev1alpha1.WaitingQueueSpec{
+			Capacity: herdgatev1alpha1.CapacitySpec{PoolSize: PoolSize, RequestLatency: metav1.Duration{Duration: RequestLatency}},
+			Tick:     &metav1.Duration{Duration: Tick},
+			Jitter:   &herdgatev1alpha1.JitterSpec{Mode: jitter},
+			Upstream: herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)},
+			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
+			},
+		},
+	}
+	if batch != 14 {
+		wq.Spec.Capacity.BatchSizeOverride = ptr.To(int32(batch))
+	}
+	return wq
+}
+
+func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, sched *controllers.Scheduler,
+	backend *Backend, backendURL, redisURL string) (RunResult, error) {
+	wq := Queue(name, spec.Batch, spec.Jitter, backendURL)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg, err := admission.NewConfig(wq, key)
+	if err != nil {
+		return RunResult{}, err
+	}
+	proxy, err := admission.NewProxy(cfg, store, admission.Options{})
+	if err != nil {
+		return RunResult{}, err
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+
+	in := capacity.Input{PoolSize: PoolSize, RequestLatency: RequestLatency, UtilizationPercent: herdgatev1alpha1.DefaultUtilizationPercent, Tick: Tick}
+	if wq.Spec.Capacity.BatchSizeOverride != nil {
+		in.BatchSizeOverride = int64(*wq.Spec.Capacity.BatchSizeOverride)
+	}
+	plan, err := capacity.New(in)
+	if err != nil {
+		return RunResult{}, err
+	}
+	pollMin, pollMax := wq.Spec.EffectivePolling()
+	backend.Reset()
+	sched.Ensure(controllers.QueueConfig{
+		UID: wq.UID, Key: types.NamespacedName{Namespace: wq.Namespace, Name: wq.Name}, Generation: 1, RedisURL: redisURL,
+		Plan: plan, JitterWindow: wq.Spec.EffectiveJitterWindow(), Lead: controllers.AdmissionLead(pollMin), PassTTL: wq.Spec.EffectivePassTTL(),
+		AbandonAfter: wq.Spec.EffectiveAbandonAfter(), PollMin: pollMin, PollMax: pollMax,
+	})
+	defer sched.Remove(wq.UID)
+	// Visitors come to a waiting room whose scheduler already runs: wait for its plan.
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		return RunResult{}, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := q.ReadPlan(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return RunResult{}, fmt.Errorf("the scheduler published no plan for %s", wq.Name)
+		}
+	}
+
+	results := Run(ctx, Scenario{Name: "Test " + spec.Test, Visitors: spec.Visitors, Target: front.URL, OrderPath: "/api/v1/orders", GiveUp: 2 * time.Minute})
+	return RunResult{RunSpec: spec, Visitors: results, Backend: backend.Stats()}, nil
+}
