@@ -17,6 +17,8 @@ ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 GOTESTSUM ?= $(LOCALBIN)/gotestsum-$(GOTESTSUM_VERSION)
+HELM_VERSION ?= v3.22.0
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 
 # The whole suite; CI gives it 90 minutes, it should finish well under 30 once the toolchain is cached.
 TEST_TIMEOUT ?= 25m
@@ -41,9 +43,11 @@ generate: $(CONTROLLER_GEN) ## Generate the deepcopy functions of the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and the manager's RBAC from the Go markers.
-	$(CONTROLLER_GEN) crd rbac:roleName=herdgate-manager paths="./..." \
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and the manager's RBAC from the Go markers, and copy them into the chart.
+	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/sync-chart.sh
+	go run ./hack/crd-docs config/crd/bases/herdgate.io_waitingqueues.yaml docs/reference/waitingqueue.md
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -60,24 +64,41 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: verify
 verify: generate manifests ## Regenerate everything and fail if the tree differs from what is committed.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain --untracked-files=all -- go.mod go.sum api config charts)" ]; then \
-		git status --porcelain --untracked-files=all -- go.mod go.sum api config charts; \
-		git --no-pager diff --stat -- go.mod go.sum api config charts; \
+	@if [ -n "$$(git status --porcelain --untracked-files=all -- go.mod go.sum api config charts docs/reference)" ]; then \
+		git status --porcelain --untracked-files=all -- go.mod go.sum api config charts docs/reference; \
+		git --no-pager diff --stat -- go.mod go.sum api config charts docs/reference; \
 		echo "verify: generated files are not current; run 'make generate manifests' and 'go mod tidy' and commit the result"; \
 		exit 1; \
 	fi
 	@echo "verify: generated files are current"
 
+##@ Demo
+
+.PHONY: demo
+demo: envtest build ## Run a whole waiting room locally and send a herd through it (ARGS=--once to exit after).
+	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools
+	go build -o $(LOCALBIN)/demo ./hack/demo
+	$(LOCALBIN)/demo $(ARGS)
+
 ##@ Build
 
 .PHONY: build
-build: generate ## Build the binaries into bin/.
-	go build -trimpath -o $(LOCALBIN)/ ./cmd/...
+build: generate ## Build the binaries into bin/: manager, herdgate-proxy, herd.
+	go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/admission-proxy
+	go build -trimpath -o $(LOCALBIN)/herd ./cmd/herd
+
+IMG ?= ghcr.io/herdgate/herdgate:0.1.0
+CONTAINER_TOOL ?= docker
+
+.PHONY: docker-build
+docker-build: ## Build the image (manager and proxy) with a container engine: make docker-build IMG=<image>.
+	$(CONTAINER_TOOL) build -t $(IMG) .
 
 ##@ Test
 
 .PHONY: toolchain
-toolchain: envtest $(CONTROLLER_GEN) $(GOTESTSUM) ## Install what the tests need (control plane, Redis, tools).
+toolchain: envtest $(CONTROLLER_GEN) $(GOTESTSUM) $(HELM) ## Install what the tests need (control plane, Redis, tools).
 	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools chromium=chromium
 
 .PHONY: envtest
@@ -87,7 +108,7 @@ envtest: ## Build etcd, kube-apiserver and kubectl into bin/k8s/ unless they are
 .PHONY: test
 test: toolchain generate manifests vet lint ## Install what is missing, then run every test and print a summary.
 	@mkdir -p $(ARTIFACTS)
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) \
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) HERDGATE_HELM=$(HELM) \
 		$(GOTESTSUM) --format pkgname-and-test-fails --junitfile $(ARTIFACTS)/junit.xml -- \
 		-timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
@@ -133,6 +154,9 @@ $(GOLANGCI_LINT):
 
 $(GOTESTSUM):
 	$(call go-install-tool,$@,gotest.tools/gotestsum,$(GOTESTSUM_VERSION))
+
+$(HELM):
+	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
 
 # go-install-tool installs $(2)@$(3) as $(1), so that a version bump installs the new version.
 define go-install-tool

@@ -1,0 +1,309 @@
+// Command demo runs a whole herdgate waiting room on this machine, on loopback ports it picks: a
+// local control plane, redis-server, the manager, the stand-in orders service, the admission proxy
+// for the reference WaitingQueue, and a herd of 500 virtual visitors through it. `make demo` builds
+// what it needs and runs it; `make demo ARGS=--once` exits after the herd. Ctrl-C stops everything
+// and removes every temporary file.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/herd"
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+func main() {
+	once := flag.Bool("once", false, "exit after the herd instead of serving until Ctrl-C")
+	visitors := flag.Int("visitors", 500, "virtual visitors in the herd")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *once, *visitors)
+	stop()
+	if errors.Is(err, context.Canceled) {
+		say("Stopped; everything the demo started is gone")
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
+
+// demo holds what the run started, to stop it in reverse order.
+type demo struct {
+	dir   string
+	stops []func()
+	root  string
+	bin   string
+	env   []string
+}
+
+func (d *demo) cleanup() {
+	for i := len(d.stops) - 1; i >= 0; i-- {
+		d.stops[i]()
+	}
+	_ = os.RemoveAll(d.dir)
+}
+
+// start runs a binary of bin/ with its output in the demo folder.
+func (d *demo) start(name string, args ...string) error {
+	logPath := filepath.Join(d.dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(d.bin, name), args...)
+	cmd.Env = append(os.Environ(), d.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	d.stops = append(d.stops, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+	})
+	return nil
+}
+
+func (d *demo) kubectl(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(d.bin, "k8s", testenv.KubeVersion, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), d.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func run(ctx context.Context, once bool, visitors int) error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "herdgate-demo-")
+	if err != nil {
+		return err
+	}
+	d := &demo{dir: dir, root: root, bin: filepath.Join(root, "bin")}
+	defer d.cleanup()
+
+	say("Starting a local control plane (etcd, kube-apiserver %s)", testenv.KubeVersion)
+	assets, err := testenv.EnvtestAssets()
+	if err != nil {
+		return err
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	if _, err := env.Start(); err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	d.stops = append(d.stops, func() { _ = env.Stop() })
+	admin, err := env.AddUser(envtest.User{Name: "demo", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kubeconfigPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	d.env = []string{"KUBECONFIG=" + kubeconfigPath}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	say("Starting redis-server")
+	redis, err := testenv.NewRedis(dir)
+	if err != nil {
+		return err
+	}
+	d.stops = append(d.stops, redis.Stop)
+
+	backendPort, proxyPort, err := ports()
+	if err != nil {
+		return err
+	}
+	backend := fmt.Sprintf("http://127.0.0.1:%d", backendPort)
+	say("Starting the orders service on %s: %d connections, %s per order, 30 s pool wait", backend, herd.PoolSize, herd.RequestLatency)
+	if err := d.start("herd", "backend", fmt.Sprintf("--listen=127.0.0.1:%d", backendPort)); err != nil {
+		return err
+	}
+
+	say("Starting the manager")
+	if err := d.start("manager", "--redis-url="+redis.URL(), "--proxy-image=herdgate/demo:local",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"); err != nil {
+		return err
+	}
+
+	say("Applying config/samples (the reference queue) with its upstream pointed at the orders service")
+	sample, err := sampleQueue(root, backend)
+	if err != nil {
+		return err
+	}
+	samplePath := filepath.Join(dir, "orders.yaml")
+	if err := os.WriteFile(samplePath, sample, 0o600); err != nil {
+		return err
+	}
+	applied, err := d.kubectl("apply", "-f", samplePath)
+	if err != nil {
+		return err
+	}
+	fmt.Print(applied)
+	if err := waitFor(ctx, "the manager to reconcile the queue", func() bool {
+		out, err := d.kubectl("get", "secret", "orders-herdgate-secret", "-o", "name")
+		return err == nil && strings.TrimSpace(out) != ""
+	}); err != nil {
+		return err
+	}
+
+	proxy := fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
+	say("Starting the admission proxy on %s", proxy)
+	if err := d.start("herdgate-proxy", "--waitingqueue=default/orders", "--kubeconfig="+kubeconfigPath,
+		"--redis-url="+redis.URL(), fmt.Sprintf("--listen=127.0.0.1:%d", proxyPort), "--metrics-listen=127.0.0.1:0", "--drain-delay=0s"); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "the proxy", func() bool {
+		res, err := http.Get(proxy + "/.herdgate/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}); err != nil {
+		return err
+	}
+	// The proxy runs here instead of in the Deployment's pods (this control plane runs no pods): say
+	// so in the Deployment's status, so that the queue's ProxyAvailable and Ready tell the truth.
+	if _, err := d.kubectl("patch", "deployment", "orders-herdgate-proxy", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"replicas":1,"readyReplicas":1}}`); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "the plan in the queue's status", func() bool {
+		out, err := d.kubectl("get", "wq", "orders", "-o", `jsonpath={.status.plan.batchSize} {.status.conditions[?(@.type=="Ready")].status}`)
+		return err == nil && out == "14 True"
+	}); err != nil {
+		return err
+	}
+	out, err := d.kubectl("get", "wq")
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
+	plan, err := d.kubectl("get", "wq", "orders", "-o", "jsonpath={.status.plan}")
+	if err != nil {
+		return err
+	}
+	say("Plan: %s", plan)
+
+	say("Sending a herd of %d visitors at once: enter, poll as told, order with the pass", visitors)
+	reset, err := http.Post(backend+"/reset", "", nil)
+	if err != nil {
+		return err
+	}
+	reset.Body.Close()
+	results := herd.Run(ctx, herd.Scenario{Name: "Demo herd", Visitors: visitors, Target: proxy, OrderPath: "/api/v1/orders", GiveUp: 5 * time.Minute})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stats, err := backendStats(backend)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	herd.Summary(os.Stdout, herd.RunResult{RunSpec: herd.RunSpec{Test: "demo", Visitors: visitors, Batch: 14}, Visitors: results, Backend: stats})
+	fmt.Println()
+	if out, err = d.kubectl("get", "wq"); err == nil {
+		fmt.Print(out)
+	}
+
+	if once {
+		return nil
+	}
+	say("The waiting room stays open: visit %s/.herdgate/?return=/ in a browser", proxy)
+	say("Logs are in %s. Press Ctrl-C to stop; everything started here stops and its files go", dir)
+	<-ctx.Done()
+	fmt.Println()
+	say("Stopping")
+	return nil
+}
+
+func sampleQueue(root, upstream string) ([]byte, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	wq := &herdgatev1alpha1.WaitingQueue{}
+	if err := yaml.UnmarshalStrict(raw, wq); err != nil {
+		return nil, err
+	}
+	wq.Namespace = "default"
+	wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)}
+	return yaml.Marshal(wq)
+}
+
+func ports() (int, int, error) {
+	a, err := testenv.FreePort()
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := testenv.FreePort()
+	return a, b, err
+}
+
+func waitFor(ctx context.Context, what string, ok func() bool) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func backendStats(url string) (herd.BackendStats, error) {
+	res, err := http.Get(url + "/stats")
+	if err != nil {
+		return herd.BackendStats{}, err
+	}
+	defer res.Body.Close()
+	s := herd.BackendStats{}
+	return s, json.NewDecoder(res.Body).Decode(&s)
+}

@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/herdgate/herdgate/internal/testenv"
+)
+
+// serviceMonitorCRD stands in for the Prometheus Operator's CRD, so that the chart's ServiceMonitor
+// can be applied to the test control plane.
+const serviceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`
+
+type tools struct {
+	helm, kubectl, kubeconfig, chart, root string
+}
+
+func chartTools(t *testing.T) tools {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := os.Getenv("HERDGATE_HELM")
+	if helm == "" {
+		helm = filepath.Join(root, "bin", "helm-v3.22.0")
+	}
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("helm not found at %s; run 'make toolchain'", helm)
+	}
+	assets, err := testenv.EnvtestAssets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(assets, "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("kubectl not found at %s; run 'make toolchain'", kubectl)
+	}
+	admin, err := testEnv.AddUser(envtest.User{Name: "chart-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return tools{helm: helm, kubectl: kubectl, kubeconfig: kubeconfig, chart: filepath.Join(root, "charts", "herdgate"), root: root}
+}
+
+func (tl tools) run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+tl.kubeconfig, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// apply applies rendered manifests server-side, CRDs first, and fails the test on any error.
+func (tl tools) apply(t *testing.T, manifests string) {
+	t.Helper()
+	var crds, rest []string
+	for _, doc := range strings.Split(manifests, "\n---") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		if strings.Contains(doc, "\nkind: CustomResourceDefinition") || strings.HasPrefix(strings.TrimSpace(doc), "kind: CustomResourceDefinition") {
+			crds = append(crds, doc)
+		} else {
+			rest = append(rest, doc)
+		}
+	}
+	dir := t.TempDir()
+	for i, group := range [][]string{crds, rest} {
+		if len(group) == 0 {
+			continue
+		}
+		path := filepath.Join(dir, []string{"crds.yaml", "rest.yaml"}[i])
+		if err := os.WriteFile(path, []byte(strings.Join(group, "\n---")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := tl.run(t, tl.kubectl, "apply", "--server-side", "--force-conflicts", "-f", path); err != nil {
+			t.Fatalf("kubectl apply --server-side of the %s: %v\n%s", []string{"CRDs", "other objects"}[i], err, out)
+		}
+		if i == 0 {
+			if out, err := tl.run(t, tl.kubectl, "wait", "--for=condition=Established", "--timeout=30s", "-f", path); err != nil {
+				t.Fatalf("CRDs not established: %v\n%s", err, out)
+			}
+		}
+	}
+}
+
+func TestHelmChart(t *testing.T) {
+	tl := chartTools(t)
+	ctx := context.Background()
+	for _, ns := range []string{"hg-system", "herdgate-full"} {
+		if err := client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("lint", func(t *testing.T) {
+		if out, err := tl.run(t, tl.helm, "lint", "--strict", tl.chart, "--set", "redis.url=redis://redis:6379"); err != nil {
+			t.Fatalf("helm lint: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("default values render and apply", func(t *testing.T) {
+		out, err := tl.run(t, tl.helm, "template", "hg", tl.chart, "--namespace", "hg-system", "--set", "redis.url=redis://redis:6379")
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		for _, want := range []string{"kind: CustomResourceDefinition", "helm.sh/resource-policy: keep", "kind: ClusterRole", "--leader-elect=true", "kind: Service\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered chart lacks %q", want)
+			}
+		}
+		tl.apply(t, out)
+	})
+
+	t.Run("every option on renders and applies", func(t *testing.T) {
+		tl.apply(t, serviceMonitorCRD)
+		out, err := tl.run(t, tl.helm, "template", "full", tl.chart, "--namespace", "herdgate-full",
+			"--set", "redis.deploy=true",
+			"--set", "crds.keep=false",
+			"--set", "replicaCount=3",
+			"--set", "image.tag=1.2.3",
+			"--set", "imagePullSecrets[0].name=regcred",
+			"--set", "manager.logLevel=debug",
+			"--set", "manager.extraArgs[0]=--redis-ca-file=/etc/ssl/redis.pem",
+			"--set", "podAnnotations.team=checkout",
+			"--set", "podLabels.tier=edge",
+			"--set", "nodeSelector.kubernetes\\.io/os=linux",
+			"--set", "tolerations[0].key=dedicated",
+			"--set", "tolerations[0].operator=Exists",
+			"--set", "priorityClassName=system-cluster-critical",
+			"--set", "metrics.serviceMonitor.enabled=true",
+			"--set", "metrics.serviceMonitor.labels.release=prometheus",
+		)
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		for _, want := range []string{"kind: ServiceMonitor", "name: full-herdgate-redis", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered chart lacks %q", want)
+			}
+		}
+		if strings.Contains(out, "helm.sh/resource-policy") {
+			t.Error("crds.keep=false still keeps the CRD")
+		}
+		tl.apply(t, out)
+	})
+
+	t.Run("bad values are refused with a clear message", func(t *testing.T) {
+		cases := []struct {
+			name string
+			set  []string
+			want string
+		}{
+			{"no Redis", nil, "redis: set redis.url, or redis.existingSecret.name, or redis.deploy=true"},
+			{"two Redis sources", []string{"redis.url=redis://a:1", "redis.existingSecret.name=s"}, "set only one of redis.url and redis.existingSecret.name"},
+			{"a typo", []string{"redis.url=redis://a:1", "redis.urll=redis://b:1"}, "urll"},
+			{"a string for a number", []string{"redis.url=redis://a:1", "replicaCount=two"}, "replicaCount"},
+			{"an unknown pull policy", []string{"redis.url=redis://a:1", "image.pullPolicy=Sometimes"}, "pullPolicy"},
+			{"a URL that is not Redis", []string{"redis.url=http://a:1"}, "url"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				args := []string{"template", "bad", tl.chart}
+				for _, s := range tc.set {
+					args = append(args, "--set", s)
+				}
+				out, err := tl.run(t, tl.helm, args...)
+				if err == nil {
+					t.Fatalf("helm template accepted %v", tc.set)
+				}
+				if !strings.Contains(out, tc.want) {
+					t.Fatalf("helm's error does not name %q:\n%s", tc.want, out)
+				}
+			})
+		}
+	})
+
+	t.Run("kustomize config/default applies", func(t *testing.T) {
+		out, err := tl.run(t, tl.kubectl, "kustomize", filepath.Join(tl.root, "config", "default"))
+		if err != nil {
+			t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+		}
+		tl.apply(t, out)
+	})
+}
