@@ -1,0 +1,80 @@
+package herd
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// The stand-in service must behave like a pool: orders beyond it wait, and fail after the timeout.
+func TestBackendBehavesLikeAConnectionPool(t *testing.T) {
+	b := NewBackend(2, 100*time.Millisecond, 150*time.Millisecond)
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	codes := make([]int, 5)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() {
+			res, err := http.Post(srv.URL+"/api/v1/orders", "application/json", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			codes[i] = res.StatusCode
+		})
+	}
+	wg.Wait()
+	ok, unavailable := 0, 0
+	for _, c := range codes {
+		switch c {
+		case http.StatusOK:
+			ok++
+		case http.StatusServiceUnavailable:
+			unavailable++
+		}
+	}
+	s := b.Stats()
+	// Two hold 0–100 ms, two wait 100 ms and hold until 200 ms, the fifth would wait 200 ms > 150 ms.
+	if ok != 4 || unavailable != 1 || s.Orders != 4 || s.Timeouts != 1 {
+		t.Fatalf("5 orders on 2 connections: %d ok, %d timed out (stats %d/%d); want 4 and 1", ok, unavailable, s.Orders, s.Timeouts)
+	}
+	if s.PeakInFlight != 5 || s.PeakArrivals(time.Second) != 5 {
+		t.Fatalf("peak in flight %d, peak arrivals %d; want 5 and 5", s.PeakInFlight, s.PeakArrivals(time.Second))
+	}
+	if s.PoolWaitP95 < 100*time.Millisecond {
+		t.Fatalf("pool wait p95 = %s, want the waits of the queued orders", s.PoolWaitP95)
+	}
+	if len(s.Series) != 10 || s.Series[len(s.Series)-1].InFlight != 0 {
+		t.Fatalf("in-flight series has %d points ending at %v; want 10 ending at 0", len(s.Series), s.Series[len(s.Series)-1])
+	}
+	b.Reset()
+	if s := b.Stats(); s.Orders != 0 || len(s.Arrivals) != 0 {
+		t.Fatalf("stats after Reset: %+v", s)
+	}
+}
+
+// A small herd through a real proxy, scheduler and Redis: every visitor orders, within the pool.
+func TestExperimentRunsAHerdThroughTheWaitingRoom(t *testing.T) {
+	runs, err := Experiment(context.Background(), []RunSpec{{Test: "B", Visitors: 40, Batch: 14, Jitter: herdgatev1alpha1.JitterUniform}}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runs[0]
+	if r.Visitors.OrdersOK != 40 || r.Visitors.Failed != 0 || r.Backend.Orders != 40 {
+		t.Fatalf("%d of 40 visitors ordered (%v); the service counted %d", r.Visitors.OrdersOK, r.Visitors.Errors, r.Backend.Orders)
+	}
+	if r.Backend.PeakInFlight > PoolSize {
+		t.Fatalf("batch 14 with jitter put %d orders in the service, more than its pool of %d", r.Backend.PeakInFlight, PoolSize)
+	}
+	if r.Visitors.PassWaitP95 <= 0 || r.Visitors.RequestP95 <= 0 {
+		t.Fatalf("visitors measured nothing: %+v", r.Visitors)
+	}
+}
