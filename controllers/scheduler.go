@@ -209,13 +209,6 @@ func (s *Scheduler) Snapshot(uid types.UID) (QueueSnapshot, bool) {
 	return r.snapshot(), true
 }
 
-// Running reports whether the scheduler has started (this manager leads) and runs the queue.
-func (s *Scheduler) Running(uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ctx != nil && s.runners[uid] != nil && s.runners[uid].cancel != nil
-}
-
 // launch starts r's goroutine; s.mu is held.
 func (s *Scheduler) launch(r *queueRunner) {
 	ctx, cancel := context.WithCancel(s.ctx)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -527,15 +526,8 @@ func redisKeys(wq *herdgatev1alpha1.WaitingQueue) []string {
 	return keys
 }
 
-// kubectlPath prefers the kubectl built next to the control plane, so its version matches the server.
 func kubectlPath() string {
-	if assets, err := testenv.EnvtestAssets(); err == nil {
-		p := filepath.Join(assets, "kubectl")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	p, err := exec.LookPath("kubectl")
-	Expect(err).NotTo(HaveOccurred(), "kubectl not found; run 'make toolchain'")
+	p, err := testenv.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
 	return p
 }

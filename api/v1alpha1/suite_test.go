@@ -2,7 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -68,18 +67,8 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// kubectlPath prefers the kubectl built next to the control plane, so its version matches the server.
 func kubectlPath() string {
-	assets, err := testenv.EnvtestAssets()
-	if err == nil {
-		p := filepath.Join(assets, "kubectl")
-		if _, err := exec.LookPath(p); err == nil {
-			return p
-		}
-	}
-	p, err := exec.LookPath("kubectl")
-	if err != nil {
-		Fail("kubectl not found next to the control plane or on PATH; run 'make toolchain'")
-	}
+	p, err := testenv.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
 	return p
 }

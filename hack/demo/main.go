@@ -93,7 +93,11 @@ func (d *demo) start(name string, args ...string) error {
 }
 
 func (d *demo) kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(d.bin, "k8s", testenv.KubeVersion, "kubectl"), args...)
+	kubectl, err := testenv.Kubectl()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(kubectl, args...)
 	cmd.Env = append(os.Environ(), d.env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -54,14 +54,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		if err != nil {
 			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
 		}
-		if !retriesSet {
-			o.MaxRetries = -1
-		}
-		applyTLS(o.TLSConfig, opts.RootCAs)
-		o.ClientName = opts.ClientName
-		if opts.PoolSize > 0 {
-			o.PoolSize = opts.PoolSize
-		}
+		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
 		return redis.NewClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		plain := *u
@@ -74,14 +67,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		if err != nil {
 			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
 		}
-		if !retriesSet {
-			o.MaxRetries = -1
-		}
-		applyTLS(o.TLSConfig, opts.RootCAs)
-		o.ClientName = opts.ClientName
-		if opts.PoolSize > 0 {
-			o.PoolSize = opts.PoolSize
-		}
+		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
 		return redis.NewClusterClient(o), nil
 	case "":
 		return nil, fmt.Errorf("redis URL %s has no scheme; start it with redis://, rediss://, redis+cluster:// or rediss+cluster://", u.Redacted())
@@ -90,12 +76,19 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 	}
 }
 
-func applyTLS(c *tls.Config, roots *x509.CertPool) {
-	if c == nil {
-		return
+// apply sets the options on the fields that go-redis' server and cluster options both have.
+func (opts ClientOptions) apply(maxRetries *int, tlsConfig *tls.Config, clientName *string, poolSize *int, retriesSet bool) {
+	if !retriesSet {
+		*maxRetries = -1
 	}
-	c.MinVersion = tls.VersionTLS12
-	if roots != nil {
-		c.RootCAs = roots
+	if tlsConfig != nil {
+		tlsConfig.MinVersion = tls.VersionTLS12
+		if opts.RootCAs != nil {
+			tlsConfig.RootCAs = opts.RootCAs
+		}
+	}
+	*clientName = opts.ClientName
+	if opts.PoolSize > 0 {
+		*poolSize = opts.PoolSize
 	}
 }

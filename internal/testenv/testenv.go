@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 )
@@ -49,6 +50,22 @@ func EnvtestAssets() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// Kubectl returns the kubectl built next to the control plane (its version matches the server), or
+// the one on PATH when there is none.
+func Kubectl() (string, error) {
+	if assets, err := EnvtestAssets(); err == nil {
+		p := filepath.Join(assets, "kubectl")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		return "", errors.New("kubectl not found next to the control plane or on PATH; run 'make toolchain'")
+	}
+	return p, nil
 }
 
 // ArtifactsDir returns the folder where tests keep what a person should look at afterwards

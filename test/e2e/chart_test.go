@@ -54,13 +54,9 @@ func chartTools(t *testing.T) tools {
 	if _, err := os.Stat(helm); err != nil {
 		t.Fatalf("helm not found at %s; run 'make toolchain'", helm)
 	}
-	assets, err := testenv.EnvtestAssets()
+	kubectl, err := testenv.Kubectl()
 	if err != nil {
 		t.Fatal(err)
-	}
-	kubectl := filepath.Join(assets, "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Fatalf("kubectl not found at %s; run 'make toolchain'", kubectl)
 	}
 	admin, err := testEnv.AddUser(envtest.User{Name: "chart-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
