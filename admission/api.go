@@ -23,46 +23,46 @@ type positionBody struct {
 	PassExpiresAt *time.Time `json:"passExpiresAt,omitempty"`
 }
 
-func (p *Proxy) serveReserved(w http.ResponseWriter, r *http.Request, cfg *Config, canonical string) {
+func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
 	switch canonical {
 	case reservedPrefix + "/enter":
-		if !allow(w, r, http.MethodPost) {
+		if !allow(x, http.MethodPost) {
 			return
 		}
-		p.serveEnterOrStatus(w, r, cfg, true)
+		p.serveEnterOrStatus(x, cfg, true)
 	case reservedPrefix + "/status":
-		if !allow(w, r, http.MethodGet, http.MethodHead) {
+		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
 		}
-		p.serveEnterOrStatus(w, r, cfg, false)
+		p.serveEnterOrStatus(x, cfg, false)
 	case reservedPrefix:
-		if !allow(w, r, http.MethodGet, http.MethodHead) {
+		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
 		}
 		p.metrics.requests.WithLabelValues("page", "served").Inc()
-		servePage(w, r)
+		servePage(x)
 	case reservedPrefix + "/healthz":
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
 		if p.draining.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+			replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		replyJSON(x, http.StatusOK, map[string]string{"status": "ready"})
 	default:
 		p.metrics.requests.WithLabelValues("internal", "not_found").Inc()
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"})
+		replyJSON(x, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"})
 	}
 }
 
-func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+func allow(x exchange, methods ...string) bool {
 	for _, m := range methods {
-		if r.Method == m {
+		if x.Method() == m {
 			return true
 		}
 	}
-	w.Header().Set("Allow", joinMethods(methods))
-	writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "use " + joinMethods(methods)})
+	x.SetHeader("Allow", joinMethods(methods))
+	replyJSON(x, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "use " + joinMethods(methods)})
 	return false
 }
 
@@ -75,22 +75,22 @@ func joinMethods(m []string) string {
 }
 
 // serveEnterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status.
-func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *Config, enter bool) {
+func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	class := "status"
 	if enter {
 		class = "enter"
 	}
-	visitor, ok := p.identify(w, r, cfg, enter)
+	visitor, ok := p.identify(x, cfg, enter)
 	if !ok {
 		p.metrics.requests.WithLabelValues(class, "identity_required").Inc()
 		if cfg.IdentityHeader != "" {
-			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
+			replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
 		} else {
-			writeJSON(w, http.StatusNotFound, errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"})
+			replyJSON(x, http.StatusNotFound, errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"})
 		}
 		return
 	}
-	plan, planErr := p.plans.Get(r.Context())
+	plan, planErr := p.plans.Get(x.Context())
 	// Until a scheduler publishes its plan, the spec's own plan is the best estimate.
 	abandonAfter, pollMin, pollMax, cp := cfg.AbandonAfter, cfg.PollMin, cfg.PollMax, cfg.Plan
 	if planErr == nil {
@@ -104,14 +104,14 @@ func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *
 	var pos queue.Position
 	var err error
 	if enter {
-		pos, err = p.q.Enter(r.Context(), visitor, abandonAfter)
+		pos, err = p.q.Enter(x.Context(), visitor, abandonAfter)
 	} else {
-		pos, err = p.q.Status(r.Context(), visitor, abandonAfter)
+		pos, err = p.q.Status(x.Context(), visitor, abandonAfter)
 	}
 	if err != nil {
 		if errors.Is(err, queue.ErrInvalidVisitor) {
 			p.metrics.requests.WithLabelValues(class, "bad_identity").Inc()
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: err.Error()})
+			replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: err.Error()})
 			return
 		}
 		if errors.Is(err, context.Canceled) {
@@ -119,8 +119,8 @@ func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *
 		}
 		p.redisResult(err)
 		p.metrics.requests.WithLabelValues(class, "unavailable").Inc()
-		retryAfter(w, 2*time.Second)
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"})
+		retryAfter(x, 2*time.Second)
+		replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"})
 		return
 	}
 	p.redisResult(nil)
@@ -128,9 +128,9 @@ func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *
 	switch pos.State {
 	case queue.NotQueued:
 		p.metrics.requests.WithLabelValues(class, "not_queued").Inc()
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"})
+		replyJSON(x, http.StatusNotFound, errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"})
 	case queue.Admitted:
-		p.serveAdmitted(w, r, cfg, class, visitor, pos)
+		p.serveAdmitted(x, cfg, class, visitor, pos)
 	case queue.Waiting:
 		if !enter && !pos.PreviousPoll.IsZero() {
 			// The shortest interval this visitor could have been told, less room for jitter.
@@ -138,8 +138,8 @@ func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *
 			if gap := pos.Now.Sub(pos.PreviousPoll); gap < allowed {
 				p.metrics.tooEarly.Inc()
 				p.metrics.requests.WithLabelValues(class, "too_early").Inc()
-				retryAfter(w, allowed-gap)
-				writeJSON(w, http.StatusTooManyRequests, errorBody{
+				retryAfter(x, allowed-gap)
+				replyJSON(x, http.StatusTooManyRequests, errorBody{
 					Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
 					RetryAfterMs: (allowed - gap).Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
 				})
@@ -153,39 +153,39 @@ func (p *Proxy) serveEnterOrStatus(w http.ResponseWriter, r *http.Request, cfg *
 		}
 		body.NextPollMs = capacity.PollHint(cp, pos.Position, pollMin, pollMax, p.rand).Milliseconds()
 		p.metrics.requests.WithLabelValues(class, "waiting").Inc()
-		writeJSON(w, http.StatusOK, body)
+		replyJSON(x, http.StatusOK, body)
 	}
 }
 
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
-func (p *Proxy) serveAdmitted(w http.ResponseWriter, r *http.Request, cfg *Config, class, visitor string, pos queue.Position) {
+func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, pos queue.Position) {
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
-		writeJSON(w, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
+		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
 		return
 	}
 	token := cfg.Signer.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
-	http.SetCookie(w, &http.Cookie{
+	x.SetCookie(&http.Cookie{
 		Name: PassCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: secureRequest(r), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
+		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
 	})
 	expiry := pos.Pass.Expiry.UTC()
 	zero := int64(0)
 	p.metrics.requests.WithLabelValues(class, "admitted").Inc()
-	writeJSON(w, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Pass: token, PassExpiresAt: &expiry})
+	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Pass: token, PassExpiresAt: &expiry})
 }
 
 // identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
 // mint is set and the visitor has no cookie yet, it issues one.
-func (p *Proxy) identify(w http.ResponseWriter, r *http.Request, cfg *Config, mint bool) (string, bool) {
+func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
 	if cfg.IdentityHeader != "" {
-		v := r.Header.Get(cfg.IdentityHeader)
+		v := x.Header(cfg.IdentityHeader)
 		return v, v != ""
 	}
-	if c, err := r.Cookie(VisitorCookie); err == nil && len(c.Value) <= maxCookieValue {
-		if id, ok := cfg.Signer.VerifyVisitorCookie(c.Value); ok {
+	if c := x.Cookie(VisitorCookie); c != "" && len(c) <= maxCookieValue {
+		if id, ok := cfg.Signer.VerifyVisitorCookie(c); ok {
 			return id, true
 		}
 	}
@@ -193,17 +193,11 @@ func (p *Proxy) identify(w http.ResponseWriter, r *http.Request, cfg *Config, mi
 		return "", false
 	}
 	id, cookie := cfg.Signer.NewVisitorCookie()
-	http.SetCookie(w, &http.Cookie{
+	x.SetCookie(&http.Cookie{
 		Name: VisitorCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: secureRequest(r), MaxAge: int(visitorMaxAge / time.Second),
+		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
 	})
 	return id, true
-}
-
-// secureRequest reports whether the visitor reached us over TLS, directly or through a proxy that
-// says so; cookies are then marked Secure.
-func secureRequest(r *http.Request) bool {
-	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 }
 
 // zeroRand draws the low end of the poll spread: the shortest hint the proxy could give.

@@ -49,17 +49,16 @@ func SafeReturn(raw string) string {
 	return raw
 }
 
-func servePage(w http.ResponseWriter, r *http.Request) {
+func servePage(x exchange) {
+	query, _ := url.ParseQuery(x.RawQuery())
 	var buf bytes.Buffer
-	if err := waitingPage.Execute(&buf, struct{ Return string }{SafeReturn(r.URL.Query().Get("return"))}); err != nil {
-		http.Error(w, "rendering the waiting page failed", http.StatusInternalServerError)
+	if err := waitingPage.Execute(&buf, struct{ Return string }{SafeReturn(query.Get("return"))}); err != nil {
+		replyJSON(x, http.StatusInternalServerError, errorBody{Error: "internal", Message: "rendering the waiting page failed"})
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", pagePolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	_, _ = w.Write(buf.Bytes())
+	x.SetHeader("Cache-Control", "no-store")
+	x.SetHeader("Content-Security-Policy", pagePolicy)
+	x.SetHeader("X-Content-Type-Options", "nosniff")
+	x.SetHeader("Referrer-Policy", "no-referrer")
+	x.Reply(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
 }

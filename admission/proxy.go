@@ -2,14 +2,12 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,23 +159,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := p.cfg.Load()
 	canonical, err := NormalizePath(r.URL.EscapedPath())
 	if err != nil {
-		p.metrics.requests.WithLabelValues("open", "bad_path").Inc()
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
+		p.replyBadPath(stdExchange{w, r})
 		return
 	}
-	if canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/") {
-		p.serveReserved(w, r, cfg, canonical)
+	if isReserved(canonical) {
+		p.serveReserved(stdExchange{w, r}, cfg, canonical)
 		return
 	}
-	method := strings.ToUpper(r.Method)
-	class := "open"
-	for _, route := range cfg.Routes {
-		if route.Matches(method, canonical) {
-			class = "protected"
-			break
-		}
-	}
-	if class == "protected" && !p.admit(w, r, cfg, canonical) {
+	class := routeClass(cfg, r.Method, canonical)
+	if class == "protected" && !p.admit(stdExchange{w, r}, cfg, canonical) {
 		return
 	}
 	start := time.Now()
@@ -192,24 +182,42 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func isReserved(canonical string) bool {
+	return canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/")
+}
+
+// routeClass is "protected" when a protected route matches the method and normalised path.
+func routeClass(cfg *Config, method, canonical string) string {
+	method = strings.ToUpper(method)
+	for _, route := range cfg.Routes {
+		if route.Matches(method, canonical) {
+			return "protected"
+		}
+	}
+	return "open"
+}
+
+func (p *Proxy) replyBadPath(x exchange) {
+	p.metrics.requests.WithLabelValues("open", "bad_path").Inc()
+	replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
+}
+
 // admit decides whether a request to a protected route may pass, and answers it when not.
-func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, cfg *Config, canonical string) bool {
+func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 	visitor := ""
 	if cfg.IdentityHeader != "" {
-		visitor = r.Header.Get(cfg.IdentityHeader)
+		visitor = x.Header(cfg.IdentityHeader)
 		if queue.ValidateVisitorID(visitor) != nil {
 			p.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
-			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
+			replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
 			return false
 		}
-	} else if c, err := r.Cookie(VisitorCookie); err == nil && len(c.Value) <= maxCookieValue {
-		visitor, _ = cfg.Signer.VerifyVisitorCookie(c.Value)
+	} else if c := x.Cookie(VisitorCookie); c != "" && len(c) <= maxCookieValue {
+		visitor, _ = cfg.Signer.VerifyVisitorCookie(c)
 	}
-	token := r.Header.Get(PassHeader)
+	token := x.Header(PassHeader)
 	if token == "" {
-		if c, err := r.Cookie(PassCookie); err == nil {
-			token = c.Value
-		}
+		token = x.Cookie(PassCookie)
 	}
 	_, result := cfg.Signer.Verify(token, visitor, p.now())
 	p.metrics.verifications.WithLabelValues(string(result)).Inc()
@@ -221,18 +229,18 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, cfg *Config, canon
 		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
 		return true
 	}
-	w.Header().Set("X-Herdgate-Pass-Result", string(result))
-	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+	x.SetHeader("X-Herdgate-Pass-Result", string(result))
+	if method := strings.ToUpper(x.Method()); (method == http.MethodGet || method == http.MethodHead) && strings.Contains(x.Header("Accept"), "text/html") {
 		target := canonical
-		if r.URL.RawQuery != "" {
-			target += "?" + r.URL.RawQuery
+		if q := x.RawQuery(); q != "" {
+			target += "?" + q
 		}
 		p.metrics.requests.WithLabelValues("protected", "redirected").Inc()
-		http.Redirect(w, r, reservedPrefix+"/?return="+url.QueryEscape(target), http.StatusSeeOther)
+		replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
 		return false
 	}
 	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
-	writeJSON(w, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
+	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
 	return false
 }
 
@@ -286,7 +294,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	p.log.Error(err, "Forwarding upstream failed", "path", r.URL.Path)
 	p.metrics.requests.WithLabelValues("open", "upstream_error").Inc()
-	writeJSON(w, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
+	replyJSON(stdExchange{w, r}, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
 }
 
 // errorBody is the JSON of every error answer.
@@ -298,16 +306,4 @@ type errorBody struct {
 	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
 	Position     int64  `json:"position,omitempty"`
 	QueueDepth   int64  `json:"queueDepth,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, body any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
-}
-
-func retryAfter(w http.ResponseWriter, d time.Duration) {
-	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10))
 }

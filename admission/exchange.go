@@ -1,0 +1,80 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// exchange is one request and its answer, whichever HTTP server carries it. The admission
+// decisions (pass checks, enter, status, the reserved endpoints) read and answer only through it, so
+// the fast front and the net/http handler cannot drift apart.
+type exchange interface {
+	Context() context.Context
+	Method() string
+	// Header is the first value of a request header, "" when absent.
+	Header(name string) string
+	// Cookie is the value of the first request cookie with that name, "" when absent.
+	Cookie(name string) string
+	RawQuery() string
+	// Secure reports whether the visitor reached us over TLS, directly or through a proxy that
+	// says so; cookies are then marked Secure.
+	Secure() bool
+	SetHeader(name, value string)
+	SetCookie(c *http.Cookie)
+	// Reply sends the status and body; for HEAD requests the server drops the body.
+	Reply(status int, contentType string, body []byte)
+}
+
+// stdExchange is an exchange of the net/http server.
+type stdExchange struct {
+	w http.ResponseWriter
+	r *http.Request
+}
+
+func (x stdExchange) Context() context.Context  { return x.r.Context() }
+func (x stdExchange) Method() string            { return x.r.Method }
+func (x stdExchange) Header(name string) string { return x.r.Header.Get(name) }
+func (x stdExchange) RawQuery() string          { return x.r.URL.RawQuery }
+func (x stdExchange) SetHeader(name, v string)  { x.w.Header().Set(name, v) }
+func (x stdExchange) SetCookie(c *http.Cookie)  { http.SetCookie(x.w, c) }
+
+func (x stdExchange) Cookie(name string) string {
+	if c, err := x.r.Cookie(name); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+func (x stdExchange) Secure() bool {
+	return x.r.TLS != nil || x.r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+func (x stdExchange) Reply(status int, contentType string, body []byte) {
+	x.w.Header().Set("Content-Type", contentType)
+	x.w.WriteHeader(status)
+	_, _ = x.w.Write(body)
+}
+
+// replyJSON answers with body as JSON, never cached.
+func replyJSON(x exchange, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
+	}
+	x.SetHeader("Cache-Control", "no-store")
+	x.Reply(status, "application/json", append(b, '\n'))
+}
+
+// replyRedirect sends a browser to location with 303 See Other.
+func replyRedirect(x exchange, location string) {
+	x.SetHeader("Location", location)
+	x.Reply(http.StatusSeeOther, "text/html; charset=utf-8", []byte(`<a href="`+html.EscapeString(location)+`">See Other</a>.`+"\n"))
+}
+
+func retryAfter(x exchange, d time.Duration) {
+	x.SetHeader("Retry-After", strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10))
+}
