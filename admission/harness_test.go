@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -109,10 +110,42 @@ func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harn
 	if h.proxy, err = NewProxy(cfg, h.store, Options{Rand: fixedRand(0.5)}); err != nil {
 		t.Fatal(err)
 	}
-	h.server = httptest.NewServer(h.proxy)
-	t.Cleanup(h.server.Close)
+	h.server = serveFront(t, h.proxy)
 	h.publishPlan()
 	return h
+}
+
+// harnessFront is the server the contract tests run on: "fast" (what herdgate-proxy serves) or
+// "net/http" (the Proxy as an http.Handler, which also serves handed-over connections).
+var harnessFront = "fast"
+
+// serveFront serves p on a loopback port with the harness's front.
+func serveFront(t *testing.T, p *Proxy) *httptest.Server {
+	t.Helper()
+	if harnessFront == "net/http" {
+		s := httptest.NewServer(p)
+		t.Cleanup(s.Close)
+		return s
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := NewFront(p, FrontOptions{})
+	done := make(chan error, 1)
+	go func() { done <- front.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := front.Shutdown(ctx); err != nil {
+			t.Errorf("front shutdown: %v", err)
+		}
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("front: %v", err)
+		}
+	})
+	// Only URL is used of it: the address the tests dial.
+	return &httptest.Server{URL: "http://" + ln.Addr().String(), Listener: ln}
 }
 
 // publishPlan publishes the reference plan, as the scheduler would.

@@ -289,12 +289,16 @@ func stripHerdgateCookies(h http.Header) {
 }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	p.upstreamFailed(stdExchange{w, r}, err, r.URL.Path)
+}
+
+func (p *Proxy) upstreamFailed(x exchange, err error, path string) {
 	if errors.Is(err, context.Canceled) {
 		return // the visitor went away
 	}
-	p.log.Error(err, "Forwarding upstream failed", "path", r.URL.Path)
+	p.log.Error(err, "Forwarding upstream failed", "path", path)
 	p.metrics.requests.WithLabelValues("open", "upstream_error").Inc()
-	replyJSON(stdExchange{w, r}, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
+	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
 }
 
 // errorBody is the JSON of every error answer.

@@ -402,8 +402,8 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 			_ = brw.Flush()
 			_, _ = io.Copy(conn, brw)
 		default:
-			fmt.Fprintf(w, "xff=%s xfh=%s xfp=%s cookie=%s", r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Host"),
-				r.Header.Get("X-Forwarded-Proto"), r.Header.Get("Cookie"))
+			fmt.Fprintf(w, "xff=%s xfh=%s xfp=%s cookie=%s hop=%s%s", r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Host"),
+				r.Header.Get("X-Forwarded-Proto"), r.Header.Get("Cookie"), r.Header.Get("X-Hop"), r.Header.Get("Keep-Alive"))
 		}
 	}))
 	defer up.Close()
@@ -434,13 +434,17 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, h.server.URL+"/headers", nil)
 	req.Host = "shop.example"
 	req.Header.Set("Cookie", "session=abc; "+PassCookie+"=zzz; "+VisitorCookie+"=yyy; theme=dark")
+	// Hop-by-hop headers, and those the Connection header names, stay on this side of the proxy.
+	req.Header.Set("Connection", "keep-alive, X-Hop")
+	req.Header.Set("X-Hop", "1")
+	req.Header.Set("Keep-Alive", "timeout=5")
 	res, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ = io.ReadAll(res.Body)
 	res.Body.Close()
-	if want := "xff=127.0.0.1 xfh=shop.example xfp=http cookie=session=abc; theme=dark"; string(got) != want {
+	if want := "xff=127.0.0.1 xfh=shop.example xfp=http cookie=session=abc; theme=dark hop="; string(got) != want {
 		t.Fatalf("forwarded headers: %q, want %q", got, want)
 	}
 
@@ -609,4 +613,30 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// TestContractOnNetHTTP runs the contract tests again on the Proxy as an http.Handler: it serves
+// the connections the fast front hands over, and programs that embed the gate.
+func TestContractOnNetHTTP(t *testing.T) {
+	harnessFront = "net/http"
+	defer func() { harnessFront = "fast" }()
+	for _, test := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"EnterAndStatus", TestEnterAndStatus},
+		{"PollHintsFollowThePlan", TestPollHintsFollowThePlan},
+		{"AdmissionHonoursNotBeforeAndIssuesThePass", TestAdmissionHonoursNotBeforeAndIssuesThePass},
+		{"ProtectedRoutesNeedAPass", TestProtectedRoutesNeedAPass},
+		{"NoSpellingOfAProtectedPathBypassesTheGate", TestNoSpellingOfAProtectedPathBypassesTheGate},
+		{"BadPassesAreRefused", TestBadPassesAreRefused},
+		{"IdentityHeader", TestIdentityHeader},
+		{"OpenRoutesPassThroughUnchanged", TestOpenRoutesPassThroughUnchanged},
+		{"RedisOutage", TestRedisOutage},
+		{"ReservedEndpoints", TestReservedEndpoints},
+		{"WaitingPageAcceptsOnlySameOriginReturns", TestWaitingPageAcceptsOnlySameOriginReturns},
+		{"ConfigChangesApplyLive", TestConfigChangesApplyLive},
+	} {
+		t.Run(test.name, test.run)
+	}
 }

@@ -33,16 +33,9 @@ type ServerOptions struct {
 // accepting and wait up to ShutdownTimeout for requests in flight.
 func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 	errLog := log.New(logrWriter{o.Log}, "", 0)
-	srv := &http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// Large uploads and long streams are the upstream's business: no read or write deadline.
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       errLog,
-	}
-	servers := []*http.Server{srv}
-	listeners := []net.Listener{o.Listener}
+	front := NewFront(p, FrontOptions{ErrorLog: errLog})
+	var servers []*http.Server
+	var listeners []net.Listener
 	if o.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", p.MetricsHandler())
@@ -61,6 +54,12 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := front.Serve(o.Listener); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
 	for i, s := range servers {
 		g.Go(func() error {
 			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
@@ -92,7 +91,7 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 		}
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 		defer cancel()
-		var errs []error
+		errs := []error{front.Shutdown(shutdownCtx)}
 		for _, s := range servers {
 			errs = append(errs, s.Shutdown(shutdownCtx))
 		}

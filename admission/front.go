@@ -1,0 +1,465 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// MaxHeaderBytes bounds a request's line and headers, cookies included, on both fronts.
+const MaxHeaderBytes = 16 << 10
+
+// bufferedBodyLimit: bodies up to this size are forwarded whole, larger ones stream.
+const bufferedBodyLimit = 64 << 10
+
+// escalatedBodyLimit bounds the body of a request handed to the net/http handler (upgrade requests
+// only, which rarely carry one); it is held in memory while the connection changes hands.
+const escalatedBodyLimit = 1 << 20
+
+// Front is the proxy's visitor-facing HTTP/1.1 server. It answers the reserved endpoints, checks
+// passes and forwards to the upstream on fasthttp, whose per-request cost is a fraction of net/http's
+// (the gate sits in every request of the workload). A connection that asks for a protocol upgrade
+// (WebSocket) is handed over, with the request already read, to a net/http server running the same
+// Proxy, which stays in charge of it until it closes.
+type Front struct {
+	p      *Proxy
+	server *fasthttp.Server
+	// escalated serves the connections handed over; it accepts from handover.
+	escalated *http.Server
+	handover  *handoverListener
+
+	mu       sync.Mutex
+	upstream atomic.Pointer[upstreamClient]
+}
+
+// upstreamClient is the keep-alive client of one upstream URL; a config change of the URL makes a
+// new one, and the old one's idle connections time out.
+type upstreamClient struct {
+	url    *url.URL
+	client *fasthttp.HostClient
+}
+
+// FrontOptions tune a Front.
+type FrontOptions struct {
+	// ErrorLog receives the servers' own errors (malformed requests, failed handovers).
+	ErrorLog *log.Logger
+}
+
+// NewFront is the visitor-facing server of p.
+func NewFront(p *Proxy, o FrontOptions) *Front {
+	f := &Front{p: p, handover: newHandoverListener()}
+	f.server = &fasthttp.Server{
+		Handler:                      f.serve,
+		ErrorHandler:                 f.badRequest,
+		Name:                         "",
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		ReadBufferSize:               MaxHeaderBytes,
+		ReadTimeout:                  10 * time.Second, // to the end of the headers; lifted for bodies
+		IdleTimeout:                  120 * time.Second,
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		KeepHijackedConns:            true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{o.ErrorLog},
+	}
+	f.escalated = &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          o.ErrorLog,
+	}
+	return f
+}
+
+// Serve answers visitors on ln until Shutdown.
+func (f *Front) Serve(ln net.Listener) error {
+	f.handover.addr = ln.Addr()
+	escalatedDone := make(chan error, 1)
+	go func() { escalatedDone <- f.escalated.Serve(f.handover) }()
+	err := f.server.Serve(ln)
+	if errors.Is(<-escalatedDone, http.ErrServerClosed) && err == nil {
+		return http.ErrServerClosed
+	}
+	return err
+}
+
+// Shutdown stops accepting and waits, until ctx ends, for the requests in flight on both servers.
+func (f *Front) Shutdown(ctx context.Context) error {
+	return errors.Join(f.server.ShutdownWithContext(ctx), f.escalated.Shutdown(ctx))
+}
+
+func (f *Front) serve(ctx *fasthttp.RequestCtx) {
+	defer f.recoverPanic(ctx)
+	x := fastExchange{ctx}
+	cfg := f.p.cfg.Load()
+	canonical, err := NormalizePath(requestPath(ctx.Request.Header.RequestURI()))
+	if err != nil {
+		f.p.replyBadPath(x)
+		return
+	}
+	if isReserved(canonical) {
+		f.p.serveReserved(x, cfg, canonical)
+		return
+	}
+	if len(ctx.Request.Header.Peek("Upgrade")) > 0 {
+		f.escalate(ctx)
+		return
+	}
+	class := routeClass(cfg, string(ctx.Method()), canonical)
+	if class == "protected" && !f.p.admit(x, cfg, canonical) {
+		return
+	}
+	f.forward(ctx, cfg, canonical, class)
+}
+
+// recoverPanic answers 500 and closes the connection instead of letting one request's bug end the
+// process, as net/http does.
+func (f *Front) recoverPanic(ctx *fasthttp.RequestCtx) {
+	if v := recover(); v != nil {
+		f.p.log.Error(fmt.Errorf("%v", v), "Serving a request panicked", "path", string(ctx.Path()), "stack", string(debug.Stack()))
+		ctx.ResetBody()
+		ctx.SetConnectionClose()
+		replyJSON(fastExchange{ctx}, http.StatusInternalServerError, errorBody{Error: "internal"})
+	}
+}
+
+func (f *Front) badRequest(ctx *fasthttp.RequestCtx, err error) {
+	status := http.StatusBadRequest
+	var tooBig *fasthttp.ErrSmallBuffer
+	if errors.As(err, &tooBig) {
+		status = http.StatusRequestHeaderFieldsTooLarge
+	}
+	ctx.SetConnectionClose()
+	replyJSON(fastExchange{ctx}, status, errorBody{Error: "bad_request", Message: http.StatusText(status)})
+}
+
+// hopHeaders are meaningful for one connection only and never cross the proxy.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
+
+// forward sends the request upstream with the path and method it was matched with, the forwarding
+// headers set and the herdgate cookies and pass header removed, and streams the answer back.
+func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class string) {
+	up := f.client(cfg.Upstream)
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	ctx.Request.Header.CopyTo(&req.Header)
+	removeHopHeaders(&req.Header, string(req.Header.Peek("Connection")))
+	req.Header.ResetConnectionClose()
+	req.Header.SetMethod(strings.ToUpper(string(ctx.Method())))
+	uri := escapedPath(strings.TrimSuffix(up.url.Path, "/") + canonical)
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		uri += "?" + string(q)
+	}
+	req.Header.SetRequestURI(uri)
+	req.URI().DisablePathNormalizing = true
+	req.Header.SetHost(up.url.Host)
+	req.Header.Del(PassHeader)
+	req.Header.DelCookie(PassCookie)
+	req.Header.DelCookie(VisitorCookie)
+	req.Header.Set("X-Forwarded-For", clientIP(ctx))
+	req.Header.SetBytesV("X-Forwarded-Host", ctx.Host())
+	if ctx.IsTLS() {
+		req.Header.Set("X-Forwarded-Proto", "https")
+	} else {
+		req.Header.Set("X-Forwarded-Proto", "http")
+	}
+	if n := ctx.Request.Header.ContentLength(); n > 0 || n == -1 {
+		// A small body goes in the same write as the headers (a write costs more than the rest of
+		// the request); others stream, for as long as they take.
+		if n > 0 && n <= bufferedBodyLimit {
+			if _, err := io.CopyN(req.BodyWriter(), ctx.RequestBodyStream(), int64(n)); err != nil {
+				ctx.SetConnectionClose()
+				return
+			}
+		} else {
+			_ = ctx.SetReadDeadline(time.Time{})
+			req.SetBodyStream(ctx.RequestBodyStream(), n)
+		}
+	}
+
+	res := fasthttp.AcquireResponse()
+	start := time.Now()
+	if err := up.client.Do(req, res); err != nil {
+		fasthttp.ReleaseResponse(res)
+		f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
+		return
+	}
+	elapsed := time.Since(start).Seconds()
+	if class == "protected" {
+		f.p.metrics.protectedForwarded.Inc()
+		f.p.metrics.protectedUpstream.Observe(elapsed)
+	} else {
+		f.p.metrics.openForwarded.Inc()
+		f.p.metrics.openUpstream.Observe(elapsed)
+	}
+
+	out := &ctx.Response
+	res.Header.CopyTo(&out.Header)
+	removeHopHeaders(&out.Header, string(res.Header.Peek("Connection")))
+	out.Header.ResetConnectionClose()
+	size := res.Header.ContentLength()
+	switch {
+	case size == 0 || ctx.IsHead():
+		fasthttp.ReleaseResponse(res)
+	case size > 0 && size <= bufferedBodyLimit:
+		_, err := io.CopyN(out.BodyWriter(), res.BodyStream(), int64(size))
+		_ = res.CloseBodyStream()
+		fasthttp.ReleaseResponse(res)
+		if err != nil {
+			out.Reset()
+			f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
+		}
+	default:
+		if size < 0 {
+			size = -1 // chunked to the visitor, flushed chunk by chunk: streams stay live
+		}
+		out.SetBodyStream(upstreamBody{res}, size)
+	}
+}
+
+// upstreamBody streams an upstream response's body; closing it returns the connection.
+type upstreamBody struct{ res *fasthttp.Response }
+
+func (b upstreamBody) Read(p []byte) (int, error) { return b.res.BodyStream().Read(p) }
+
+func (b upstreamBody) Close() error {
+	err := b.res.CloseBodyStream()
+	fasthttp.ReleaseResponse(b.res)
+	return err
+}
+
+type header interface {
+	All() iter.Seq2[[]byte, []byte]
+	Del(string)
+}
+
+// removeHopHeaders deletes the hop-by-hop headers and those the Connection header names; one pass
+// over the headers, since most requests carry none.
+func removeHopHeaders(h header, connection string) {
+	var found []string
+	for name := range h.All() {
+		for _, hop := range hopHeaders {
+			if len(name) == len(hop) && strings.EqualFold(string(name), hop) {
+				found = append(found, hop)
+			}
+		}
+	}
+	for _, name := range found {
+		h.Del(name)
+	}
+	for name := range strings.SplitSeq(connection, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			h.Del(name)
+		}
+	}
+}
+
+func clientIP(ctx *fasthttp.RequestCtx) string {
+	if addr, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		return addr.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(ctx.RemoteAddr().String())
+	return host
+}
+
+// requestPath is the escaped path of a request target, in origin form or absolute form.
+func requestPath(target []byte) string {
+	if i := bytes.IndexAny(target, "?#"); i >= 0 {
+		target = target[:i]
+	}
+	if i := bytes.Index(target, []byte("://")); i > 0 && target[0] != '/' {
+		target = target[i+3:]
+		if j := bytes.IndexByte(target, '/'); j >= 0 {
+			target = target[j:]
+		} else {
+			target = []byte("/")
+		}
+	}
+	return string(target)
+}
+
+// escapedPath is the path as it goes on the wire; most paths need no escaping.
+func escapedPath(p string) string {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/-._~!$&'()*+,=:@", c) >= 0) {
+			return escapePath(p)
+		}
+	}
+	return p
+}
+
+// client is the keep-alive client of the configured upstream.
+func (f *Front) client(u *url.URL) *upstreamClient {
+	if c := f.upstream.Load(); c != nil && c.url == u {
+		return c
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.upstream.Load(); c != nil && c.url == u {
+		return c
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			addr += ":443"
+		} else {
+			addr += ":80"
+		}
+	}
+	c := &upstreamClient{url: u, client: &fasthttp.HostClient{
+		Addr:                          addr,
+		IsTLS:                         u.Scheme == "https",
+		TLSConfig:                     &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
+		MaxConns:                      1 << 16,
+		MaxIdleConnDuration:           90 * time.Second,
+		MaxConnWaitTimeout:            5 * time.Second,
+		StreamResponseBody:            true,
+		NoDefaultUserAgentHeader:      true,
+		DisablePathNormalizing:        true,
+		ReadBufferSize:                MaxHeaderBytes,
+	}}
+	f.upstream.Store(c)
+	return c
+}
+
+// escalate hands the connection, with the request already read, to the net/http server.
+func (f *Front) escalate(ctx *fasthttp.RequestCtx) {
+	var head bytes.Buffer
+	head.Write(ctx.Method())
+	head.WriteByte(' ')
+	head.Write(ctx.Request.Header.RequestURI())
+	head.WriteByte(' ')
+	head.Write(ctx.Request.Header.Protocol())
+	head.WriteString("\r\n")
+	head.Write(ctx.Request.Header.RawHeaders())
+	if !bytes.HasSuffix(head.Bytes(), []byte("\r\n\r\n")) {
+		head.WriteString("\r\n")
+	}
+	// A chunked body is still unread on the connection; a fixed-length one was partly read ahead.
+	if n := ctx.Request.Header.ContentLength(); n > 0 {
+		if n > escalatedBodyLimit {
+			replyJSON(fastExchange{ctx}, http.StatusRequestEntityTooLarge, errorBody{Error: "body_too_large", Message: "an upgrade request's body is limited to 1 MiB"})
+			return
+		}
+		if _, err := io.CopyN(&head, ctx.RequestBodyStream(), int64(n)); err != nil {
+			ctx.SetConnectionClose()
+			return
+		}
+	}
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		_ = c.SetDeadline(time.Time{})
+		conn := &handedConn{Conn: c, r: io.MultiReader(&head, c), closed: make(chan struct{})}
+		if f.handover.hand(conn) {
+			<-conn.closed // fasthttp reclaims the connection's reader when this returns
+		} else {
+			_ = c.Close()
+		}
+	})
+}
+
+// handedConn is a connection handed to the net/http server: the request fasthttp read comes first.
+type handedConn struct {
+	net.Conn
+	r      io.Reader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *handedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { close(c.closed) })
+	return err
+}
+
+// handoverListener is what the net/http server accepts from: the connections handed over.
+type handoverListener struct {
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+	addr      net.Addr
+}
+
+func newHandoverListener() *handoverListener {
+	return &handoverListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoverListener) hand(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *handoverListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoverListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoverListener) Addr() net.Addr {
+	if l.addr == nil {
+		return &net.TCPAddr{}
+	}
+	return l.addr
+}
+
+// fastExchange is an exchange of the fast front.
+type fastExchange struct{ ctx *fasthttp.RequestCtx }
+
+// Context: fasthttp notices no disconnects, so a call ends on its own timeouts.
+func (x fastExchange) Context() context.Context { return context.Background() }
+func (x fastExchange) Method() string           { return string(x.ctx.Method()) }
+func (x fastExchange) Header(name string) string {
+	return string(x.ctx.Request.Header.Peek(name))
+}
+func (x fastExchange) Cookie(name string) string { return string(x.ctx.Request.Header.Cookie(name)) }
+func (x fastExchange) RawQuery() string          { return string(x.ctx.URI().QueryString()) }
+func (x fastExchange) Secure() bool {
+	return x.ctx.IsTLS() || string(x.ctx.Request.Header.Peek("X-Forwarded-Proto")) == "https"
+}
+func (x fastExchange) SetHeader(name, v string) { x.ctx.Response.Header.Set(name, v) }
+func (x fastExchange) SetCookie(c *http.Cookie) { x.ctx.Response.Header.Add("Set-Cookie", c.String()) }
+func (x fastExchange) Reply(status int, contentType string, body []byte) {
+	x.ctx.SetStatusCode(status)
+	x.ctx.SetContentType(contentType)
+	x.ctx.SetBody(body)
+}
+
+type fasthttpLogger struct{ l *log.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	if l.l != nil {
+		l.l.Printf(format, args...)
+	}
+}
