@@ -78,14 +78,21 @@ func NewFront(p *Proxy, o FrontOptions) *Front {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{o.ErrorLog},
 	}
-	f.escalated = &http.Server{
+	f.escalated = NetHTTPServer(p, o.ErrorLog)
+	return f
+}
+
+// NetHTTPServer is the net/http server for p, with the front's limits: the one that takes over
+// upgraded connections, and the one to use when serving p as an http.Handler on its own.
+func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
+	return &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          o.ErrorLog,
+		// net/http allows 4 KiB on top of this, for the request line.
+		MaxHeaderBytes: MaxHeaderBytes - 4<<10,
+		ErrorLog:       errorLog,
 	}
-	return f
 }
 
 // Serve answers visitors on ln until Shutdown.
@@ -299,11 +306,16 @@ func requestPath(target []byte) string {
 // escapedPath is the path as it goes on the wire; most paths need no escaping.
 func escapedPath(p string) string {
 	for i := 0; i < len(p); i++ {
-		if c := p[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/-._~!$&'()*+,=:@", c) >= 0) {
+		if !pathSafe(p[i]) {
 			return escapePath(p)
 		}
 	}
 	return p
+}
+
+// pathSafe: the byte needs no escaping in a path.
+func pathSafe(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/-._~!$&'()*+,=:@", c) >= 0
 }
 
 // client is the keep-alive client of the configured upstream.
@@ -325,16 +337,16 @@ func (f *Front) client(u *url.URL) *upstreamClient {
 		}
 	}
 	c := &upstreamClient{url: u, client: &fasthttp.HostClient{
-		Addr:                          addr,
-		IsTLS:                         u.Scheme == "https",
-		TLSConfig:                     &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
-		MaxConns:                      1 << 16,
-		MaxIdleConnDuration:           90 * time.Second,
-		MaxConnWaitTimeout:            5 * time.Second,
-		StreamResponseBody:            true,
-		NoDefaultUserAgentHeader:      true,
-		DisablePathNormalizing:        true,
-		ReadBufferSize:                MaxHeaderBytes,
+		Addr:                     addr,
+		IsTLS:                    u.Scheme == "https",
+		TLSConfig:                &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
+		MaxConns:                 1 << 16,
+		MaxIdleConnDuration:      90 * time.Second,
+		MaxConnWaitTimeout:       5 * time.Second,
+		StreamResponseBody:       true,
+		NoDefaultUserAgentHeader: true,
+		DisablePathNormalizing:   true,
+		ReadBufferSize:           MaxHeaderBytes,
 	}}
 	f.upstream.Store(c)
 	return c
@@ -365,12 +377,11 @@ func (f *Front) escalate(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	ctx.HijackSetNoResponse(true)
+	// KeepHijackedConns leaves the connection and its read buffer to the new owner: fasthttp's
+	// Shutdown no longer waits for it, net/http's does.
 	ctx.Hijack(func(c net.Conn) {
 		_ = c.SetDeadline(time.Time{})
-		conn := &handedConn{Conn: c, r: io.MultiReader(&head, c), closed: make(chan struct{})}
-		if f.handover.hand(conn) {
-			<-conn.closed // fasthttp reclaims the connection's reader when this returns
-		} else {
+		if !f.handover.hand(&handedConn{Conn: c, r: io.MultiReader(&head, c)}) {
 			_ = c.Close()
 		}
 	})
@@ -379,18 +390,10 @@ func (f *Front) escalate(ctx *fasthttp.RequestCtx) {
 // handedConn is a connection handed to the net/http server: the request fasthttp read comes first.
 type handedConn struct {
 	net.Conn
-	r      io.Reader
-	once   sync.Once
-	closed chan struct{}
+	r io.Reader
 }
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func (c *handedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { close(c.closed) })
-	return err
-}
 
 // handoverListener is what the net/http server accepts from: the connections handed over.
 type handoverListener struct {

@@ -123,7 +123,9 @@ var harnessFront = "fast"
 func serveFront(t *testing.T, p *Proxy) *httptest.Server {
 	t.Helper()
 	if harnessFront == "net/http" {
-		s := httptest.NewServer(p)
+		s := httptest.NewUnstartedServer(p)
+		s.Config = NetHTTPServer(p, nil)
+		s.Start()
 		t.Cleanup(s.Close)
 		return s
 	}
