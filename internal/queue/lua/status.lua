@@ -6,6 +6,8 @@
 -- pass, {2, position, depth, now, previousPoll} when waiting (previousPoll 0 when unknown).
 local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
+-- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
+local depth = redis.call('ZCARD', KEYS[1])
 
 local function status(visitor)
   -- Most polls come from waiting visitors, so that path is tried first and kept short.
@@ -21,13 +23,14 @@ local function status(visitor)
   local seen = tonumber(redis.call('HGET', skey, sfield))
   if seen and now - seen > abandon_ms then
     forget(KEYS[1], visitor, skey, sfield)
+    depth = depth - 1
     redis.call('HINCRBY', KEYS[2], 'abandoned', 1)
     return {0, now}
   end
   -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a client that
   -- polls too fast is refused until it waits the interval it was told.
   redis.call('HSET', skey, sfield, now)
-  return {2, redis.call('ZRANK', KEYS[1], visitor) + 1, redis.call('ZCARD', KEYS[1]), now, seen or 0}
+  return {2, redis.call('ZRANK', KEYS[1], visitor) + 1, depth, now, seen or 0}
 end
 
 local out = {}
