@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -76,8 +77,19 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(proxy)
-	defer front.Close()
+	// The browser talks to the server herdgate-proxy runs.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := admission.NewFront(proxy, admission.FrontOptions{})
+	go func() { _ = front.Serve(ln) }()
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = front.Shutdown(shutdownCtx)
+	}()
+	frontURL := "http://" + ln.Addr().String()
 
 	q, err := store.Queue(wq.Namespace, wq.Name)
 	if err != nil {
@@ -126,7 +138,7 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 		t.Fatalf("starting Chromium: %v", err)
 	}
 
-	target := front.URL + "/checkout?item=42"
+	target := frontURL + "/checkout?item=42"
 	step := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -165,7 +177,7 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 		}
 	}
 	t.Logf("waiting page %s showed %q / %q (progress %s%%); screenshots in %s", waitingAt, position, summary, progress.Value, shots)
-	if !strings.HasPrefix(waitingAt, front.URL+"/.herdgate/?return=") {
+	if !strings.HasPrefix(waitingAt, frontURL+"/.herdgate/?return=") {
 		t.Errorf("the browser waited at %s, not on the waiting page", waitingAt)
 	}
 
