@@ -167,24 +167,26 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		saturating[name] = medianBy(rs, func(r wrkResult) float64 { return r.rps })
 	}
 
-	// Added latency at half of the proxy's saturating rate, against the same rate sent directly.
+	// Added latency at half of the proxy's saturating rate, against the same rate sent directly, and
+	// nginx's at the same rate for scale.
 	rate := saturating["herdgate-proxy"].rps / 2
 	request := fmt.Sprintf("POST /api/v1/orders HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n%s: %s\r\nContent-Length: 10\r\n\r\n{\"item\":1}", admission.PassHeader, token)
-	var directRuns, proxyRuns []wrkResult
+	ports := map[string]int{"direct": backendPort, "nginx proxy_pass": nginxPort, "herdgate-proxy": proxyPort}
+	fixedRuns := map[string][]wrkResult{}
 	for round := 1; round <= rounds; round++ {
-		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: fixed rate %.0f req/s, direct and through herdgate-proxy\n", round, rounds, rate)
-		r, err := fixedRate(fmt.Sprintf("127.0.0.1:%d", backendPort), request, rate, conns, d)
-		if err != nil {
-			return "", fmt.Errorf("direct: %w", err)
+		for _, t := range targets {
+			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: fixed rate %.0f req/s, %s\n", round, rounds, rate, t.name)
+			r, err := fixedRate(fmt.Sprintf("127.0.0.1:%d", ports[t.name]), request, rate, conns, d)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", t.name, err)
+			}
+			fixedRuns[t.name] = append(fixedRuns[t.name], r)
 		}
-		directRuns = append(directRuns, r)
-		if r, err = fixedRate(fmt.Sprintf("127.0.0.1:%d", proxyPort), request, rate, conns, d); err != nil {
-			return "", fmt.Errorf("herdgate-proxy: %w", err)
-		}
-		proxyRuns = append(proxyRuns, r)
 	}
-	byP99 := func(r wrkResult) float64 { return float64(r.p99) }
-	directAtRate, proxyAtRate := medianBy(directRuns, byP99), medianBy(proxyRuns, byP99)
+	atRate := map[string]wrkResult{}
+	for name, rs := range fixedRuns {
+		atRate[name] = medianBy(rs, func(r wrkResult) float64 { return float64(r.p99) })
+	}
 
 	fmt.Fprintln(os.Stderr, "[bench-proxy] status polls through the proxy and redis-benchmark ZRANK")
 	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, conns, rounds, d)
@@ -197,12 +199,16 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	fmt.Fprintf(&b, "| path | req/s | p50 | p99 | req/s vs nginx |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, t := range targets {
 		r := saturating[t.name]
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50, r.p99, r.rps/saturating["nginx proxy_pass"].rps)
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rps/saturating["nginx proxy_pass"].rps)
 	}
 	fmt.Fprintf(&b, "\n### Fixed rate %.0f req/s (half the proxy's saturating rate), %d connections, median p99 of %d runs\n\n", rate, conns, rounds)
-	fmt.Fprintf(&b, "| path | p50 | p99 |\n| --- | ---: | ---: |\n| direct | %s | %s |\n| herdgate-proxy | %s | %s |\n",
-		directAtRate.p50, directAtRate.p99, proxyAtRate.p50, proxyAtRate.p99)
-	fmt.Fprintf(&b, "\nadded p99: %s (goal ≤ 100µs)\n", proxyAtRate.p99-directAtRate.p99)
+	fmt.Fprintf(&b, "| path | p50 | p99 | added p99 |\n| --- | ---: | ---: | ---: |\n")
+	for _, t := range targets {
+		r := atRate[t.name]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.name, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), (r.p99 - atRate["direct"].p99).Round(time.Microsecond))
+	}
+	fmt.Fprintf(&b, "\nadded p99: herdgate-proxy %s (goal ≤ 100µs), nginx %s\n", (atRate["herdgate-proxy"].p99 - atRate["direct"].p99).Round(time.Microsecond),
+		(atRate["nginx proxy_pass"].p99 - atRate["direct"].p99).Round(time.Microsecond))
 	fmt.Fprintf(&b, "\n### Status polls, %d connections\n\n", conns)
 	fmt.Fprintf(&b, "| load | req/s |\n| --- | ---: |\n| GET /.herdgate/status through herdgate-proxy | %.0f |\n| redis-benchmark ZRANK | %.0f |\n", polls.rps, zrank)
 	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank, polls.non2xx)
