@@ -397,7 +397,12 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 			fmt.Fprint(w, "data: second\n\n")
 		case "/upload":
 			n, _ := io.Copy(io.Discard, r.Body)
-			fmt.Fprintf(w, "%d", n)
+			fmt.Fprintf(w, "%d %v", n, r.TransferEncoding)
+		case "/download":
+			w.Header().Set("Content-Length", "100000")
+			if r.Method != http.MethodHead {
+				_, _ = w.Write(make([]byte, 100000))
+			}
 		case "/ws":
 			if r.Header.Get("Upgrade") != "echo" {
 				http.Error(w, "upgrade required", http.StatusUpgradeRequired)
@@ -430,16 +435,41 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 	}
 	res.Body.Close()
 
-	body := bytes.NewReader(make([]byte, 16<<20))
-	res, err = http.Post(h.server.URL+"/upload", "application/octet-stream", body)
+	// Uploads of every framing arrive whole: small and large with a length, and chunked.
+	for _, up := range []struct {
+		name string
+		body io.Reader
+		want string
+	}{
+		{"1 KiB", bytes.NewReader(make([]byte, 1<<10)), fmt.Sprint(1<<10, " []")},
+		{"16 MiB", bytes.NewReader(make([]byte, 16<<20)), fmt.Sprint(16<<20, " []")},
+		{"chunked 3 MiB", io.MultiReader(bytes.NewReader(make([]byte, 1<<20)), strings.NewReader(strings.Repeat("x", 2<<20))), fmt.Sprint(3<<20, " [chunked]")},
+	} {
+		res, err = http.Post(h.server.URL+"/upload", "application/octet-stream", up.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(got) != up.want {
+			t.Fatalf("upload of %s arrived as %q, want %q", up.name, got, up.want)
+		}
+	}
+
+	// A download larger than the proxy buffers streams whole; HEAD keeps the upstream's length.
+	res, err = http.Get(h.server.URL + "/download")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if string(got) != fmt.Sprint(16<<20) {
-		t.Fatalf("upload of 16 MiB arrived as %s bytes", got)
+	if len(got) != 100000 || res.ContentLength != 100000 {
+		t.Fatalf("download: %d bytes, Content-Length %d", len(got), res.ContentLength)
 	}
+	if res, err = http.Head(h.server.URL + "/download"); err != nil || res.ContentLength != 100000 {
+		t.Fatalf("HEAD download: %v, Content-Length %d", err, res.ContentLength)
+	}
+	res.Body.Close()
 
 	req, _ := http.NewRequest(http.MethodGet, h.server.URL+"/headers", nil)
 	req.Host = "shop.example"
