@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -221,24 +223,38 @@ func visitorsOf(calls []*visitorCall) []string {
 	return out
 }
 
-// decodeReplies splits a script reply into one list of integers per visitor.
+// decodeReplies splits a script reply, "n v1 .. vn" per visitor, into one list of integers per
+// visitor. The lists share one backing array.
 func decodeReplies(v any, n int) ([][]int64, error) {
-	list, ok := v.([]any)
-	if !ok || len(list) != n {
+	s, ok := v.(string)
+	if !ok {
 		return nil, fmt.Errorf("unexpected script reply %v for %d visitors", v, n)
 	}
-	out := make([][]int64, n)
-	for i, e := range list {
-		inner, ok := e.([]any)
-		if !ok {
-			return nil, fmt.Errorf("unexpected script reply %v", v)
+	reply := s
+	bad := func() ([][]int64, error) {
+		return nil, fmt.Errorf("unexpected script reply %q for %d visitors", reply, n)
+	}
+	nums := make([]int64, 0, 6*n)
+	for len(s) > 0 {
+		field, rest, _ := strings.Cut(s, " ")
+		x, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return bad()
 		}
-		out[i] = make([]int64, len(inner))
-		for j, x := range inner {
-			if out[i][j], ok = x.(int64); !ok {
-				return nil, fmt.Errorf("unexpected script reply %v", v)
-			}
+		nums = append(nums, x)
+		s = rest
+	}
+	out := make([][]int64, 0, n)
+	for i := 0; i < len(nums); {
+		k := int(nums[i])
+		if k < 0 || i+1+k > len(nums) {
+			return bad()
 		}
+		out = append(out, nums[i+1:i+1+k:i+1+k])
+		i += 1 + k
+	}
+	if len(out) != n {
+		return bad()
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -90,5 +91,20 @@ func TestStoreCallerContextAndClose(t *testing.T) {
 	// Admit never goes through the pipelines: it still works on the client.
 	if res, err := q.Admit(context.Background(), AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: time.Minute, AbandonAfter: time.Hour}); err != nil || len(res.Admitted) != 1 {
 		t.Fatalf("Admit after Close = %+v, %v", res, err)
+	}
+}
+
+func TestDecodeReplies(t *testing.T) {
+	got, err := decodeReplies("2 0 1700000000000 5 2 3 10 1700000000000 0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]int64{{0, 1700000000000}, {2, 3, 10, 1700000000000, 0}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("decodeReplies = %v, want %v", got, want)
+	}
+	for _, bad := range []any{"", "2 0", "1 0 1 2", "x", "-1", "1 0.5", int64(3), []any{int64(1)}} {
+		if got, err := decodeReplies(bad, 1); err == nil {
+			t.Errorf("decodeReplies(%#v, 1) = %v, want an error", bad, got)
+		}
 	}
 }

@@ -31,3 +31,17 @@ local function forget(wait_key, visitor, skey, sfield)
   redis.call('ZREM', wait_key, visitor)
   redis.call('HDEL', skey, sfield)
 end
+
+-- encode_replies returns the per-visitor replies of a batch as one string, "n v1 .. vn" per visitor:
+-- the client reads one string instead of an array element and an allocation per number. Lua
+-- prints integral numbers below 1e14 exactly, which covers milliseconds and positions.
+local function encode_replies(out)
+  local parts = {}
+  for _, r in ipairs(out) do
+    parts[#parts + 1] = #r
+    for _, v in ipairs(r) do
+      parts[#parts + 1] = v
+    end
+  end
+  return table.concat(parts, ' ')
+end

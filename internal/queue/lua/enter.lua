@@ -38,4 +38,4 @@ local out = {}
 for i = 4, #ARGV do
   out[#out + 1] = enter(ARGV[i])
 end
-return out
+return encode_replies(out)

@@ -37,4 +37,4 @@ local out = {}
 for i = 4, #ARGV do
   out[#out + 1] = status(ARGV[i])
 end
-return out
+return encode_replies(out)
