@@ -116,8 +116,9 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 	defer f.recoverPanic(ctx)
 	x := fastExchange{ctx}
 	cfg := f.p.cfg.Load()
-	canonical, err := NormalizePath(requestPath(ctx.Request.Header.RequestURI()))
-	if err != nil {
+	target := ctx.Request.Header.RequestURI()
+	canonical, err := NormalizePath(requestPath(target))
+	if err != nil || bytes.IndexByte(target, '#') >= 0 {
 		f.p.replyBadPath(x)
 		return
 	}
@@ -289,7 +290,7 @@ func clientIP(ctx *fasthttp.RequestCtx) string {
 
 // requestPath is the escaped path of a request target, in origin form or absolute form.
 func requestPath(target []byte) string {
-	if i := bytes.IndexAny(target, "?#"); i >= 0 {
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
 		target = target[:i]
 	}
 	if i := bytes.Index(target, []byte("://")); i > 0 && target[0] != '/' {

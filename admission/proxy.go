@@ -158,7 +158,8 @@ func (p *Proxy) redisResult(err error) {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := p.cfg.Load()
 	canonical, err := NormalizePath(r.URL.EscapedPath())
-	if err != nil {
+	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
+	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
 		p.replyBadPath(stdExchange{w, r})
 		return
 	}
