@@ -24,8 +24,8 @@ import (
 // MaxHeaderBytes bounds a request's line and headers, cookies included, on both fronts.
 const MaxHeaderBytes = 16 << 10
 
-// bufferedBodyLimit: bodies up to this size are forwarded whole, larger ones stream.
-const bufferedBodyLimit = 64 << 10
+// streamedBodyFrom: a request body longer than this no longer falls under the read timeout.
+const streamedBodyFrom = 64 << 10
 
 // escalatedBodyLimit bounds the body of a request handed to the net/http handler (upgrade requests
 // only, which rarely carry one); it is held in memory while the connection changes hands.
@@ -163,50 +163,49 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
 
 // forward sends the request upstream with the path and method it was matched with, the forwarding
-// headers set and the herdgate cookies and pass header removed, and streams the answer back.
+// headers set and the herdgate cookies and pass header removed, and streams the answer back. The
+// visitor's request and response objects travel upstream and back themselves: no copy of headers or
+// body, and a small body goes in the same write as its headers.
 func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class string) {
 	up := f.client(cfg.Upstream)
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	ctx.Request.Header.CopyTo(&req.Header)
-	removeHopHeaders(&req.Header, string(req.Header.Peek("Connection")))
-	req.Header.ResetConnectionClose()
-	req.Header.SetMethod(strings.ToUpper(string(ctx.Method())))
+	req := &ctx.Request
+	clientClose := req.Header.ConnectionClose()
+	forwardedHost := string(ctx.Host())
 	uri := escapedPath(strings.TrimSuffix(up.url.Path, "/") + canonical)
 	if q := ctx.URI().QueryString(); len(q) > 0 {
 		uri += "?" + string(q)
 	}
-	req.Header.SetRequestURI(uri)
+	removeHopHeaders(&req.Header, string(req.Header.Peek("Connection")))
+	req.Header.ResetConnectionClose()
+	req.Header.SetProtocol("HTTP/1.1")
+	if m := ctx.Method(); !isUpper(m) {
+		req.Header.SetMethod(strings.ToUpper(string(m)))
+	}
+	req.SetRequestURI(uri)
 	req.URI().DisablePathNormalizing = true
 	req.Header.SetHost(up.url.Host)
 	req.Header.Del(PassHeader)
 	req.Header.DelCookie(PassCookie)
 	req.Header.DelCookie(VisitorCookie)
 	req.Header.Set("X-Forwarded-For", clientIP(ctx))
-	req.Header.SetBytesV("X-Forwarded-Host", ctx.Host())
+	req.Header.Set("X-Forwarded-Host", forwardedHost)
 	if ctx.IsTLS() {
 		req.Header.Set("X-Forwarded-Proto", "https")
 	} else {
 		req.Header.Set("X-Forwarded-Proto", "http")
 	}
-	if n := ctx.Request.Header.ContentLength(); n > 0 || n == -1 {
-		// A small body goes in the same write as the headers (a write costs more than the rest of
-		// the request); others stream, for as long as they take.
-		if n > 0 && n <= bufferedBodyLimit {
-			if _, err := io.CopyN(req.BodyWriter(), ctx.RequestBodyStream(), int64(n)); err != nil {
-				ctx.SetConnectionClose()
-				return
-			}
-		} else {
-			_ = ctx.SetReadDeadline(time.Time{})
-			req.SetBodyStream(ctx.RequestBodyStream(), n)
-		}
+	if n := req.Header.ContentLength(); n == -1 || n > streamedBodyFrom {
+		// A long body takes as long as it takes: that is the upstream's business.
+		_ = ctx.SetReadDeadline(time.Time{})
 	}
 
-	res := fasthttp.AcquireResponse()
 	start := time.Now()
-	if err := up.client.Do(req, res); err != nil {
-		fasthttp.ReleaseResponse(res)
+	err := up.client.Do(req, &ctx.Response)
+	if clientClose {
+		ctx.SetConnectionClose()
+	}
+	if err != nil {
+		ctx.Response.Reset()
 		f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
 		return
 	}
@@ -218,40 +217,23 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 		f.p.metrics.openForwarded.Inc()
 		f.p.metrics.openUpstream.Observe(elapsed)
 	}
-
-	out := &ctx.Response
-	res.Header.CopyTo(&out.Header)
-	removeHopHeaders(&out.Header, string(res.Header.Peek("Connection")))
-	out.Header.ResetConnectionClose()
-	size := res.Header.ContentLength()
-	switch {
-	case size == 0 || ctx.IsHead():
-		fasthttp.ReleaseResponse(res)
-	case size > 0 && size <= bufferedBodyLimit:
-		_, err := io.CopyN(out.BodyWriter(), res.BodyStream(), int64(size))
-		_ = res.CloseBodyStream()
-		fasthttp.ReleaseResponse(res)
-		if err != nil {
-			out.Reset()
-			f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
-		}
-	default:
-		if size < 0 {
-			size = -1 // chunked to the visitor, flushed chunk by chunk: streams stay live
-		}
-		out.SetBodyStream(upstreamBody{res}, size)
+	// The body streams from the upstream connection as the visitor reads it; a body of unknown
+	// length goes out chunked, flushed chunk by chunk, so streams stay live.
+	out := &ctx.Response.Header
+	removeHopHeaders(out, string(out.Peek("Connection")))
+	out.ResetConnectionClose()
+	if clientClose {
+		ctx.SetConnectionClose()
 	}
 }
 
-// upstreamBody streams an upstream response's body; closing it returns the connection.
-type upstreamBody struct{ res *fasthttp.Response }
-
-func (b upstreamBody) Read(p []byte) (int, error) { return b.res.BodyStream().Read(p) }
-
-func (b upstreamBody) Close() error {
-	err := b.res.CloseBodyStream()
-	fasthttp.ReleaseResponse(b.res)
-	return err
+func isUpper(b []byte) bool {
+	for _, c := range b {
+		if 'a' <= c && c <= 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 type header interface {

@@ -18,6 +18,7 @@ type metrics struct {
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
 	protectedUpstream, openUpstream   prometheus.Observer
+	validPasses                       prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -53,7 +54,17 @@ func newMetrics() *metrics {
 	m.openForwarded = m.requests.WithLabelValues("open", "forwarded")
 	m.protectedUpstream = m.upstream.WithLabelValues("protected")
 	m.openUpstream = m.upstream.WithLabelValues("open")
+	m.validPasses = m.verifications.WithLabelValues(string(PassValid))
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// verified counts one pass verification.
+func (m *metrics) verified(result PassResult) {
+	if result == PassValid {
+		m.validPasses.Inc()
+		return
+	}
+	m.verifications.WithLabelValues(string(result)).Inc()
 }

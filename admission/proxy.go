@@ -221,7 +221,7 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 		token = x.Cookie(PassCookie)
 	}
 	_, result := cfg.Signer.Verify(token, visitor, p.now())
-	p.metrics.verifications.WithLabelValues(string(result)).Inc()
+	p.metrics.verified(result)
 	if result == PassValid {
 		return true
 	}
