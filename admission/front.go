@@ -169,12 +169,13 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class string) {
 	up := f.client(cfg.Upstream)
 	req := &ctx.Request
-	clientClose := req.Header.ConnectionClose()
 	forwardedHost := string(ctx.Host())
 	uri := escapedPath(strings.TrimSuffix(up.url.Path, "/") + canonical)
 	if q := ctx.URI().QueryString(); len(q) > 0 {
 		uri += "?" + string(q)
 	}
+	// The server noted a visitor's Connection: close before this handler ran; the upstream
+	// connection stays open either way.
 	removeHopHeaders(&req.Header, string(req.Header.Peek("Connection")))
 	req.Header.ResetConnectionClose()
 	req.Header.SetProtocol("HTTP/1.1")
@@ -201,9 +202,6 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 
 	start := time.Now()
 	err := up.client.Do(req, &ctx.Response)
-	if clientClose {
-		ctx.SetConnectionClose()
-	}
 	if err != nil {
 		ctx.Response.Reset()
 		f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
@@ -222,9 +220,6 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 	out := &ctx.Response.Header
 	removeHopHeaders(out, string(out.Peek("Connection")))
 	out.ResetConnectionClose()
-	if clientClose {
-		ctx.SetConnectionClose()
-	}
 }
 
 func isUpper(b []byte) bool {

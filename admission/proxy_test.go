@@ -679,6 +679,7 @@ func TestContractOnNetHTTP(t *testing.T) {
 		{"WaitingPageAcceptsOnlySameOriginReturns", TestWaitingPageAcceptsOnlySameOriginReturns},
 		{"ConfigChangesApplyLive", TestConfigChangesApplyLive},
 		{"HeaderSizeLimit", TestHeaderSizeLimit},
+		{"ClientConnectionCloseIsHonoured", TestClientConnectionCloseIsHonoured},
 	} {
 		t.Run(test.name, test.run)
 	}
@@ -696,5 +697,34 @@ func TestHeaderSizeLimit(t *testing.T) {
 	}
 	if calls := h.upstream.all(); len(calls) != 1 {
 		t.Fatalf("%d requests reached the upstream, want only the small one", len(calls))
+	}
+}
+
+func TestClientConnectionCloseIsHonoured(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, req := range []string{
+		"GET /open HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n",
+		"GET /open HTTP/1.0\r\nHost: shop\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(h.server.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(conn, req)
+		br := bufio.NewReader(conn)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%q: %d", req, res.StatusCode)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%q: the proxy kept the connection open (%v)", req, err)
+		}
+		conn.Close()
 	}
 }
