@@ -66,7 +66,6 @@ func NewFront(p *Proxy, o FrontOptions) *Front {
 	f.server = &fasthttp.Server{
 		Handler:                      f.serve,
 		ErrorHandler:                 f.badRequest,
-		Name:                         "",
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
 		ReadBufferSize:               MaxHeaderBytes,
@@ -101,8 +100,14 @@ func (f *Front) Serve(ln net.Listener) error {
 	escalatedDone := make(chan error, 1)
 	go func() { escalatedDone <- f.escalated.Serve(f.handover) }()
 	err := f.server.Serve(ln)
-	if errors.Is(<-escalatedDone, http.ErrServerClosed) && err == nil {
-		return http.ErrServerClosed
+	// Nothing can be handed over once the front has stopped; net/http keeps the connections it
+	// already holds until Shutdown or their end.
+	_ = f.handover.Close()
+	if escalatedErr := <-escalatedDone; err == nil && !errors.Is(escalatedErr, http.ErrServerClosed) && !errors.Is(escalatedErr, net.ErrClosed) {
+		err = escalatedErr
+	}
+	if err == nil {
+		return http.ErrServerClosed // as net/http says it, so callers need to know one server only
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -726,5 +727,31 @@ func TestClientConnectionCloseIsHonoured(t *testing.T) {
 			t.Errorf("%q: the proxy kept the connection open (%v)", req, err)
 		}
 		conn.Close()
+	}
+}
+
+func TestFrontServeEndsWithItsListener(t *testing.T) {
+	h := newHarness(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := NewFront(h.proxy, FrontOptions{})
+	done := make(chan error, 1)
+	go func() { done <- front.Serve(ln) }()
+	res, err := http.Get("http://" + ln.Addr().String() + "/.herdgate/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	ln.Close()
+	select {
+	case err := <-done:
+		// fasthttp takes a closed listener for the end of serving, as Shutdown does.
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Fatalf("Serve after its listener closed: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("Serve did not return after its listener closed")
 	}
 }
