@@ -47,8 +47,8 @@ type Front struct {
 	upstream atomic.Pointer[upstreamClient]
 }
 
-// upstreamClient is the keep-alive client of one upstream URL; a config change of the URL makes a
-// new one, and the old one's idle connections time out.
+// upstreamClient is the keep-alive client of one upstream (scheme and host); a config change to
+// another upstream makes a new one, and the old one's idle connections time out.
 type upstreamClient struct {
 	url    *url.URL
 	client *fasthttp.HostClient
@@ -308,7 +308,14 @@ func (f *Front) client(u *url.URL) *upstreamClient {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c := f.upstream.Load(); c != nil && c.url == u {
+	c := f.upstream.Load()
+	if c != nil && c.url == u {
+		return c
+	}
+	// A config reload parses the URL anew: the same upstream keeps its client and connections.
+	if c != nil && c.url.Scheme == u.Scheme && c.url.Host == u.Host {
+		c = &upstreamClient{url: u, client: c.client}
+		f.upstream.Store(c)
 		return c
 	}
 	addr := u.Host
@@ -319,7 +326,7 @@ func (f *Front) client(u *url.URL) *upstreamClient {
 			addr += ":80"
 		}
 	}
-	c := &upstreamClient{url: u, client: &fasthttp.HostClient{
+	c = &upstreamClient{url: u, client: &fasthttp.HostClient{
 		Addr:                     addr,
 		IsTLS:                    u.Scheme == "https",
 		TLSConfig:                &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},

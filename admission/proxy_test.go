@@ -755,3 +755,15 @@ func TestFrontServeEndsWithItsListener(t *testing.T) {
 		t.Fatal("Serve did not return after its listener closed")
 	}
 }
+
+func TestFrontKeepsItsUpstreamClientAcrossReloads(t *testing.T) {
+	f := &Front{}
+	first, reloaded, moved := mustURL("http://orders:8080/base"), mustURL("http://orders:8080/v2"), mustURL("http://orders-next:8080")
+	a, b := f.client(first), f.client(reloaded)
+	if a.client != b.client || b.url != reloaded {
+		t.Fatalf("a reload of the same upstream made a new client (%p, %p) or kept the old URL (%v)", a.client, b.client, b.url)
+	}
+	if c := f.client(moved); c.client == a.client || c.client.Addr != "orders-next:8080" {
+		t.Fatalf("another upstream kept the old client (%s)", c.client.Addr)
+	}
+}
