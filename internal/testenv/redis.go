@@ -134,6 +134,7 @@ func (r *Redis) start(bin string) error {
 	defer r.mu.Unlock()
 	cmd := exec.Command(bin, r.args...)
 	cmd.Dir = r.Dir
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
