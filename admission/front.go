@@ -119,27 +119,16 @@ func (f *Front) Shutdown(ctx context.Context) error {
 
 func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 	defer f.recoverPanic(ctx)
-	x := fastExchange{ctx}
+	if len(ctx.Request.Header.Peek("Upgrade")) > 0 {
+		f.escalate(ctx) // net/http decides for it, as for every request on that connection after it
+		return
+	}
 	cfg := f.p.cfg.Load()
 	target := ctx.Request.Header.RequestURI()
-	canonical, err := NormalizePath(requestPath(target))
-	if err != nil || bytes.IndexByte(target, '#') >= 0 {
-		f.p.replyBadPath(x)
-		return
+	canonical, class, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
+	if ok {
+		f.forward(ctx, cfg, canonical, class)
 	}
-	if isReserved(canonical) {
-		f.p.serveReserved(x, cfg, canonical)
-		return
-	}
-	if len(ctx.Request.Header.Peek("Upgrade")) > 0 {
-		f.escalate(ctx)
-		return
-	}
-	class := routeClass(cfg, string(ctx.Method()), canonical)
-	if class == "protected" && !f.p.admit(x, cfg, canonical) {
-		return
-	}
-	f.forward(ctx, cfg, canonical, class)
 }
 
 // recoverPanic answers 500 and closes the connection instead of letting one request's bug end the
@@ -212,14 +201,7 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 		f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
 		return
 	}
-	elapsed := time.Since(start).Seconds()
-	if class == "protected" {
-		f.p.metrics.protectedForwarded.Inc()
-		f.p.metrics.protectedUpstream.Observe(elapsed)
-	} else {
-		f.p.metrics.openForwarded.Inc()
-		f.p.metrics.openUpstream.Observe(elapsed)
-	}
+	f.p.metrics.forwarded(class, time.Since(start))
 	// The body streams from the upstream connection as the visitor reads it; a body of unknown
 	// length goes out chunked, flushed chunk by chunk, so streams stay live.
 	out := &ctx.Response.Header

@@ -196,6 +196,16 @@ type response struct {
 	body []byte
 }
 
+// setCookie is the Set-Cookie line of the named cookie, "" when there is none.
+func (r response) setCookie(name string) string {
+	for _, l := range r.Header.Values("Set-Cookie") {
+		if strings.HasPrefix(l, name+"=") {
+			return l
+		}
+	}
+	return ""
+}
+
 func (r response) json(t *testing.T) map[string]any {
 	t.Helper()
 	out := map[string]any{}

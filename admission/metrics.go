@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -58,6 +60,17 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// forwarded counts one request forwarded upstream and the time to its response headers.
+func (m *metrics) forwarded(class string, d time.Duration) {
+	if class == "protected" {
+		m.protectedForwarded.Inc()
+		m.protectedUpstream.Observe(d.Seconds())
+		return
+	}
+	m.openForwarded.Inc()
+	m.openUpstream.Observe(d.Seconds())
 }
 
 // verified counts one pass verification.

@@ -156,31 +156,34 @@ func (p *Proxy) redisResult(err error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	cfg := p.cfg.Load()
-	canonical, err := NormalizePath(r.URL.EscapedPath())
-	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
-	if err != nil || strings.IndexByte(r.RequestURI, '#') >= 0 {
-		p.replyBadPath(stdExchange{w, r})
-		return
-	}
-	if isReserved(canonical) {
-		p.serveReserved(stdExchange{w, r}, cfg, canonical)
-		return
-	}
-	class := routeClass(cfg, r.Method, canonical)
-	if class == "protected" && !p.admit(stdExchange{w, r}, cfg, canonical) {
+	_, class, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	if !ok {
 		return
 	}
 	start := time.Now()
 	p.rp.ServeHTTP(w, r)
-	elapsed := time.Since(start).Seconds()
-	if class == "protected" {
-		p.metrics.protectedForwarded.Inc()
-		p.metrics.protectedUpstream.Observe(elapsed)
-	} else {
-		p.metrics.openForwarded.Inc()
-		p.metrics.openUpstream.Observe(elapsed)
+	p.metrics.forwarded(class, time.Since(start))
+}
+
+// gate answers what the proxy answers itself (a bad path, the reserved endpoints, a protected route
+// without a valid pass) and otherwise returns the normalised path and route class to forward with.
+// Both fronts decide here.
+func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool) (canonical, class string, forward bool) {
+	canonical, err := NormalizePath(escapedPath)
+	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
+	if err != nil || fragment {
+		p.replyBadPath(x)
+		return "", "", false
 	}
+	if isReserved(canonical) {
+		p.serveReserved(x, cfg, canonical)
+		return "", "", false
+	}
+	class = routeClass(cfg, x.Method(), canonical)
+	if class == "protected" && !p.admit(x, cfg, canonical) {
+		return "", "", false
+	}
+	return canonical, class, true
 }
 
 func isReserved(canonical string) bool {

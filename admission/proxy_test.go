@@ -39,12 +39,7 @@ func TestEnterAndStatus(t *testing.T) {
 	if c == nil {
 		t.Fatal("enter minted no visitor cookie")
 	}
-	var setCookie string
-	for _, l := range res.Header.Values("Set-Cookie") {
-		if strings.HasPrefix(l, VisitorCookie+"=") {
-			setCookie = l
-		}
-	}
+	setCookie := res.setCookie(VisitorCookie)
 	for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Path=/"} {
 		if !strings.Contains(setCookie, attr) {
 			t.Errorf("visitor cookie %q lacks %s", setCookie, attr)
@@ -155,12 +150,7 @@ func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 	if r.StatusCode != http.StatusOK || body["admitted"] != true || body["pass"] == "" || body["passExpiresAt"] == nil {
 		t.Fatalf("status at not-before: %d %v", r.StatusCode, body)
 	}
-	var passCookie string
-	for _, l := range r.Header.Values("Set-Cookie") {
-		if strings.HasPrefix(l, PassCookie+"=") {
-			passCookie = l
-		}
-	}
+	passCookie := r.setCookie(PassCookie)
 	for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Secure"} {
 		if !strings.Contains(passCookie, attr) {
 			t.Errorf("pass cookie %q lacks %s", passCookie, attr)
