@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"time"
 )
 
@@ -137,7 +138,7 @@ func (p Plan) RateString() string {
 
 // EstimatedWait is how long a visitor at the given 1-based position waits before admission:
 // ⌈position ÷ rate⌉ seconds. Position 0 (already at the gate) waits 0. When the plan admits nobody
-// the wait is unknown and ok is false.
+// the wait is unknown and ok is false. A wait beyond the largest Duration is that Duration.
 func (p Plan) EstimatedWait(position int64) (wait time.Duration, ok bool) {
 	if position <= 0 {
 		return 0, true
@@ -145,18 +146,46 @@ func (p Plan) EstimatedWait(position int64) (wait time.Duration, ok bool) {
 	if p.num == 0 || p.den == 0 || p.tick <= 0 {
 		return 0, false
 	}
-	// position / rate = position × den × tick / (num × 1s)
+	// The proxy asks this on every poll, so the common case stays in 128-bit integers:
+	// position / rate = position × den × tick / (num × 1s).
+	pdHi, pd := bits.Mul64(uint64(position), uint64(p.den))
+	dHi, d := bits.Mul64(uint64(p.num), uint64(time.Second))
+	if pdHi != 0 || dHi != 0 {
+		return p.estimatedWaitWide(position), true
+	}
+	nHi, nLo := bits.Mul64(pd, uint64(p.tick))
+	if nHi >= d { // the quotient needs more than 64 bits
+		return time.Duration(math.MaxInt64), true
+	}
+	seconds, rem := bits.Div64(nHi, nLo, d)
+	return ceilSeconds(seconds, rem != 0), true
+}
+
+// estimatedWaitWide is EstimatedWait in arbitrary precision, for factors beyond 64 bits.
+func (p Plan) estimatedWaitWide(position int64) time.Duration {
 	n := new(big.Int).Mul(big.NewInt(position), big.NewInt(p.den))
 	n.Mul(n, big.NewInt(int64(p.tick)))
 	d := new(big.Int).Mul(big.NewInt(p.num), big.NewInt(int64(time.Second)))
 	seconds, rem := new(big.Int).QuoRem(n, d, new(big.Int))
-	if rem.Sign() != 0 {
-		seconds.Add(seconds, big.NewInt(1))
+	if !seconds.IsUint64() {
+		return time.Duration(math.MaxInt64)
 	}
-	if !seconds.IsInt64() || seconds.Int64() > math.MaxInt64/int64(time.Second) {
-		return time.Duration(math.MaxInt64), true
+	return ceilSeconds(seconds.Uint64(), rem.Sign() != 0)
+}
+
+// ceilSeconds is whole seconds, plus one when a remainder was left, as a Duration that saturates.
+func ceilSeconds(seconds uint64, remainder bool) time.Duration {
+	const most = uint64(math.MaxInt64 / int64(time.Second))
+	if remainder {
+		if seconds >= most {
+			return time.Duration(math.MaxInt64)
+		}
+		seconds++
 	}
-	return time.Duration(seconds.Int64()) * time.Second, true
+	if seconds > most {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(seconds) * time.Second
 }
 
 // DecimalString formats r with at most three decimals, truncated toward zero, without trailing zeros.

@@ -151,6 +151,48 @@ func TestEstimatedWait(t *testing.T) {
 	}
 }
 
+// The 128-bit path must answer exactly what arbitrary precision answers, up to where it saturates.
+func TestEstimatedWaitAgreesWithWideArithmetic(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	// Factors from small to the edge of int64, so that both the 128-bit products and the fallback run.
+	factor := func() int64 {
+		switch r.IntN(4) {
+		case 0:
+			return 1 + r.Int64N(1000)
+		case 1:
+			return 1 + r.Int64N(1<<32)
+		case 2:
+			return math.MaxInt64 - r.Int64N(1000)
+		default:
+			return 1 + r.Int64N(math.MaxInt64)
+		}
+	}
+	checked := 0
+	for range 20_000 {
+		p, err := FromQuota(factor(), factor(), time.Duration(factor()), true)
+		if err != nil {
+			continue // a quota that does not fit; FromQuota's own tests cover it
+		}
+		checked++
+		position := factor()
+		got, ok := p.EstimatedWait(position)
+		if want := p.estimatedWaitWide(position); !ok || got != want {
+			num, den := p.PerTick()
+			t.Fatalf("plan %d/%d per %d ns, position %d: EstimatedWait = %d, %v; arbitrary precision %d", num, den, p.Tick(), position, got, ok, want)
+		}
+	}
+	if checked < 10_000 {
+		t.Fatalf("only %d of 20000 random plans were valid; the generator no longer covers the range", checked)
+	}
+}
+
+func TestEstimatedWaitDoesNotAllocate(t *testing.T) {
+	p := mustPlan(t, seed)
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = p.EstimatedWait(123_456) }); allocs != 0 {
+		t.Errorf("EstimatedWait allocates %.0f times per call; the proxy calls it on every poll", allocs)
+	}
+}
+
 // fixedRand returns the same number every time.
 type fixedRand float64
 
