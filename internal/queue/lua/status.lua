@@ -9,32 +9,40 @@ local now = now_ms()
 -- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
 local depth = redis.call('ZCARD', KEYS[1])
 
-local function status(visitor)
+-- The replies go straight into one list, "n v1 .. vn" per visitor, as encode_replies writes them:
+-- under a herd this loop is what Redis spends its time on, so it makes no table per visitor.
+local call, wait_key = redis.call, KEYS[1]
+local parts, n = {}, 0
+for i = 4, #ARGV do
+  local visitor = ARGV[i]
   -- Most polls come from waiting visitors, so that path is tried first and kept short.
-  local seq = redis.call('ZSCORE', KEYS[1], visitor)
-  if not seq then
+  local seq = call('ZSCORE', wait_key, visitor)
+  if seq then
+    local skey, sfield = seen_slot(prefix, tonumber(seq), block)
+    local seen = tonumber(call('HGET', skey, sfield))
+    if seen and now - seen > abandon_ms then
+      forget(wait_key, visitor, skey, sfield)
+      depth = depth - 1
+      call('HINCRBY', KEYS[2], 'abandoned', 1)
+      parts[n + 1], parts[n + 2], parts[n + 3] = 2, 0, now
+      n = n + 3
+    else
+      -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
+      -- client that polls too fast is refused until it waits the interval it was told.
+      call('HSET', skey, sfield, now)
+      parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = 5, 2, call('ZRANK', wait_key, visitor) + 1, depth
+      parts[n + 5], parts[n + 6] = now, seen or 0
+      n = n + 6
+    end
+  else
     local nb, exp = read_pass(prefix, visitor, now)
     if nb then
-      return {1, nb, exp, now}
+      parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5] = 4, 1, nb, exp, now
+      n = n + 5
+    else
+      parts[n + 1], parts[n + 2], parts[n + 3] = 2, 0, now
+      n = n + 3
     end
-    return {0, now}
   end
-  local skey, sfield = seen_slot(prefix, tonumber(seq), block)
-  local seen = tonumber(redis.call('HGET', skey, sfield))
-  if seen and now - seen > abandon_ms then
-    forget(KEYS[1], visitor, skey, sfield)
-    depth = depth - 1
-    redis.call('HINCRBY', KEYS[2], 'abandoned', 1)
-    return {0, now}
-  end
-  -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a client that
-  -- polls too fast is refused until it waits the interval it was told.
-  redis.call('HSET', skey, sfield, now)
-  return {2, redis.call('ZRANK', KEYS[1], visitor) + 1, depth, now, seen or 0}
 end
-
-local out = {}
-for i = 4, #ARGV do
-  out[#out + 1] = status(ARGV[i])
-end
-return encode_replies(out)
+return table.concat(parts, ' ')
