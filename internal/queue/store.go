@@ -17,9 +17,9 @@ var ErrStoreClosed = errors.New("queue store closed")
 
 // StoreOptions tune how a Store batches calls.
 type StoreOptions struct {
-	// Pipelines is how many round trips may be in flight at once; 0 means 1. One gives the largest
-	// batches, and so the most polls per second from Redis; more cut the wait of a call that
-	// arrives while a round trip is in flight.
+	// Pipelines is how many round trips may be in flight at once; 0 means 2. With two, Redis runs
+	// one batch while the reply of the other travels back and the next one is gathered, so it is
+	// not left idle between batches; more only make the batches smaller.
 	Pipelines int
 	// MaxBatch is the most visitor calls one round trip carries; 0 means 256.
 	MaxBatch int
@@ -55,7 +55,7 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	}
 	pipelines := opts.Pipelines
 	if pipelines <= 0 {
-		pipelines = 1
+		pipelines = 2
 	}
 	for range pipelines {
 		s.wg.Go(s.pipeline)
