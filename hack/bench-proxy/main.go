@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -251,10 +252,23 @@ http {
 	}
 	cmd := exec.Command("nginx", "-p", dir, "-c", path, "-g", "daemon off;")
 	cmd.Stderr = os.Stderr
+	// Its own process group, so that the workers go with the master: killed alone, the master
+	// leaves its workers running, holding their ports.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+	return func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) // nginx's fast shutdown: the master stops its workers
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}, nil
 }
 
 var (
