@@ -8,6 +8,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -66,8 +67,12 @@ func main() {
 
 type wrkResult struct {
 	rps      float64
+	requests int64
 	p50, p99 time.Duration
 	non2xx   int
+	// proxyCPU and backendCPU are the CPU time the proxy under test (herdgate-proxy or nginx) and
+	// the backend spent during the run, when measured.
+	proxyCPU, backendCPU time.Duration
 }
 
 func run(proxyBin string, d time.Duration, conns, rounds int) (string, error) {
@@ -95,7 +100,7 @@ func run(proxyBin string, d time.Duration, conns, rounds int) (string, error) {
 	stops = append(stops, redis.Stop)
 
 	backendPort, nginxPort, proxyPort := freePort(), freePort(), freePort()
-	stopNginx, err := startNginx(dir, backendPort, nginxPort)
+	stopNginx, nginxPID, err := startNginx(dir, backendPort, nginxPort)
 	if err != nil {
 		return "", err
 	}
@@ -153,9 +158,20 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	for round := 1; round <= rounds; round++ {
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: wrk %s, %d connections, %s\n", round, rounds, t.name, conns, d)
+			nginx0, proxy0 := groupCPU(nginxPID), processCPU(proxy.Process.Pid)
 			r, err := wrk(t.url, postScript, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
+			}
+			// nginx serves the backend too: its CPU in the direct run is the backend's alone.
+			nginxCPU, proxyCPU := groupCPU(nginxPID)-nginx0, processCPU(proxy.Process.Pid)-proxy0
+			switch t.name {
+			case "direct":
+				r.backendCPU = nginxCPU
+			case "nginx proxy_pass":
+				r.proxyCPU = nginxCPU
+			case "herdgate-proxy":
+				r.proxyCPU, r.backendCPU = proxyCPU, nginxCPU
 			}
 			if r.non2xx > 0 {
 				return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
@@ -202,6 +218,14 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		r := saturating[t.name]
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rps/saturating["nginx proxy_pass"].rps)
 	}
+	// CPU per request: the backend's share comes from the direct runs and is taken out of nginx's,
+	// since the one nginx serves both. Unlike req/s, it hardly depends on what else the machine runs.
+	backendPerReq := perRequest(saturating["direct"].backendCPU, saturating["direct"].requests)
+	nginxPerReq := perRequest(saturating["nginx proxy_pass"].proxyCPU, saturating["nginx proxy_pass"].requests) - backendPerReq
+	herdgatePerReq := perRequest(saturating["herdgate-proxy"].proxyCPU, saturating["herdgate-proxy"].requests)
+	fmt.Fprintf(&b, "\nCPU per forwarded request (median run): herdgate-proxy %s, nginx proxy_pass %s (its own %s less the backend's %s); ratio %.2f×\n",
+		herdgatePerReq.Round(100*time.Nanosecond), nginxPerReq.Round(100*time.Nanosecond),
+		(nginxPerReq + backendPerReq).Round(100*time.Nanosecond), backendPerReq.Round(100*time.Nanosecond), float64(herdgatePerReq)/float64(nginxPerReq))
 	fmt.Fprintf(&b, "\n### Fixed rate %.0f req/s (half the proxy's saturating rate), %d connections, median p99 of %d runs\n\n", rate, conns, rounds)
 	fmt.Fprintf(&b, "| path | p50 | p99 | added p99 |\n| --- | ---: | ---: | ---: |\n")
 	for _, t := range targets {
@@ -217,7 +241,9 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	return b.String(), nil
 }
 
-func startNginx(dir string, backendPort, proxyPort int) (func(), error) {
+// startNginx starts one nginx with the backend and the proxy_pass server, and returns how to stop it
+// and its process group.
+func startNginx(dir string, backendPort, proxyPort int) (stop func(), pgid int, err error) {
 	conf := fmt.Sprintf(`worker_processes 2;
 error_log %[1]s/nginx-error.log warn;
 pid %[1]s/nginx.pid;
@@ -248,7 +274,7 @@ http {
 `, dir, backendPort, proxyPort)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cmd := exec.Command("nginx", "-p", dir, "-c", path, "-g", "daemon off;")
 	cmd.Stderr = os.Stderr
@@ -256,7 +282,7 @@ http {
 	// leaves its workers running, holding their ports.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	return func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) // nginx's fast shutdown: the master stops its workers
@@ -268,13 +294,14 @@ http {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-	}, nil
+	}, cmd.Process.Pid, nil
 }
 
 var (
-	rpsLine     = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
-	latencyLine = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
-	non2xxLine  = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+	rpsLine      = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	requestsLine = regexp.MustCompile(`(\d+) requests in `)
+	latencyLine  = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+	non2xxLine   = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
 
 func wrk(url, script string, conns int, d time.Duration) (wrkResult, error) {
@@ -292,6 +319,9 @@ func parseWrk(out string) (wrkResult, error) {
 		return r, fmt.Errorf("no Requests/sec in wrk output:\n%s", out)
 	}
 	r.rps, _ = strconv.ParseFloat(m[1], 64)
+	if m := requestsLine.FindStringSubmatch(out); m != nil {
+		r.requests, _ = strconv.ParseInt(m[1], 10, 64)
+	}
 	for _, l := range latencyLine.FindAllStringSubmatch(out, -1) {
 		v, _ := strconv.ParseFloat(l[2], 64)
 		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[l[3]]
@@ -495,6 +525,53 @@ end`)
 	}
 	slices.Sort(zranks)
 	return medianBy(pollRuns, func(r wrkResult) float64 { return r.rps }), zranks[len(zranks)/2], nil
+}
+
+// clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on Linux.
+const clockTick = 10 * time.Millisecond
+
+// processCPU is the user and system CPU time a process has used so far, 0 when it cannot be read.
+func processCPU(pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may contain spaces; the fields after it are plain.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * clockTick
+}
+
+// groupCPU is the CPU time used so far by the live processes of a process group.
+func groupCPU(pgid int) time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	var total time.Duration
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+			total += processCPU(pid)
+		}
+	}
+	return total
+}
+
+func perRequest(cpu time.Duration, requests int64) time.Duration {
+	if requests == 0 {
+		return 0
+	}
+	return cpu / time.Duration(requests)
 }
 
 func freePort() int {
