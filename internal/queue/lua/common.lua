@@ -32,16 +32,13 @@ local function forget(wait_key, visitor, skey, sfield)
   redis.call('HDEL', skey, sfield)
 end
 
--- encode_replies returns the per-visitor replies of a batch as one string, "n v1 .. vn" per visitor:
--- the client reads one string instead of an array element and an allocation per number. Lua
--- prints integral numbers below 1e14 exactly, which covers milliseconds and positions.
-local function encode_replies(out)
-  local parts = {}
-  for _, r in ipairs(out) do
-    parts[#parts + 1] = #r
-    for _, v in ipairs(r) do
-      parts[#parts + 1] = v
-    end
-  end
-  return table.concat(parts, ' ')
+-- add_reply appends one visitor's reply, "n v1 .. vn", to the list that table.concat(parts, ' ')
+-- turns into the batch's single reply string: the client reads one string instead of an array
+-- element and an allocation per number, and the script makes no table per visitor. n is the list's
+-- length so far; the new length is returned. Lua prints integral numbers below 1e14 exactly, which
+-- covers milliseconds and positions.
+local function add_reply(parts, n, a, b, c, d, e)
+  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0)
+  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6] = count, a, b, c, d, e
+  return n + 1 + count
 end

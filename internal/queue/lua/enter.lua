@@ -10,7 +10,7 @@ local now = now_ms()
 local function enter(visitor)
   local nb, exp = read_pass(prefix, visitor, now)
   if nb then
-    return {1, nb, exp, now}
+    return 1, nb, exp, now
   end
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
   local skey, sfield
@@ -31,11 +31,11 @@ local function enter(visitor)
     skey, sfield = seen_slot(prefix, seq, block)
   end
   redis.call('HSET', skey, sfield, now)
-  return {2, redis.call('ZRANK', KEYS[1], visitor) + 1, redis.call('ZCARD', KEYS[1]), now}
+  return 2, redis.call('ZRANK', KEYS[1], visitor) + 1, redis.call('ZCARD', KEYS[1]), now
 end
 
-local out = {}
+local parts, n = {}, 0
 for i = 4, #ARGV do
-  out[#out + 1] = enter(ARGV[i])
+  n = add_reply(parts, n, enter(ARGV[i]))
 end
-return encode_replies(out)
+return table.concat(parts, ' ', 1, n)

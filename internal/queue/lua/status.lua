@@ -9,8 +9,7 @@ local now = now_ms()
 -- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
 local depth = redis.call('ZCARD', KEYS[1])
 
--- The replies go straight into one list, "n v1 .. vn" per visitor, as encode_replies writes them:
--- under a herd this loop is what Redis spends its time on, so it makes no table per visitor.
+-- Under a herd this loop is what Redis spends its time on: it makes no table per visitor.
 local call, wait_key = redis.call, KEYS[1]
 local parts, n = {}, 0
 for i = 4, #ARGV do
@@ -24,25 +23,20 @@ for i = 4, #ARGV do
       forget(wait_key, visitor, skey, sfield)
       depth = depth - 1
       call('HINCRBY', KEYS[2], 'abandoned', 1)
-      parts[n + 1], parts[n + 2], parts[n + 3] = 2, 0, now
-      n = n + 3
+      n = add_reply(parts, n, 0, now)
     else
       -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
       -- client that polls too fast is refused until it waits the interval it was told.
       call('HSET', skey, sfield, now)
-      parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = 5, 2, call('ZRANK', wait_key, visitor) + 1, depth
-      parts[n + 5], parts[n + 6] = now, seen or 0
-      n = n + 6
+      n = add_reply(parts, n, 2, call('ZRANK', wait_key, visitor) + 1, depth, now, seen or 0)
     end
   else
     local nb, exp = read_pass(prefix, visitor, now)
     if nb then
-      parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5] = 4, 1, nb, exp, now
-      n = n + 5
+      n = add_reply(parts, n, 1, nb, exp, now)
     else
-      parts[n + 1], parts[n + 2], parts[n + 3] = 2, 0, now
-      n = n + 3
+      n = add_reply(parts, n, 0, now)
     end
   end
 end
-return table.concat(parts, ' ')
+return table.concat(parts, ' ', 1, n)
