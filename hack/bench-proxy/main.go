@@ -530,21 +530,32 @@ end`)
 // clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on Linux.
 const clockTick = 10 * time.Millisecond
 
-// processCPU is the user and system CPU time a process has used so far, 0 when it cannot be read.
-func processCPU(pid int) time.Duration {
+// procStat returns the fields of /proc/<pid>/stat after the command name, which is in parentheses
+// and may contain spaces: [0] is the state (field 3 of proc(5)), [2] the process group, [11] and
+// [12] the user and system time. It returns nil when the process is gone.
+func procStat(pid int) []string {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
-	// The command name, in parentheses, may contain spaces; the fields after it are plain.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 13 {
+	if fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(fields) >= 13 {
+		return fields
+	}
+	return nil
+}
+
+// cpuTime is the user and system CPU time in stat fields from procStat.
+func cpuTime(fields []string) time.Duration {
+	if fields == nil {
 		return 0
 	}
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return time.Duration(utime+stime) * clockTick
 }
+
+// processCPU is the CPU time a process has used so far, 0 when it cannot be read.
+func processCPU(pid int) time.Duration { return cpuTime(procStat(pid)) }
 
 // groupCPU is the CPU time used so far by the live processes of a process group.
 func groupCPU(pgid int) time.Duration {
@@ -555,13 +566,8 @@ func groupCPU(pgid int) time.Duration {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
-			total += processCPU(pid)
+		if fields := procStat(pid); fields != nil && fields[2] == strconv.Itoa(pgid) {
+			total += cpuTime(fields)
 		}
 	}
 	return total
