@@ -146,7 +146,7 @@ func storeFor(b *testing.B, mode string, rdb redis.UniversalClient) *Store {
 }
 
 func BenchmarkEnter(b *testing.B) {
-	_, rdb := benchRedis(b)
+	srv, rdb := benchRedis(b)
 	for _, mode := range pollModes {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("%s/waiting=%d", mode, size), func(b *testing.B) {
@@ -167,14 +167,14 @@ func BenchmarkEnter(b *testing.B) {
 				})
 				ops := reportThroughput(b, start)
 				b.StopTimer()
-				reportBaseline(b, ops, "ZADD", size)
+				reportBaseline(b, srv, rdb, ops, "ZADD", size)
 			})
 		}
 	}
 }
 
 func BenchmarkStatus(b *testing.B) {
-	_, rdb := benchRedis(b)
+	srv, rdb := benchRedis(b)
 	for _, mode := range pollModes {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("%s/waiting=%d", mode, size), func(b *testing.B) {
@@ -199,7 +199,7 @@ func BenchmarkStatus(b *testing.B) {
 				})
 				ops := reportThroughput(b, start)
 				b.StopTimer()
-				reportBaseline(b, ops, "ZRANK", size)
+				reportBaseline(b, srv, rdb, ops, "ZRANK", size)
 			})
 		}
 	}
@@ -342,7 +342,7 @@ func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
 // concurrency and for about as many requests, and reports its rate and the engine's ratio to it.
 // Measured minutes apart, the two drift on a shared machine more than the ratio differs.
 // test is ZADD (compared with Enter) or ZRANK (compared with Status), on a sorted set of size members.
-func reportBaseline(b *testing.B, engineOps float64, test string, size int) {
+func reportBaseline(b *testing.B, srv *testenv.Redis, rdb redis.UniversalClient, engineOps float64, test string, size int) {
 	b.Helper()
 	if b.N < 100 {
 		return // the probing run that sizes b.N; only the final run's metrics are printed
@@ -350,7 +350,6 @@ func reportBaseline(b *testing.B, engineOps float64, test string, size int) {
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
 		b.Skip("redis-benchmark not found (Debian package redis-tools)")
 	}
-	srv, rdb := benchRedis(b)
 	ctx := context.Background()
 	key := "baseline"
 	if err := rdb.Del(ctx, key).Err(); err != nil {
