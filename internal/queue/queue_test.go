@@ -182,6 +182,7 @@ func TestEngine(t *testing.T) {
 			t.Run("an expired pass sends the visitor to the back", func(t *testing.T) { testPassExpiry(t, b) })
 			t.Run("abandoned visitors never take a slot", func(t *testing.T) { testAbandoned(t, b) })
 			t.Run("sweep is bounded per call", func(t *testing.T) { testSweepBounded(t, b) })
+			t.Run("sweep walks the queue and starts over at its front", func(t *testing.T) { testSweepWalk(t, b) })
 			t.Run("a tick id runs once", func(t *testing.T) { testTickIdempotent(t, b) })
 			t.Run("scripts reload after SCRIPT FLUSH", func(t *testing.T) { testScriptFlush(t, b) })
 			t.Run("stats", func(t *testing.T) { testStats(t, b) })
@@ -507,8 +508,8 @@ func testSweepBounded(t *testing.T, b backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// One call examines at most 14 + budget at the front and one block in the sweep.
-		if bound := int64(14 + budget + seenBlock); res.Abandoned > bound {
+		// One call examines at most 14 + budget at the front and DefaultSweepBlocks blocks in the sweep.
+		if bound := int64(14 + budget + DefaultSweepBlocks*seenBlock); res.Abandoned > bound {
 			t.Fatalf("tick %d dropped %d visitors, more than its bound %d", tick, res.Abandoned, bound)
 		}
 		abandoned += res.Abandoned
@@ -521,6 +522,55 @@ func testSweepBounded(t *testing.T, b backend) {
 	}
 	if abandoned != int64(len(silent)) {
 		t.Fatalf("dropped %d silent visitors, want %d", abandoned, len(silent))
+	}
+}
+
+// testSweepWalk follows the sweep block by block with no batch to admit: it passes an emptied block
+// inside the queue, starts over at the front past the newest block, and jumps to the front when the
+// front has moved past its cursor.
+func testSweepWalk(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter = time.Minute
+	// Sequences start at 1: block 0 holds seenBlock-1 visitors, blocks 1 and 2 seenBlock, block 3 one.
+	ids := visitorIDs("w", 3*seenBlock+1)
+	enterAll(t, q, ids...)
+	block := func(n int) []string {
+		return ids[max(0, n*seenBlock-1):min(len(ids), (n+1)*seenBlock-1)]
+	}
+	silenceAll := func(visitors []string) {
+		for _, id := range visitors {
+			silence(t, q, id, 2*abandonAfter)
+		}
+	}
+	tick := int64(0)
+	sweep := func(want int) {
+		t.Helper()
+		tick++
+		res, err := q.Admit(ctx, AdmitRequest{TickID: tick, PassTTL: passTTL, AbandonAfter: abandonAfter, SweepBlocks: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Abandoned != int64(want) {
+			t.Fatalf("tick %d dropped %d visitors, want %d", tick, res.Abandoned, want)
+		}
+	}
+	silenceAll(block(1))
+	sweep(0)             // block 0
+	sweep(len(block(1))) // block 1
+	sweep(0)             // block 2
+	sweep(0)             // block 3, the newest
+	silenceAll(block(2))
+	sweep(0)             // past the newest: back to the front, block 0
+	sweep(0)             // block 1, emptied inside the queue: passed over
+	sweep(len(block(2))) // block 2
+	sweep(0)             // block 3
+	silenceAll(block(0))
+	sweep(len(block(0))) // back to block 0
+	silenceAll(block(3)) // blocks 0 to 2 are gone: block 3 holds the front
+	sweep(len(block(3))) // the cursor, at block 1, is behind the front: it jumps to block 3
+	if depth, err := q.rdb.ZCard(ctx, q.keys.wait).Result(); err != nil || depth != 0 {
+		t.Fatalf("depth after the sweeps = %d (%v), want 0", depth, err)
 	}
 }
 

@@ -17,11 +17,12 @@ local block, front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6]), 
 local slots = #ARGV - 7
 local now = now_ms()
 
-local last = tonumber(redis.call('HGET', KEYS[3], 'tick'))
+-- The last tick id and the sweep cursor are read together here and written together at the end.
+local state = redis.call('HMGET', KEYS[3], 'tick', 'sweep')
+local last = tonumber(state[1])
 if last and tick <= last then
   return {0, now, last}
 end
-redis.call('HSET', KEYS[3], 'tick', tick)
 
 -- Lua's unpack is limited by the C stack; send long argument lists in chunks.
 local CHUNK = 1000
@@ -93,45 +94,55 @@ if #active > 0 then
 end
 
 -- The sweep walks the last-seen blocks from a cursor, at most sweep_blocks blocks per tick, and
--- starts over at the front block when it passes the newest.
-if sweep_blocks > 0 then
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #head > 0 then
-    local first = math.floor(tonumber(head[2]) / block)
-    local newest = math.floor((tonumber(redis.call('GET', KEYS[4])) or 0) / block)
-    local cursor = tonumber(redis.call('HGET', KEYS[3], 'sweep')) or first
-    for _ = 1, sweep_blocks do
-      if cursor < first or cursor > newest then
-        cursor = first
+-- starts over at the front block when it passes the newest. A block holds last-seen records only
+-- while its visitors wait, so a block with records lies inside the queue; the queue's bounds are
+-- read only when the cursor meets an empty block, which spares two calls on most ticks.
+local cursor = tonumber(state[2])
+local first, newest
+for _ = 1, sweep_blocks do
+  local times = cursor and redis.call('HVALS', prefix .. ':s:' .. cursor) or {}
+  if #times == 0 then
+    if not first then
+      local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+      if #head == 0 then
+        break
       end
-      local skey = prefix .. ':s:' .. cursor
-      -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
-      -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
-      local times = redis.call('HVALS', skey)
-      local fields
-      local stale = {}
-      for i = 1, #times do
-        if now - tonumber(times[i]) > abandon_ms then
-          fields = fields or redis.call('HKEYS', skey)
-          stale[#stale + 1] = fields[i]
-          local seq = cursor * block + tonumber(fields[i])
-          local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
-          if #member > 0 then
-            redis.call('ZREM', KEYS[1], member[1])
-            abandoned = abandoned + 1
-          end
-        end
-      end
-      if #stale > 0 then
-        redis.call('HDEL', skey, unpack(stale))
-      end
-      cursor = cursor + 1
+      first = math.floor(tonumber(head[2]) / block)
+      newest = math.floor((tonumber(redis.call('GET', KEYS[4])) or 0) / block)
     end
-    redis.call('HSET', KEYS[3], 'sweep', cursor)
+    if not cursor or cursor < first or cursor > newest then
+      cursor = first
+      times = redis.call('HVALS', prefix .. ':s:' .. cursor)
+    end
   end
+  -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
+  -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
+  local skey, fields = prefix .. ':s:' .. cursor, nil
+  local stale = {}
+  for i = 1, #times do
+    if now - tonumber(times[i]) > abandon_ms then
+      fields = fields or redis.call('HKEYS', skey)
+      stale[#stale + 1] = fields[i]
+      local seq = cursor * block + tonumber(fields[i])
+      local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
+      if #member > 0 then
+        redis.call('ZREM', KEYS[1], member[1])
+        abandoned = abandoned + 1
+      end
+    end
+  end
+  if #stale > 0 then
+    redis.call('HDEL', skey, unpack(stale))
+  end
+  cursor = cursor + 1
 end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if cursor then
+  redis.call('HSET', KEYS[3], 'tick', tick, 'sweep', cursor)
+else
+  redis.call('HSET', KEYS[3], 'tick', tick)
+end
 if admitted > 0 then
   redis.call('HINCRBY', KEYS[3], 'admitted', admitted)
 end
