@@ -16,6 +16,9 @@ local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local block, front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local slots = #ARGV - 7
 local now = now_ms()
+-- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
+-- silent too long.
+local now_s, silent_before = int(now), int(now - abandon_ms)
 
 -- The last tick id and the sweep cursor are read together here and written together at the end.
 local state = redis.call('HMGET', KEYS[3], 'tick', 'sweep')
@@ -33,7 +36,7 @@ local function call_chunked(cmd, key, args, step)
 end
 
 -- pop removes up to n front visitors and their last-seen records; it returns them in order with
--- their last-seen times (nil when unknown).
+-- their last-seen times as text (nil when unknown).
 local function pop(n)
   local front = redis.call('ZPOPMIN', KEYS[1], n)
   local popped, by_block, block_order = {}, {}, {}
@@ -55,7 +58,7 @@ local function pop(n)
     redis.call('HDEL', skey, unpack(fields))
   end
   for _, p in ipairs(popped) do
-    p[4] = tonumber(seen[p[2]][p[3]])
+    p[4] = seen[p[2]][p[3]]
   end
   return popped
 end
@@ -74,14 +77,15 @@ while admitted < slots and budget > 0 do
   budget = budget - #popped
   for _, p in ipairs(popped) do
     local visitor, seen = p[1], p[4]
-    if seen and now - seen > abandon_ms then
+    if seen and earlier(seen, silent_before) then
       abandoned = abandoned + 1
     else
       admitted = admitted + 1
       local nb = now + tonumber(ARGV[7 + admitted])
       local exp = nb + ttl
-      redis.call('SET', prefix .. ':p:' .. visitor, nb .. ':' .. exp, 'PX', exp - now)
-      active[#active + 1] = exp
+      local exp_s = int(exp)
+      redis.call('SET', prefix .. ':p:' .. visitor, int(nb) .. ':' .. exp_s, 'PXAT', exp_s)
+      active[#active + 1] = exp_s
       active[#active + 1] = visitor
       out[#out + 1] = visitor
       out[#out + 1] = nb
@@ -100,7 +104,7 @@ end
 local cursor = tonumber(state[2])
 local first, newest
 for _ = 1, sweep_blocks do
-  local times = cursor and redis.call('HVALS', prefix .. ':s:' .. cursor) or {}
+  local times = cursor and redis.call('HVALS', prefix .. ':s:' .. int(cursor)) or {}
   if #times == 0 then
     if not first then
       local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -112,18 +116,18 @@ for _ = 1, sweep_blocks do
     end
     if not cursor or cursor < first or cursor > newest then
       cursor = first
-      times = redis.call('HVALS', prefix .. ':s:' .. cursor)
+      times = redis.call('HVALS', prefix .. ':s:' .. int(cursor))
     end
   end
   -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
   -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
-  local skey, fields = prefix .. ':s:' .. cursor, nil
+  local skey, fields = prefix .. ':s:' .. int(cursor), nil
   local stale = {}
   for i = 1, #times do
-    if now - tonumber(times[i]) > abandon_ms then
+    if earlier(times[i], silent_before) then
       fields = fields or redis.call('HKEYS', skey)
       stale[#stale + 1] = fields[i]
-      local seq = cursor * block + tonumber(fields[i])
+      local seq = int(cursor * block + tonumber(fields[i]))
       local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
       if #member > 0 then
         redis.call('ZREM', KEYS[1], member[1])
@@ -137,17 +141,17 @@ for _ = 1, sweep_blocks do
   cursor = cursor + 1
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_s)
 if cursor then
-  redis.call('HSET', KEYS[3], 'tick', tick, 'sweep', cursor)
+  redis.call('HSET', KEYS[3], 'tick', ARGV[2], 'sweep', int(cursor))
 else
-  redis.call('HSET', KEYS[3], 'tick', tick)
+  redis.call('HSET', KEYS[3], 'tick', ARGV[2])
 end
 if admitted > 0 then
-  redis.call('HINCRBY', KEYS[3], 'admitted', admitted)
+  redis.call('HINCRBY', KEYS[3], 'admitted', int(admitted))
 end
 if abandoned > 0 then
-  redis.call('HINCRBY', KEYS[3], 'abandoned', abandoned)
+  redis.call('HINCRBY', KEYS[3], 'abandoned', int(abandoned))
 end
 out[3] = abandoned
 return out

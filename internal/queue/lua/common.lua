@@ -4,26 +4,42 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- A waiting visitor's last-seen time lives in a small hash per block of sequence numbers, field
--- seq % block. Small hashes use Redis' compact listpack encoding, which costs a few bytes per visitor
--- where a hash or sorted set over the whole queue would cost about a hundred.
-local function seen_slot(prefix, seq, block)
-  -- Lua prints integral numbers below 1e14 without a fraction, so plain concatenation is exact.
-  return prefix .. ':s:' .. math.floor(seq / block), seq % block
+-- Lua 5.1 writes a number as text with "%.14g", a multi-precision division per number, and Redis
+-- turns a number given to redis.call into text with "%.17g". Under a herd that formatting was a third
+-- of the scripts' instructions, so the scripts write integers with int ("%d", several times cheaper)
+-- where text is needed, and keep text that Redis gave them as text.
+local fmt = string.format
+local function int(n)
+  return fmt('%d', n)
 end
 
--- A pass record is "notBeforeMs:expiryMs"; it returns both, or nil when the pass has expired.
+-- earlier tells whether integer text a is below integer text b (no sign, no leading zeros), without
+-- converting either: the shorter is smaller, and equal lengths compare digit by digit.
+local function earlier(a, b)
+  local la, lb = #a, #b
+  return la < lb or (la == lb and a < b)
+end
+
+-- A waiting visitor's last-seen time lives in a small hash per block of sequence numbers, field
+-- seq % block. Small hashes use Redis' compact listpack encoding, which costs a few bytes per visitor
+-- where a hash or sorted set over the whole queue would cost about a hundred. Key and field are text.
+local function seen_slot(prefix, seq, block)
+  return prefix .. ':s:' .. int(math.floor(seq / block)), int(seq % block)
+end
+
+-- A pass record is "notBeforeMs:expiryMs"; read_pass returns both as text, or nil when the pass has
+-- expired by now (integer text).
 local function read_pass(prefix, visitor, now)
   local rec = redis.call('GET', prefix .. ':p:' .. visitor)
   if not rec then
     return nil
   end
   local sep = string.find(rec, ':', 1, true)
-  local nb, exp = tonumber(string.sub(rec, 1, sep - 1)), tonumber(string.sub(rec, sep + 1))
-  if exp <= now then
+  local exp = string.sub(rec, sep + 1)
+  if not earlier(now, exp) then
     return nil
   end
-  return nb, exp
+  return string.sub(rec, 1, sep - 1), exp
 end
 
 -- forget removes a waiting visitor and its last-seen slot.
@@ -34,11 +50,11 @@ end
 
 -- add_reply appends one visitor's reply, "n v1 .. vn", to the list that table.concat(parts, ' ')
 -- turns into the batch's single reply string: the client reads one string instead of an array
--- element and an allocation per number, and the script makes no table per visitor. n is the list's
--- length so far; the new length is returned. Lua prints integral numbers below 1e14 exactly, which
--- covers milliseconds and positions.
+-- element and an allocation per number, and the script makes no table per visitor. Values are text
+-- (see int); n is the list's length so far, and the new length is returned.
+local reply_counts = {'0', '1', '2', '3', '4', '5'}
 local function add_reply(parts, n, a, b, c, d, e)
   local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0)
-  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6] = count, a, b, c, d, e
+  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6] = reply_counts[count + 1], a, b, c, d, e
   return n + 1 + count
 end

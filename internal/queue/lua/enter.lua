@@ -6,18 +6,20 @@
 -- {2, position, depth, now}.
 local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
+-- Numbers become text once, with int (see common.lua).
+local now_s, silent_before = int(now), int(now - abandon_ms)
 
 local function enter(visitor)
-  local nb, exp = read_pass(prefix, visitor, now)
+  local nb, exp = read_pass(prefix, visitor, now_s)
   if nb then
-    return 1, nb, exp, now
+    return '1', nb, exp, now_s
   end
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
   local skey, sfield
   if seq then
     skey, sfield = seen_slot(prefix, tonumber(seq), block)
-    local seen = tonumber(redis.call('HGET', skey, sfield))
-    if seen and now - seen > abandon_ms then
+    local seen = redis.call('HGET', skey, sfield)
+    if seen and earlier(seen, silent_before) then
       -- Silent too long: the old place is gone, the visitor starts again at the back.
       forget(KEYS[1], visitor, skey, sfield)
       redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
@@ -27,11 +29,11 @@ local function enter(visitor)
   if not seq then
     -- The sequence, not a clock, orders arrivals: strict FIFO across any number of proxies.
     seq = redis.call('INCR', KEYS[2])
-    redis.call('ZADD', KEYS[1], 'NX', seq, visitor)
+    redis.call('ZADD', KEYS[1], 'NX', int(seq), visitor)
     skey, sfield = seen_slot(prefix, seq, block)
   end
-  redis.call('HSET', skey, sfield, now)
-  return 2, redis.call('ZRANK', KEYS[1], visitor) + 1, redis.call('ZCARD', KEYS[1]), now
+  redis.call('HSET', skey, sfield, now_s)
+  return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(redis.call('ZCARD', KEYS[1])), now_s
 end
 
 local parts, n = {}, 0

@@ -6,10 +6,14 @@
 -- pass, {2, position, depth, now, previousPoll} when waiting (previousPoll 0 when unknown).
 local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
+-- A visitor last seen before this is silent too long.
+local now_s, silent_before = int(now), int(now - abandon_ms)
 -- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
 local depth = redis.call('ZCARD', KEYS[1])
+local depth_s = int(depth)
 
--- Under a herd this loop is what Redis spends its time on: it makes no table per visitor.
+-- Under a herd this loop is what Redis spends its time on: it makes no table per visitor and
+-- formats one number per waiting visitor (see int in common.lua).
 local call, wait_key = redis.call, KEYS[1]
 local parts, n = {}, 0
 for i = 4, #ARGV do
@@ -18,24 +22,25 @@ for i = 4, #ARGV do
   local seq = call('ZSCORE', wait_key, visitor)
   if seq then
     local skey, sfield = seen_slot(prefix, tonumber(seq), block)
-    local seen = tonumber(call('HGET', skey, sfield))
-    if seen and now - seen > abandon_ms then
+    local seen = call('HGET', skey, sfield)
+    if seen and earlier(seen, silent_before) then
       forget(wait_key, visitor, skey, sfield)
       depth = depth - 1
+      depth_s = int(depth)
       call('HINCRBY', KEYS[2], 'abandoned', 1)
-      n = add_reply(parts, n, 0, now)
+      n = add_reply(parts, n, '0', now_s)
     else
       -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
       -- client that polls too fast is refused until it waits the interval it was told.
-      call('HSET', skey, sfield, now)
-      n = add_reply(parts, n, 2, call('ZRANK', wait_key, visitor) + 1, depth, now, seen or 0)
+      call('HSET', skey, sfield, now_s)
+      n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0')
     end
   else
-    local nb, exp = read_pass(prefix, visitor, now)
+    local nb, exp = read_pass(prefix, visitor, now_s)
     if nb then
-      n = add_reply(parts, n, 1, nb, exp, now)
+      n = add_reply(parts, n, '1', nb, exp, now_s)
     else
-      n = add_reply(parts, n, 0, now)
+      n = add_reply(parts, n, '0', now_s)
     end
   end
 end
