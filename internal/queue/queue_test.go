@@ -491,7 +491,7 @@ func testSweepBounded(t *testing.T, b backend) {
 	ctx := context.Background()
 	q := queueOn(t, b)
 	const abandonAfter, budget = time.Minute, 50
-	silent := visitorIDs("silent", 700) // three blocks of last-seen records
+	silent := visitorIDs("silent", 700) // many blocks of last-seen records
 	live := visitorIDs("live", 20)
 	enterAll(t, q, silent...)
 	enterAll(t, q, live...)
