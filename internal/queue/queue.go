@@ -7,7 +7,7 @@
 //
 //	{hg:ns/name}:q        sorted set: waiting visitors, scored by arrival sequence
 //	{hg:ns/name}:seq      arrival sequence (INCR)
-//	{hg:ns/name}:s:<n>    last-seen times of arrivals n×128 … n×128+127 (small hashes)
+//	{hg:ns/name}:s32:<n>  last-seen times of arrivals n×32 … n×32+31 (small hashes)
 //	{hg:ns/name}:p:<id>   pass record "notBeforeMs:expiryMs", expiring with the pass
 //	{hg:ns/name}:a        sorted set: admitted visitors, scored by pass expiry
 //	{hg:ns/name}:t        hash: admitted and abandoned totals, last tick id, sweep cursor

@@ -140,7 +140,7 @@ func silence(t *testing.T, q *Queue, visitor string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := fmt.Sprintf("%s:s:%d", q.prefix, int64(seq)/seenBlock)
+	key := fmt.Sprintf("%s:s%d:%d", q.prefix, seenBlock, int64(seq)/seenBlock)
 	field := strconv.FormatInt(int64(seq)%seenBlock, 10)
 	if err := q.rdb.HSet(ctx, key, field, now.Add(-d).UnixMilli()).Err(); err != nil {
 		t.Fatal(err)

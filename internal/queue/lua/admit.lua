@@ -14,6 +14,7 @@
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local block, front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local stem = seen_stem(prefix, ARGV[5])
 local slots = #ARGV - 7
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
@@ -41,7 +42,7 @@ local function pop(n)
   local front = redis.call('ZPOPMIN', KEYS[1], n)
   local popped, by_block, block_order = {}, {}, {}
   for i = 1, #front, 2 do
-    local skey, sfield = seen_slot(prefix, tonumber(front[i + 1]), block)
+    local skey, sfield = seen_slot(stem, tonumber(front[i + 1]), block)
     local fields = by_block[skey]
     if not fields then
       fields = {}
@@ -104,7 +105,7 @@ end
 local cursor = tonumber(state[2])
 local first, newest
 for _ = 1, sweep_blocks do
-  local times = cursor and redis.call('HVALS', prefix .. ':s:' .. int(cursor)) or {}
+  local times = cursor and redis.call('HVALS', stem .. int(cursor)) or {}
   if #times == 0 then
     if not first then
       local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -116,12 +117,12 @@ for _ = 1, sweep_blocks do
     end
     if not cursor or cursor < first or cursor > newest then
       cursor = first
-      times = redis.call('HVALS', prefix .. ':s:' .. int(cursor))
+      times = redis.call('HVALS', stem .. int(cursor))
     end
   end
   -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
   -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
-  local skey, fields = prefix .. ':s:' .. int(cursor), nil
+  local skey, fields = stem .. int(cursor), nil
   local stale = {}
   for i = 1, #times do
     if earlier(times[i], silent_before) then

@@ -22,9 +22,16 @@ end
 
 -- A waiting visitor's last-seen time lives in a small hash per block of sequence numbers, field
 -- seq % block. Small hashes use Redis' compact listpack encoding, which costs a few bytes per visitor
--- where a hash or sorted set over the whole queue would cost about a hundred. Key and field are text.
-local function seen_slot(prefix, seq, block)
-  return prefix .. ':s:' .. int(math.floor(seq / block)), int(seq % block)
+-- where a hash or sorted set over the whole queue would cost about a hundred. Block keys start with
+-- seen_stem, which names the block size (given as text), so that engines built with different sizes,
+-- as during an upgrade, never read each other's fields as their own.
+local function seen_stem(prefix, block_text)
+  return prefix .. ':s' .. block_text .. ':'
+end
+
+-- seen_slot returns the key and field (text) of arrival seq's last-seen record.
+local function seen_slot(stem, seq, block)
+  return stem .. int(math.floor(seq / block)), int(seq % block)
 end
 
 -- A pass record is "notBeforeMs:expiryMs"; read_pass returns both as text, or nil when the pass has

@@ -5,6 +5,7 @@
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass, else
 -- {2, position, depth, now}.
 local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local stem = seen_stem(prefix, ARGV[3])
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -17,7 +18,7 @@ local function enter(visitor)
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
   local skey, sfield
   if seq then
-    skey, sfield = seen_slot(prefix, tonumber(seq), block)
+    skey, sfield = seen_slot(stem, tonumber(seq), block)
     local seen = redis.call('HGET', skey, sfield)
     if seen and earlier(seen, silent_before) then
       -- Silent too long: the old place is gone, the visitor starts again at the back.
@@ -30,7 +31,7 @@ local function enter(visitor)
     -- The sequence, not a clock, orders arrivals: strict FIFO across any number of proxies.
     seq = redis.call('INCR', KEYS[2])
     redis.call('ZADD', KEYS[1], 'NX', int(seq), visitor)
-    skey, sfield = seen_slot(prefix, seq, block)
+    skey, sfield = seen_slot(stem, seq, block)
   end
   redis.call('HSET', skey, sfield, now_s)
   return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(redis.call('ZCARD', KEYS[1])), now_s

@@ -5,6 +5,7 @@
 -- Returns one reply per visitor: {0, now} when not queued, {1, notBefore, expiry, now} when holding a
 -- pass, {2, position, depth, now, previousPoll} when waiting (previousPoll 0 when unknown).
 local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local stem = seen_stem(prefix, ARGV[3])
 local now = now_ms()
 -- A visitor last seen before this is silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -21,7 +22,7 @@ for i = 4, #ARGV do
   -- Most polls come from waiting visitors, so that path is tried first and kept short.
   local seq = call('ZSCORE', wait_key, visitor)
   if seq then
-    local skey, sfield = seen_slot(prefix, tonumber(seq), block)
+    local skey, sfield = seen_slot(stem, tonumber(seq), block)
     local seen = call('HGET', skey, sfield)
     if seen and earlier(seen, silent_before) then
       forget(wait_key, visitor, skey, sfield)
