@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +43,7 @@ func main() {
 	connections := flag.Int("connections", 64, "concurrent connections of every load")
 	proxyBin := flag.String("proxy", "", "herdgate-proxy binary (required)")
 	out := flag.String("out", "", "also write the report to this file")
+	profileDir := flag.String("cpu-profile-dir", "", "write herdgate-proxy's CPU profiles of the first forward and status runs to this directory (profiling slows the proxy: read the numbers of such a run with care)")
 	flag.Parse()
 	if *proxyBin == "" {
 		fmt.Fprintln(os.Stderr, "flag --proxy is required")
@@ -51,7 +53,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flag --rounds must be at least 1")
 		os.Exit(2)
 	}
-	report, err := run(*proxyBin, *duration, *connections, *rounds)
+	report, err := run(*proxyBin, *duration, *connections, *rounds, *profileDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
 		os.Exit(1)
@@ -75,7 +77,7 @@ type wrkResult struct {
 	proxyCPU, backendCPU time.Duration
 }
 
-func run(proxyBin string, d time.Duration, conns, rounds int) (string, error) {
+func run(proxyBin string, d time.Duration, conns, rounds int, profileDir string) (string, error) {
 	for _, bin := range []string{"wrk", "nginx", "redis-benchmark", "redis-server"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "", fmt.Errorf("%s not found; run 'make toolchain'", bin)
@@ -122,7 +124,17 @@ waitingQueue:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return "", err
 	}
-	proxy := exec.Command(proxyBin, "--config="+cfgPath, fmt.Sprintf("--listen=127.0.0.1:%d", proxyPort), "--metrics-listen=", "--drain-delay=0s", "--zap-log-level=error")
+	// The proxy's metrics port serves only the profiles, when they are asked for.
+	metricsListen, pprof := "", "--pprof=false"
+	profile := func(string) (wait func() error) { return func() error { return nil } }
+	if profileDir != "" {
+		metricsListen, pprof = fmt.Sprintf("127.0.0.1:%d", freePort()), "--pprof"
+		profile = func(name string) func() error {
+			return cpuProfile("http://"+metricsListen, filepath.Join(profileDir, name+".pprof"), d)
+		}
+	}
+	proxyArgs := []string{"--config=" + cfgPath, fmt.Sprintf("--listen=127.0.0.1:%d", proxyPort), "--metrics-listen=" + metricsListen, pprof, "--drain-delay=0s", "--zap-log-level=error"}
+	proxy := exec.Command(proxyBin, proxyArgs...)
 	proxy.Stderr = os.Stderr
 	if err := proxy.Start(); err != nil {
 		return "", err
@@ -158,10 +170,17 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	for round := 1; round <= rounds; round++ {
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: wrk %s, %d connections, %s\n", round, rounds, t.name, conns, d)
+			profiled := func() error { return nil }
+			if round == 1 && t.name == "herdgate-proxy" {
+				profiled = profile("forward")
+			}
 			nginx0, proxy0 := groupCPU(nginxPID), processCPU(proxy.Process.Pid)
 			r, err := wrk(t.url, postScript, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
+			}
+			if err := profiled(); err != nil {
+				return "", err
 			}
 			// nginx serves the backend too: its CPU in the direct run is the backend's alone.
 			nginxCPU, proxyCPU := groupCPU(nginxPID)-nginx0, processCPU(proxy.Process.Pid)-proxy0
@@ -206,7 +225,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 
 	fmt.Fprintln(os.Stderr, "[bench-proxy] status polls through the proxy and redis-benchmark ZRANK")
-	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, conns, rounds, d)
+	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, conns, rounds, d, profile)
 	if err != nil {
 		return "", err
 	}
@@ -411,7 +430,7 @@ func medianBy(runs []wrkResult, key func(wrkResult) float64) wrkResult {
 
 // statusVersusZrank enters visitors, then polls their status through the proxy with wrk, and runs
 // redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency.
-func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, conns, rounds int, d time.Duration) (wrkResult, float64, error) {
+func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, float64, error) {
 	const visitors = 100_000
 	ctx := context.Background()
 	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})
@@ -501,8 +520,15 @@ end`)
 	var zranks []float64
 	for round := 1; round <= rounds; round++ {
 		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the proxy, then redis-benchmark ZRANK\n", round, rounds)
+		profiled := func() error { return nil }
+		if round == 1 {
+			profiled = profile("status")
+		}
 		polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
 		if err != nil {
+			return wrkResult{}, 0, err
+		}
+		if err := profiled(); err != nil {
 			return wrkResult{}, 0, err
 		}
 		pollRuns = append(pollRuns, polls)
@@ -525,6 +551,39 @@ end`)
 	}
 	slices.Sort(zranks)
 	return medianBy(pollRuns, func(r wrkResult) float64 { return r.rps }), zranks[len(zranks)/2], nil
+}
+
+// cpuProfile starts fetching a CPU profile of the load about to start from the proxy's pprof
+// endpoint, and returns a function that waits for it and writes it to path.
+func cpuProfile(base, path string, d time.Duration) func() error {
+	done := make(chan error, 1)
+	go func() {
+		seconds := max(1, int(d.Seconds())-1)
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds))
+		if err != nil {
+			done <- fmt.Errorf("cpu profile: %w", err)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("cpu profile: %s", resp.Status)
+			return
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() error {
+		err := <-done
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "[bench-proxy] CPU profile: %s\n", path)
+		}
+		return err
+	}
 }
 
 // clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on Linux.
