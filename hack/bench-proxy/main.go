@@ -102,7 +102,12 @@ func run(proxyBin string, d time.Duration, conns, rounds int, profileDir string)
 	stops = append(stops, redis.Stop)
 
 	backendPort, nginxPort, proxyPort := freePort(), freePort(), freePort()
-	stopNginx, nginxPID, err := startNginx(dir, backendPort, nginxPort)
+	stopBackend, backendPID, err := startNginx(dir, "backend", fmt.Sprintf(backendServer, backendPort))
+	if err != nil {
+		return "", err
+	}
+	stops = append(stops, stopBackend)
+	stopNginx, nginxPID, err := startNginx(dir, "proxy-pass", fmt.Sprintf(proxyPassServer, backendPort, nginxPort))
 	if err != nil {
 		return "", err
 	}
@@ -174,7 +179,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			if round == 1 && t.name == "herdgate-proxy" {
 				profiled = profile("forward")
 			}
-			nginx0, proxy0 := groupCPU(nginxPID), processCPU(proxy.Process.Pid)
+			backend0, nginx0, proxy0 := groupCPU(backendPID), groupCPU(nginxPID), processCPU(proxy.Process.Pid)
 			r, err := wrk(t.url, postScript, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
@@ -182,15 +187,12 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			if err := profiled(); err != nil {
 				return "", err
 			}
-			// nginx serves the backend too: its CPU in the direct run is the backend's alone.
-			nginxCPU, proxyCPU := groupCPU(nginxPID)-nginx0, processCPU(proxy.Process.Pid)-proxy0
+			r.backendCPU = groupCPU(backendPID) - backend0
 			switch t.name {
-			case "direct":
-				r.backendCPU = nginxCPU
 			case "nginx proxy_pass":
-				r.proxyCPU = nginxCPU
+				r.proxyCPU = groupCPU(nginxPID) - nginx0
 			case "herdgate-proxy":
-				r.proxyCPU, r.backendCPU = proxyCPU, nginxCPU
+				r.proxyCPU = processCPU(proxy.Process.Pid) - proxy0
 			}
 			if r.non2xx > 0 {
 				return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
@@ -237,14 +239,17 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		r := saturating[t.name]
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rps/saturating["nginx proxy_pass"].rps)
 	}
-	// CPU per request: the backend's share comes from the direct runs and is taken out of nginx's,
-	// since the one nginx serves both. Unlike req/s, it hardly depends on what else the machine runs.
-	backendPerReq := perRequest(saturating["direct"].backendCPU, saturating["direct"].requests)
-	nginxPerReq := perRequest(saturating["nginx proxy_pass"].proxyCPU, saturating["nginx proxy_pass"].requests) - backendPerReq
-	herdgatePerReq := perRequest(saturating["herdgate-proxy"].proxyCPU, saturating["herdgate-proxy"].requests)
-	fmt.Fprintf(&b, "\nCPU per forwarded request (median run): herdgate-proxy %s, nginx proxy_pass %s (its own %s less the backend's %s); ratio %.2f×\n",
-		herdgatePerReq.Round(100*time.Nanosecond), nginxPerReq.Round(100*time.Nanosecond),
-		(nginxPerReq + backendPerReq).Round(100*time.Nanosecond), backendPerReq.Round(100*time.Nanosecond), float64(herdgatePerReq)/float64(nginxPerReq))
+	// CPU per request hardly depends on what else the machine runs, unlike req/s.
+	cpuPerRequest := func(name string) (proxy, backend time.Duration) {
+		r := saturating[name]
+		return perRequest(r.proxyCPU, r.requests), perRequest(r.backendCPU, r.requests)
+	}
+	herdgatePerReq, herdgateBackend := cpuPerRequest("herdgate-proxy")
+	nginxPerReq, nginxBackend := cpuPerRequest("nginx proxy_pass")
+	_, directBackend := cpuPerRequest("direct")
+	fmt.Fprintf(&b, "\nCPU per forwarded request (median run): herdgate-proxy %s, nginx proxy_pass %s; ratio %.2f× (the backend's: %s, %s, and %s direct)\n",
+		herdgatePerReq.Round(100*time.Nanosecond), nginxPerReq.Round(100*time.Nanosecond), float64(herdgatePerReq)/float64(nginxPerReq),
+		herdgateBackend.Round(100*time.Nanosecond), nginxBackend.Round(100*time.Nanosecond), directBackend.Round(100*time.Nanosecond))
 	fmt.Fprintf(&b, "\n### Fixed rate %.0f req/s (half the proxy's saturating rate), %d connections, median p99 of %d runs\n\n", rate, conns, rounds)
 	fmt.Fprintf(&b, "| path | p50 | p99 | added p99 |\n| --- | ---: | ---: | ---: |\n")
 	for _, t := range targets {
@@ -260,9 +265,32 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	return b.String(), nil
 }
 
-// startNginx starts one nginx with the backend and the proxy_pass server, and returns how to stop it
-// and its process group.
-func startNginx(dir string, backendPort, proxyPort int) (stop func(), pgid int, err error) {
+// The backend and nginx's proxy_pass run as two nginx instances. In one instance a worker could
+// answer its own upstream connection inside one event loop, where herdgate-proxy must wake another
+// process for every request; two instances make both proxies cross processes to the same backend.
+const (
+	backendServer = `server {
+    listen 127.0.0.1:%d;
+    location / { return 200 "ok\n"; }
+  }`
+	proxyPassServer = `upstream backend { server 127.0.0.1:%d; keepalive 256; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:%d;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }`
+)
+
+// startNginx starts an nginx serving the given server blocks from its own directory under dir, and
+// returns how to stop it and its process group.
+func startNginx(dir, name, servers string) (stop func(), pgid int, err error) {
+	dir = filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, err
+	}
 	conf := fmt.Sprintf(`worker_processes 2;
 error_log %[1]s/nginx-error.log warn;
 pid %[1]s/nginx.pid;
@@ -276,21 +304,9 @@ http {
   scgi_temp_path %[1]s/scgi;
   # Connections live as long as the load: no path pays for reconnects the others skip.
   keepalive_requests 1000000;
-  upstream backend { server 127.0.0.1:%[2]d; keepalive 256; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:%[2]d;
-    location / { return 200 "ok\n"; }
-  }
-  server {
-    listen 127.0.0.1:%[3]d;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
+  %[2]s
 }
-`, dir, backendPort, proxyPort)
+`, dir, servers)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, 0, err
