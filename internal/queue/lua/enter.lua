@@ -10,31 +10,36 @@ local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
 
+-- The depth is read once per call and kept current: entries add one, abandoned visitors take one.
+local depth = redis.call('ZCARD', KEYS[1])
+
 local function enter(visitor)
   local nb, exp = read_pass(prefix, visitor, now_s)
   if nb then
     return '1', nb, exp, now_s
   end
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
-  local skey, sfield
   if seq then
-    skey, sfield = seen_slot(stem, tonumber(seq), block)
+    local skey, sfield = seen_slot(stem, tonumber(seq), block)
     local seen = redis.call('HGET', skey, sfield)
-    if seen and earlier(seen, silent_before) then
-      -- Silent too long: the old place is gone, the visitor starts again at the back.
-      forget(KEYS[1], visitor, skey, sfield)
-      redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
-      seq = nil
+    if not (seen and earlier(seen, silent_before)) then
+      redis.call('HSET', skey, sfield, now_s)
+      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth), now_s
     end
+    -- Silent too long: the old place is gone, the visitor starts again at the back.
+    forget(KEYS[1], visitor, skey, sfield)
+    depth = depth - 1
+    redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
   end
-  if not seq then
-    -- The sequence, not a clock, orders arrivals: strict FIFO across any number of proxies.
-    seq = redis.call('INCR', KEYS[2])
-    redis.call('ZADD', KEYS[1], 'NX', int(seq), visitor)
-    skey, sfield = seen_slot(stem, seq, block)
-  end
+  -- The sequence, not a clock, orders arrivals: strict FIFO across any number of proxies. Every
+  -- waiting visitor holds an earlier number, so the new one's place is the back: the depth.
+  seq = redis.call('INCR', KEYS[2])
+  redis.call('ZADD', KEYS[1], 'NX', int(seq), visitor)
+  local skey, sfield = seen_slot(stem, seq, block)
   redis.call('HSET', skey, sfield, now_s)
-  return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(redis.call('ZCARD', KEYS[1])), now_s
+  depth = depth + 1
+  local depth_s = int(depth)
+  return '2', depth_s, depth_s, now_s
 end
 
 local parts, n = {}, 0
