@@ -206,7 +206,8 @@ func BenchmarkStatus(b *testing.B) {
 }
 
 // BenchmarkAdmit14 runs the reference tick (14 admissions, jitter over 100 ms) back to back, one
-// scheduler at a time as in production, and reports the latency percentiles of a tick.
+// scheduler at a time as in production, and reports the latency percentiles of a tick beside those
+// of a bare PING sent between the ticks: the round trip that any tick pays on this machine.
 func BenchmarkAdmit14(b *testing.B) {
 	_, rdb := benchRedis(b)
 	for _, size := range benchSizes {
@@ -221,7 +222,7 @@ func BenchmarkAdmit14(b *testing.B) {
 			// Each tick takes 14 visitors; as many new ones enter after it (outside the measured
 			// time), so that the queue keeps its size instead of draining after size/14 ticks.
 			topUp := make([]string, len(offs))
-			lat := make([]time.Duration, 0, b.N)
+			lat, pings := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 			runtime.GC() // the fill's garbage must not be collected during the ticks
 			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -245,11 +246,22 @@ func BenchmarkAdmit14(b *testing.B) {
 					}
 					b.StartTimer()
 				}
+				// The baseline: a bare PING's round trip to the same server, between the same ticks.
+				b.StopTimer()
+				t0 = time.Now()
+				if err := rdb.Ping(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				pings = append(pings, time.Since(t0))
+				b.StartTimer()
 			}
 			b.StopTimer()
 			slices.Sort(lat)
+			slices.Sort(pings)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(float64(pings[len(pings)/2].Microseconds()), "ping-p50-µs")
+			b.ReportMetric(float64(pings[len(pings)*99/100].Microseconds()), "ping-p99-µs")
 			b.ReportMetric(scriptMicros(b, rdb), "redis-µs")
 		})
 	}
