@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -22,6 +24,9 @@ var benchDuration = flag.Duration("scheduler.duration", 30*time.Second, "how lon
 // -scheduler.duration on the real clock and reports how exactly they admitted and how late ticks ran.
 func BenchmarkSchedulerTenQueues(b *testing.B) {
 	const queues = 10
+	// The suite's logger is set up by Ginkgo, which a benchmark run skips; without one,
+	// controller-runtime prints a warning and a stack trace at the scheduler's first log line.
+	logf.SetLogger(logr.Discard())
 	srv := testenv.StartRedis(b)
 	rdb, err := queue.NewClient(srv.URL(), queue.ClientOptions{})
 	if err != nil {
