@@ -304,8 +304,8 @@ type AdmitResult struct {
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
 // len(Offsets) visitors in arrival order, and sweeps a bounded stretch of the queue for silent ones:
-// one call examines at most len(Offsets) + FrontBudget visitors at the front and SweepBlocks × 32
-// deeper in.
+// one call examines at most len(Offsets) + FrontBudget visitors at the front and SweepBlocks ×
+// seenBlock deeper in.
 func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error) {
 	if req.TickID <= 0 {
 		return AdmitResult{}, errors.New("admit: tick id must be positive")

@@ -105,7 +105,8 @@ end
 local cursor = tonumber(state[2])
 local first, newest
 for _ = 1, sweep_blocks do
-  local times = cursor and redis.call('HVALS', stem .. int(cursor)) or {}
+  local skey = cursor and stem .. int(cursor)
+  local times = skey and redis.call('HVALS', skey) or {}
   if #times == 0 then
     if not first then
       local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -117,12 +118,13 @@ for _ = 1, sweep_blocks do
     end
     if not cursor or cursor < first or cursor > newest then
       cursor = first
-      times = redis.call('HVALS', stem .. int(cursor))
+      skey = stem .. int(cursor)
+      times = redis.call('HVALS', skey)
     end
   end
   -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
   -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
-  local skey, fields = stem .. int(cursor), nil
+  local fields
   local stale = {}
   for i = 1, #times do
     if earlier(times[i], silent_before) then
