@@ -131,7 +131,7 @@ waitingQueue:
 	}
 	// The proxy's metrics port serves only the profiles, when they are asked for.
 	metricsListen, pprof := "", "--pprof=false"
-	profile := func(string) (wait func() error) { return func() error { return nil } }
+	profile := func(string) (wait func() error) { return notProfiled }
 	if profileDir != "" {
 		metricsListen, pprof = fmt.Sprintf("127.0.0.1:%d", freePort()), "--pprof"
 		profile = func(name string) func() error {
@@ -175,11 +175,11 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	for round := 1; round <= rounds; round++ {
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: wrk %s, %d connections, %s\n", round, rounds, t.name, conns, d)
-			profiled := func() error { return nil }
+			profiled := notProfiled
 			if round == 1 && t.name == "herdgate-proxy" {
 				profiled = profile("forward")
 			}
-			backend0, nginx0, proxy0 := groupCPU(backendPID), groupCPU(nginxPID), processCPU(proxy.Process.Pid)
+			groups0, proxy0 := groupCPU(backendPID, nginxPID), processCPU(proxy.Process.Pid)
 			r, err := wrk(t.url, postScript, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
@@ -187,10 +187,11 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			if err := profiled(); err != nil {
 				return "", err
 			}
-			r.backendCPU = groupCPU(backendPID) - backend0
+			groups := groupCPU(backendPID, nginxPID)
+			r.backendCPU = groups[0] - groups0[0]
 			switch t.name {
 			case "nginx proxy_pass":
-				r.proxyCPU = groupCPU(nginxPID) - nginx0
+				r.proxyCPU = groups[1] - groups0[1]
 			case "herdgate-proxy":
 				r.proxyCPU = processCPU(proxy.Process.Pid) - proxy0
 			}
@@ -536,7 +537,7 @@ end`)
 	var zranks []float64
 	for round := 1; round <= rounds; round++ {
 		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the proxy, then redis-benchmark ZRANK\n", round, rounds)
-		profiled := func() error { return nil }
+		profiled := notProfiled
 		if round == 1 {
 			profiled = profile("status")
 		}
@@ -568,6 +569,9 @@ end`)
 	slices.Sort(zranks)
 	return medianBy(pollRuns, func(r wrkResult) float64 { return r.rps }), zranks[len(zranks)/2], nil
 }
+
+// notProfiled is the wait of a run that takes no profile.
+func notProfiled() error { return nil }
 
 // cpuProfile starts fetching a CPU profile of the load about to start from the proxy's pprof
 // endpoint, and returns a function that waits for it and writes it to path.
@@ -632,20 +636,27 @@ func cpuTime(fields []string) time.Duration {
 // processCPU is the CPU time a process has used so far, 0 when it cannot be read.
 func processCPU(pid int) time.Duration { return cpuTime(procStat(pid)) }
 
-// groupCPU is the CPU time used so far by the live processes of a process group.
-func groupCPU(pgid int) time.Duration {
+// groupCPU is the CPU time used so far by the live processes of each process group, in the order
+// given, from one pass over /proc.
+func groupCPU(pgids ...int) []time.Duration {
+	totals := make([]time.Duration, len(pgids))
 	entries, _ := os.ReadDir("/proc")
-	var total time.Duration
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if fields := procStat(pid); fields != nil && fields[2] == strconv.Itoa(pgid) {
-			total += cpuTime(fields)
+		fields := procStat(pid)
+		if fields == nil {
+			continue
+		}
+		for i, pgid := range pgids {
+			if fields[2] == strconv.Itoa(pgid) {
+				totals[i] += cpuTime(fields)
+			}
 		}
 	}
-	return total
+	return totals
 }
 
 func perRequest(cpu time.Duration, requests int64) time.Duration {
