@@ -72,9 +72,10 @@ type wrkResult struct {
 	requests int64
 	p50, p99 time.Duration
 	non2xx   int
-	// proxyCPU and backendCPU are the CPU time the proxy under test (herdgate-proxy or nginx) and
-	// the backend spent during the run, when measured.
-	proxyCPU, backendCPU time.Duration
+	// proxyCPU, backendCPU and redisCPU are the CPU time the proxy under test (herdgate-proxy or
+	// nginx), the backend and Redis spent during the run, when measured; loadCPU is the load
+	// generator's own (wrk or redis-benchmark).
+	proxyCPU, backendCPU, redisCPU, loadCPU time.Duration
 }
 
 func run(proxyBin string, d time.Duration, conns, rounds int, profileDir string) (string, error) {
@@ -228,7 +229,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 
 	fmt.Fprintln(os.Stderr, "[bench-proxy] status polls through the proxy and redis-benchmark ZRANK")
-	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, conns, rounds, d, profile)
+	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, proxy.Process.Pid, conns, rounds, d, profile)
 	if err != nil {
 		return "", err
 	}
@@ -241,16 +242,17 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rps/saturating["nginx proxy_pass"].rps)
 	}
 	// CPU per request hardly depends on what else the machine runs, unlike req/s.
-	cpuPerRequest := func(name string) (proxy, backend time.Duration) {
+	cpuPerRequest := func(name string) (proxy, backend, load time.Duration) {
 		r := saturating[name]
-		return perRequest(r.proxyCPU, r.requests), perRequest(r.backendCPU, r.requests)
+		return perRequest(r.proxyCPU, r.requests), perRequest(r.backendCPU, r.requests), perRequest(r.loadCPU, r.requests)
 	}
-	herdgatePerReq, herdgateBackend := cpuPerRequest("herdgate-proxy")
-	nginxPerReq, nginxBackend := cpuPerRequest("nginx proxy_pass")
-	_, directBackend := cpuPerRequest("direct")
-	fmt.Fprintf(&b, "\nCPU per forwarded request (median run): herdgate-proxy %s, nginx proxy_pass %s; ratio %.2f× (the backend's: %s, %s, and %s direct)\n",
-		herdgatePerReq.Round(100*time.Nanosecond), nginxPerReq.Round(100*time.Nanosecond), float64(herdgatePerReq)/float64(nginxPerReq),
-		herdgateBackend.Round(100*time.Nanosecond), nginxBackend.Round(100*time.Nanosecond), directBackend.Round(100*time.Nanosecond))
+	herdgatePerReq, herdgateBackend, herdgateLoad := cpuPerRequest("herdgate-proxy")
+	nginxPerReq, nginxBackend, nginxLoad := cpuPerRequest("nginx proxy_pass")
+	_, directBackend, directLoad := cpuPerRequest("direct")
+	us := func(d time.Duration) time.Duration { return d.Round(100 * time.Nanosecond) }
+	fmt.Fprintf(&b, "\nCPU per forwarded request (median run): herdgate-proxy %s, nginx proxy_pass %s; ratio %.2f× (the backend's: %s, %s, and %s direct; wrk's: %s, %s, and %s direct)\n",
+		us(herdgatePerReq), us(nginxPerReq), float64(herdgatePerReq)/float64(nginxPerReq),
+		us(herdgateBackend), us(nginxBackend), us(directBackend), us(herdgateLoad), us(nginxLoad), us(directLoad))
 	fmt.Fprintf(&b, "\n### Fixed rate %.0f req/s (half the proxy's saturating rate), %d connections, median p99 of %d runs\n\n", rate, conns, rounds)
 	fmt.Fprintf(&b, "| path | p50 | p99 | added p99 |\n| --- | ---: | ---: | ---: |\n")
 	for _, t := range targets {
@@ -259,9 +261,21 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 	fmt.Fprintf(&b, "\nadded p99: herdgate-proxy %s (goal ≤ 100µs), nginx %s\n", (atRate["herdgate-proxy"].p99 - atRate["direct"].p99).Round(time.Microsecond),
 		(atRate["nginx proxy_pass"].p99 - atRate["direct"].p99).Round(time.Microsecond))
+	// The same path's p99 moves from round to round with whatever else the machine runs: a
+	// difference smaller than this spread is not measured here.
+	var directP99s []time.Duration
+	for _, r := range fixedRuns["direct"] {
+		directP99s = append(directP99s, r.p99)
+	}
+	fmt.Fprintf(&b, "direct's own p99 across the %d rounds: %s to %s\n", rounds, slices.Min(directP99s).Round(time.Microsecond), slices.Max(directP99s).Round(time.Microsecond))
 	fmt.Fprintf(&b, "\n### Status polls, %d connections\n\n", conns)
-	fmt.Fprintf(&b, "| load | req/s |\n| --- | ---: |\n| GET /.herdgate/status through herdgate-proxy | %.0f |\n| redis-benchmark ZRANK | %.0f |\n", polls.rps, zrank)
-	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank, polls.non2xx)
+	// Where each request's CPU goes, which req/s alone hides: the load generator, the proxy and
+	// Redis share the machine's cores.
+	perReq := func(r wrkResult, cpu time.Duration) time.Duration { return us(perRequest(cpu, r.requests)) }
+	fmt.Fprintf(&b, "| load (median run) | req/s | CPU per request: load generator | herdgate-proxy | Redis |\n| --- | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "| GET /.herdgate/status through herdgate-proxy | %.0f | %s (wrk) | %s | %s |\n", polls.rps, perReq(polls, polls.loadCPU), perReq(polls, polls.proxyCPU), perReq(polls, polls.redisCPU))
+	fmt.Fprintf(&b, "| redis-benchmark ZRANK | %.0f | %s (redis-benchmark) | – | %s |\n", zrank.rps, perReq(zrank, zrank.loadCPU), perReq(zrank, zrank.redisCPU))
+	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank.rps, polls.non2xx)
 	fmt.Fprintf(&b, "herdgate-proxy ÷ nginx throughput: %.2f× (goal ≥ 0.8×)\n", saturating["herdgate-proxy"].rps/saturating["nginx proxy_pass"].rps)
 	return b.String(), nil
 }
@@ -341,11 +355,19 @@ var (
 )
 
 func wrk(url, script string, conns int, d time.Duration) (wrkResult, error) {
-	out, err := exec.Command("wrk", "-t2", "-c"+strconv.Itoa(conns), "-d"+d.String(), "--latency", "-s", script, url).CombinedOutput()
+	cmd := exec.Command("wrk", "-t2", "-c"+strconv.Itoa(conns), "-d"+d.String(), "--latency", "-s", script, url)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk: %w\n%s", err, out)
 	}
-	return parseWrk(string(out))
+	r, err := parseWrk(string(out))
+	r.loadCPU = ownCPU(cmd)
+	return r, err
+}
+
+// ownCPU is the CPU time a finished command used.
+func ownCPU(cmd *exec.Cmd) time.Duration {
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 func parseWrk(out string) (wrkResult, error) {
@@ -446,25 +468,26 @@ func medianBy(runs []wrkResult, key func(wrkResult) float64) wrkResult {
 }
 
 // statusVersusZrank enters visitors, then polls their status through the proxy with wrk, and runs
-// redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency.
-func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, float64, error) {
+// redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency; it returns the
+// median run of each, with the CPU that Redis, the proxy and the load generator spent in it.
+func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, proxyPID, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, wrkResult, error) {
 	const visitors = 100_000
 	ctx := context.Background()
 	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})
 	if err != nil {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
 	defer rdb.Close()
 	store := queue.NewStore(rdb, queue.StoreOptions{})
 	defer store.Close()
 	q, err := store.Queue("bench", "orders")
 	if err != nil {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
 	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
 	if err := q.PublishPlan(ctx, queue.Plan{PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond,
 		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, PassTTL: time.Hour, AbandonAfter: time.Hour}); err != nil {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
 	cookies := make([]string, visitors)
 	var wg sync.WaitGroup
@@ -484,12 +507,12 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Sign
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
 	script := filepath.Join(dir, "status.lua")
 	f, err := os.Create(script)
 	if err != nil {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "local cookies = {")
@@ -515,7 +538,7 @@ request = function()
   return requests[math.random(#requests)]
 end`)
 	if err := w.Flush(); err != nil {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
 	f.Close()
 	// The same server, a sorted set of the same size, ZRANK of random members. The members are named
@@ -525,49 +548,52 @@ end`)
 		pipe.ZAdd(ctx, "zrank-baseline", redis.Z{Score: float64(i), Member: fmt.Sprintf("%012d", i)})
 		if i%5000 == 4999 {
 			if _, err := pipe.Exec(ctx); err != nil {
-				return wrkResult{}, 0, err
+				return wrkResult{}, wrkResult{}, err
 			}
 			pipe = rdb.Pipeline()
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return wrkResult{}, 0, err
+		return wrkResult{}, wrkResult{}, err
 	}
-	var pollRuns []wrkResult
-	var zranks []float64
+	var pollRuns, zrankRuns []wrkResult
 	for round := 1; round <= rounds; round++ {
 		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the proxy, then redis-benchmark ZRANK\n", round, rounds)
 		profiled := notProfiled
 		if round == 1 {
 			profiled = profile("status")
 		}
+		redis0, proxy0 := processCPU(server.PID()), processCPU(proxyPID)
 		polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
 		if err != nil {
-			return wrkResult{}, 0, err
+			return wrkResult{}, wrkResult{}, err
 		}
+		polls.redisCPU, polls.proxyCPU = processCPU(server.PID())-redis0, processCPU(proxyPID)-proxy0
 		if err := profiled(); err != nil {
-			return wrkResult{}, 0, err
+			return wrkResult{}, wrkResult{}, err
 		}
 		pollRuns = append(pollRuns, polls)
-		n := int(polls.rps * d.Seconds())
-		out, err := exec.Command("redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(server.Port), "-c", strconv.Itoa(conns),
-			"-n", strconv.Itoa(max(n, 100_000)), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__").CombinedOutput()
+		n := max(int(polls.rps*d.Seconds()), 100_000)
+		redis0 = processCPU(server.PID())
+		cmd := exec.Command("redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(server.Port), "-c", strconv.Itoa(conns),
+			"-n", strconv.Itoa(n), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return wrkResult{}, 0, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+			return wrkResult{}, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		fields := strings.Split(lines[len(lines)-1], ",")
 		if len(fields) < 2 {
-			return wrkResult{}, 0, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
+			return wrkResult{}, wrkResult{}, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
 		}
 		zrank, err := strconv.ParseFloat(strings.Trim(fields[1], `"`), 64)
 		if err != nil {
-			return wrkResult{}, 0, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
+			return wrkResult{}, wrkResult{}, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
 		}
-		zranks = append(zranks, zrank)
+		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: processCPU(server.PID()) - redis0, loadCPU: ownCPU(cmd)})
 	}
-	slices.Sort(zranks)
-	return medianBy(pollRuns, func(r wrkResult) float64 { return r.rps }), zranks[len(zranks)/2], nil
+	rps := func(r wrkResult) float64 { return r.rps }
+	return medianBy(pollRuns, rps), medianBy(zrankRuns, rps), nil
 }
 
 // notProfiled is the wait of a run that takes no profile.

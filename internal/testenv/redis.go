@@ -182,6 +182,16 @@ func (r *Redis) ping() error {
 	return nil
 }
 
+// PID is the server's process id, 0 while it is stopped.
+func (r *Redis) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
 // Stop kills the server (as a crash would) and waits for it to exit. Stopping twice is fine.
 func (r *Redis) Stop() {
 	r.mu.Lock()
