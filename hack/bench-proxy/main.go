@@ -8,7 +8,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -563,18 +562,18 @@ end`)
 		if round == 1 {
 			profiled = profile("status")
 		}
-		redis0, proxy0 := processCPU(server.PID()), processCPU(proxyPID)
+		redis0, proxy0 := server.CPU(), processCPU(proxyPID)
 		polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
 		if err != nil {
 			return wrkResult{}, wrkResult{}, err
 		}
-		polls.redisCPU, polls.proxyCPU = processCPU(server.PID())-redis0, processCPU(proxyPID)-proxy0
+		polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(proxyPID)-proxy0
 		if err := profiled(); err != nil {
 			return wrkResult{}, wrkResult{}, err
 		}
 		pollRuns = append(pollRuns, polls)
 		n := max(int(polls.rps*d.Seconds()), 100_000)
-		redis0 = processCPU(server.PID())
+		redis0 = server.CPU()
 		cmd := exec.Command("redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(server.Port), "-c", strconv.Itoa(conns),
 			"-n", strconv.Itoa(n), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__")
 		out, err := cmd.CombinedOutput()
@@ -590,7 +589,7 @@ end`)
 		if err != nil {
 			return wrkResult{}, wrkResult{}, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
 		}
-		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: processCPU(server.PID()) - redis0, loadCPU: ownCPU(cmd)})
+		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: server.CPU() - redis0, loadCPU: ownCPU(cmd)})
 	}
 	rps := func(r wrkResult) float64 { return r.rps }
 	return medianBy(pollRuns, rps), medianBy(zrankRuns, rps), nil
@@ -632,35 +631,11 @@ func cpuProfile(base, path string, d time.Duration) func() error {
 	}
 }
 
-// clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on Linux.
-const clockTick = 10 * time.Millisecond
-
-// procStat returns the fields of /proc/<pid>/stat after the command name, which is in parentheses
-// and may contain spaces: [0] is the state (field 3 of proc(5)), [2] the process group, [11] and
-// [12] the user and system time. It returns nil when the process is gone.
-func procStat(pid int) []string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	if fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(fields) >= 13 {
-		return fields
-	}
-	return nil
-}
-
-// cpuTime is the user and system CPU time in stat fields from procStat.
-func cpuTime(fields []string) time.Duration {
-	if fields == nil {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * clockTick
-}
-
 // processCPU is the CPU time a process has used so far, 0 when it cannot be read.
-func processCPU(pid int) time.Duration { return cpuTime(procStat(pid)) }
+func processCPU(pid int) time.Duration {
+	stat, _ := testenv.ReadProcStat(pid)
+	return stat.CPU
+}
 
 // groupCPU is the CPU time used so far by the live processes of each process group, in the order
 // given, from one pass over /proc.
@@ -672,13 +647,13 @@ func groupCPU(pgids ...int) []time.Duration {
 		if err != nil {
 			continue
 		}
-		fields := procStat(pid)
-		if fields == nil {
+		stat, ok := testenv.ReadProcStat(pid)
+		if !ok {
 			continue
 		}
 		for i, pgid := range pgids {
-			if fields[2] == strconv.Itoa(pgid) {
-				totals[i] += cpuTime(fields)
+			if stat.PGID == pgid {
+				totals[i] += stat.CPU
 			}
 		}
 	}

@@ -192,6 +192,12 @@ func (r *Redis) PID() int {
 	return r.cmd.Process.Pid
 }
 
+// CPU is the CPU time the server has used since it started; 0 while it is stopped.
+func (r *Redis) CPU() time.Duration {
+	stat, _ := ReadProcStat(r.PID())
+	return stat.CPU
+}
+
 // Stop kills the server (as a crash would) and waits for it to exit. Stopping twice is fine.
 func (r *Redis) Stop() {
 	r.mu.Lock()
