@@ -20,6 +20,7 @@ local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
 -- silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
+local silent_len = #silent_before
 
 -- The last tick id and the sweep cursor are read together here and written together at the end.
 local state = redis.call('HMGET', KEYS[3], 'tick', 'sweep')
@@ -127,7 +128,11 @@ for _ = 1, sweep_blocks do
   local fields
   local stale = {}
   for i = 1, #times do
-    if earlier(times[i], silent_before) then
+    -- earlier(t, silent_before), written out: this runs for every record of every swept block, and
+    -- the function call was about a sixth of the sweep's instructions.
+    local t = times[i]
+    local lt = #t
+    if lt < silent_len or (lt == silent_len and t < silent_before) then
       fields = fields or redis.call('HKEYS', skey)
       stale[#stale + 1] = fields[i]
       local seq = int(cursor * block + tonumber(fields[i]))
