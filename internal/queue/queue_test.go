@@ -178,6 +178,7 @@ func TestEngine(t *testing.T) {
 			t.Run("concurrent entries get distinct positions and keep them", func(t *testing.T) { testConcurrentEnter(t, b) })
 			t.Run("admit takes exactly the oldest", func(t *testing.T) { testAdmitTakesTheOldest(t, b) })
 			t.Run("status", func(t *testing.T) { testStatus(t, b) })
+			t.Run("a status batch answers each visitor as if it came alone", func(t *testing.T) { testStatusBatch(t, b) })
 			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
 			t.Run("an expired pass sends the visitor to the back", func(t *testing.T) { testPassExpiry(t, b) })
 			t.Run("abandoned visitors never take a slot", func(t *testing.T) { testAbandoned(t, b) })
@@ -369,6 +370,70 @@ func testStatus(t *testing.T, b backend) {
 	}
 	if _, err := q.Enter(ctx, strings.Repeat("~", MaxVisitorIDLength), longAbandon); err != nil {
 		t.Errorf("Enter of a 128-character ID: %v", err)
+	}
+}
+
+// testStatusBatch sends 1,204 polls in one script call, among them a silent visitor twice (the first
+// poll drops it, so the second must find it gone) and one visitor twice (the second poll sees the
+// first as its previous poll).
+func testStatusBatch(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter = time.Minute
+	ids := visitorIDs("v", 1200)
+	enterAll(t, q, "admitted")
+	enterAll(t, q, ids...)
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: passTTL, AbandonAfter: abandonAfter}); err != nil {
+		t.Fatal(err)
+	}
+	silent := ids[3]
+	silence(t, q, silent, 2*abandonAfter)
+
+	batch := append(slices.Clone(ids), silent, "nobody", "admitted", ids[len(ids)-1])
+	v, err := q.runVisitors(ctx, b.rdb, opStatus, abandonAfter.Milliseconds(), batch).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies, err := decodeReplies(v, len(batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var depth int64 = 1200
+	var lastNow time.Time
+	for i, visitor := range batch {
+		p, err := decodePosition(replies[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want State
+		var wantPosition int64
+		switch {
+		case i < len(ids) && visitor == silent:
+			want, depth = NotQueued, depth-1
+		case i < len(ids):
+			want, wantPosition = Waiting, int64(i+1)
+			if i > 3 {
+				wantPosition--
+			}
+		case visitor == "admitted":
+			want = Admitted
+		case visitor == ids[len(ids)-1]:
+			want, wantPosition = Waiting, depth
+			if !p.PreviousPoll.Equal(lastNow) {
+				t.Errorf("second poll of %s in the batch: previous poll %s, want the first's %s", visitor, p.PreviousPoll, lastNow)
+			}
+		default: // the silent visitor again, and one never queued
+			want = NotQueued
+		}
+		if p.State != want || p.Position != wantPosition || (want == Waiting && p.Depth != depth) {
+			t.Fatalf("reply %d (%s) = %+v, want state %v at %d of %d", i, visitor, p, want, wantPosition, depth)
+		}
+		if visitor == ids[len(ids)-1] {
+			lastNow = p.Now
+		}
+	}
+	if n, err := q.rdb.ZCard(ctx, q.keys.wait).Result(); err != nil || n != depth {
+		t.Fatalf("waiting set holds %d, %v; want %d", n, err, depth)
 	}
 }
 
