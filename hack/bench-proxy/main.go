@@ -107,7 +107,7 @@ func run(proxyBin string, d time.Duration, conns, rounds int, profileDir string)
 		return "", err
 	}
 	stops = append(stops, stopBackend)
-	stopNginx, nginxPID, err := startNginx(dir, "proxy-pass", fmt.Sprintf(proxyPassServer, backendPort, nginxPort))
+	stopNginx, nginxPID, err := startNginx(dir, "proxy-pass", fmt.Sprintf(proxyPassServer, backendPort, nginxPort, admission.PassHeader))
 	if err != nil {
 		return "", err
 	}
@@ -282,6 +282,8 @@ wrk.headers["X-Herdgate-Pass"] = %q
 // The backend and nginx's proxy_pass run as two nginx instances. In one instance a worker could
 // answer its own upstream connection inside one event loop, where herdgate-proxy must wake another
 // process for every request; two instances make both proxies cross processes to the same backend.
+// nginx does the forwarding work herdgate-proxy must do: it sets the X-Forwarded-* headers and keeps
+// the pass from the upstream, so the backend receives the same request from both.
 const (
 	backendServer = `server {
     listen 127.0.0.1:%d;
@@ -294,6 +296,10 @@ const (
       proxy_pass http://backend;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-Host $http_host;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header %s "";
     }
   }`
 )
