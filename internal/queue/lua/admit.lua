@@ -7,15 +7,15 @@
 --
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence
 -- ARGV[1] key prefix, ARGV[2] tick id (increasing), ARGV[3] pass ttl ms, ARGV[4] abandon-after ms,
--- ARGV[5] last-seen block size, ARGV[6] front budget (visitors examined beyond the batch),
--- ARGV[7] sweep blocks, ARGV[8..] one not-before offset (ms) per slot
+-- ARGV[5] front budget (visitors examined beyond the batch), ARGV[6] sweep blocks,
+-- ARGV[7..] one not-before offset (ms) per slot
 -- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
 -- this tick id was already run.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
-local block, front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local stem = seen_stem(prefix, ARGV[5])
-local slots = #ARGV - 7
+local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
+local stem = seen_stem(prefix)
+local slots = #ARGV - 6
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
 -- silent too long.
@@ -43,7 +43,7 @@ local function pop(n)
   local front = redis.call('ZPOPMIN', KEYS[1], n)
   local popped, by_block, block_order = {}, {}, {}
   for i = 1, #front, 2 do
-    local skey, sfield = seen_slot(stem, tonumber(front[i + 1]), block)
+    local skey, sfield = seen_slot(stem, front[i + 1])
     local fields = by_block[skey]
     if not fields then
       fields = {}
@@ -83,7 +83,7 @@ while admitted < slots and budget > 0 do
       abandoned = abandoned + 1
     else
       admitted = admitted + 1
-      local nb = now + tonumber(ARGV[7 + admitted])
+      local nb = now + tonumber(ARGV[6 + admitted])
       local exp = nb + ttl
       local exp_s = int(exp)
       redis.call('SET', prefix .. ':p:' .. visitor, int(nb) .. ':' .. exp_s, 'PXAT', exp_s)
@@ -114,8 +114,8 @@ for _ = 1, sweep_blocks do
       if #head == 0 then
         break
       end
-      first = math.floor(tonumber(head[2]) / block)
-      newest = math.floor((tonumber(redis.call('GET', KEYS[4])) or 0) / block)
+      first = math.floor(tonumber(head[2]) / SEEN_BLOCK)
+      newest = math.floor((tonumber(redis.call('GET', KEYS[4])) or 0) / SEEN_BLOCK)
     end
     if not cursor or cursor < first or cursor > newest then
       cursor = first
@@ -135,7 +135,7 @@ for _ = 1, sweep_blocks do
     if lt < silent_len or (lt == silent_len and t < silent_before) then
       fields = fields or redis.call('HKEYS', skey)
       stale[#stale + 1] = fields[i]
-      local seq = int(cursor * block + tonumber(fields[i]))
+      local seq = int(cursor * SEEN_BLOCK + tonumber(fields[i]))
       local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
       if #member > 0 then
         redis.call('ZREM', KEYS[1], member[1])

@@ -20,18 +20,26 @@ local function earlier(a, b)
   return la < lb or (la == lb and a < b)
 end
 
--- A waiting visitor's last-seen time lives in a small hash per block of sequence numbers, field
--- seq % block. Small hashes use Redis' compact listpack encoding, which costs a few bytes per visitor
--- where a hash or sorted set over the whole queue would cost about a hundred. Block keys start with
--- seen_stem, which names the block size (given as text), so that engines built with different sizes,
--- as during an upgrade, never read each other's fields as their own.
-local function seen_stem(prefix, block_text)
-  return prefix .. ':s' .. block_text .. ':'
+-- A waiting visitor's last-seen time lives in a small hash per block of SEEN_BLOCK arrivals, field
+-- seq % SEEN_BLOCK. Small hashes use Redis' compact listpack encoding, which costs a few bytes per
+-- visitor where a hash or sorted set over the whole queue would cost about a hundred, and Redis walks
+-- a listpack to find a field, so a short one is a fast poll. A block of ten makes its number and the
+-- field the head and the last digit of the sequence's text: a poll parses and formats no number to
+-- find its record. Block keys start with seen_stem, which names the block size, so that engines built
+-- with different sizes, as during an upgrade, never read each other's fields as their own.
+local SEEN_BLOCK = 10
+local function seen_stem(prefix)
+  return prefix .. ':s10:'
 end
 
--- seen_slot returns the key and field (text) of arrival seq's last-seen record.
-local function seen_slot(stem, seq, block)
-  return stem .. int(math.floor(seq / block)), int(seq % block)
+-- seen_slot returns the key and field of the last-seen record of arrival sequence seq, given as
+-- integer text (as Redis answers a score).
+local function seen_slot(stem, seq)
+  local n = #seq
+  if n == 1 then
+    return stem .. '0', seq
+  end
+  return stem .. string.sub(seq, 1, n - 1), string.sub(seq, n)
 end
 
 -- A pass record is "notBeforeMs:expiryMs"; read_pass returns both as text, or nil when the pass has

@@ -1,11 +1,11 @@
 -- Enter puts visitors at the back of the queue, or reports where they already are. The proxy sends
 -- the entries that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash
--- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] last-seen block size, ARGV[4..] visitors
+-- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass, else
 -- {2, position, depth, now}.
-local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local stem = seen_stem(prefix, ARGV[3])
+local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
+local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -20,7 +20,7 @@ local function enter(visitor)
   end
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
   if seq then
-    local skey, sfield = seen_slot(stem, tonumber(seq), block)
+    local skey, sfield = seen_slot(stem, seq)
     local seen = redis.call('HGET', skey, sfield)
     if not (seen and earlier(seen, silent_before)) then
       redis.call('HSET', skey, sfield, now_s)
@@ -34,8 +34,9 @@ local function enter(visitor)
   -- The sequence, not a clock, orders arrivals: strict FIFO across any number of proxies. Every
   -- waiting visitor holds an earlier number, so the new one's place is the back: the depth.
   seq = redis.call('INCR', KEYS[2])
-  redis.call('ZADD', KEYS[1], 'NX', int(seq), visitor)
-  local skey, sfield = seen_slot(stem, seq, block)
+  local seq_s = int(seq)
+  redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
+  local skey, sfield = seen_slot(stem, seq_s)
   redis.call('HSET', skey, sfield, now_s)
   depth = depth + 1
   local depth_s = int(depth)
@@ -43,7 +44,7 @@ local function enter(visitor)
 end
 
 local parts, n = {}, 0
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   n = add_reply(parts, n, enter(ARGV[i]))
 end
 return table.concat(parts, ' ', 1, n)

@@ -1,11 +1,11 @@
 -- Status reports where visitors stand and refreshes their last-seen times. The proxy sends the polls
 -- that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set, KEYS[2] totals hash
--- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] last-seen block size, ARGV[4..] visitors
+-- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
 -- Returns one reply per visitor: {0, now} when not queued, {1, notBefore, expiry, now} when holding a
 -- pass, {2, position, depth, now, previousPoll} when waiting (previousPoll 0 when unknown).
-local prefix, abandon_ms, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local stem = seen_stem(prefix, ARGV[3])
+local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
+local stem = seen_stem(prefix)
 local now = now_ms()
 -- A visitor last seen before this is silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -17,12 +17,12 @@ local depth_s = int(depth)
 -- formats one number per waiting visitor (see int in common.lua).
 local call, wait_key = redis.call, KEYS[1]
 local parts, n = {}, 0
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   local visitor = ARGV[i]
   -- Most polls come from waiting visitors, so that path is tried first and kept short.
   local seq = call('ZSCORE', wait_key, visitor)
   if seq then
-    local skey, sfield = seen_slot(stem, tonumber(seq), block)
+    local skey, sfield = seen_slot(stem, seq)
     local seen = call('HGET', skey, sfield)
     if seen and earlier(seen, silent_before) then
       forget(wait_key, visitor, skey, sfield)
