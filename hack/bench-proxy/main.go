@@ -241,7 +241,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		r := saturating[t.name]
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rps/saturating["nginx proxy_pass"].rps)
 	}
-	// CPU per request hardly depends on what else the machine runs, unlike req/s.
+	// CPU per request moves less with what else the machine runs than req/s does.
 	cpuPerRequest := func(name string) (proxy, backend, load time.Duration) {
 		r := saturating[name]
 		return perRequest(r.proxyCPU, r.requests), perRequest(r.backendCPU, r.requests), perRequest(r.loadCPU, r.requests)
@@ -595,14 +595,9 @@ end
 		if err != nil {
 			return wrkResult{}, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		fields := strings.Split(lines[len(lines)-1], ",")
-		if len(fields) < 2 {
-			return wrkResult{}, wrkResult{}, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
-		}
-		zrank, err := strconv.ParseFloat(strings.Trim(fields[1], `"`), 64)
+		zrank, err := testenv.RedisBenchmarkRate(out)
 		if err != nil {
-			return wrkResult{}, wrkResult{}, fmt.Errorf("unexpected redis-benchmark output:\n%s", out)
+			return wrkResult{}, wrkResult{}, err
 		}
 		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: server.CPU() - redis0, loadCPU: ownCPU(cmd)})
 	}

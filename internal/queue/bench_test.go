@@ -1,11 +1,9 @@
 package queue
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/csv"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -134,7 +132,7 @@ func reportPercentiles(b *testing.B, latencies []time.Duration, prefix string) {
 }
 
 // engineRun is what a timed run of engine calls achieved: calls per second, and the CPU time Redis
-// spent per call, which hardly moves with whatever else the machine runs.
+// spent per call, which moves less than the rate with whatever else the machine runs.
 type engineRun struct {
 	ops      float64
 	redisCPU time.Duration
@@ -367,7 +365,7 @@ func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
 // reportBaseline runs redis-benchmark on the same server right after an engine benchmark, at the same
 // concurrency and for about as many requests, and reports its rate and the engine's ratio to it, and
 // the same ratio in Redis CPU time per call. Measured minutes apart, the two rates drift on a shared
-// machine more than the ratio differs; the CPU ratio moves much less.
+// machine more than the ratio differs; the CPU ratio moves less.
 // test is ZADD (compared with Enter) or ZRANK (compared with Status), on a sorted set of size members.
 func reportBaseline(b *testing.B, srv *testenv.Redis, rdb redis.UniversalClient, engine engineRun, test string, size int) {
 	b.Helper()
@@ -411,7 +409,7 @@ func reportBaseline(b *testing.B, srv *testenv.Redis, rdb redis.UniversalClient,
 		b.Fatalf("redis-benchmark: %v\n%s", err, out)
 	}
 	redisCPU := (srv.CPU() - cpu0) / time.Duration(b.N)
-	rps, err := parseRedisBenchmarkCSV(out)
+	rps, err := testenv.RedisBenchmarkRate(out)
 	if err != nil {
 		b.Fatalf("%v\n%s", err, out)
 	}
@@ -423,17 +421,4 @@ func reportBaseline(b *testing.B, srv *testenv.Redis, rdb redis.UniversalClient,
 	if engine.redisCPU > 0 {
 		b.ReportMetric(float64(redisCPU)/float64(engine.redisCPU), "x-"+unit+"-redis-cpu")
 	}
-}
-
-func parseRedisBenchmarkCSV(out []byte) (float64, error) {
-	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
-	if err != nil {
-		return 0, fmt.Errorf("reading redis-benchmark CSV: %w", err)
-	}
-	for _, row := range rows[1:] {
-		if len(row) > 1 {
-			return strconv.ParseFloat(row[1], 64)
-		}
-	}
-	return 0, fmt.Errorf("no result row in redis-benchmark output")
 }

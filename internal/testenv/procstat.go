@@ -12,7 +12,7 @@ import (
 const clockTick = 10 * time.Millisecond
 
 // ProcStat is what /proc/<pid>/stat tells of a process: benchmarks read the CPU time of the servers
-// they load, which, unlike a rate, hardly depends on what else the machine runs.
+// they load, which depends less than a rate on what else the machine runs.
 type ProcStat struct {
 	// PGID is the process group.
 	PGID int
