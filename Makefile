@@ -115,9 +115,9 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 
 .PHONY: fuzz
 fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make test runs them briefly).
-	@for target in FuzzVerifyPass FuzzNormalizePath; do \
-		echo "fuzzing $$target for $(FUZZTIME)"; \
-		go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./admission || exit 1; \
+	@for target in FuzzVerifyPass:./admission FuzzNormalize:./internal/route; do \
+		echo "fuzzing $${target%%:*} for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$${target%%:*}\$$" -fuzztime $(FUZZTIME) "$${target#*:}" || exit 1; \
 	done
 
 ##@ Benchmarks
@@ -136,7 +136,8 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/admission-proxy
 	go run ./hack/bench-proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
-	go test -run '^$$' -bench 'VerifyPass|NormalizePath' -benchmem ./admission
+	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission
+	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 
 ##@ Experiment
 

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/herdgate/herdgate/internal/route"
 )
 
 // MaxHeaderBytes bounds a request's line and headers, cookies included, on both fronts.
@@ -272,7 +274,7 @@ func requestPath(target []byte) string {
 func escapedPath(p string) string {
 	for i := 0; i < len(p); i++ {
 		if !pathSafe(p[i]) {
-			return escapePath(p)
+			return route.Escape(p)
 		}
 	}
 	return p

@@ -165,11 +165,7 @@ func (h *harness) publishPlan() {
 func (h *harness) admit(n int, offset time.Duration) queue.AdmitResult {
 	h.t.Helper()
 	h.tick++
-	offs := make([]time.Duration, n)
-	for i := range offs {
-		offs[i] = offset
-	}
-	res, err := h.q.Admit(context.Background(), queue.AdmitRequest{TickID: h.tick, Offsets: offs, PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute})
+	res, err := h.q.Admit(context.Background(), queue.AdmitRequest{TickID: h.tick, Limit: n, Lead: offset, PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -16,6 +16,9 @@ type metrics struct {
 	failOpen      prometheus.Counter
 	redisUp       prometheus.Gauge
 	upstream      *prometheus.HistogramVec
+	// The config in force and refusals of newer ones.
+	configGeneration, configRefused prometheus.Gauge
+	configRefusals                  prometheus.Counter
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
@@ -51,6 +54,18 @@ func newMetrics() *metrics {
 			Help:    "Time from forwarding a request upstream to its response headers, by route class.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
 		}, []string{"route_class"}),
+		configGeneration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herdgate_proxy_config_generation",
+			Help: "WaitingQueue generation of the config in force; 0 before the first valid one.",
+		}),
+		configRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herdgate_proxy_config_refused",
+			Help: "1 while the newest WaitingQueue generation seen could not be applied (the config in force is older), else 0.",
+		}),
+		configRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_config_refusals_total",
+			Help: "WaitingQueue changes that did not make a valid config and were not applied.",
+		}),
 	}
 	m.protectedForwarded = m.requests.WithLabelValues("protected", "forwarded")
 	m.openForwarded = m.requests.WithLabelValues("open", "forwarded")
@@ -58,6 +73,7 @@ func newMetrics() *metrics {
 	m.openUpstream = m.upstream.WithLabelValues("open")
 	m.validPasses = m.verifications.WithLabelValues(string(PassValid))
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
+		m.configGeneration, m.configRefused, m.configRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/herdgate/herdgate/internal/route"
 )
 
 //go:embed page/waiting.html
@@ -43,7 +45,7 @@ func SafeReturn(raw string) string {
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return "/"
 	}
-	if p, err := NormalizePath(u.EscapedPath()); err != nil || p == reservedPrefix || strings.HasPrefix(p, reservedPrefix+"/") {
+	if p, err := route.Normalize(u.EscapedPath()); err != nil || p == reservedPrefix || strings.HasPrefix(p, reservedPrefix+"/") {
 		return "/"
 	}
 	return raw

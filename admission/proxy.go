@@ -19,6 +19,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/route"
 )
 
 // The proxy's own paths live under this prefix and never reach the upstream.
@@ -48,6 +49,9 @@ type Options struct {
 	Rand capacity.Rand
 	// Transport reaches the upstream; nil means a keep-alive transport sized for one upstream.
 	Transport http.RoundTripper
+	// Replica, when set, names this proxy replica (its pod) in the reports Serve writes to Redis of
+	// the config it serves or refuses, from which the manager sets the Programmed condition.
+	Replica string
 }
 
 // Proxy is the admission proxy's HTTP handler.
@@ -63,15 +67,29 @@ type Proxy struct {
 
 	redisDown atomic.Bool
 	draining  atomic.Bool
+	state     configState
 }
 
 // NewProxy serves cfg's queue, stored in store.
 func NewProxy(cfg *Config, store *queue.Store, opts Options) (*Proxy, error) {
-	q, err := store.Queue(cfg.Namespace, cfg.Name)
+	p, err := NewUnconfiguredProxy(cfg.Namespace, cfg.Name, store, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.SetConfig(cfg)
+	return p, nil
+}
+
+// NewUnconfiguredProxy serves the queue namespace/name before it has a valid config: it answers
+// healthz, fails readyz and answers everything else 503 until SetConfig, so that a proxy whose
+// first config is refused stays up, reports why, and serves as soon as a valid one comes.
+func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Options) (*Proxy, error) {
+	q, err := store.Queue(namespace, name)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{q: q, plans: queue.NewPlanCache(q, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand}
+	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -88,7 +106,6 @@ func NewProxy(cfg *Config, store *queue.Store, opts Options) (*Proxy, error) {
 		BufferPool:   bufferPool{},
 		ErrorHandler: p.upstreamError,
 	}
-	p.cfg.Store(cfg)
 	return p, nil
 }
 
@@ -119,9 +136,28 @@ func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 
 // SetConfig applies a changed config to the requests that start after it.
-func (p *Proxy) SetConfig(cfg *Config) { p.cfg.Store(cfg) }
+func (p *Proxy) SetConfig(cfg *Config) {
+	p.cfg.Store(cfg)
+	p.state.applied(cfg.Generation)
+	p.metrics.configGeneration.Set(float64(cfg.Generation))
+	p.metrics.configRefused.Set(0)
+}
 
-// Config returns the config in force.
+// RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
+// config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
+func (p *Proxy) RefuseConfig(generation int64, err error) {
+	if p.state.refused(generation, err.Error()) {
+		p.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
+			"generation", generation, "serving", p.state.report().Generation)
+		p.metrics.configRefusals.Inc()
+	}
+	p.metrics.configRefused.Set(1)
+}
+
+// Queue names the queue the proxy serves, as namespace/name.
+func (p *Proxy) Queue() string { return p.q.Namespace() + "/" + p.q.Name() }
+
+// Config returns the config in force; nil before the first valid one.
 func (p *Proxy) Config() *Config { return p.cfg.Load() }
 
 // MetricsHandler serves the proxy's Prometheus metrics.
@@ -169,7 +205,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // without a valid pass) and otherwise returns the normalised path and route class to forward with.
 // Both fronts decide here.
 func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool) (canonical, class string, forward bool) {
-	canonical, err := NormalizePath(escapedPath)
+	if cfg == nil {
+		p.serveUnconfigured(x, escapedPath)
+		return "", "", false
+	}
+	canonical, err := route.Normalize(escapedPath)
 	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
 	if err != nil || fragment {
 		p.replyBadPath(x)
@@ -253,11 +293,11 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 // path successfully; normalising again here is the allocation-free fast path for most requests.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	upstream := p.cfg.Load().Upstream
-	canonical, _ := NormalizePath(pr.In.URL.EscapedPath())
+	canonical, _ := route.Normalize(pr.In.URL.EscapedPath())
 	pr.SetURL(upstream)
 	pr.Out.URL.Path = strings.TrimSuffix(upstream.Path, "/") + canonical
 	pr.Out.URL.RawPath = ""
-	if escaped := escapePath(pr.Out.URL.Path); escaped != pr.Out.URL.Path {
+	if escaped := route.Escape(pr.Out.URL.Path); escaped != pr.Out.URL.Path {
 		pr.Out.URL.RawPath = escaped
 	}
 	pr.Out.Method = strings.ToUpper(pr.In.Method)

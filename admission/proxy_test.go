@@ -757,3 +757,95 @@ func TestFrontKeepsItsUpstreamClientAcrossReloads(t *testing.T) {
 		t.Fatalf("another upstream kept the old client (%s)", c.client.Addr)
 	}
 }
+
+// TestAProxyWithoutAValidConfigStaysUpAndReportsIt serves a proxy whose first config was refused: it
+// answers healthz, fails readyz, lets nothing through, and reports the refusal to Redis; the first
+// valid config makes it serve, and a refused change keeps the config in force.
+func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
+	for _, front := range []string{"fast", "net/http"} {
+		t.Run(front, func(t *testing.T) {
+			harnessFront = front
+			defer func() { harnessFront = "fast" }()
+			h := newHarness(t, nil)
+			p, err := NewUnconfiguredProxy("shop", "orders", h.store, Options{Replica: "proxy-0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := serveFront(t, p)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); p.reportConfig(ctx) }()
+			defer func() { cancel(); <-done }()
+			get := func(path string) (int, string) {
+				t.Helper()
+				res, err := http.Post(srv.URL+path, "application/json", nil)
+				if path == "/.herdgate/healthz" || path == "/.herdgate/readyz" {
+					res, err = http.Get(srv.URL + path)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				body, _ := io.ReadAll(res.Body)
+				return res.StatusCode, string(body)
+			}
+			p.RefuseConfig(3, errors.New("spec.protectedRoutes[0].path: is not normalised"))
+			if code, _ := get("/.herdgate/healthz"); code != http.StatusOK {
+				t.Fatalf("healthz without a config: %d", code)
+			}
+			if code, body := get("/.herdgate/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not_configured") {
+				t.Fatalf("readyz without a config: %d %s", code, body)
+			}
+			for _, path := range []string{"/api/v1/orders", "/.herdgate/enter", "/open"} {
+				if code, body := get(path); code != http.StatusServiceUnavailable || !strings.Contains(body, `"error":"not_configured"`) {
+					t.Fatalf("%s without a config: %d %s", path, code, body)
+				}
+			}
+			if n := len(h.upstream.all()); n != 0 {
+				t.Fatalf("%d requests reached the upstream without a config", n)
+			}
+			waitReport := func(want queue.ProxyReport) {
+				t.Helper()
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					got, err := h.q.ProxyReports(context.Background(), time.Minute)
+					if err == nil && len(got) == 1 && got[0] == want {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("reports = %+v, %v; want %+v", got, err, want)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			waitReport(queue.ProxyReport{Replica: "proxy-0", RefusedGeneration: 3, Refusal: "spec.protectedRoutes[0].path: is not normalised"})
+
+			cfg, err := NewConfig(h.wq, h.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Generation = 4
+			p.SetConfig(cfg)
+			if code, _ := get("/.herdgate/readyz"); code != http.StatusOK {
+				t.Fatalf("readyz with a config: %d", code)
+			}
+			if code, _ := get("/api/v1/orders"); code != http.StatusForbidden {
+				t.Fatalf("a protected route with a config and no pass: %d", code)
+			}
+			waitReport(queue.ProxyReport{Replica: "proxy-0", Generation: 4})
+
+			p.RefuseConfig(5, errors.New("spec.identity.header: Host cannot identify a visitor"))
+			waitReport(queue.ProxyReport{Replica: "proxy-0", Generation: 4, RefusedGeneration: 5, Refusal: "spec.identity.header: Host cannot identify a visitor"})
+			if p.Config() != cfg {
+				t.Fatal("a refused change replaced the config in force")
+			}
+			rec := httptest.NewRecorder()
+			p.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			for _, want := range []string{"herdgate_proxy_config_generation 4", "herdgate_proxy_config_refused 1", "herdgate_proxy_config_refusals_total 2"} {
+				if !strings.Contains(rec.Body.String(), want+"\n") {
+					t.Errorf("metrics lack %q", want)
+				}
+			}
+		})
+	}
+}

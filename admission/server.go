@@ -83,6 +83,10 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 		}
 	})
 	g.Go(func() error {
+		p.reportConfig(gctx)
+		return nil
+	})
+	g.Go(func() error {
 		<-gctx.Done()
 		p.StartDrain()
 		if ctx.Err() != nil {

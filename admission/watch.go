@@ -1,16 +1,16 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -19,25 +19,51 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
-// WatchQueue watches one WaitingQueue and its Secret (by name only: the proxy's Role allows nothing
-// else) and calls apply with a fresh Config whenever either changes, starting with the current one.
-// A change that does not make a valid config is logged and skipped; the last good config stays.
-// WatchQueue returns when ctx ends, or early with an error when the first config cannot be built.
-func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName, apply func(*Config), log logr.Logger) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+// DefaultResync is how often WatchQueue rebuilds the config without a change, to pick up a new key.
+const DefaultResync = 30 * time.Second
+
+// WatchOptions configure WatchQueue.
+type WatchOptions struct {
+	// HMACKey returns the queue's HMAC key; it is read again for every config built. KeyFile reads it
+	// from the file the operator's Deployment mounts from the queue's Secret.
+	HMACKey func() ([]byte, error)
+	// Apply receives every new valid config, starting with the first.
+	Apply func(*Config)
+	// Refuse receives a WaitingQueue generation that does not make a valid config, and why; the
+	// last valid config stays in force. It may be nil.
+	Refuse func(generation int64, err error)
+	// Resync rebuilds the config this often even when the WaitingQueue did not change; 0 means
+	// DefaultResync.
+	Resync time.Duration
+	Log    logr.Logger
+}
+
+// KeyFile returns an HMACKey that reads path, as mounted from the queue's Secret.
+func KeyFile(path string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		key, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading the HMAC key: %w", err)
+		}
+		return key, nil
 	}
+}
+
+// WatchQueue watches one WaitingQueue (by name only: the proxy's Role allows nothing else) and
+// hands Apply a fresh Config whenever it or the key changes. A change that does not make a valid
+// config goes to Refuse, and the last good config stays; a proxy whose first config is refused
+// keeps waiting for a valid one rather than exiting. WatchQueue returns when ctx ends, or with an
+// error when the watch cannot be set up.
+func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName, opts WatchOptions) error {
+	scheme := runtime.NewScheme()
 	if err := herdgatev1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	secretName := (&herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{Name: key.Name}}).SecretName()
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]cache.Config{key.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
 			&herdgatev1alpha1.WaitingQueue{}: {Field: fields.OneTermEqualSelector("metadata.name", key.Name)},
-			&corev1.Secret{}:                 {Field: fields.OneTermEqualSelector("metadata.name", secretName)},
 		},
 	})
 	if err != nil {
@@ -50,54 +76,75 @@ func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName,
 		default:
 		}
 	}
-	handler := toolscache.ResourceEventHandlerFuncs{
+	inf, err := c.GetInformer(ctx, &herdgatev1alpha1.WaitingQueue{})
+	if err != nil {
+		return fmt.Errorf("watching WaitingQueue %s: %w", key, err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,
 		UpdateFunc: func(_, obj any) { notify(obj) },
 		DeleteFunc: notify,
-	}
-	for _, obj := range []client.Object{&herdgatev1alpha1.WaitingQueue{}, &corev1.Secret{}} {
-		inf, err := c.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("watching %T: %w", obj, err)
-		}
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	errs := make(chan error, 1)
 	go func() { errs <- c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("watching WaitingQueue %s: the cache never synced (check the proxy's RBAC)", key)
+		return <-errs
 	}
 
-	build := func() (*Config, error) {
-		wq := &herdgatev1alpha1.WaitingQueue{}
-		if err := c.Get(ctx, key, wq); err != nil {
-			return nil, fmt.Errorf("reading WaitingQueue %s: %w", key, err)
-		}
-		secret := &corev1.Secret{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: secretName}, secret); err != nil {
-			return nil, fmt.Errorf("reading Secret %s/%s: %w", key.Namespace, secretName, err)
-		}
-		return NewConfig(wq, secret.Data[herdgatev1alpha1.SecretHMACKey])
+	resync := opts.Resync
+	if resync <= 0 {
+		resync = DefaultResync
 	}
-	first, err := build()
-	if err != nil {
-		return err
-	}
-	apply(first)
+	ticker := time.NewTicker(resync)
+	defer ticker.Stop()
+	w := queueWatch{opts: opts, key: key, read: c}
+	w.update(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return <-errs
 		case <-changed:
-			next, err := build()
-			if err != nil {
-				log.Error(err, "Ignoring a change that does not make a valid config; keeping the last one")
-				continue
-			}
-			log.Info("Applying a changed WaitingQueue or Secret")
-			apply(next)
+		case <-ticker.C:
 		}
+		w.update(ctx)
 	}
+}
+
+// queueWatch builds configs and hands on only the new ones.
+type queueWatch struct {
+	opts WatchOptions
+	key  types.NamespacedName
+	read client.Reader
+	// What the config in force was built from.
+	version string
+	hmacKey []byte
+}
+
+func (w *queueWatch) update(ctx context.Context) {
+	wq := &herdgatev1alpha1.WaitingQueue{}
+	if err := w.read.Get(ctx, w.key, wq); err != nil {
+		if ctx.Err() == nil {
+			w.opts.Log.Info("Cannot read the WaitingQueue; keeping the config in force", "waitingqueue", w.key.String(), "error", err.Error())
+		}
+		return
+	}
+	hmacKey, err := w.opts.HMACKey()
+	if err == nil && w.version == wq.ResourceVersion && bytes.Equal(hmacKey, w.hmacKey) {
+		return // nothing new
+	}
+	var cfg *Config
+	if err == nil {
+		cfg, err = NewConfig(wq, hmacKey)
+	}
+	if err != nil {
+		if w.opts.Refuse != nil {
+			w.opts.Refuse(wq.Generation, err)
+		}
+		return
+	}
+	w.version, w.hmacKey = wq.ResourceVersion, hmacKey
+	w.opts.Log.Info("Applying the WaitingQueue", "generation", wq.Generation)
+	w.opts.Apply(cfg)
 }

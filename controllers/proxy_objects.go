@@ -34,6 +34,9 @@ const (
 	LabelWaitingQueue = "herdgate.io/waitingqueue"
 
 	proxyUID = 65532
+	// keyMountPath is where the proxy container finds the queue's Secret: only its HMAC key is
+	// mounted, so the proxy needs no access to Secrets through the API.
+	keyMountPath = "/etc/herdgate/secret"
 )
 
 func proxySelector(wq *herdgatev1alpha1.WaitingQueue) map[string]string {
@@ -65,17 +68,14 @@ func proxyServiceAccount(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceAcc
 		WithAutomountServiceAccountToken(true)
 }
 
-// proxyRole lets the proxy read its own WaitingQueue and Secret, and nothing else.
+// proxyRole lets the proxy read its own WaitingQueue, and nothing else: its HMAC key comes mounted.
 func proxyRole(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleApplyConfiguration {
-	verbs := []string{"get", "list", "watch"}
 	return rbacv1ac.Role(wq.ProxyName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
 		WithRules(
 			rbacv1ac.PolicyRule().WithAPIGroups(herdgatev1alpha1.GroupVersion.Group).WithResources("waitingqueues").
-				WithResourceNames(wq.Name).WithVerbs(verbs...),
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("secrets").
-				WithResourceNames(wq.SecretName()).WithVerbs(verbs...),
+				WithResourceNames(wq.Name).WithVerbs("get", "list", "watch"),
 		)
 }
 
@@ -110,9 +110,11 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 		WithCommand("/herdgate-proxy").
 		WithArgs(
 			"--waitingqueue="+wq.Namespace+"/"+wq.Name,
+			"--hmac-key-file="+keyMountPath+"/"+herdgatev1alpha1.SecretHMACKey,
 			"--listen=:8080",
 			"--metrics-listen=:9090",
 		).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("secret").WithMountPath(keyMountPath).WithReadOnly(true)).
 		WithEnv(corev1ac.EnvVar().WithName("HERDGATE_REDIS_URL").WithValueFrom(
 			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(wq.SecretName()).WithKey(herdgatev1alpha1.SecretRedisURL)))).
 		WithPorts(
@@ -143,9 +145,14 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 						WithRunAsNonRoot(true).
 						WithRunAsUser(proxyUID).
 						WithRunAsGroup(proxyUID).
+						WithFSGroup(proxyUID).
 						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					// The proxy drains for up to 25 s on SIGTERM.
 					WithTerminationGracePeriodSeconds(30).
+					WithVolumes(corev1ac.Volume().WithName("secret").WithSecret(corev1ac.SecretVolumeSource().
+						WithSecretName(wq.SecretName()).
+						WithItems(corev1ac.KeyToPath().WithKey(herdgatev1alpha1.SecretHMACKey).WithPath(herdgatev1alpha1.SecretHMACKey)).
+						WithDefaultMode(0o440))).
 					WithContainers(container))))
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ const (
 	// planRepublish is how often an unchanged plan is written again, so that proxies find it after
 	// Redis lost its data.
 	planRepublish = 10 * time.Second
+	// proxyReportMaxAge is how long a proxy replica's report counts: replicas report every
+	// admission.ReportInterval, so one that missed three reports is gone.
+	proxyReportMaxAge = 30 * time.Second
 	// maxCatchUpTicks bounds how many missed ticks a late tick makes up for; beyond that the missed
 	// admissions are dropped rather than released as one burst.
 	maxCatchUpTicks = 10
@@ -70,6 +74,8 @@ type QueueSnapshot struct {
 	RedisErrorSince time.Time
 	// LastTick is when the last tick reached Redis.
 	LastTick time.Time
+	// Proxies are the reports of the proxy replicas that reported lately, by replica; nil when none.
+	Proxies []queue.ProxyReport
 }
 
 // TickReport describes one tick of one queue.
@@ -80,21 +86,15 @@ type TickReport struct {
 	// Scheduled is the tick's place on the grid (its id is Scheduled in Unix milliseconds); Started
 	// is when it ran.
 	Scheduled, Started time.Time
-	// Quota is how many visitors the tick could admit (ticks made up for included).
-	Quota int64
-	// Window is the jitter window of the tick; Lead the constant ahead of it.
+	// Quota is how many visitors the plan gives the tick (ticks made up for included), and Limit how
+	// many it asked Redis to admit at most: Quota, capped at queue.MaxAdmitPerTick.
+	Quota, Limit int64
+	// Window is the jitter window of the tick; Lead the constant ahead of it; Seed drew the offsets
+	// (queue.JitterOffsets).
 	Window, Lead time.Duration
+	Seed         int64
 	Result       queue.AdmitResult
 	Err          error
-}
-
-// AdmissionLead is how far ahead of its tick an admission's not-before lies: the longest interval a
-// visitor at the front of the queue may wait between polls (pollMin plus the hint's spread). A
-// visitor admitted at a tick therefore learns its not-before before it comes, and the proxy sends it
-// back exactly then: the tick's jitter reaches the workload instead of being lost to the random
-// moments at which visitors happen to poll.
-func AdmissionLead(pollMin time.Duration) time.Duration {
-	return pollMin + time.Duration(capacity.PollSpread*float64(pollMin))
 }
 
 // RandSource draws jitter offsets; *math/rand/v2.Rand satisfies it.
@@ -346,26 +346,28 @@ func (r *queueRunner) run(ctx context.Context) {
 			continue
 		}
 
+		// The tick's work follows whom it can admit, never the plan's size: Redis gets a limit and
+		// draws the offsets for the admitted alone, and the limit is capped (docs/performance.md).
+		plan := effectivePlan(cfg.Plan)
 		quota := int64(0)
 		if !cfg.Suspended {
 			for range min(missed, maxCatchUpTicks) + 1 {
-				quota += st.carry.Next(cfg.Plan)
+				quota += st.carry.Next(plan)
 			}
 		}
-		offsets := jitterOffsets(rng, quota, cfg.JitterWindow)
-		for i := range offsets {
-			offsets[i] += cfg.Lead
-		}
+		limit := min(quota, queue.MaxAdmitPerTick)
+		seed := rng.Int64N(1 << 62)
 		callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 		start := clk.Now()
 		res, err := st.q.Admit(callCtx, queue.AdmitRequest{
-			TickID: latest.UnixMilli(), Offsets: offsets, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+			TickID: latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
+			PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
 		})
 		cancel()
 		tickDurationHistogram.WithLabelValues(labels...).Observe(clk.Since(start).Seconds())
 		if r.s.OnTick != nil {
 			r.s.OnTick(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: latest, Started: now,
-				Quota: quota, Window: cfg.JitterWindow, Lead: cfg.Lead, Result: res, Err: err})
+				Quota: quota, Limit: limit, Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Result: res, Err: err})
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -434,8 +436,15 @@ func (r *queueRunner) fail(ctx context.Context, st *tickState, now time.Time, er
 	r.notify(st, now)
 }
 
+// effectivePlan is the plan ticks run: cfg's, capped at what one tick may admit.
+func effectivePlan(p capacity.Plan) capacity.Plan {
+	capped, _ := p.Capped(queue.MaxAdmitPerTick)
+	return capped
+}
+
+// publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
 func (r *queueRunner) publishPlan(ctx context.Context, st *tickState, cfg *QueueConfig, now time.Time) error {
-	num, den := cfg.Plan.PerTick()
+	num, den := effectivePlan(cfg.Plan).PerTick()
 	p := queue.Plan{
 		PerTickNum: num, PerTickDen: den, Tick: cfg.Plan.Tick(),
 		PollMin: cfg.PollMin, PollMax: cfg.PollMax, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
@@ -460,6 +469,13 @@ func (r *queueRunner) readStats(ctx context.Context, st *tickState, now time.Tim
 	if err != nil {
 		return err
 	}
+	proxies, err := st.q.ProxyReports(callCtx, proxyReportMaxAge)
+	if err != nil {
+		return err
+	}
+	if len(proxies) == 0 {
+		proxies = nil
+	}
 	st.statsAt = now.Add(statsInterval)
 	st.samples = append(st.samples, rateSample{at: now, total: stats.AdmittedTotal})
 	// Keep one sample at least rateWindow old as the window's start.
@@ -475,7 +491,7 @@ func (r *queueRunner) readStats(ctx context.Context, st *tickState, now time.Tim
 	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
 	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
 	r.update(func(s *QueueSnapshot) {
-		s.HaveStats, s.Depth, s.Active, s.AdmittedPerSecond = true, stats.Depth, stats.Active, rate
+		s.HaveStats, s.Depth, s.Active, s.AdmittedPerSecond, s.Proxies = true, stats.Depth, stats.Active, rate, proxies
 	})
 	return nil
 }
@@ -484,7 +500,7 @@ func (r *queueRunner) readStats(ctx context.Context, st *tickState, now time.Tim
 func (r *queueRunner) notify(st *tickState, now time.Time) {
 	snap := r.snapshot()
 	snap.LastTick = time.Time{} // moves every tick; not worth a status write
-	if snap == st.notified || now.Before(st.notifyAt) {
+	if reflect.DeepEqual(snap, st.notified) || now.Before(st.notifyAt) {
 		return
 	}
 	wq := &herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name}}
@@ -493,23 +509,6 @@ func (r *queueRunner) notify(st *tickState, now time.Time) {
 		st.notified, st.notifyAt = snap, now.Add(statsInterval)
 	default: // the reconciler is behind; the next change will try again
 	}
-}
-
-// jitterOffsets draws n not-before offsets over window, earliest first, so that the visitor first in
-// line is also first through the gate. The window is cut into n equal slots and each offset falls
-// uniformly within its own slot: every offset is still uniform over the window, and the tick reaches
-// the workload as the reference design wants it, about one arrival every window/n, never a clump
-// that independent draws would now and then produce.
-func jitterOffsets(rng RandSource, n int64, window time.Duration) []time.Duration {
-	offsets := make([]time.Duration, n)
-	if window <= 0 || n == 0 {
-		return offsets
-	}
-	slot := int64(window) / n
-	for i := range offsets {
-		offsets[i] = time.Duration(int64(i)*slot + rng.Int64N(max(1, slot)))
-	}
-	return offsets
 }
 
 // nextGridPoint is the first multiple of tick (counted from the Unix epoch) after t. Every manager

@@ -147,6 +147,53 @@ func TestSchedulerCarriesAFractionalQuota(t *testing.T) {
 	}
 }
 
+func TestSchedulerBoundsATickByWhomItCanAdmit(t *testing.T) {
+	h := newHarness(t)
+	// The largest plan the API accepts: a million slots held 1 ms each, admitted every 10 s, and
+	// nobody waiting. The tick asks Redis for the engine's limit, never for billions of slots.
+	largest := h.config("largest", capacity.Input{PoolSize: 1_000_000, RequestLatency: time.Millisecond, UtilizationPercent: 100, Tick: 10 * time.Second})
+	h.s.Ensure(largest)
+	r := h.mustStep(10 * time.Second)
+	if r.Quota != queue.MaxAdmitPerTick || r.Limit != queue.MaxAdmitPerTick || len(r.Result.Admitted) != 0 {
+		t.Fatalf("idle tick of the largest plan: quota %d, limit %d, admitted %d; want %d, %d, 0",
+			r.Quota, r.Limit, len(r.Result.Admitted), queue.MaxAdmitPerTick, queue.MaxAdmitPerTick)
+	}
+	// Proxies estimate waits from the rate ticks really run.
+	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	q, err := queue.New(rdb, "test", "largest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, err := q.ReadPlan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if published.PerTickNum != queue.MaxAdmitPerTick || published.PerTickDen != 1 {
+		t.Fatalf("published quota %d/%d per tick, want the capped %d/1", published.PerTickNum, published.PerTickDen, queue.MaxAdmitPerTick)
+	}
+	h.s.Remove(largest.UID)
+
+	// The largest batch override with more waiting than one tick may admit: ticks take the limit
+	// each, in order, until the queue is empty, and a late tick makes up for nothing beyond it.
+	h.fill("override", 2*queue.MaxAdmitPerTick+100)
+	h.s.Ensure(h.config("override", capacity.Input{BatchSizeOverride: 1_000_000, Tick: 10 * time.Millisecond}))
+	var admitted []int
+	for range 3 {
+		r := h.mustStep(30 * time.Millisecond)
+		if r.Limit != queue.MaxAdmitPerTick {
+			t.Fatalf("tick limit %d, want %d", r.Limit, queue.MaxAdmitPerTick)
+		}
+		admitted = append(admitted, len(r.Result.Admitted))
+	}
+	if !slices.Equal(admitted, []int{queue.MaxAdmitPerTick, queue.MaxAdmitPerTick, 100}) {
+		t.Fatalf("three ticks admitted %v, want %d, %d and the last 100", admitted, queue.MaxAdmitPerTick, queue.MaxAdmitPerTick)
+	}
+}
+
 func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	h := newHarness(t)
 	h.fill("late", 1000)
@@ -174,9 +221,13 @@ func TestSchedulerDrawsJitterFromItsSource(t *testing.T) {
 	h.fill("jitter", 20)
 	h.s.Ensure(h.config("jitter", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
 	r := h.mustStep(100 * time.Millisecond)
-	want := jitterOffsets(rand.New(rand.NewPCG(1, 2)), 14, 100*time.Millisecond)
-	if !slices.IsSorted(want) {
-		t.Fatal("offsets are not sorted")
+	// The seed comes from the scheduler's source, and Redis draws the offsets from it.
+	if seed := rand.New(rand.NewPCG(1, 2)).Int64N(1 << 62); r.Seed != seed {
+		t.Fatalf("tick seed %d, want the source's first draw %d", r.Seed, seed)
+	}
+	want := queue.JitterOffsets(r.Seed, len(r.Result.Admitted), 100*time.Millisecond)
+	if len(want) != 14 || !slices.IsSorted(want) {
+		t.Fatalf("offsets of 14 admissions: %v", want)
 	}
 	for i, a := range r.Result.Admitted {
 		if got := a.Pass.NotBefore.Sub(r.Result.Now); got != want[i].Truncate(time.Millisecond) {
@@ -263,26 +314,7 @@ func TestSchedulerBacksOffFromAnUnreachableRedis(t *testing.T) {
 	}
 }
 
-func TestJitterOffsetsAndGrid(t *testing.T) {
-	if got := jitterOffsets(rand.New(rand.NewPCG(1, 1)), 5, 0); !slices.Equal(got, make([]time.Duration, 5)) {
-		t.Fatalf("offsets without a window = %v, want zeros", got)
-	}
-	got := jitterOffsets(rand.New(rand.NewPCG(1, 1)), 1000, 100*time.Millisecond)
-	if !slices.IsSorted(got) || got[0] < 0 || got[999] >= 100*time.Millisecond {
-		t.Fatalf("offsets not sorted within [0, 100ms): first %s, last %s", got[0], got[999])
-	}
-	if got[999]-got[0] < 90*time.Millisecond {
-		t.Fatalf("1000 offsets span only %s of the 100 ms window", got[999]-got[0])
-	}
-	// Each offset lies in its own slot of window/n: 14 over 100 ms come about one every 7 ms.
-	for seed := range uint64(200) {
-		o := jitterOffsets(rand.New(rand.NewPCG(seed, 3)), 14, 100*time.Millisecond)
-		for i, off := range o {
-			if lo, hi := time.Duration(i)*(100*time.Millisecond/14), time.Duration(i+1)*(100*time.Millisecond/14); off < lo || off >= hi {
-				t.Fatalf("offset %d = %s lies outside its slot [%s, %s)", i, off, lo, hi)
-			}
-		}
-	}
+func TestGrid(t *testing.T) {
 	for _, tc := range []struct {
 		t    time.Time
 		tick time.Duration

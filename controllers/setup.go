@@ -1,20 +1,16 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -58,18 +54,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Scheduler, error) {
 	return sched, nil
 }
 
-// SetupWithManager wires the reconciler's watches.
+// SetupWithManager wires the reconciler's watches. Secrets are not watched: the manager may not
+// list or watch them, so a queue is reconciled every secretResync to notice changed Secrets.
 func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &herdgatev1alpha1.WaitingQueue{}, redisSecretIndex,
-		func(obj client.Object) []string {
-			wq := obj.(*herdgatev1alpha1.WaitingQueue)
-			if wq.Spec.Redis == nil {
-				return nil
-			}
-			return []string{wq.Spec.Redis.SecretRef.Name}
-		}); err != nil {
-		return fmt.Errorf("indexing WaitingQueues by Redis Secret: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("waitingqueue").
 		// Own status writes change neither generation nor finalizers: they do not come back here.
@@ -80,25 +67,8 @@ func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		// Secrets are watched by metadata only: the manager never caches Secret data.
-		Owns(&corev1.Secret{}, builder.OnlyMetadata).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.queuesUsingSecret), builder.OnlyMetadata).
 		WatchesRawSource(source.Channel(r.Scheduler.events, &handler.EnqueueRequestForObject{})).
 		Complete(r)
-}
-
-// queuesUsingSecret maps a Secret to the WaitingQueues that take their Redis URL from it.
-func (r *WaitingQueueReconciler) queuesUsingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	list := &herdgatev1alpha1.WaitingQueueList{}
-	if err := r.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{redisSecretIndex: secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing WaitingQueues that use a Secret", "secret", client.ObjectKeyFromObject(secret))
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}}
-	}
-	return reqs
 }
 
 func finalizersChanged() predicate.Predicate {

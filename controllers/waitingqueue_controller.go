@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 const (
@@ -35,8 +36,15 @@ const (
 
 	// finalizeAttempts bounds how often deletion tries to reach Redis before it lets go.
 	finalizeAttempts = 5
-	// redisSecretIndex indexes WaitingQueues by the Secret that holds their Redis URL.
-	redisSecretIndex = "spec.redis.secretRef.name"
+	// secretResync is how often a queue is reconciled without a change: the manager may not list or
+	// watch Secrets (see the README's permissions), so this is how it notices a per-queue Secret that
+	// was deleted or edited, and a rotated Redis URL in spec.redis.secretRef.
+	secretResync = time.Minute
+	// failingResync replaces secretResync while the queue has no usable Redis, so that a fixed
+	// Secret is picked up within seconds.
+	failingResync = 5 * time.Second
+	// maxConditionMessage bounds the API server's and the proxies' messages copied into a condition.
+	maxConditionMessage = 2048
 )
 
 // WaitingQueueReconciler reconciles a WaitingQueue: plan, Secret, the admission proxy's objects,
@@ -59,11 +67,12 @@ type WaitingQueueReconciler struct {
 }
 
 // The manager writes with patches (server-side apply, merge patches), never with full updates. It
-// holds get, list and watch on WaitingQueues and Secrets because the proxy's Role grants them.
+// reads Secrets by name only (get): it never lists or watches them, so it cannot enumerate the
+// cluster's Secrets, and the proxy reads its key from a mounted volume instead of the API.
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/status,verbs=get;patch
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
@@ -85,31 +94,49 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	before := wq.DeepCopy()
-	plan, err := planOf(wq)
+	wq.Status.ObservedGeneration = wq.Generation
+	// The checks the proxy runs: a generation they refuse is applied nowhere, and says why.
+	s, err := settings.Derive(wq)
 	if err != nil {
-		// The schema makes this unreachable; report it rather than admit on a wrong plan.
-		r.setCondition(wq, herdgatev1alpha1.ConditionAdmitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonPlanInvalid, err.Error())
-		return ctrl.Result{}, r.patchStatus(ctx, before, wq)
+		r.setNotAccepted(wq, err)
+		return ctrl.Result{RequeueAfter: secretResync}, r.patchStatus(ctx, before, wq)
 	}
+	r.setCondition(wq, herdgatev1alpha1.ConditionAccepted, metav1.ConditionTrue, herdgatev1alpha1.ReasonAccepted,
+		"the spec passes the checks the admission proxy runs")
+	setPlanStatus(wq, s)
 	redisURL, err := r.redisURL(ctx, wq)
 	if err != nil {
 		r.Scheduler.Remove(wq.UID)
-		r.setStatus(wq, plan, nil, err)
-		return ctrl.Result{}, r.patchStatus(ctx, before, wq)
+		r.setStatus(wq, s, nil, err)
+		r.setProgrammed(wq, nil, nil)
+		return ctrl.Result{RequeueAfter: failingResync}, r.patchStatus(ctx, before, wq)
 	}
-	if err := r.ensureSecret(ctx, wq, redisURL); err != nil {
-		return ctrl.Result{}, fmt.Errorf("ensuring the Secret: %w", err)
+	applyErr := r.ensureSecret(ctx, wq, redisURL)
+	if applyErr != nil {
+		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
+	} else if err := r.ensureProxy(ctx, wq, redisURL); err != nil {
+		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)
 	}
-	if err := r.ensureProxy(ctx, wq, redisURL); err != nil {
-		return ctrl.Result{}, fmt.Errorf("ensuring the admission proxy: %w", err)
-	}
-	r.Scheduler.Ensure(queueConfig(wq, plan, redisURL))
+	r.Scheduler.Ensure(NewQueueConfig(s, redisURL))
 
 	if err := r.observeProxy(ctx, wq); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the proxy Deployment: %w", err)
 	}
-	r.setStatus(wq, plan, snapshotPtr(r.Scheduler.Snapshot(wq.UID)), nil)
-	return ctrl.Result{}, r.patchStatus(ctx, before, wq)
+	snap := snapshotPtr(r.Scheduler.Snapshot(wq.UID))
+	r.setStatus(wq, s, snap, nil)
+	r.setProgrammed(wq, applyErr, snap)
+	if err := r.patchStatus(ctx, before, wq); err != nil {
+		return ctrl.Result{}, err
+	}
+	if applyErr != nil && !apierrors.IsInvalid(applyErr) && !apierrors.IsBadRequest(applyErr) {
+		// Transient (a conflict, a timeout, a missing permission being fixed): retry with backoff.
+		// An invalid object waits for the spec to change, or the next resync.
+		return ctrl.Result{}, applyErr
+	}
+	if snap != nil && snap.RedisError != "" {
+		return ctrl.Result{RequeueAfter: failingResync}, nil
+	}
+	return ctrl.Result{RequeueAfter: secretResync}, nil
 }
 
 func snapshotPtr(s QueueSnapshot, ok bool) *QueueSnapshot {
@@ -119,35 +146,95 @@ func snapshotPtr(s QueueSnapshot, ok bool) *QueueSnapshot {
 	return &s
 }
 
-func planOf(wq *herdgatev1alpha1.WaitingQueue) (capacity.Plan, error) {
-	in := capacity.Input{
-		PoolSize:           int64(wq.Spec.Capacity.PoolSize),
-		RequestLatency:     wq.Spec.Capacity.RequestLatency.Duration,
-		UtilizationPercent: int64(wq.Spec.EffectiveUtilizationPercent()),
-		Tick:               wq.Spec.EffectiveTick(),
+// NewQueueConfig is what the scheduler runs a queue's settings with, on the Redis at redisURL.
+func NewQueueConfig(s *settings.Settings, redisURL string) QueueConfig {
+	return QueueConfig{
+		UID:          s.UID,
+		Key:          types.NamespacedName{Namespace: s.Namespace, Name: s.Name},
+		Generation:   s.Generation,
+		RedisURL:     redisURL,
+		Plan:         s.Plan,
+		JitterWindow: s.JitterWindow,
+		Lead:         s.Lead,
+		PassTTL:      s.PassTTL,
+		AbandonAfter: s.AbandonAfter,
+		PollMin:      s.PollMin,
+		PollMax:      s.PollMax,
+		Suspended:    s.Suspended,
 	}
-	if wq.Spec.Capacity.BatchSizeOverride != nil {
-		in.BatchSizeOverride = int64(*wq.Spec.Capacity.BatchSizeOverride)
-	}
-	return capacity.New(in)
 }
 
-func queueConfig(wq *herdgatev1alpha1.WaitingQueue, plan capacity.Plan, redisURL string) QueueConfig {
-	pollMin, pollMax := wq.Spec.EffectivePolling()
-	return QueueConfig{
-		UID:          wq.UID,
-		Key:          client.ObjectKeyFromObject(wq),
-		Generation:   wq.Generation,
-		RedisURL:     redisURL,
-		Plan:         plan,
-		JitterWindow: wq.Spec.EffectiveJitterWindow(),
-		Lead:         AdmissionLead(pollMin),
-		PassTTL:      wq.Spec.EffectivePassTTL(),
-		AbandonAfter: wq.Spec.EffectiveAbandonAfter(),
-		PollMin:      pollMin,
-		PollMax:      pollMax,
-		Suspended:    wq.Spec.IsSuspended(),
+// setNotAccepted reports a generation the checks refuse. Only a CRD older than the manager lets one
+// through the API server; nothing of it is applied, and the last accepted generation keeps running.
+func (r *WaitingQueueReconciler) setNotAccepted(wq *herdgatev1alpha1.WaitingQueue, err error) {
+	msg := truncate(err.Error())
+	r.setCondition(wq, herdgatev1alpha1.ConditionAccepted, metav1.ConditionFalse, herdgatev1alpha1.ReasonInvalidSpec, msg)
+	r.setCondition(wq, herdgatev1alpha1.ConditionProgrammed, metav1.ConditionFalse, herdgatev1alpha1.ReasonNotAccepted,
+		fmt.Sprintf("generation %d is not applied; the scheduler and the proxies keep the last accepted one", wq.Generation))
+	r.setReady(wq)
+}
+
+// setPlanStatus shows the declared plan and the rate ticks run at.
+func setPlanStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
+	source := herdgatev1alpha1.PlanDerived
+	if s.Plan.Override() {
+		source = herdgatev1alpha1.PlanOverride
 	}
+	p := &herdgatev1alpha1.PlanStatus{
+		BatchSize: s.Plan.BatchSize(), AdmissionsPerSecond: s.Plan.RateString(), Source: source,
+		EffectiveAdmissionsPerSecond: s.Effective.RateString(),
+	}
+	if s.Capped {
+		limit := s.Effective.BatchSize()
+		p.TickLimit = &limit
+	}
+	wq.Status.Plan = p
+}
+
+// setProgrammed says whether this generation's objects are applied and every reporting proxy
+// replica can apply it.
+func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue, applyErr error, snap *QueueSnapshot) {
+	const programmed = herdgatev1alpha1.ConditionProgrammed
+	if applyErr != nil {
+		r.setCondition(wq, programmed, metav1.ConditionFalse, herdgatev1alpha1.ReasonApplyFailed, truncate(applyErr.Error()))
+		return
+	}
+	if snap == nil {
+		r.setCondition(wq, programmed, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, "the admission proxy's objects are applied")
+		return
+	}
+	var refusals []string
+	current := 0
+	for _, p := range snap.Proxies {
+		switch {
+		case p.RefusedGeneration == wq.Generation:
+			refusals = append(refusals, fmt.Sprintf("proxy replica %s cannot apply generation %d and keeps serving generation %d: %s",
+				p.Replica, p.RefusedGeneration, p.Generation, p.Refusal))
+		case p.Generation == wq.Generation:
+			current++
+		}
+	}
+	if len(refusals) > 0 {
+		msg := refusals[0]
+		if len(refusals) > 1 {
+			msg = fmt.Sprintf("%d of %d proxy replicas refuse generation %d; %s", len(refusals), len(snap.Proxies), wq.Generation, msg)
+		}
+		r.setCondition(wq, programmed, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyRefusedConfig, truncate(msg))
+		return
+	}
+	msg := "the admission proxy's objects are applied; no proxy replica has reported yet"
+	if len(snap.Proxies) > 0 {
+		msg = fmt.Sprintf("the admission proxy's objects are applied; %d of %d reporting proxy replicas serve generation %d",
+			current, len(snap.Proxies), wq.Generation)
+	}
+	r.setCondition(wq, programmed, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, msg)
+}
+
+func truncate(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxConditionMessage], "") + "…"
 }
 
 // errRedisConfig marks a Redis URL that cannot be used; retrying will not help until something changes.
@@ -266,53 +353,55 @@ func (r *WaitingQueueReconciler) observeProxy(ctx context.Context, wq *herdgatev
 	return nil
 }
 
-// setStatus fills the plan, the observed counters and the RedisAvailable, Admitting and Ready conditions.
-func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, plan capacity.Plan, snap *QueueSnapshot, configErr error) {
-	source := herdgatev1alpha1.PlanDerived
-	if plan.Override() {
-		source = herdgatev1alpha1.PlanOverride
-	}
-	wq.Status.Plan = &herdgatev1alpha1.PlanStatus{BatchSize: plan.BatchSize(), AdmissionsPerSecond: plan.RateString(), Source: source}
-	wq.Status.ObservedGeneration = wq.Generation
-
+// setStatus fills the observed counters and the RedisAvailable, Admitting and Ready conditions.
+func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *QueueSnapshot, configErr error) {
 	const redis, admitting = herdgatev1alpha1.ConditionRedisAvailable, herdgatev1alpha1.ConditionAdmitting
-	suspended := wq.Spec.IsSuspended()
 	switch {
 	case configErr != nil:
 		reason := herdgatev1alpha1.ReasonRedisConfigInvalid
 		if !errors.As(configErr, new(errRedisConfig)) {
 			reason = herdgatev1alpha1.ReasonRedisUnreachable
 		}
-		r.setCondition(wq, redis, metav1.ConditionFalse, reason, configErr.Error())
+		r.setCondition(wq, redis, metav1.ConditionFalse, reason, truncate(configErr.Error()))
 		r.setCondition(wq, admitting, metav1.ConditionFalse, reason, "no usable Redis")
 	case snap == nil || (snap.LastTick.IsZero() && snap.RedisError == ""):
 		r.setCondition(wq, redis, metav1.ConditionUnknown, herdgatev1alpha1.ReasonSchedulerPending, "the scheduler has not reached Redis yet")
 		r.setCondition(wq, admitting, metav1.ConditionUnknown, herdgatev1alpha1.ReasonSchedulerPending, "the scheduler has not ticked yet")
 	case snap.RedisError != "":
 		msg := fmt.Sprintf("since %s: %s", snap.RedisErrorSince.UTC().Format(time.RFC3339), snap.RedisError)
-		r.setCondition(wq, redis, metav1.ConditionFalse, herdgatev1alpha1.ReasonRedisUnreachable, msg)
-		r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonRedisUnreachable, "Redis is unreachable: "+snap.RedisError)
+		r.setCondition(wq, redis, metav1.ConditionFalse, herdgatev1alpha1.ReasonRedisUnreachable, truncate(msg))
+		r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonRedisUnreachable, truncate("Redis is unreachable: "+snap.RedisError))
 	default:
 		r.setCondition(wq, redis, metav1.ConditionTrue, herdgatev1alpha1.ReasonRedisReachable, "the last tick reached Redis")
-		if suspended {
+		switch {
+		case s.Suspended:
 			r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonSuspended, "spec.suspend is true: visitors queue but nobody is admitted")
-		} else {
+		case s.Capped:
+			r.setCondition(wq, admitting, metav1.ConditionTrue, herdgatev1alpha1.ReasonTickLimited,
+				fmt.Sprintf("the plan asks for %s per second, %d per %s tick, but one tick admits at most %d (a bound on each tick's work in Redis): admitting %s per second; a shorter spec.tick admits more",
+					s.Plan.RateString(), s.Plan.BatchSize(), s.Plan.Tick(), s.Effective.BatchSize(), s.Effective.RateString()))
+		default:
 			r.setCondition(wq, admitting, metav1.ConditionTrue, herdgatev1alpha1.ReasonSchedulerRunning,
-				fmt.Sprintf("admitting %s per second, %d per %s tick", plan.RateString(), plan.BatchSize(), plan.Tick()))
+				fmt.Sprintf("admitting %s per second, %d per %s tick", s.Plan.RateString(), s.Plan.BatchSize(), s.Plan.Tick()))
 		}
 	}
 	if snap != nil && snap.HaveStats {
 		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, snap.AdmittedPerSecond
 	}
+	r.setReady(wq)
+}
 
+// setReady sums the other conditions up.
+func (r *WaitingQueueReconciler) setReady(wq *herdgatev1alpha1.WaitingQueue) {
 	ready, why := true, []string{}
-	for _, t := range []string{redis, herdgatev1alpha1.ConditionProxyAvailable} {
+	for _, t := range []string{herdgatev1alpha1.ConditionAccepted, herdgatev1alpha1.ConditionProgrammed,
+		herdgatev1alpha1.ConditionRedisAvailable, herdgatev1alpha1.ConditionProxyAvailable} {
 		if !meta.IsStatusConditionTrue(wq.Status.Conditions, t) {
 			ready, why = false, append(why, t)
 		}
 	}
-	if !suspended && !meta.IsStatusConditionTrue(wq.Status.Conditions, admitting) {
-		ready, why = false, append(why, admitting)
+	if !wq.Spec.IsSuspended() && !meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) {
+		ready, why = false, append(why, herdgatev1alpha1.ConditionAdmitting)
 	}
 	if ready {
 		r.setCondition(wq, herdgatev1alpha1.ConditionReady, metav1.ConditionTrue, herdgatev1alpha1.ReasonReady, "the waiting room is open")

@@ -175,11 +175,15 @@ var _ = Describe("WaitingQueue reconciler", func() {
 
 		role := &rbacv1.Role{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, role)).To(Succeed())
-		Expect(role.Rules).To(HaveLen(2))
-		for _, rule := range role.Rules {
-			Expect(rule.Verbs).To(ConsistOf("get", "list", "watch"))
-			Expect(rule.ResourceNames).To(HaveLen(1), "the proxy reads only its own WaitingQueue and Secret")
-		}
+		Expect(role.Rules).To(HaveLen(1), "the proxy reads its WaitingQueue and nothing else; its key comes mounted")
+		Expect(role.Rules[0].Resources).To(ConsistOf("waitingqueues"))
+		Expect(role.Rules[0].Verbs).To(ConsistOf("get", "list", "watch"))
+		Expect(role.Rules[0].ResourceNames).To(ConsistOf(wq.Name), "the proxy reads only its own WaitingQueue")
+		Expect(pod.Volumes).To(HaveLen(1))
+		Expect(pod.Volumes[0].Secret.SecretName).To(Equal(wq.SecretName()))
+		Expect(pod.Volumes[0].Secret.Items).To(ConsistOf(corev1.KeyToPath{Key: herdgatev1alpha1.SecretHMACKey, Path: herdgatev1alpha1.SecretHMACKey}),
+			"only the HMAC key is mounted, not the Redis URL")
+		Expect(c.Args).To(ContainElement("--hmac-key-file=/etc/herdgate/secret/" + herdgatev1alpha1.SecretHMACKey))
 
 		secret := &corev1.Secret{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)).To(Succeed())

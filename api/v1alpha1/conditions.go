@@ -2,9 +2,18 @@ package v1alpha1
 
 // Condition types of a WaitingQueue.
 const (
-	// ConditionReady is True when the queue admits visitors through a working proxy: RedisAvailable,
-	// Admitting (or suspended on purpose) and ProxyAvailable all hold.
+	// ConditionReady is True when the queue admits visitors through a working proxy: Accepted,
+	// Programmed, RedisAvailable, Admitting (or suspended on purpose) and ProxyAvailable all hold.
 	ConditionReady = "Ready"
+	// ConditionAccepted is True when the manager's checks, which the admission proxy runs too, accept
+	// the spec's generation. False means the generation is not applied anywhere: the scheduler and the
+	// proxies keep the last accepted one, and the message names the field.
+	ConditionAccepted = "Accepted"
+	// ConditionProgrammed is True when the manager applied the queue's objects (the proxy's
+	// Deployment, Service and access) for this generation and no proxy replica reports that it cannot
+	// apply it. False carries the API server's message (reason ApplyFailed) or the replica's
+	// (reason ProxyRefusedConfig).
+	ConditionProgrammed = "Programmed"
 	// ConditionRedisAvailable is True when the queue's Redis answered the last scheduler tick.
 	ConditionRedisAvailable = "RedisAvailable"
 	// ConditionAdmitting is True while the scheduler admits visitors at the planned rate.
@@ -27,4 +36,12 @@ const (
 	ReasonProxyReady         = "ProxyReady"
 	ReasonProxyNotReady      = "ProxyNotReady"
 	ReasonProxyScaledToZero  = "ProxyScaledToZero"
+	ReasonAccepted           = "Accepted"
+	ReasonInvalidSpec        = "InvalidSpec"
+	ReasonProgrammed         = "Programmed"
+	ReasonNotAccepted        = "NotAccepted"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonProxyRefusedConfig = "ProxyRefusedConfig"
+	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.
+	ReasonTickLimited = "TickLimited"
 )

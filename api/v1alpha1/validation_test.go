@@ -10,7 +10,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -219,12 +221,120 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("a name that is not a DNS-1035 label",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "1st.queue" },
 			"metadata.name", "must be a DNS-1035 label"),
+		Entry("a route path with a trailing slash",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders/") },
+			"spec.protectedRoutes[0].path", "trailing '/'"),
+		Entry("a route path with a backslash",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To(`/api\v1`) },
+			"spec.protectedRoutes[0].path", "backslash"),
+		Entry("a route path ending in a newline, as a YAML block scalar makes it",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders\n") },
+			"spec.protectedRoutes[0].path", "control character"),
+		Entry("a route prefix with a control character",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/api\tv1")}
+			},
+			"spec.protectedRoutes[0].pathPrefix", "control character"),
+		Entry("Host as the identity header",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "Host"}
+			},
+			"spec.identity.header", "cannot identify a visitor"),
+		Entry("the pass header as the identity header",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "x-herdgate-pass"}
+			},
+			"spec.identity.header", "cannot identify a visitor"),
+		Entry("a hop-by-hop identity header",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "Transfer-Encoding"}
+			},
+			"spec.identity.header", "cannot identify a visitor"),
+		Entry("an upstream URL with credentials",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://admin:secret@orders:8080")}
+			},
+			"spec.upstream.url", "must not hold credentials"),
+		Entry("an upstream URL with port 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders:0")}
+			},
+			"spec.upstream.url", "must be between 1 and 65535"),
+		Entry("an upstream URL with port 70000",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders:70000/x")}
+			},
+			"spec.upstream.url", "must be between 1 and 65535"),
+		Entry("an upstream URL with a query",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders:8080/?tenant=a")}
+			},
+			"spec.upstream.url", "must not hold a query or fragment"),
+		Entry("a Redis Secret name that no Secret can have",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "Redis_URL"}}
+			},
+			"spec.redis.secretRef.name", "should match"),
+		Entry("a negative proxy CPU request",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100m")}}}
+			},
+			"spec.proxy.resources.requests", "must not be negative"),
+		Entry("a negative proxy memory limit",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
+					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}}}
+			},
+			"spec.proxy.resources.limits", "must not be negative"),
+		Entry("a proxy memory request above its limit",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
+					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}}
+			},
+			"spec.proxy.resources.requests", "must not exceed their limits"),
+		Entry("a proxy resource with an unknown name",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
+					Requests: corev1.ResourceList{"gpu": resource.MustParse("1")}}}
+			},
+			"spec.proxy.resources.requests", "names must be cpu, memory"),
+		Entry("nine proxy resource limits",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				limits := corev1.ResourceList{}
+				for i := range 9 {
+					limits[corev1.ResourceName(fmt.Sprintf("example.com/r%d", i))] = resource.MustParse("1")
+				}
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{Limits: limits}}
+			},
+			"spec.proxy.resources.limits", "must have at most 8 items"),
 		Entry("an identity header that is not a header name",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X User"}
 			},
 			"spec.identity.header", "should match"),
 	)
+
+	It("accepts proxy resources as a container takes them, integers included, and drops claims", func() {
+		wq := sampleQueue()
+		body, err := yaml.Marshal(wq)
+		Expect(err).NotTo(HaveOccurred())
+		u := map[string]any{}
+		Expect(yaml.Unmarshal(body, &u)).To(Succeed())
+		u["spec"].(map[string]any)["proxy"] = map[string]any{"resources": map[string]any{
+			"requests": map[string]any{"cpu": 1, "memory": "128Mi", "example.com/device": 2},
+			"limits":   map[string]any{"cpu": "1500m", "memory": 268435456, "hugepages-2Mi": "4Mi"},
+			"claims":   []any{map[string]any{"name": "gpu"}},
+		}}
+		Expect(createRaw(u)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+		got := &herdgatev1alpha1.WaitingQueue{}
+		Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
+		r := got.Spec.Proxy.Resources
+		Expect(r.Requests.Cpu().String()).To(Equal("1"))
+		Expect(r.Limits.Memory().Value()).To(BeEquivalentTo(256 << 20))
+	})
 
 	It("rejects a duration that does not parse, naming the field", func() {
 		wq := sampleQueue()

@@ -208,10 +208,16 @@ type UpstreamSpec struct {
 	// +optional
 	Service *ServiceUpstream `json:"service,omitempty"`
 
-	// url is an absolute http or https URL, for a workload outside the namespace or the cluster.
+	// url is an absolute http or https URL, for a workload outside the namespace or the cluster, for
+	// example "https://orders.example:8443" or "http://10.0.0.7:8080/base" (the request path is
+	// appended to the URL's). It holds no credentials, query or fragment, and its port, when it
+	// names one, is between 1 and 65535, without leading zeros.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="upstream.url must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="upstream.url must not hold credentials (user:password@): they would sit in the resource in plain text"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="upstream.url must not hold a query or fragment: the visitor's own query is what goes upstream"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[^\\]/?#@]*\\]|[^:/?#@\\[\\]]*)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#]|$)')`,message="upstream.url port, when it names one, must be between 1 and 65535, without leading zeros"
 	URL *string `json:"url,omitempty"`
 }
 
@@ -249,10 +255,11 @@ type ProtectedRoute struct {
 	Methods []HTTPMethod `json:"methods,omitempty"`
 
 	// path matches a request whose normalised path equals it, for example "/api/v1/orders".
-	// It must be absolute and already normalised: no "//", "." or ".." segments, ";" or "%".
+	// It must be absolute and already normalised, as the proxy matches requests: no "//", "." or ".."
+	// segments, no trailing "/", no backslash, ";", "%", "?", "#" or control character.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')",message="path must be absolute and normalised: it starts with '/' and has no '//', '.' or '..' segments, ';', '%', '?' or '#'"
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="path must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
 	Path *string `json:"path,omitempty"`
 
 	// pathPrefix matches a request whose normalised path is pathPrefix or lies below it: "/api/orders"
@@ -260,7 +267,7 @@ type ProtectedRoute struct {
 	// and already normalised, like path.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')",message="pathPrefix must be absolute and normalised: it starts with '/' and has no '//', '.' or '..' segments, ';', '%', '?' or '#'"
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="pathPrefix must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
 	PathPrefix *string `json:"pathPrefix,omitempty"`
 }
 
@@ -269,11 +276,14 @@ type IdentitySpec struct {
 	// header names a request header, set by a trusted gateway in front of the proxy, whose value
 	// identifies the visitor (for example a user ID). Requests without it get 401. When unset, the
 	// proxy issues each visitor an anonymous ID in a signed cookie. Only set this when every request
-	// reaches the proxy through a gateway that overwrites the header.
+	// reaches the proxy through a gateway that overwrites the header. Headers that cannot identify a
+	// visitor are refused: Host, Cookie, Authorization, hop-by-hop and forwarding headers, request
+	// metadata (User-Agent, Accept*, If-*, Content-*, Sec-*, ...) and herdgate's own.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9]*$`
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['host', 'cookie', 'set-cookie', 'authorization', 'proxy-authorization', 'www-authenticate', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'forwarded', 'via', 'x-real-ip', 'x-http-method-override', 'x-http-method', 'x-method-override', 'user-agent', 'referer', 'origin', 'range', 'date', 'pragma', 'cache-control', 'max-forwards', 'dnt', 'priority', 'early-data']) && !['content-', 'x-forwarded-', 'proxy-', 'x-herdgate-', 'herdgate-', 'sec-', 'accept', 'if-'].exists(p, self.lowerAscii().startsWith(p))",message="identity.header cannot identify a visitor: Host, Cookie, Authorization, hop-by-hop and forwarding headers, request metadata (User-Agent, Referer, Origin, Range, Accept*, If-*, Content-*, Sec-*) and herdgate's own headers are refused"
 	Header string `json:"header,omitempty"`
 }
 
@@ -288,10 +298,11 @@ type RedisSpec struct {
 
 // SecretKeyRef names one key of a Secret in the same namespace.
 type SecretKeyRef struct {
-	// name is the name of the Secret.
+	// name is the name of the Secret: a DNS subdomain (lower-case letters, digits, '-' and '.').
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 
 	// key is the key within the Secret. Defaults to "url".
@@ -324,9 +335,10 @@ type ProxySpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// resources are the compute resources of the proxy container.
+	// resources are the compute resources of the proxy container. Defaults to requests of 100m CPU
+	// and 64Mi memory and a 256Mi memory limit.
 	// +optional
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources *ProxyResources `json:"resources,omitempty"`
 
 	// failurePolicy says what new visitors get while Redis is unreachable: FailClosed (503 on enter
 	// and status; protected routes stay closed) or FailOpen (protected routes pass without a pass).
@@ -334,6 +346,27 @@ type ProxySpec struct {
 	// +optional
 	// +kubebuilder:default=FailClosed
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// ProxyResources are the compute resources of the proxy container, as a container's requests and
+// limits.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, !quantity(string(self.requests[k])).isLessThan(quantity('0')))",message="proxy.resources.requests must not be negative",fieldPath=".requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, !quantity(string(self.limits[k])).isLessThan(quantity('0')))",message="proxy.resources.limits must not be negative",fieldPath=".limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(k, !(k in self.requests) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity(string(self.requests[k]))))",message="proxy.resources.requests of cpu, memory and ephemeral-storage must not exceed their limits",fieldPath=".requests"
+type ProxyResources struct {
+	// requests are the resources the proxy container is guaranteed, by name: cpu, memory,
+	// ephemeral-storage, hugepages-<size> or a fully qualified extended resource. At most 8.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="proxy.resources.requests names must be cpu, memory, ephemeral-storage, hugepages-<size> or a fully qualified extended resource such as example.com/device"
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+
+	// limits are the most resources the proxy container may use, by name as in requests. At most 8.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="proxy.resources.limits names must be cpu, memory, ephemeral-storage, hugepages-<size> or a fully qualified extended resource such as example.com/device"
+	Limits corev1.ResourceList `json:"limits,omitempty"`
 }
 
 // PlanSource says where a plan's batch size comes from.
@@ -354,14 +387,26 @@ type PlanStatus struct {
 	// +optional
 	BatchSize int64 `json:"batchSize"`
 
-	// admissionsPerSecond is the exact long-run admission rate as a decimal string with up to three
-	// decimals, for example "140" or "1.4".
+	// admissionsPerSecond is the plan's exact long-run admission rate as a decimal string, truncated
+	// to three decimals, or to three significant digits below 1: for example "140", "1.4" or
+	// "0.0000166".
 	// +optional
 	AdmissionsPerSecond string `json:"admissionsPerSecond,omitempty"`
 
 	// source is Derived (from capacity) or Override (from capacity.batchSizeOverride).
 	// +optional
 	Source PlanSource `json:"source,omitempty"`
+
+	// tickLimit, when set, is the most visitors one tick admits, below what the plan asks for: the
+	// work of a tick in Redis is bounded whatever the plan. Ticks then admit tickLimit visitors and
+	// the Admitting condition says so (reason TickLimited). A shorter tick admits more per second.
+	// +optional
+	TickLimit *int64 `json:"tickLimit,omitempty"`
+
+	// effectiveAdmissionsPerSecond is the rate ticks run at: admissionsPerSecond, or tickLimit per
+	// tick when the plan asks for more. A decimal string, for example "140" or "0.0000166".
+	// +optional
+	EffectiveAdmissionsPerSecond string `json:"effectiveAdmissionsPerSecond,omitempty"`
 }
 
 // ProxyStatus reports the admission proxy Deployment.
@@ -392,7 +437,7 @@ type WaitingQueueStatus struct {
 	ActiveVisitors int64 `json:"activeVisitors"`
 
 	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
-	// with up to three decimals.
+	// like admissionsPerSecond.
 	// +optional
 	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
 
@@ -400,8 +445,8 @@ type WaitingQueueStatus struct {
 	// +optional
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
 
-	// conditions are the latest observations of the queue's state: Ready, RedisAvailable, Admitting
-	// and ProxyAvailable.
+	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
+	// RedisAvailable, Admitting and ProxyAvailable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

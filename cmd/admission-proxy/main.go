@@ -34,6 +34,7 @@ func main() {
 
 type flags struct {
 	waitingQueue, configFile, kubeconfig string
+	hmacKeyFile, replica                 string
 	redisURL, listen, metricsListen      string
 	drainDelay, shutdownTimeout          time.Duration
 	pprof                                bool
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --waitingqueue outside a cluster (default: in-cluster, then $KUBECONFIG)")
 	fs.StringVar(&f.redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"), "Redis URL for --waitingqueue (default $HERDGATE_REDIS_URL)")
+	fs.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the queue's HMAC key, as mounted from its Secret, for --waitingqueue (required with it)")
+	fs.StringVar(&f.replica, "replica", defaultReplica(), "name of this replica in its reports to the manager (default: the host name, the pod's name)")
 	fs.StringVar(&f.listen, "listen", ":8080", "address that serves visitors")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address that serves /metrics; empty disables it")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 5*time.Second, "how long readyz fails before shutdown stops accepting")
@@ -94,6 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		if f.redisURL == "" {
 			return usage("flag --redis-url (or $HERDGATE_REDIS_URL) is required with --waitingqueue")
 		}
+
 	}
 	rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy"})
 	if err != nil {
@@ -101,6 +105,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return usage("flag --config: %s: redisURL: %v", f.configFile, err)
 		}
 		return usage("flag --redis-url: %v", err)
+	}
+	if f.configFile == "" && f.hmacKeyFile == "" {
+		_ = rdb.Close()
+		return usage("flag --hmac-key-file is required with --waitingqueue")
 	}
 	defer rdb.Close()
 	store := queue.NewStore(rdb, queue.StoreOptions{})
@@ -117,7 +125,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	serve := func(p *admission.Proxy) error {
-		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Config().Namespace+"/"+p.Config().Name)
+		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Queue())
 		return admission.Serve(ctx, p, admission.ServerOptions{
 			Listener: ln, MetricsListener: metricsLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
 		})
@@ -137,7 +145,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return watchAndServe(ctx, f, key, store, serve, log)
 }
 
-// watchAndServe serves the WaitingQueue key, applying its changes live.
+// watchAndServe serves the WaitingQueue key, applying its changes live. It serves from the start:
+// until the first valid config it answers healthz and fails readyz, so a refused config never makes
+// the pod exit.
 func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store *queue.Store, serve func(*admission.Proxy) error, log logr.Logger) int {
 	restCfg, err := ctrl.GetConfig() // in-cluster, then $KUBECONFIG, then ~/.kube/config
 	if f.kubeconfig != "" {
@@ -147,40 +157,51 @@ func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store
 		log.Error(err, "No Kubernetes configuration (in-cluster, --kubeconfig or $KUBECONFIG)")
 		return 2
 	}
+	proxy, err := admission.NewUnconfiguredProxy(key.Namespace, key.Name, store, admission.Options{Log: log, Replica: f.replica})
+	if err != nil {
+		return badFlag(log, "flag --waitingqueue: %v", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	proxies := make(chan *admission.Proxy, 1)
-	var proxy *admission.Proxy
 	watchErr := make(chan error, 1)
 	go func() {
-		watchErr <- admission.WatchQueue(ctx, restCfg, key, func(cfg *admission.Config) {
-			if proxy != nil {
-				proxy.SetConfig(cfg)
-				return
-			}
-			p, err := admission.NewProxy(cfg, store, admission.Options{Log: log})
-			if err != nil {
-				log.Error(err, "Creating the proxy")
-				cancel()
-				return
-			}
-			proxy = p
-			proxies <- p
-		}, log)
+		watchErr <- admission.WatchQueue(ctx, restCfg, key, admission.WatchOptions{
+			HMACKey: admission.KeyFile(f.hmacKeyFile), Apply: proxy.SetConfig, Refuse: proxy.RefuseConfig, Log: log,
+		})
 	}()
+	served := make(chan error, 1)
+	go func() { served <- serve(proxy) }()
+	var serveErr, watchFailed error
 	select {
-	case p := <-proxies:
-		if err := serve(p); err != nil {
-			log.Error(err, "Serving failed")
-			return 1
-		}
+	case serveErr = <-served:
 		cancel()
-		return 0
-	case err := <-watchErr:
-		if err == nil {
-			return 0
-		}
-		log.Error(err, "Reading the WaitingQueue failed", "waitingqueue", key.String())
-		return 2
+		watchFailed = <-watchErr
+	case watchFailed = <-watchErr:
+		cancel()
+		serveErr = <-served
 	}
+	if watchFailed != nil {
+		log.Error(watchFailed, "Watching the WaitingQueue failed", "waitingqueue", key.String())
+	}
+	if serveErr != nil {
+		log.Error(serveErr, "Serving failed")
+	}
+	if watchFailed != nil || serveErr != nil {
+		return 1
+	}
+	return 0
+}
+
+func badFlag(log logr.Logger, format string, a ...any) int {
+	log.Error(fmt.Errorf(format, a...), "Bad flags")
+	return 2
+}
+
+// defaultReplica is the host name, which in a pod is the pod's name.
+func defaultReplica() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return name
 }

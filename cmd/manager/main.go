@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -22,6 +25,22 @@ import (
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
 )
+
+// parseNamespaces reads --namespaces: nil (every namespace) when empty.
+func parseNamespaces(list string) (map[string]cache.Config, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	out := map[string]cache.Config{}
+	for _, ns := range strings.Split(list, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out[ns] = cache.Config{}
+	}
+	return out, nil
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -37,6 +56,7 @@ func run(args []string, stderr io.Writer) int {
 		leaderNamespace string
 		metricsAddr     string
 		probeAddr       string
+		namespaces      string
 	)
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -48,6 +68,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the manager's namespace)")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces whose WaitingQueues the manager serves, watching and caching only them (default: every namespace)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +79,11 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if proxyImage == "" {
 		fmt.Fprintln(stderr, "flag --proxy-image is required")
+		return 2
+	}
+	watched, err := parseNamespaces(namespaces)
+	if err != nil {
+		fmt.Fprintf(stderr, "flag --namespaces: %v\n", err)
 		return 2
 	}
 	clientOpts := queue.ClientOptions{ClientName: "herdgate-manager"}
@@ -93,6 +119,7 @@ func run(args []string, stderr io.Writer) int {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cache.Options{DefaultNamespaces: watched},
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -117,7 +144,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Error(err, "Adding the readiness check")
 		return 1
 	}
-	log.Info("Starting the manager", "leaderElection", leaderElect, "proxyImage", proxyImage)
+	log.Info("Starting the manager", "leaderElection", leaderElect, "proxyImage", proxyImage, "namespaces", namespaces)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Running the manager")
 		return 1

@@ -24,6 +24,8 @@ func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
 		{"missing CA file", []string{"--proxy-image=x", "--redis-ca-file=/nonexistent/ca.pem"}, "flag --redis-ca-file"},
 		{"CA file without a certificate", []string{"--proxy-image=x", "--redis-ca-file=" + notPEM}, "holds no PEM certificate"},
 		{"bad boolean", []string{"--proxy-image=x", "--leader-elect=maybe"}, "leader-elect"},
+		{"bad namespace", []string{"--proxy-image=x", "--namespaces=shop,Tickets"}, `flag --namespaces: "Tickets" is not a namespace name`},
+		{"empty namespace in the list", []string{"--proxy-image=x", "--namespaces=shop,,tickets"}, `flag --namespaces: "" is not a namespace name`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -193,9 +194,23 @@ func run(ctx context.Context, once bool, visitors int) error {
 		return err
 	}
 
+	// In a pod the key comes mounted from the queue's Secret; here the demo puts it where the proxy reads it.
+	encodedKey, err := d.kubectl("get", "secret", "orders-herdgate-secret", "-o", "jsonpath={.data.hmac-key}")
+	if err != nil {
+		return err
+	}
+	hmacKey, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encodedKey))
+	if err != nil {
+		return fmt.Errorf("decoding the queue's HMAC key: %w", err)
+	}
+	keyPath := filepath.Join(dir, "hmac-key")
+	if err := os.WriteFile(keyPath, hmacKey, 0o600); err != nil {
+		return err
+	}
+
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
 	say("Starting the admission proxy on %s", proxy)
-	if err := d.start("herdgate-proxy", "--waitingqueue=default/orders", "--kubeconfig="+kubeconfigPath,
+	if err := d.start("herdgate-proxy", "--waitingqueue=default/orders", "--kubeconfig="+kubeconfigPath, "--hmac-key-file="+keyPath,
 		"--redis-url="+redis.URL(), fmt.Sprintf("--listen=127.0.0.1:%d", proxyPort), "--metrics-listen=127.0.0.1:0", "--drain-delay=0s"); err != nil {
 		return err
 	}

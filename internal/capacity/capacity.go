@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"strings"
 	"time"
 )
 
@@ -93,6 +94,18 @@ func FromQuota(num, den int64, tick time.Duration, override bool) (Plan, error) 
 	return Plan{tick: tick, num: num, den: den, override: override}, nil
 }
 
+// Capped returns the plan that admits at most maxPerTick visitors per tick, and whether p asked for
+// more. The capped plan keeps p's tick and source; its quota is min(p's quota, maxPerTick).
+func (p Plan) Capped(maxPerTick int64) (Plan, bool) {
+	if p.den == 0 || maxPerTick <= 0 {
+		return p, false
+	}
+	if whole := p.num / p.den; whole < maxPerTick || (whole == maxPerTick && p.num%p.den == 0) {
+		return p, false
+	}
+	return Plan{tick: p.tick, num: maxPerTick, den: 1, override: p.override}, true
+}
+
 // Tick is the admission interval.
 func (p Plan) Tick() time.Duration { return p.tick }
 
@@ -131,7 +144,7 @@ func (p Plan) Rate() *big.Rat {
 	return new(big.Rat).SetFrac(n, d)
 }
 
-// RateString is Rate as a decimal with at most three decimals, truncated: "140", "1.4", "93.333".
+// RateString is Rate as a decimal (see DecimalString): "140", "1.4", "93.333", "0.0000166".
 func (p Plan) RateString() string {
 	return DecimalString(p.Rate())
 }
@@ -188,19 +201,32 @@ func ceilSeconds(seconds uint64, remainder bool) time.Duration {
 	return time.Duration(seconds) * time.Second
 }
 
-// DecimalString formats r with at most three decimals, truncated toward zero, without trailing zeros.
+// DecimalString formats a non-negative r truncated toward zero, without trailing zeros: with three
+// decimals from 1 up ("140", "93.333"), and with three significant digits below 1 ("0.14",
+// "0.0000166"), so that a slow but moving rate never reads as 0. Below 10^-12 it is "0".
 func DecimalString(r *big.Rat) string {
-	milli := new(big.Int).Mul(r.Num(), big.NewInt(1000))
-	milli.Quo(milli, r.Denom())
-	whole, frac := new(big.Int).QuoRem(milli, big.NewInt(1000), new(big.Int))
+	const maxDecimals = 12
+	decimals := 3
+	if r.Sign() > 0 && r.Cmp(big.NewRat(1, 1)) < 0 {
+		// The first significant digit is at decimal k when r × 10^k ≥ 1; keep two more.
+		scaled, ten := new(big.Rat).Set(r), big.NewRat(10, 1)
+		k := 0
+		for scaled.Cmp(big.NewRat(1, 1)) < 0 && k < maxDecimals {
+			scaled.Mul(scaled, ten)
+			k++
+		}
+		decimals = min(k+2, maxDecimals)
+	}
+	unit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(decimals)), nil)
+	scaled := new(big.Int).Mul(r.Num(), unit)
+	scaled.Quo(scaled, r.Denom())
+	whole, frac := new(big.Int).QuoRem(scaled, unit, new(big.Int))
 	if frac.Sign() == 0 {
 		return whole.String()
 	}
-	s := fmt.Sprintf("%s.%03d", whole.String(), frac.Abs(frac).Int64())
-	for s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
-	}
-	return s
+	digits := frac.Abs(frac).String()
+	s := whole.String() + "." + strings.Repeat("0", decimals-len(digits)) + digits
+	return strings.TrimRight(s, "0")
 }
 
 // Carry turns a fractional quota per tick into whole admissions without losing the remainder:

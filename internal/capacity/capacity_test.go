@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestNew(t *testing.T) {
 		{
 			"smallest API values: 1 slot of 10 min at 1 %, 10 ms tick",
 			Input{1, 10 * time.Minute, 1, 10 * ms, 0},
-			want{0, 1, 6_000_000, "0", 1, false},
+			want{0, 1, 6_000_000, "0.0000166", 1, false},
 		},
 	}
 	for _, tc := range cases {
@@ -335,5 +336,71 @@ func TestFromQuota(t *testing.T) {
 	}
 	if _, err := FromQuota(1, 1, 0, false); err == nil {
 		t.Error("FromQuota with a zero tick accepted")
+	}
+}
+
+func TestDecimalString(t *testing.T) {
+	for _, tc := range []struct {
+		num, den int64
+		want     string
+	}{
+		{0, 1, "0"},
+		{140, 1, "140"},
+		{7, 5, "1.4"},
+		{280, 3, "93.333"},
+		{1, 1, "1"},
+		{999, 1000, "0.999"},
+		{7, 50, "0.14"},
+		{1, 3, "0.333"},
+		{1, 60_000, "0.0000166"},
+		{1, 100_000, "0.00001"},
+		{1, 1_000_000_000_000, "0.000000000001"},
+		{1, 10_000_000_000_000, "0"},
+		{10_000_000_001, 10_000_000, "1000"},
+	} {
+		if got := DecimalString(big.NewRat(tc.num, tc.den)); got != tc.want {
+			t.Errorf("DecimalString(%d/%d) = %q, want %q", tc.num, tc.den, got, tc.want)
+		}
+	}
+}
+
+func TestCapped(t *testing.T) {
+	mustPlan := func(in Input) Plan {
+		t.Helper()
+		p, err := New(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	reference := mustPlan(Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
+	largest := mustPlan(Input{PoolSize: 1_000_000, RequestLatency: time.Millisecond, UtilizationPercent: 100, Tick: 10 * time.Second})
+	fractionalAbove := mustPlan(Input{BatchSizeOverride: 0, PoolSize: 2501, RequestLatency: time.Second, UtilizationPercent: 1, Tick: 10 * time.Second}) // 250.1 per tick
+	for _, tc := range []struct {
+		name       string
+		plan       Plan
+		max        int64
+		wantNum    int64
+		wantDen    int64
+		wantCapped bool
+	}{
+		{"the reference plan is far below the cap", reference, 250, 14, 1, false},
+		{"exactly at the cap", mustPlan(Input{BatchSizeOverride: 250, Tick: time.Second}), 250, 250, 1, false},
+		{"one above the cap", mustPlan(Input{BatchSizeOverride: 251, Tick: time.Second}), 250, 250, 1, true},
+		{"a fraction above the cap", fractionalAbove, 250, 250, 1, true},
+		{"the largest plan the API accepts", largest, 250, 250, 1, true},
+		{"fractional below the cap", mustPlan(Input{PoolSize: 2, RequestLatency: time.Second, UtilizationPercent: 70, Tick: 100 * time.Millisecond}), 250, 7, 50, false},
+		{"the zero plan", Plan{}, 250, 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, capped := tc.plan.Capped(tc.max)
+			num, den := got.PerTick()
+			if num != tc.wantNum || den != tc.wantDen || capped != tc.wantCapped {
+				t.Fatalf("Capped(%d) = %d/%d, capped %v; want %d/%d, %v", tc.max, num, den, capped, tc.wantNum, tc.wantDen, tc.wantCapped)
+			}
+			if got.Tick() != tc.plan.Tick() || got.Override() != tc.plan.Override() {
+				t.Fatalf("Capped changed the tick or the source: %+v", got)
+			}
+		})
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/internal/testenv"
 )
 
@@ -143,21 +143,12 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 	front := httptest.NewServer(proxy)
 	defer front.Close()
 
-	in := capacity.Input{PoolSize: PoolSize, RequestLatency: RequestLatency, UtilizationPercent: herdgatev1alpha1.DefaultUtilizationPercent, Tick: Tick}
-	if wq.Spec.Capacity.BatchSizeOverride != nil {
-		in.BatchSizeOverride = int64(*wq.Spec.Capacity.BatchSizeOverride)
-	}
-	plan, err := capacity.New(in)
+	s, err := settings.Derive(wq)
 	if err != nil {
 		return RunResult{}, err
 	}
-	pollMin, pollMax := wq.Spec.EffectivePolling()
 	backend.Reset()
-	sched.Ensure(controllers.QueueConfig{
-		UID: wq.UID, Key: types.NamespacedName{Namespace: wq.Namespace, Name: wq.Name}, Generation: 1, RedisURL: redisURL,
-		Plan: plan, JitterWindow: wq.Spec.EffectiveJitterWindow(), Lead: controllers.AdmissionLead(pollMin), PassTTL: wq.Spec.EffectivePassTTL(),
-		AbandonAfter: wq.Spec.EffectiveAbandonAfter(), PollMin: pollMin, PollMax: pollMax,
-	})
+	sched.Ensure(controllers.NewQueueConfig(s, redisURL))
 	defer sched.Remove(wq.UID)
 	// Visitors come to a waiting room whose scheduler already runs: wait for its plan.
 	q, err := store.Queue(wq.Namespace, wq.Name)

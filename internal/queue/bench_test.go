@@ -233,13 +233,9 @@ func BenchmarkAdmit14(b *testing.B) {
 			q := benchQueue(b, rdb, fmt.Sprintf("admit-%d", size))
 			fill(b, q, size, anonymousID)
 			ctx := context.Background()
-			offs := make([]time.Duration, 14)
-			for i := range offs {
-				offs[i] = time.Duration(i) * 7 * time.Millisecond
-			}
 			// Each tick takes 14 visitors; as many new ones enter after it (outside the measured
 			// time), so that the queue keeps its size instead of draining after size/14 ticks.
-			topUp := make([]string, len(offs))
+			topUp := make([]string, 14)
 			lat, pings := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 			runtime.GC() // the fill's garbage must not be collected during the ticks
 			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
@@ -249,7 +245,7 @@ func BenchmarkAdmit14(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				if _, err := q.Admit(ctx, AdmitRequest{TickID: int64(i + 1), Offsets: offs, PassTTL: 5 * time.Minute, AbandonAfter: time.Hour}); err != nil {
+				if _, err := q.Admit(ctx, AdmitRequest{TickID: int64(i + 1), Limit: 14, Window: 100 * time.Millisecond, Seed: int64(i), PassTTL: 5 * time.Minute, AbandonAfter: time.Hour}); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
@@ -420,5 +416,55 @@ func reportBaseline(b *testing.B, srv *testenv.Redis, rdb redis.UniversalClient,
 	b.ReportMetric(micros(redisCPU), unit+"-redis-cpu-µs/op")
 	if engine.redisCPU > 0 {
 		b.ReportMetric(float64(redisCPU)/float64(engine.redisCPU), "x-"+unit+"-redis-cpu")
+	}
+}
+
+// BenchmarkAdmitLimit runs ticks that admit as many as a tick may (MaxAdmitPerTick) from a queue
+// deep enough never to run dry, and ticks of the same limit on an empty queue, beside the reference
+// tick of 14. It reports Redis' time per call (redis-µs): how long one tick holds Redis, and so the
+// most one queue's tick can delay any other call on the same server.
+func BenchmarkAdmitLimit(b *testing.B) {
+	_, rdb := benchRedis(b)
+	for _, tc := range []struct {
+		limit, waiting int
+	}{{14, 0}, {MaxAdmitPerTick, 0}, {14, 100_000}, {MaxAdmitPerTick, 100_000}} {
+		b.Run(fmt.Sprintf("limit=%d/waiting=%d", tc.limit, tc.waiting), func(b *testing.B) {
+			q := benchQueue(b, rdb, fmt.Sprintf("admit-limit-%d-%d", tc.limit, tc.waiting))
+			fill(b, q, tc.waiting, anonymousID)
+			ctx := context.Background()
+			topUp := make([]string, tc.limit)
+			lat := make([]time.Duration, 0, b.N)
+			runtime.GC()
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				res, err := q.Admit(ctx, AdmitRequest{TickID: int64(i + 1), Limit: tc.limit, Window: 100 * time.Millisecond, Seed: int64(i),
+					PassTTL: 5 * time.Minute, AbandonAfter: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+				if tc.waiting > 0 && len(res.Admitted) != tc.limit {
+					b.Fatalf("admitted %d, want %d", len(res.Admitted), tc.limit)
+				}
+				b.StopTimer()
+				if tc.waiting > 0 {
+					for j := range topUp {
+						topUp[j] = anonymousID()
+					}
+					// EVAL, not EVALSHA: redis-µs below counts the ticks' script calls alone.
+					if err := enterScript.Eval(ctx, rdb, q.keysFor(opEnter), q.argsFor(time.Hour.Milliseconds(), topUp)...).Err(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+			}
+			b.StopTimer()
+			reportPercentiles(b, lat, "")
+			b.ReportMetric(scriptMicros(b, rdb), "redis-µs")
+		})
 	}
 }

@@ -223,11 +223,8 @@ func runRandomTraffic(t *testing.T, rdb redis.UniversalClient, ticks int, seed u
 		budget := 1 + rng.IntN(8)
 		want, droppedAtFront := m.expectAdmit(n, budget)
 		tickID++
-		offs := make([]time.Duration, n)
-		for i := range offs {
-			offs[i] = time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
-		}
-		res, err := q.Admit(ctx, AdmitRequest{TickID: tickID, Offsets: offs, PassTTL: time.Hour, AbandonAfter: abandonAfter, FrontBudget: budget})
+		res, err := q.Admit(ctx, AdmitRequest{TickID: tickID, Limit: n, Window: 100 * time.Millisecond, Seed: tickID,
+			PassTTL: time.Hour, AbandonAfter: abandonAfter, FrontBudget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +364,7 @@ func TestAtomicityUnderFaults(t *testing.T) {
 			default:
 			}
 			for {
-				res, err := q.Admit(ctx, AdmitRequest{TickID: tick, Offsets: offsets(7, time.Millisecond), PassTTL: time.Hour, AbandonAfter: time.Hour})
+				res, err := q.Admit(ctx, AdmitRequest{TickID: tick, Limit: 7, Window: 7 * time.Millisecond, PassTTL: time.Hour, AbandonAfter: time.Hour})
 				if err != nil {
 					failedCalls.Add(1)
 					continue

@@ -12,6 +12,7 @@
 //	{hg:ns/name}:a        sorted set: admitted visitors, scored by pass expiry
 //	{hg:ns/name}:t        hash: admitted and abandoned totals, last tick id, sweep cursor
 //	{hg:ns/name}:plan     hash: the plan the scheduler publishes for the proxies
+//	{hg:ns/name}:proxies  hash: each proxy replica's report of the config it serves
 package queue
 
 import (
@@ -70,10 +71,11 @@ var ErrInvalidVisitor = errors.New("invalid visitor ID")
 
 // Queue is the Redis state of one WaitingQueue. It is safe for concurrent use.
 type Queue struct {
-	rdb    redis.UniversalClient
-	store  *Store // batches Enter and Status when set
-	prefix string // "{hg:<namespace>/<name>}"
-	keys   struct{ wait, seq, active, totals, plan string }
+	rdb             redis.UniversalClient
+	store           *Store // batches Enter and Status when set
+	prefix          string // "{hg:<namespace>/<name>}"
+	namespace, name string
+	keys            struct{ wait, seq, active, totals, plan, proxies string }
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -84,14 +86,21 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 			return nil, fmt.Errorf("queue %s %q is empty or holds a character reserved in key names", field, v)
 		}
 	}
-	q := &Queue{rdb: rdb, prefix: "{hg:" + namespace + "/" + name + "}"}
+	q := &Queue{rdb: rdb, namespace: namespace, name: name, prefix: "{hg:" + namespace + "/" + name + "}"}
 	q.keys.wait = q.prefix + ":q"
 	q.keys.seq = q.prefix + ":seq"
 	q.keys.active = q.prefix + ":a"
 	q.keys.totals = q.prefix + ":t"
 	q.keys.plan = q.prefix + ":plan"
+	q.keys.proxies = q.prefix + ":proxies"
 	return q, nil
 }
+
+// Namespace and Name name the queue's WaitingQueue.
+func (q *Queue) Namespace() string { return q.namespace }
+
+// Name is the queue's WaitingQueue name.
+func (q *Queue) Name() string { return q.name }
 
 // KeyPrefix is the prefix (hash tag included) of every key of this queue.
 func (q *Queue) KeyPrefix() string { return q.prefix }
@@ -264,25 +273,68 @@ func decodePosition(res []int64) (Position, error) {
 	return Position{}, fmt.Errorf("unexpected script reply %v", res)
 }
 
+// MaxAdmitPerTick is the most visitors one Admit call admits, whatever the plan asks for. It bounds
+// the time one tick holds Redis (each admission writes a pass record), and so how long one queue's
+// tick can delay every other call on the same Redis: docs/performance.md gives the measured cost.
+// A plan that asks for more per tick admits this many; the scheduler says so in the queue's status.
+const MaxAdmitPerTick = 250
+
+// jitterModulus is the modulus of the Park–Miller generator that draws jitter offsets (2^31 − 1).
+const jitterModulus = 2147483647
+
 // AdmitRequest is one scheduler tick.
 type AdmitRequest struct {
 	// TickID identifies the tick and must grow from tick to tick (the scheduler uses the tick's
 	// scheduled time in Unix milliseconds). A call whose TickID is not above the last one admits
 	// nobody, so a retry after a lost reply, or a second scheduler, cannot admit a tick twice.
 	TickID int64
-	// Offsets hold one not-before offset per admission slot: len(Offsets) visitors are admitted at
-	// most, the i-th at Redis' now + Offsets[i]. Millisecond precision.
-	Offsets []time.Duration
+	// Limit is the most visitors the call admits, 0 to MaxAdmitPerTick.
+	Limit int
+	// Window spreads the admitted visitors' not-before times: the window is cut into one slot per
+	// visitor admitted, earliest first, and each falls at a random point of its own slot (see
+	// JitterOffsets). Zero makes every pass of the tick valid at once. Millisecond precision.
+	Window time.Duration
+	// Lead puts every not-before time this far after Redis' now, before the jitter offset.
+	Lead time.Duration
+	// Seed draws the jitter offsets; any value works, the same seed gives the same offsets.
+	Seed int64
 	// PassTTL is how long a pass stays valid after its not-before time.
 	PassTTL time.Duration
 	// AbandonAfter is how long a waiting visitor may stay silent.
 	AbandonAfter time.Duration
-	// FrontBudget bounds the silent visitors one call may drop at the front beyond its batch;
+	// FrontBudget bounds the silent visitors one call may drop at the front beyond its limit;
 	// 0 means DefaultFrontBudget.
 	FrontBudget int
 	// SweepBlocks is how many blocks of last-seen records one call sweeps for silent visitors deeper
 	// in the queue; 0 means DefaultSweepBlocks.
 	SweepBlocks int
+}
+
+// jitterSeed maps any seed onto the generator's state space, 1 … 2^31 − 2.
+func jitterSeed(seed int64) int64 {
+	return 1 + int64(uint64(seed)%(jitterModulus-1))
+}
+
+// JitterOffsets returns the offsets from now + lead that one Admit call with this seed and window
+// gives the n visitors it admits, front of the queue first. The window, in whole milliseconds W, is
+// cut into n slots [⌊i·W/n⌋, ⌊(i+1)·W/n⌋) and visitor i falls within slot i, at a point drawn from a
+// Park–Miller generator: every offset is uniform over the window in the long run, and one tick
+// reaches the workload as an even stream, never as a clump that independent draws now and then make.
+// The admit script computes the same numbers; a test holds the two together.
+func JitterOffsets(seed int64, n int, window time.Duration) []time.Duration {
+	offsets := make([]time.Duration, n)
+	w := window.Milliseconds()
+	x := jitterSeed(seed)
+	for i := range n {
+		x = x * 48271 % jitterModulus
+		lo := int64(i) * w / int64(n)
+		off := lo
+		if width := int64(i+1)*w/int64(n) - lo; width > 0 {
+			off = lo + x%width
+		}
+		offsets[i] = time.Duration(off) * time.Millisecond
+	}
+	return offsets
 }
 
 // AdmittedVisitor is one admission of a tick.
@@ -304,27 +356,26 @@ type AdmitResult struct {
 }
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
-// len(Offsets) visitors in arrival order, and sweeps a bounded stretch of the queue for silent ones:
-// one call examines at most len(Offsets) + FrontBudget visitors at the front and SweepBlocks ×
-// seenBlock deeper in.
+// Limit visitors in arrival order, and sweeps a bounded stretch of the queue for silent ones: one
+// call examines at most Limit + FrontBudget visitors at the front and SweepBlocks × seenBlock deeper
+// in, so its work never depends on the plan that chose the limit.
 func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error) {
-	if req.TickID <= 0 {
+	switch {
+	case req.TickID <= 0:
 		return AdmitResult{}, errors.New("admit: tick id must be positive")
-	}
-	if req.PassTTL <= 0 {
+	case req.PassTTL <= 0:
 		return AdmitResult{}, errors.New("admit: pass TTL must be positive")
-	}
-	if req.FrontBudget < 0 || req.SweepBlocks < 0 {
+	case req.Limit < 0 || req.Limit > MaxAdmitPerTick:
+		return AdmitResult{}, fmt.Errorf("admit: limit %d is outside 0 … %d", req.Limit, MaxAdmitPerTick)
+	case req.Window < 0 || req.Lead < 0:
+		return AdmitResult{}, fmt.Errorf("admit: negative window %s or lead %s", req.Window, req.Lead)
+	case req.FrontBudget < 0 || req.SweepBlocks < 0:
 		return AdmitResult{}, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
 	}
 	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
-	args := make([]any, 0, 6+len(req.Offsets))
-	args = append(args, q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks)
-	for _, o := range req.Offsets {
-		if o < 0 {
-			return AdmitResult{}, fmt.Errorf("admit: negative offset %s", o)
-		}
-		args = append(args, o.Milliseconds())
+	args := []any{
+		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
+		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 	}
 	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq}, args...).Slice()
 	if err != nil {

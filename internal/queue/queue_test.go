@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strconv"
@@ -164,19 +163,12 @@ func keysOf(t *testing.T, b backend, q *Queue) []string {
 	return keys
 }
 
-func offsets(n int, each time.Duration) []time.Duration {
-	o := make([]time.Duration, n)
-	for i := range o {
-		o[i] = time.Duration(i) * each
-	}
-	return o
-}
-
 func TestEngine(t *testing.T) {
 	for _, b := range startBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Run("concurrent entries get distinct positions and keep them", func(t *testing.T) { testConcurrentEnter(t, b) })
 			t.Run("admit takes exactly the oldest", func(t *testing.T) { testAdmitTakesTheOldest(t, b) })
+			t.Run("admit spreads whom it admits over the window, up to its limit", func(t *testing.T) { testAdmitLimitAndSpread(t, b) })
 			t.Run("status", func(t *testing.T) { testStatus(t, b) })
 			t.Run("a status batch answers each visitor as if it came alone", func(t *testing.T) { testStatusBatch(t, b) })
 			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
@@ -188,6 +180,7 @@ func TestEngine(t *testing.T) {
 			t.Run("scripts reload after SCRIPT FLUSH", func(t *testing.T) { testScriptFlush(t, b) })
 			t.Run("stats", func(t *testing.T) { testStats(t, b) })
 			t.Run("plan", func(t *testing.T) { testPlan(t, b) })
+			t.Run("proxy reports", func(t *testing.T) { testProxyReports(t, b) })
 			t.Run("delete leaves no key", func(t *testing.T) { testDelete(t, b) })
 		})
 	}
@@ -251,12 +244,8 @@ func testAdmitTakesTheOldest(t *testing.T, b backend) {
 	enterAll(t, q, ids...)
 
 	const window = 100 * time.Millisecond
-	r := rand.New(rand.NewPCG(7, 7))
-	offs := make([]time.Duration, 14)
-	for i := range offs {
-		offs[i] = time.Duration(r.Int64N(int64(window)))
-	}
-	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offs, PassTTL: passTTL, AbandonAfter: longAbandon})
+	offs := JitterOffsets(7, 14, window)
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 14, Window: window, Seed: 7, PassTTL: passTTL, AbandonAfter: longAbandon})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +255,8 @@ func testAdmitTakesTheOldest(t *testing.T, b backend) {
 		if a.Pass.NotBefore.Before(res.Now) || !a.Pass.NotBefore.Before(res.Now.Add(window)) {
 			t.Errorf("%s not-before %s lies outside [now, now+%s) with now %s", a.ID, a.Pass.NotBefore, window, res.Now)
 		}
-		if want := res.Now.Add(offs[i].Truncate(time.Millisecond)); !a.Pass.NotBefore.Equal(want) {
-			t.Errorf("%s not-before = %s, want now + its offset = %s", a.ID, a.Pass.NotBefore, want)
+		if want := res.Now.Add(offs[i]); !a.Pass.NotBefore.Equal(want) {
+			t.Errorf("%s not-before = %s, want now + JitterOffsets' offset = %s", a.ID, a.Pass.NotBefore, want)
 		}
 		if a.Pass.Expiry.Sub(a.Pass.NotBefore) != passTTL {
 			t.Errorf("%s pass lasts %s, want %s", a.ID, a.Pass.Expiry.Sub(a.Pass.NotBefore), passTTL)
@@ -294,7 +283,7 @@ func testAdmitTakesTheOldest(t *testing.T, b backend) {
 	}
 
 	// With jitter off every pass of the tick is valid at once; a queue shorter than the batch admits all.
-	res, err = q.Admit(ctx, AdmitRequest{TickID: 2, Offsets: make([]time.Duration, 200), PassTTL: passTTL, AbandonAfter: longAbandon})
+	res, err = q.Admit(ctx, AdmitRequest{TickID: 2, Limit: 200, PassTTL: passTTL, AbandonAfter: longAbandon})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,8 +295,54 @@ func testAdmitTakesTheOldest(t *testing.T, b backend) {
 			t.Fatalf("%s not-before %s, want exactly now %s without jitter", a.ID, a.Pass.NotBefore, res.Now)
 		}
 	}
-	if res, err = q.Admit(ctx, AdmitRequest{TickID: 3, Offsets: offsets(14, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil || len(res.Admitted) != 0 {
+	if res, err = q.Admit(ctx, AdmitRequest{TickID: 3, Limit: 14, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil || len(res.Admitted) != 0 {
 		t.Fatalf("an empty queue admitted %v, %v", res.Admitted, err)
+	}
+}
+
+func testAdmitLimitAndSpread(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, visitorIDs("few", 3)...)
+	// Three waiting and a limit of 14: the three share the whole window, after the lead.
+	const window, lead = 90 * time.Millisecond, 600 * time.Millisecond
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 14, Window: window, Lead: lead, Seed: 42, PassTTL: passTTL, AbandonAfter: longAbandon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := JitterOffsets(42, 3, window)
+	if len(res.Admitted) != 3 {
+		t.Fatalf("admitted %d of 3 waiting", len(res.Admitted))
+	}
+	for i, a := range res.Admitted {
+		got := a.Pass.NotBefore.Sub(res.Now)
+		if got != lead+want[i] {
+			t.Errorf("visitor %d not-before = now + %s, want now + lead + %s", i, got, want[i])
+		}
+		if slot := time.Duration(i) * 30 * time.Millisecond; got < lead+slot || got >= lead+slot+30*time.Millisecond {
+			t.Errorf("visitor %d not-before = now + %s, outside its slot [%s, %s)", i, got, lead+slot, lead+slot+30*time.Millisecond)
+		}
+	}
+
+	// The limit is the most a call admits; above MaxAdmitPerTick a call is refused before it reaches Redis.
+	enterAll(t, q, visitorIDs("many", MaxAdmitPerTick+5)...)
+	res, err = q.Admit(ctx, AdmitRequest{TickID: 2, Limit: MaxAdmitPerTick, Window: window, Seed: 1, PassTTL: passTTL, AbandonAfter: longAbandon})
+	if err != nil || len(res.Admitted) != MaxAdmitPerTick {
+		t.Fatalf("Admit with the largest limit admitted %d (%v), want %d", len(res.Admitted), err, MaxAdmitPerTick)
+	}
+	if !slices.IsSortedFunc(res.Admitted, func(a, b AdmittedVisitor) int { return a.Pass.NotBefore.Compare(b.Pass.NotBefore) }) {
+		t.Error("not-before times of one tick are not in queue order")
+	}
+	if last := res.Admitted[len(res.Admitted)-1].Pass.NotBefore; !last.Before(res.Now.Add(window)) {
+		t.Errorf("last not-before %s is not within the window after %s", last, res.Now)
+	}
+	for _, limit := range []int{MaxAdmitPerTick + 1, -1} {
+		if _, err := q.Admit(ctx, AdmitRequest{TickID: 3, Limit: limit, PassTTL: passTTL, AbandonAfter: longAbandon}); err == nil {
+			t.Errorf("Admit accepted limit %d", limit)
+		}
+	}
+	if d, err := b.rdb.ZCard(ctx, q.keys.wait).Result(); err != nil || d != 5 {
+		t.Fatalf("after the refused calls %d wait (%v), want the 5 left", d, err)
 	}
 }
 
@@ -342,7 +377,7 @@ func testStatus(t *testing.T, b backend) {
 		t.Fatalf("second Status previous poll = %s, want the first Status' time %s", again.PreviousPoll, p.Now)
 	}
 
-	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: []time.Duration{time.Second}, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, Lead: time.Second, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
 	p, err = q.Status(ctx, "first", longAbandon)
@@ -383,7 +418,7 @@ func testStatusBatch(t *testing.T, b backend) {
 	ids := visitorIDs("v", 1200)
 	enterAll(t, q, "admitted")
 	enterAll(t, q, ids...)
-	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: passTTL, AbandonAfter: abandonAfter}); err != nil {
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: passTTL, AbandonAfter: abandonAfter}); err != nil {
 		t.Fatal(err)
 	}
 	silent := ids[3]
@@ -445,7 +480,7 @@ func testReentry(t *testing.T, b backend) {
 	if err != nil || p.Position != 2 {
 		t.Fatalf("re-Enter(b) = %+v, %v; want position 2", p, err)
 	}
-	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: 20 * time.Second, AbandonAfter: longAbandon}); err != nil {
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: 20 * time.Second, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := q.Status(ctx, "a", longAbandon)
@@ -480,7 +515,7 @@ func testPassExpiry(t *testing.T, b backend) {
 	ctx := context.Background()
 	q := queueOn(t, b)
 	enterAll(t, q, "early", "late")
-	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: 30 * time.Millisecond, AbandonAfter: longAbandon})
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: 30 * time.Millisecond, AbandonAfter: longAbandon})
 	if err != nil || len(res.Admitted) != 1 {
 		t.Fatalf("Admit = %+v, %v", res, err)
 	}
@@ -509,7 +544,7 @@ func testAbandoned(t *testing.T, b backend) {
 	for _, i := range []int{0, 2, 4} {
 		silence(t, q, ids[i], 2*abandonAfter)
 	}
-	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(3, 0), PassTTL: passTTL, AbandonAfter: abandonAfter})
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 3, PassTTL: passTTL, AbandonAfter: abandonAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +604,7 @@ func testSweepBounded(t *testing.T, b backend) {
 		if tick > 20 {
 			t.Fatalf("after 20 ticks only %d of %d live visitors were admitted", len(admitted), len(live))
 		}
-		res, err := q.Admit(ctx, AdmitRequest{TickID: tick, Offsets: offsets(14, 0), PassTTL: passTTL, AbandonAfter: abandonAfter, FrontBudget: budget})
+		res, err := q.Admit(ctx, AdmitRequest{TickID: tick, Limit: 14, PassTTL: passTTL, AbandonAfter: abandonAfter, FrontBudget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -643,7 +678,7 @@ func testTickIdempotent(t *testing.T, b backend) {
 	ctx := context.Background()
 	q := queueOn(t, b)
 	enterAll(t, q, visitorIDs("t", 30)...)
-	req := AdmitRequest{TickID: 1000, Offsets: offsets(10, 0), PassTTL: passTTL, AbandonAfter: longAbandon}
+	req := AdmitRequest{TickID: 1000, Limit: 10, PassTTL: passTTL, AbandonAfter: longAbandon}
 	first, err := q.Admit(ctx, req)
 	if err != nil || len(first.Admitted) != 10 {
 		t.Fatalf("first Admit: %d admitted, %v", len(first.Admitted), err)
@@ -662,7 +697,7 @@ func testTickIdempotent(t *testing.T, b backend) {
 	if res, err := q.Admit(ctx, req); err != nil || res.Duplicate || len(res.Admitted) != 10 {
 		t.Fatalf("Admit with the next tick id = %+v, %v; want 10 admitted", res, err)
 	}
-	if _, err := q.Admit(ctx, AdmitRequest{TickID: 0, Offsets: offsets(1, 0), PassTTL: passTTL}); err == nil {
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 0, Limit: 1, PassTTL: passTTL}); err == nil {
 		t.Fatal("Admit accepted tick id 0")
 	}
 }
@@ -688,8 +723,48 @@ func testScriptFlush(t *testing.T, b backend) {
 	for _, n := range b.nodes {
 		_ = n.ScriptFlush(ctx).Err()
 	}
-	if res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(2, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil || len(res.Admitted) != 2 {
+	if res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 2, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil || len(res.Admitted) != 2 {
 		t.Fatalf("Admit after SCRIPT FLUSH = %+v, %v", res, err)
+	}
+}
+
+func testProxyReports(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	if got, err := q.ProxyReports(ctx, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("reports of a queue nobody reported to = %v, %v", got, err)
+	}
+	reports := []ProxyReport{
+		{Replica: "proxy-b", Generation: 3},
+		{Replica: "proxy-a", Generation: 2, RefusedGeneration: 3, Refusal: "spec.protectedRoutes[0].path: is not normalised"},
+	}
+	for _, r := range reports {
+		if err := q.ReportProxy(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second report replaces the replica's first.
+	if err := q.ReportProxy(ctx, ProxyReport{Replica: "proxy-b", Generation: 4}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.ProxyReports(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ProxyReport{reports[1], {Replica: "proxy-b", Generation: 4}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("reports (-want +got):\n%s", diff)
+	}
+	if err := q.ReportProxy(ctx, ProxyReport{Generation: 1}); err == nil {
+		t.Fatal("a report without a replica name was accepted")
+	}
+	// Reports older than the age asked for are gone, and deleted.
+	time.Sleep(30 * time.Millisecond)
+	if got, err := q.ProxyReports(ctx, 10*time.Millisecond); err != nil || len(got) != 0 {
+		t.Fatalf("stale reports = %v, %v; want none", got, err)
+	}
+	if n, err := b.rdb.HLen(ctx, q.keys.proxies).Result(); err != nil || n != 0 {
+		t.Fatalf("%d stale reports left in Redis (%v)", n, err)
 	}
 }
 
@@ -704,7 +779,7 @@ func testStats(t *testing.T, b backend) {
 		t.Fatalf("stats of an empty queue (-want +got):\n%s", diff)
 	}
 	enterAll(t, q, visitorIDs("s", 25)...)
-	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(5, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 5, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
 	// Two passes expired already: they are not active any more.
@@ -787,7 +862,7 @@ func testDelete(t *testing.T, b backend) {
 	if _, err := other.Enter(ctx, "x", longAbandon); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Offsets: offsets(20, 0), PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 20, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.PublishPlan(ctx, Plan{PerTickNum: 1, PerTickDen: 1, Tick: time.Second}); err != nil {

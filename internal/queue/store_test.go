@@ -89,7 +89,7 @@ func TestStoreCallerContextAndClose(t *testing.T) {
 		t.Fatalf("Status after Close: %v, want ErrStoreClosed", err)
 	}
 	// Admit never goes through the pipelines: it still works on the client.
-	if res, err := q.Admit(context.Background(), AdmitRequest{TickID: 1, Offsets: offsets(1, 0), PassTTL: time.Minute, AbandonAfter: time.Hour}); err != nil || len(res.Admitted) != 1 {
+	if res, err := q.Admit(context.Background(), AdmitRequest{TickID: 1, Limit: 1, PassTTL: time.Minute, AbandonAfter: time.Hour}); err != nil || len(res.Admitted) != 1 {
 		t.Fatalf("Admit after Close = %+v, %v", res, err)
 	}
 }

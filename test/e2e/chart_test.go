@@ -189,7 +189,18 @@ func TestHelmChart(t *testing.T) {
 			{"a typo", []string{"redis.url=redis://a:1", "redis.urll=redis://b:1"}, "urll"},
 			{"a string for a number", []string{"redis.url=redis://a:1", "replicaCount=two"}, "replicaCount"},
 			{"an unknown pull policy", []string{"redis.url=redis://a:1", "image.pullPolicy=Sometimes"}, "pullPolicy"},
-			{"a URL that is not Redis", []string{"redis.url=http://a:1"}, "url"},
+			{"a URL that is not Redis", []string{"redis.url=http://a:1"}, "redis/url"},
+			{"a Redis URL without a host", []string{"redis.url=redis://"}, "redis/url"},
+			{"a Redis URL with a port that is not a number", []string{"redis.url=redis://redis:port"}, "redis/url"},
+			{"a Redis URL with a space", []string{"redis.url=redis://red is:6379"}, "redis/url"},
+			{"a Redis URL with a database that is not a number", []string{"redis.url=redis://redis:6379/zero"}, "redis/url"},
+			{"Redis twice", []string{"redis.url=redis://a:1", "redis.deploy=true"}, "redis.deploy=true runs its own Redis"},
+			{"a memory limit that is no quantity", []string{"redis.url=redis://a:1", "manager.resources.limits.memory=lots"}, "manager/resources/limits/memory"},
+			{"a negative CPU request", []string{"redis.url=redis://a:1", "manager.resources.requests.cpu=-1"}, "manager/resources/requests/cpu"},
+			{"a resource no container has", []string{"redis.url=redis://a:1", "redis.resources.limits.gpu=1"}, "'gpu' not allowed"},
+			{"a namespace name that is not one", []string{"redis.url=redis://a:1", "watchNamespaces[0]=Shop_Floor"}, "watchNamespaces/0"},
+			{"a Secret name that is not one", []string{"redis.existingSecret.name=My_Secret"}, "redis/existingSecret/name"},
+			{"a full name too long for a Service", []string{"redis.url=redis://a:1", "fullnameOverride=" + strings.Repeat("h", 56)}, "fullnameOverride"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -206,6 +217,26 @@ func TestHelmChart(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	t.Run("the longest release name makes names that fit", func(t *testing.T) {
+		release := strings.Repeat("r", 53) // Helm's own limit
+		out, err := tl.run(t, tl.helm, "template", release, tl.chart, "--namespace", "hg-system", "--set", "redis.deploy=true")
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		// Service names are DNS labels (63 characters at most); the API server checks every other name.
+		for _, doc := range strings.Split(out, "\n---") {
+			if !strings.Contains(doc, "\nkind: Service\n") {
+				continue
+			}
+			for _, line := range strings.Split(doc, "\n") {
+				if name, ok := strings.CutPrefix(line, "  name: "); ok && len(name) > 63 {
+					t.Errorf("Service name %q is %d characters long", name, len(name))
+				}
+			}
+		}
+		tl.apply(t, out)
 	})
 
 	t.Run("kustomize config/default applies", func(t *testing.T) {

@@ -1,13 +1,14 @@
-{{/* The release's base name, at most 63 characters. */}}
+{{/* The release's base name, at most 55 characters: Service names are at most 63, and the longest
+suffix the chart adds to a Service name is "-metrics". */}}
 {{- define "herdgate.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 55 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -53,5 +54,8 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- if and .Values.redis.url .Values.redis.existingSecret.name -}}
 {{- fail "redis: set only one of redis.url and redis.existingSecret.name" -}}
+{{- end -}}
+{{- if and .Values.redis.deploy (or .Values.redis.url .Values.redis.existingSecret.name) -}}
+{{- fail "redis: redis.deploy=true runs its own Redis; leave redis.url and redis.existingSecret.name empty" -}}
 {{- end -}}
 {{- end -}}

@@ -1,21 +1,24 @@
--- Admit runs one scheduler tick: it takes the front visitors off the queue and gives each a pass
--- whose not-before time is now plus its jitter offset. Silent visitors met on the way are dropped
--- and never take a slot. A bounded sweep then drops silent visitors deeper in the queue.
+-- Admit runs one scheduler tick: it takes up to a limit of front visitors off the queue and gives
+-- each a pass whose not-before time is now + lead + its jitter offset. Silent visitors met on the way
+-- are dropped and never take a slot. A bounded sweep then drops silent visitors deeper in the queue.
 -- Everything happens in this one script, so a crash at any moment admits nobody twice and loses
 -- nobody; the tick id makes a retried call (after a lost reply, or from a second scheduler) a no-op.
+-- The script's work follows the visitors it admits and examines, never the size of the plan: the
+-- caller sends a limit, not one offset per slot, and the offsets are drawn here for the admitted only.
 -- Commands are grouped per last-seen block because each redis.call costs far more than its work.
 --
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence
 -- ARGV[1] key prefix, ARGV[2] tick id (increasing), ARGV[3] pass ttl ms, ARGV[4] abandon-after ms,
--- ARGV[5] front budget (visitors examined beyond the batch), ARGV[6] sweep blocks,
--- ARGV[7..] one not-before offset (ms) per slot
+-- ARGV[5] front budget (visitors examined beyond the limit), ARGV[6] sweep blocks,
+-- ARGV[7] limit (most visitors admitted), ARGV[8] jitter window ms, ARGV[9] lead ms,
+-- ARGV[10] jitter seed (1 … 2147483646)
 -- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
 -- this tick id was already run.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
+local limit, window, lead, seed = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local stem = seen_stem(prefix)
-local slots = #ARGV - 6
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
 -- silent too long.
@@ -66,34 +69,53 @@ local function pop(n)
 end
 
 local out = {1, now, 0}
-local admitted, abandoned = 0, 0
-local active = {}
--- Examine at most slots + front_budget front visitors, so a queue of silent visitors cannot make
+local abandoned = 0
+local chosen = {}
+-- Examine at most limit + front_budget front visitors, so a queue of silent visitors cannot make
 -- one tick unbounded.
-local budget = slots + front_budget
-while admitted < slots and budget > 0 do
-  local popped = pop(math.min(slots - admitted, budget))
+local budget = limit + front_budget
+while #chosen < limit and budget > 0 do
+  local popped = pop(math.min(limit - #chosen, budget))
   if #popped == 0 then
     break
   end
   budget = budget - #popped
   for _, p in ipairs(popped) do
-    local visitor, seen = p[1], p[4]
+    local seen = p[4]
     if seen and earlier(seen, silent_before) then
       abandoned = abandoned + 1
     else
-      admitted = admitted + 1
-      local nb = now + tonumber(ARGV[6 + admitted])
-      local exp = nb + ttl
-      local exp_s = int(exp)
-      redis.call('SET', prefix .. ':p:' .. visitor, int(nb) .. ':' .. exp_s, 'PXAT', exp_s)
-      active[#active + 1] = exp_s
-      active[#active + 1] = visitor
-      out[#out + 1] = visitor
-      out[#out + 1] = nb
-      out[#out + 1] = exp
+      chosen[#chosen + 1] = p[1]
     end
   end
+end
+
+-- The window is cut into one slot per admitted visitor, earliest first, and each offset falls within
+-- its own slot, drawn from a Park–Miller generator (exact in Lua's doubles: every product stays below
+-- 2^53) so that queue.JitterOffsets computes the same offsets in Go. Slot i is
+-- [floor(i×window/n), floor((i+1)×window/n)) milliseconds.
+local n = #chosen
+local admitted = n
+local active = {}
+local x = seed
+for i = 1, n do
+  x = (x * 48271) % 2147483647
+  local lo = math.floor((i - 1) * window / n)
+  local width = math.floor(i * window / n) - lo
+  local off = lo
+  if width > 0 then
+    off = lo + x % width
+  end
+  local visitor = chosen[i]
+  local nb = now + lead + off
+  local exp = nb + ttl
+  local exp_s = int(exp)
+  redis.call('SET', prefix .. ':p:' .. visitor, int(nb) .. ':' .. exp_s, 'PXAT', exp_s)
+  active[#active + 1] = exp_s
+  active[#active + 1] = visitor
+  out[#out + 1] = visitor
+  out[#out + 1] = nb
+  out[#out + 1] = exp
 end
 if #active > 0 then
   call_chunked('ZADD', KEYS[2], active, 2)

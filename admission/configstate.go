@@ -1,0 +1,100 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/route"
+)
+
+// ReportInterval is how often a proxy replica reports the config it serves, even unchanged.
+const ReportInterval = 10 * time.Second
+
+// configState is what this replica serves and refuses, as it reports it to Redis.
+type configState struct {
+	mu      sync.Mutex
+	current queue.ProxyReport
+	changed chan struct{} // a report is due
+}
+
+func (s *configState) init(replica string) {
+	s.current.Replica = replica
+	s.changed = make(chan struct{}, 1)
+}
+
+func (s *configState) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *configState) applied(generation int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.current.Generation = generation
+	if s.current.RefusedGeneration <= generation {
+		s.current.RefusedGeneration, s.current.Refusal = 0, ""
+	}
+	s.notify()
+}
+
+// refused records a refusal and tells whether it is news.
+func (s *configState) refused(generation int64, why string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current.RefusedGeneration == generation && s.current.Refusal == why {
+		return false
+	}
+	s.current.RefusedGeneration, s.current.Refusal = generation, why
+	s.notify()
+	return true
+}
+
+func (s *configState) report() queue.ProxyReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// reportConfig writes this replica's report to Redis at once on every change and every
+// ReportInterval, until ctx ends. Without a replica name it does nothing.
+func (p *Proxy) reportConfig(ctx context.Context) {
+	if p.state.current.Replica == "" {
+		return
+	}
+	t := time.NewTicker(ReportInterval)
+	defer t.Stop()
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := p.q.ReportProxy(callCtx, p.state.report()); err != nil && ctx.Err() == nil {
+			p.log.V(1).Info("Reporting the config to Redis failed; will retry", "error", err.Error())
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.state.changed:
+		}
+	}
+}
+
+// serveUnconfigured answers while the proxy has no valid config: alive, not ready, and nothing
+// reaches the upstream or the queue.
+func (p *Proxy) serveUnconfigured(x exchange, escapedPath string) {
+	switch canonical, _ := route.Normalize(escapedPath); canonical {
+	case reservedPrefix + "/healthz":
+		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
+	case reservedPrefix + "/readyz":
+		replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "not_configured"})
+	default:
+		p.metrics.requests.WithLabelValues("internal", "not_configured").Inc()
+		retryAfter(x, 5*time.Second)
+		replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "not_configured",
+			Message: "the waiting room has no valid configuration yet; try again shortly"})
+	}
+}

@@ -1,0 +1,157 @@
+// Package route is the one definition of a protected route: how a request path is normalised before
+// matching, which route paths are valid, and how a route matches. The admission proxy matches every
+// request with it, and the manager checks every WaitingQueue generation with it, so the route paths the
+// API server's schema accepts (its CEL rules say the same, and a test holds the two together) are
+// exactly the ones the proxy serves.
+package route
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// ErrBadPath is returned for a request path that cannot be normalised (a bad escape, a NUL byte).
+var ErrBadPath = errors.New("malformed request path")
+
+// MaxPathLength is the longest route path, as the API's schema allows.
+const MaxPathLength = 1024
+
+// Normalize returns the one form of a request path that routes are matched against and that is
+// forwarded upstream, so that no spelling of a protected path can slip past the match and still reach
+// the protected handler: percent-escapes are decoded (%2F becomes a slash, %2E a dot, %3B a
+// semicolon), backslashes become slashes, ";parameters" are cut from every segment, repeated slashes
+// collapse, "." and ".." segments resolve, and a trailing slash goes.
+func Normalize(escaped string) (string, error) {
+	if isNormal(escaped) {
+		return escaped, nil
+	}
+	p := escaped
+	if strings.IndexByte(p, '%') >= 0 {
+		var err error
+		if p, err = url.PathUnescape(p); err != nil {
+			return "", ErrBadPath
+		}
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", ErrBadPath
+	}
+	p = strings.ReplaceAll(p, "\\", "/")
+	// Servers that know path parameters drop them before routing; drop them before matching.
+	if strings.IndexByte(p, ';') >= 0 {
+		segs := strings.Split(p, "/")
+		for i, s := range segs {
+			if j := strings.IndexByte(s, ';'); j >= 0 {
+				segs[i] = s[:j]
+			}
+		}
+		p = strings.Join(segs, "/")
+	}
+	return path.Clean("/" + p), nil
+}
+
+// isNormal is the fast path: most paths need no work at all.
+func isNormal(p string) bool {
+	if p == "" || p[0] != '/' || (len(p) > 1 && p[len(p)-1] == '/') {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '%', ';', '\\', 0:
+			return false
+		case '/':
+			if i+1 < len(p) && (p[i+1] == '/' || p[i+1] == '.') {
+				return false // "//", and "/." or "/.." (a segment starting with a dot goes the slow way)
+			}
+		}
+	}
+	return true
+}
+
+// Escape is the RawPath form of a normalised path: each segment escaped.
+func Escape(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+// CheckPath tells why p cannot be a route path, or returns nil. A route path is absolute, at most
+// MaxPathLength bytes, free of control characters, '?' and '#', and already normalised (Normalize
+// leaves it as it is): no "//", "." or ".." segments, no trailing slash, no '\', ';' or '%'. The CEL
+// rules on protectedRoutes[].path and pathPrefix say the same.
+func CheckPath(p string) error {
+	switch {
+	case p == "" || p[0] != '/':
+		return errors.New("must start with '/'")
+	case len(p) > MaxPathLength:
+		return fmt.Errorf("is %d bytes long, at most %d allowed", len(p), MaxPathLength)
+	}
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c < 0x20 || c == 0x7f:
+			return fmt.Errorf("holds the control character 0x%02x at byte %d", c, i)
+		case c == '?' || c == '#':
+			return fmt.Errorf("holds %q: a route matches a path, never a query or a fragment", c)
+		}
+	}
+	if n, err := Normalize(p); err != nil || n != p {
+		return fmt.Errorf("is not normalised (a request for it is matched as %q): no '//', '.' or '..' segments, trailing '/', '\\', ';' or '%%'", n)
+	}
+	return nil
+}
+
+// Methods the API lets a route name.
+var Methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// Route is one protected route, compiled.
+type Route struct {
+	Methods map[string]bool
+	Path    string // exact match when Prefix is false
+	Prefix  bool
+}
+
+// New compiles a route for path (a prefix when prefix is set) and methods, in upper case. Protecting
+// GET protects HEAD too, because most servers answer HEAD with their GET handler.
+func New(p string, prefix bool, methods []string) (Route, error) {
+	if err := CheckPath(p); err != nil {
+		return Route{}, err
+	}
+	if len(methods) == 0 {
+		return Route{}, errors.New("at least one method is required")
+	}
+	set := map[string]bool{}
+	for _, m := range methods {
+		if !isMethod(m) {
+			return Route{}, fmt.Errorf("unsupported method %q (one of %s)", m, strings.Join(Methods, ", "))
+		}
+		set[m] = true
+	}
+	if set["GET"] {
+		set["HEAD"] = true
+	}
+	return Route{Methods: set, Path: p, Prefix: prefix}, nil
+}
+
+func isMethod(m string) bool {
+	for _, known := range Methods {
+		if m == known {
+			return true
+		}
+	}
+	return false
+}
+
+// Matches reports whether a request with this upper-case method and normalised path is protected.
+func (r Route) Matches(method, p string) bool {
+	if !r.Methods[method] {
+		return false
+	}
+	if !r.Prefix {
+		return p == r.Path
+	}
+	return p == r.Path || r.Path == "/" || strings.HasPrefix(p, r.Path+"/")
+}

@@ -1,0 +1,266 @@
+// Package settings derives, from a WaitingQueue, everything the scheduler and the admission proxy run
+// it with: the plan and the plan ticks really run, the timings, the routes, the visitor identity, the
+// upstream. It is the one place that maps spec fields. The manager checks every generation with
+// Derive before it applies it, and the proxy builds its config with Derive, so both refuse the same
+// specs; the API server's schema refuses them too (its CEL rules mirror the checks here, and the API
+// tests hold the two together), so a spec the API accepts never stops a proxy.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/route"
+)
+
+// Settings is one WaitingQueue generation, derived and checked.
+type Settings struct {
+	UID             types.UID
+	Namespace, Name string
+	Generation      int64
+
+	// Plan is the admission plan the spec declares. Effective is the plan ticks run: Plan, capped at
+	// the most one tick admits (queue.MaxAdmitPerTick); Capped says whether the cap applies.
+	Plan, Effective capacity.Plan
+	Capped          bool
+	// JitterWindow spreads one tick's admissions; Lead puts every not-before time this far ahead of
+	// the tick (see AdmissionLead).
+	JitterWindow, Lead time.Duration
+	PassTTL            time.Duration
+	AbandonAfter       time.Duration
+	PollMin, PollMax   time.Duration
+	Suspended          bool
+
+	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
+	// header that identifies visitors; Upstream where requests go.
+	Routes         []route.Route
+	IdentityHeader string
+	Upstream       *url.URL
+	FailurePolicy  herdgatev1alpha1.FailurePolicy
+}
+
+// FieldError is a spec that cannot be run, naming the field as the API server would.
+type FieldError struct {
+	Field  string
+	Detail string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Detail }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+// AdmissionLead is how far ahead of its tick an admission's not-before lies: the longest interval a
+// visitor at the front of the queue may wait between polls (pollMin plus the hint's spread). A
+// visitor admitted at a tick therefore learns its not-before before it comes, and the proxy sends it
+// back exactly then: the tick's jitter reaches the workload instead of being lost to the random
+// moments at which visitors happen to poll.
+func AdmissionLead(pollMin time.Duration) time.Duration {
+	return pollMin + time.Duration(capacity.PollSpread*float64(pollMin))
+}
+
+// PlanOf derives the declared plan of a spec: the only mapping of spec fields to a capacity input.
+func PlanOf(spec *herdgatev1alpha1.WaitingQueueSpec) (capacity.Plan, error) {
+	in := capacity.Input{
+		PoolSize:           int64(spec.Capacity.PoolSize),
+		RequestLatency:     spec.Capacity.RequestLatency.Duration,
+		UtilizationPercent: int64(spec.EffectiveUtilizationPercent()),
+		Tick:               spec.EffectiveTick(),
+	}
+	if spec.Capacity.BatchSizeOverride != nil {
+		in.BatchSizeOverride = int64(*spec.Capacity.BatchSizeOverride)
+	}
+	p, err := capacity.New(in)
+	if err != nil {
+		return capacity.Plan{}, fieldErr("spec.capacity", "%v", err)
+	}
+	return p, nil
+}
+
+// Derive checks every field the scheduler and the proxy use and derives their settings. An error is
+// a *FieldError naming the first field that cannot be run.
+func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
+	if wq.Name == "" || wq.Namespace == "" {
+		return nil, fieldErr("metadata", "namespace and name are required")
+	}
+	spec := &wq.Spec
+	s := &Settings{
+		UID: wq.UID, Namespace: wq.Namespace, Name: wq.Name, Generation: wq.Generation,
+		JitterWindow: spec.EffectiveJitterWindow(), PassTTL: spec.EffectivePassTTL(),
+		AbandonAfter: spec.EffectiveAbandonAfter(), Suspended: spec.IsSuspended(),
+		FailurePolicy: spec.EffectiveFailurePolicy(),
+	}
+	var err error
+	if s.Plan, err = PlanOf(spec); err != nil {
+		return nil, err
+	}
+	s.Effective, s.Capped = s.Plan.Capped(queue.MaxAdmitPerTick)
+	s.PollMin, s.PollMax = spec.EffectivePolling()
+	s.Lead = AdmissionLead(s.PollMin)
+	switch {
+	case s.PollMin <= 0 || s.PollMax < s.PollMin:
+		return nil, fieldErr("spec.polling", "minInterval %s must be positive and at most maxInterval %s", s.PollMin, s.PollMax)
+	case s.AbandonAfter <= 0:
+		return nil, fieldErr("spec.abandonAfter", "must be positive")
+	case s.PassTTL <= 0:
+		return nil, fieldErr("spec.pass.ttl", "must be positive")
+	case s.JitterWindow < 0 || s.JitterWindow > s.Plan.Tick():
+		return nil, fieldErr("spec.jitter.window", "must be between 0 and tick (%s)", s.Plan.Tick())
+	case s.FailurePolicy != herdgatev1alpha1.FailClosed && s.FailurePolicy != herdgatev1alpha1.FailOpen:
+		return nil, fieldErr("spec.proxy.failurePolicy", "%q is neither FailClosed nor FailOpen", s.FailurePolicy)
+	}
+	if s.Routes, err = Routes(spec.ProtectedRoutes); err != nil {
+		return nil, err
+	}
+	if spec.Identity != nil && spec.Identity.Header != "" {
+		if err := CheckIdentityHeader(spec.Identity.Header); err != nil {
+			return nil, fieldErr("spec.identity.header", "%v", err)
+		}
+		s.IdentityHeader = http.CanonicalHeaderKey(spec.Identity.Header)
+	}
+	if s.Upstream, err = Upstream(wq.Namespace, spec.Upstream); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Routes compiles spec routes; an error names the route's field.
+func Routes(spec []herdgatev1alpha1.ProtectedRoute) ([]route.Route, error) {
+	if len(spec) == 0 {
+		return nil, fieldErr("spec.protectedRoutes", "at least one route is required")
+	}
+	out := make([]route.Route, 0, len(spec))
+	for i, r := range spec {
+		field := fmt.Sprintf("spec.protectedRoutes[%d]", i)
+		var p string
+		prefix := false
+		switch {
+		case r.Path != nil && r.PathPrefix == nil:
+			p, field = *r.Path, field+".path"
+		case r.PathPrefix != nil && r.Path == nil:
+			p, prefix, field = *r.PathPrefix, true, field+".pathPrefix"
+		default:
+			return nil, fieldErr(field, "exactly one of path or pathPrefix must be set")
+		}
+		methods := make([]string, 0, len(r.EffectiveMethods()))
+		for _, m := range r.EffectiveMethods() {
+			methods = append(methods, string(m))
+		}
+		compiled, err := route.New(p, prefix, methods)
+		if err != nil {
+			return nil, fieldErr(field, "%q %v", p, err)
+		}
+		out = append(out, compiled)
+	}
+	return out, nil
+}
+
+var headerName = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9]*$`)
+
+// Identity headers that cannot tell visitors apart, or that the proxy or the HTTP layer itself owns:
+// a visitor identified by one would share one place and one pass with everybody else, or choose its
+// own identity. Names are lower case; the CEL rule on spec.identity.header lists the same.
+var (
+	RefusedIdentityHeaders = []string{
+		"host", "cookie", "set-cookie", "authorization", "proxy-authorization", "www-authenticate",
+		"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "expect",
+		"forwarded", "via", "x-real-ip", "x-http-method-override", "x-http-method", "x-method-override",
+		"user-agent", "referer", "origin", "range", "date", "pragma", "cache-control", "max-forwards",
+		"dnt", "priority", "early-data",
+	}
+	RefusedIdentityHeaderPrefixes = []string{
+		"content-", "x-forwarded-", "proxy-", "x-herdgate-", "herdgate-", "sec-", "accept", "if-",
+	}
+)
+
+// MaxIdentityHeaderLength is the longest identity header name, as the API's schema allows.
+const MaxIdentityHeaderLength = 128
+
+// CheckIdentityHeader tells why name cannot identify visitors, or returns nil.
+func CheckIdentityHeader(name string) error {
+	if len(name) > MaxIdentityHeaderLength || !headerName.MatchString(name) {
+		return fmt.Errorf("%q is not a header name of at most %d letters, digits and '-'", name, MaxIdentityHeaderLength)
+	}
+	lower := strings.ToLower(name)
+	for _, h := range RefusedIdentityHeaders {
+		if lower == h {
+			return fmt.Errorf("%s cannot identify a visitor: it is set by the client or the HTTP layer, or shared by many visitors", name)
+		}
+	}
+	for _, p := range RefusedIdentityHeaderPrefixes {
+		if strings.HasPrefix(lower, p) {
+			return fmt.Errorf("%s cannot identify a visitor: headers starting with %q are set by the client, the HTTP layer or herdgate", name, p)
+		}
+	}
+	return nil
+}
+
+// MaxUpstreamURLLength is the longest upstream URL, as the API's schema allows.
+const MaxUpstreamURLLength = 2048
+
+// Upstream returns where the proxy forwards: the Service in the queue's namespace, or the URL. A URL
+// is absolute http or https, with a host, a port in 1 … 65535 (no leading zeros) when it names one, and neither
+// credentials (they would sit in the resource in plain text and the proxy never sends them), nor a
+// query or fragment (the visitor's query is what goes upstream).
+func Upstream(namespace string, up herdgatev1alpha1.UpstreamSpec) (*url.URL, error) {
+	switch {
+	case up.Service != nil && up.URL == nil:
+		if up.Service.Name == "" || up.Service.Port < 1 || up.Service.Port > 65535 {
+			return nil, fieldErr("spec.upstream.service", "name and a port between 1 and 65535 are required")
+		}
+		return &url.URL{Scheme: "http", Host: up.Service.Name + "." + namespace + ".svc:" + strconv.Itoa(int(up.Service.Port))}, nil
+	case up.URL != nil && up.Service == nil:
+		u, err := CheckUpstreamURL(*up.URL)
+		if err != nil {
+			return nil, fieldErr("spec.upstream.url", "%q %v", *up.URL, err)
+		}
+		return u, nil
+	default:
+		return nil, fieldErr("spec.upstream", "exactly one of service or url must be set")
+	}
+}
+
+// CheckUpstreamURL parses and checks an upstream URL (see Upstream).
+func CheckUpstreamURL(raw string) (*url.URL, error) {
+	if len(raw) > MaxUpstreamURLLength {
+		return nil, fmt.Errorf("is %d bytes long, at most %d allowed", len(raw), MaxUpstreamURLLength)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("is not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, errors.New("must be an absolute http or https URL")
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return nil, errors.New("must be an absolute http or https URL with a host")
+	case u.User != nil:
+		return nil, errors.New("must not hold credentials (user:password@): they would sit in the resource in plain text")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(raw, "?#"):
+		return nil, errors.New("must not hold a query or fragment: the visitor's own query is what goes upstream")
+	}
+	if port := u.Port(); port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || len(port) > 5 || port[0] == '0' || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("has port %q, not one of 1 … 65535 without leading zeros", port)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return nil, errors.New("has an empty port")
+	}
+	return u, nil
+}

@@ -1,0 +1,122 @@
+package settings
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+func reference() *herdgatev1alpha1.WaitingQueue {
+	return &herdgatev1alpha1.WaitingQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 3, UID: "uid-1"},
+		Spec: herdgatev1alpha1.WaitingQueueSpec{
+			Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}},
+			Upstream:        herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: "orders", Port: 8080}},
+			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{Path: ptr.To("/api/v1/orders")}, {PathPrefix: ptr.To("/checkout"), Methods: []herdgatev1alpha1.HTTPMethod{"GET"}}},
+		},
+	}
+}
+
+func TestDeriveTheReferenceQueue(t *testing.T) {
+	s, err := Derive(reference())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Generation                    int64
+		Batch, EffectiveBatch         int64
+		Rate                          string
+		Capped                        bool
+		Window, Lead, PassTTL         time.Duration
+		PollMin, PollMax, Abandon     time.Duration
+		Upstream, Identity            string
+		Routes                        int
+		ProtectsHeadOfGet, ExactRoute bool
+	}
+	got := view{
+		s.Generation, s.Plan.BatchSize(), s.Effective.BatchSize(), s.Plan.RateString(), s.Capped,
+		s.JitterWindow, s.Lead, s.PassTTL, s.PollMin, s.PollMax, s.AbandonAfter, s.Upstream.String(), s.IdentityHeader,
+		len(s.Routes), s.Routes[1].Matches("HEAD", "/checkout/pay"), s.Routes[0].Matches("POST", "/api/v1/orders"),
+	}
+	want := view{3, 14, 14, "140", false, 100 * time.Millisecond, 600 * time.Millisecond, 5 * time.Minute,
+		500 * time.Millisecond, 5 * time.Second, 5 * time.Minute, "http://orders.shop.svc:8080", "", 2, true, true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("settings (-want +got):\n%s", diff)
+	}
+}
+
+func TestDeriveCapsThePlanAtWhatATickAdmits(t *testing.T) {
+	wq := reference()
+	wq.Spec.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1_000_000, RequestLatency: metav1.Duration{Duration: time.Millisecond}, UtilizationPercent: ptr.To[int32](100)}
+	wq.Spec.Tick = &metav1.Duration{Duration: 10 * time.Second}
+	s, err := Derive(wq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Capped || s.Plan.BatchSize() != 10_000_000_000 || s.Effective.BatchSize() != queue.MaxAdmitPerTick || s.Effective.RateString() != "25" {
+		t.Fatalf("plan %d per tick, effective %d (%s/s), capped %v; want 10^10, %d (25/s), true",
+			s.Plan.BatchSize(), s.Effective.BatchSize(), s.Effective.RateString(), s.Capped, queue.MaxAdmitPerTick)
+	}
+}
+
+func TestDeriveNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*herdgatev1alpha1.WaitingQueue)
+		field  string
+		detail string
+	}{
+		{"a route with a trailing slash", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/") },
+			"spec.protectedRoutes[0].path", "not normalised"},
+		{"a prefix with a newline", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[1].PathPrefix = ptr.To("/checkout\n") },
+			"spec.protectedRoutes[1].pathPrefix", "control character"},
+		{"a route with both forms", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To("/x") },
+			"spec.protectedRoutes[0]", "exactly one of path or pathPrefix"},
+		{"a lower-case method", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}
+		}, "spec.protectedRoutes[0].path", "unsupported method"},
+		{"no route", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes = nil }, "spec.protectedRoutes", "at least one"},
+		{"Cookie as identity", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "cookie"}
+		},
+			"spec.identity.header", "cannot identify a visitor"},
+		{"an upstream with credentials", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("https://u:p@orders")}
+		}, "spec.upstream.url", "credentials"},
+		{"an upstream with a query", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("https://orders/?a=b")}
+		}, "spec.upstream.url", "query"},
+		{"an upstream port out of range", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("https://orders:65536")}
+		}, "spec.upstream.url", "port"},
+		{"both upstream forms", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream.URL = ptr.To("http://x") },
+			"spec.upstream", "exactly one"},
+		{"no capacity", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity = herdgatev1alpha1.CapacitySpec{} },
+			"spec.capacity", "pool size"},
+		{"a jitter window beyond the tick", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Window: &metav1.Duration{Duration: time.Second}}
+		}, "spec.jitter.window", "between 0 and tick"},
+		{"no name", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "" }, "metadata", "required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wq := reference()
+			tc.mutate(wq)
+			_, err := Derive(wq)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Derive = %v, want a FieldError", err)
+			}
+			if fe.Field != tc.field || !strings.Contains(fe.Detail, tc.detail) {
+				t.Fatalf("Derive = %q, want field %s and a detail containing %q", err, tc.field, tc.detail)
+			}
+		})
+	}
+}
