@@ -130,6 +130,14 @@ bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on o
 bench-scheduler: toolchain ## Run ten reference queues for 30 s; report admitted/target and tick lag.
 	go test -run '^$$' -bench SchedulerTenQueues -benchtime 1x ./controllers -args -scheduler.duration=$(SCHEDULER_DURATION)
 
+MANAGER_LOAD_PHASE ?= 30s
+
+.PHONY: bench-manager
+bench-manager: toolchain ## Run the manager beside the largest plans for two phases; report memory, CPU and tick lag.
+	@mkdir -p $(ARTIFACTS)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) go test -count=1 -v -run '^TestManagerUnderTheLargestPlans$$' \
+		./test/e2e -args -manager-load.phase=$(MANAGER_LOAD_PHASE) | grep -E '^\s+\||RSS|^(--- |ok|FAIL)'
+
 .PHONY: bench-proxy
 bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK.
 	hack/ensure-packages.sh wrk=wrk nginx=nginx-light

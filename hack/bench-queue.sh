@@ -8,7 +8,7 @@ out="${ARTIFACTS:-_artifacts}/bench-queue.txt"
 mkdir -p "$(dirname "${out}")"
 
 echo "[bench-queue] go test -bench (Enter and Status, each with redis-benchmark right after it; Admit14; memory); raw output in ${out}" >&2
-go test -run '^$' -bench 'Enter|Status|Admit14' -benchtime "${benchtime}" -benchmem -count 1 ./internal/queue | tee "${out}"
+go test -run '^$' -bench 'Enter|Status|Admit14|AdmitLimit' -benchtime "${benchtime}" -benchmem -count 1 ./internal/queue | tee "${out}"
 go test -run '^$' -bench 'MemoryPerWaitingVisitor' -benchtime 1x -count 1 ./internal/queue | tee -a "${out}"
 
 awk '
