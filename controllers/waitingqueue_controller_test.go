@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -383,6 +384,75 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(redisKeys(wq)).To(BeEmpty())
 		n := len(ticks.of(keyOf(wq)))
 		Consistently(func() int { return len(ticks.of(keyOf(wq))) }, 3*tick, tick).Should(Equal(n), "the scheduler still ticks a deleted queue")
+	})
+
+	It("reports an object the API server refuses in Programmed, with its message, and keeps the plan", func() {
+		wq := sampleQueue(mainNamespace, "orders-refused")
+		// The schema takes it; only the Deployment's own validation can tell: extended resources are whole.
+		wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
+			Requests: corev1.ResourceList{"example.com/device": resource.MustParse("500m")},
+			Limits:   corev1.ResourceList{"example.com/device": resource.MustParse("500m")},
+		}}
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionProgrammed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonApplyFailed))
+			g.Expect(c.Message).To(ContainSubstring("Deployment"))
+			g.Expect(c.Message).To(ContainSubstring("example.com/device"))
+			g.Expect(st.Plan).NotTo(BeNil())
+			g.Expect(st.Plan.BatchSize).To(BeEquivalentTo(14))
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, herdgatev1alpha1.ConditionAccepted)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(st.Conditions, herdgatev1alpha1.ConditionReady)).To(BeFalse())
+		}, timeout, interval).Should(Succeed())
+		GinkgoWriter.Println("Programmed:", condition(wq, herdgatev1alpha1.ConditionProgrammed).Message)
+
+		By("applying once the spec is fixed")
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Proxy.Resources = &herdgatev1alpha1.ProxyResources{Requests: corev1.ResourceList{"example.com/device": resource.MustParse("1")},
+				Limits: corev1.ResourceList{"example.com/device": resource.MustParse("1")}}
+		})
+		Eventually(func(g Gomega) {
+			c := condition(wq, herdgatev1alpha1.ConditionProgrammed)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.ObservedGeneration).To(Equal(get(wq).Generation))
+		}, timeout, interval).Should(Succeed())
+		deploy := &appsv1.Deployment{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy)).To(Succeed())
+		Expect(deploy.Spec.Template.Spec.Containers[0].Resources.Requests).To(HaveKey(corev1.ResourceName("example.com/device")))
+	})
+
+	It("explains a plan larger than a tick admits, and shows a slow rate without rounding it to 0", func() {
+		largest := sampleQueue(mainNamespace, "orders-largest")
+		largest.Spec.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1_000_000, RequestLatency: metav1.Duration{Duration: time.Millisecond}, UtilizationPercent: ptr.To[int32](100)}
+		largest.Spec.Tick = &metav1.Duration{Duration: 10 * time.Second}
+		slow := sampleQueue(mainNamespace, "orders-slow")
+		slow.Spec.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1, RequestLatency: metav1.Duration{Duration: 10 * time.Minute}, UtilizationPercent: ptr.To[int32](1)}
+		for _, wq := range []*herdgatev1alpha1.WaitingQueue{largest, slow} {
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		}
+		Eventually(func(g Gomega) {
+			st := get(largest).Status
+			g.Expect(st.Plan).NotTo(BeNil())
+			g.Expect(st.Plan.BatchSize).To(BeEquivalentTo(10_000_000_000))
+			g.Expect(st.Plan.TickLimit).To(HaveValue(BeEquivalentTo(queue.MaxAdmitPerTick)))
+			g.Expect(st.Plan.EffectiveAdmissionsPerSecond).To(Equal("25"))
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionAdmitting)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonTickLimited))
+			g.Expect(c.Message).To(ContainSubstring("one tick admits at most 250"))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			st := get(slow).Status
+			g.Expect(st.Plan).NotTo(BeNil())
+			g.Expect(st.Plan.AdmissionsPerSecond).To(Equal("0.0000166"))
+			g.Expect(st.Plan.TickLimit).To(BeNil())
+		}, timeout, interval).Should(Succeed())
 	})
 
 	It("reports an unreachable Redis while other queues keep their exact rate", func() {
