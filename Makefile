@@ -128,7 +128,7 @@ bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on o
 
 .PHONY: bench-scheduler
 bench-scheduler: toolchain ## Run ten reference queues for 30 s; report admitted/target and tick lag.
-	go test -run '^$$' -bench SchedulerTenQueues -benchtime 1x ./controllers -args -scheduler.duration=$(SCHEDULER_DURATION)
+	go test -run '^$$' -bench SchedulerTenQueues -benchtime 1x ./internal/scheduler -args -scheduler.duration=$(SCHEDULER_DURATION)
 
 MANAGER_LOAD_PHASE ?= 30s
 

@@ -94,11 +94,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	// Until a scheduler publishes its plan, the spec's own plan is the best estimate.
 	abandonAfter, pollMin, pollMax, cp := cfg.AbandonAfter, cfg.PollMin, cfg.PollMax, cfg.Plan
 	if planErr == nil {
-		cp = capacity.Plan{}
-		abandonAfter, pollMin, pollMax = plan.AbandonAfter, plan.PollMin, plan.PollMax
-		if built, err := capacity.FromQuota(plan.PerTickNum, plan.PerTickDen, plan.Tick, false); err == nil && !plan.Suspended {
-			cp = built
-		}
+		abandonAfter, pollMin, pollMax, cp = plan.AbandonAfter, plan.PollMin, plan.PollMax, plan.Quota
 	}
 
 	var pos queue.Position

@@ -22,8 +22,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // upstreamCall is what the protected workload saw of one request.
@@ -150,12 +151,20 @@ func serveFront(t *testing.T, p *Proxy) *httptest.Server {
 	return &httptest.Server{URL: "http://" + ln.Addr().String(), Listener: ln}
 }
 
+// mustQuota is the plan of num visitors per tick.
+func mustQuota(num int64, tick time.Duration) capacity.Plan {
+	p, err := capacity.FromQuota(num, 1, tick, false)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 // publishPlan publishes the reference plan, as the scheduler would.
 func (h *harness) publishPlan() {
 	h.t.Helper()
 	if err := h.q.PublishPlan(context.Background(), queue.Plan{
-		PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
-		PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute,
+		Quota: mustQuota(14, 100*time.Millisecond), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
 	}); err != nil {
 		h.t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -15,6 +17,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/scheduler"
 )
 
 // Options configure the operator.
@@ -25,16 +28,25 @@ type Options struct {
 	ProxyImage string
 	// RedisClient adjusts every Redis client (TLS roots, client name).
 	RedisClient queue.ClientOptions
-	// Scheduler, when set, replaces the default scheduler (tests inject clocks and randomness).
-	Scheduler *Scheduler
+	// Scheduler adds options to the scheduler (tests watch its ticks and steer its clock).
+	Scheduler []scheduler.Option
 }
 
-// Setup registers the scheduler and the WaitingQueue reconciler with mgr.
-func Setup(mgr ctrl.Manager, opts Options) (*Scheduler, error) {
-	sched := opts.Scheduler
-	if sched == nil {
-		sched = NewScheduler(&RedisPool{Options: opts.RedisClient})
+// Setup registers the scheduler and the WaitingQueue reconciler with mgr. The scheduler tells the
+// reconciler of a queue whose observed state changed through the notification function handed in
+// here, which feeds the reconciler's channel source.
+func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
+	changed := make(chan event.GenericEvent, 1024)
+	notify := func(key types.NamespacedName) bool {
+		wq := &herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		select {
+		case changed <- event.GenericEvent{Object: wq}:
+			return true
+		default: // the reconciler is behind; the scheduler tries again at the next change
+			return false
+		}
 	}
+	sched := scheduler.New(&queue.Pool{Options: opts.RedisClient}, append([]scheduler.Option{scheduler.WithNotify(notify)}, opts.Scheduler...)...)
 	if err := mgr.Add(sched); err != nil {
 		return nil, fmt.Errorf("adding the scheduler: %w", err)
 	}
@@ -44,11 +56,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Scheduler, error) {
 		Scheme:          mgr.GetScheme(),
 		Recorder:        mgr.GetEventRecorder("herdgate-manager"),
 		Scheduler:       sched,
-		Pool:            sched.Pool,
+		Pool:            sched.Pool(),
 		DefaultRedisURL: opts.RedisURL,
 		ProxyImage:      opts.ProxyImage,
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := r.SetupWithManager(mgr, changed); err != nil {
 		return nil, err
 	}
 	return sched, nil
@@ -56,7 +68,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Scheduler, error) {
 
 // SetupWithManager wires the reconciler's watches. Secrets are not watched: the manager may not
 // list or watch them, so a queue is reconciled every secretResync to notice changed Secrets.
-func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-chan event.GenericEvent) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("waitingqueue").
 		// Own status writes change neither generation nor finalizers: they do not come back here.
@@ -67,7 +79,7 @@ func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		WatchesRawSource(source.Channel(r.Scheduler.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

@@ -29,7 +29,8 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // Timeouts of every Eventually in this suite, kept in one place.
@@ -129,7 +130,7 @@ type managerOptions struct {
 	// leaderElection, when set, is the lease id the manager competes for.
 	leaderElection string
 	lease          time.Duration
-	onTick         func(controllers.TickReport)
+	onTick         func(scheduler.TickReport)
 	redisURL       string
 	// restConfig is the identity the manager runs as; nil means the suite's administrator.
 	restConfig *rest.Config
@@ -163,13 +164,11 @@ func startManager(ctx context.Context, o managerOptions) (stopped <-chan struct{
 	}
 	mgr, err := ctrl.NewManager(rc, opts)
 	Expect(err).NotTo(HaveOccurred())
-	sched := controllers.NewScheduler(&controllers.RedisPool{})
-	sched.OnTick = o.onTick
 	url := o.redisURL
 	if url == "" {
 		url = redisSrv.URL()
 	}
-	_, err = controllers.Setup(mgr, controllers.Options{RedisURL: url, ProxyImage: proxyImage, Scheduler: sched})
+	_, err = controllers.Setup(mgr, controllers.Options{RedisURL: url, ProxyImage: proxyImage, Scheduler: []scheduler.Option{scheduler.WithTickObserver(o.onTick)}})
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan struct{})
 	go func() {
@@ -183,20 +182,20 @@ func startManager(ctx context.Context, o managerOptions) (stopped <-chan struct{
 // tickLog keeps every tick report of the managers that feed it.
 type tickLog struct {
 	mu      sync.Mutex
-	reports []controllers.TickReport
+	reports []scheduler.TickReport
 }
 
-func (l *tickLog) add(r controllers.TickReport) {
+func (l *tickLog) add(r scheduler.TickReport) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reports = append(l.reports, r)
 }
 
 // of returns the reports of one queue, in the order they happened.
-func (l *tickLog) of(key types.NamespacedName) []controllers.TickReport {
+func (l *tickLog) of(key types.NamespacedName) []scheduler.TickReport {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []controllers.TickReport
+	var out []scheduler.TickReport
 	for _, r := range l.reports {
 		if r.Key == key {
 			out = append(out, r)

@@ -1,5 +1,6 @@
-// Package controllers turns WaitingQueues into running waiting rooms: the reconciler derives the plan
-// and runs the admission proxy's objects; the scheduler admits visitors tick by tick on the leader.
+// Package controllers turns WaitingQueues into running waiting rooms: the reconciler checks and derives
+// each generation, runs the admission proxy's objects and hands the queue to the scheduler
+// (internal/scheduler), which admits visitors tick by tick on the leader.
 package controllers
 
 import (
@@ -25,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
 )
 
@@ -55,8 +58,8 @@ type WaitingQueueReconciler struct {
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
-	Scheduler *Scheduler
-	Pool      *RedisPool
+	Scheduler *scheduler.Scheduler
+	Pool      *queue.Pool
 	// DefaultRedisURL is used by queues without spec.redis.
 	DefaultRedisURL string
 	// ProxyImage is the admission proxy's container image.
@@ -117,7 +120,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	} else if err := r.ensureProxy(ctx, wq, redisURL); err != nil {
 		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)
 	}
-	r.Scheduler.Ensure(NewQueueConfig(s, redisURL))
+	r.Scheduler.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL})
 
 	if err := r.observeProxy(ctx, wq); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the proxy Deployment: %w", err)
@@ -139,29 +142,11 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: secretResync}, nil
 }
 
-func snapshotPtr(s QueueSnapshot, ok bool) *QueueSnapshot {
+func snapshotPtr(s scheduler.Snapshot, ok bool) *scheduler.Snapshot {
 	if !ok {
 		return nil
 	}
 	return &s
-}
-
-// NewQueueConfig is what the scheduler runs a queue's settings with, on the Redis at redisURL.
-func NewQueueConfig(s *settings.Settings, redisURL string) QueueConfig {
-	return QueueConfig{
-		UID:          s.UID,
-		Key:          types.NamespacedName{Namespace: s.Namespace, Name: s.Name},
-		Generation:   s.Generation,
-		RedisURL:     redisURL,
-		Plan:         s.Plan,
-		JitterWindow: s.JitterWindow,
-		Lead:         s.Lead,
-		PassTTL:      s.PassTTL,
-		AbandonAfter: s.AbandonAfter,
-		PollMin:      s.PollMin,
-		PollMax:      s.PollMax,
-		Suspended:    s.Suspended,
-	}
 }
 
 // setNotAccepted reports a generation the checks refuse. Only a CRD older than the manager lets one
@@ -193,7 +178,7 @@ func setPlanStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
 
 // setProgrammed says whether this generation's objects are applied and every reporting proxy
 // replica can apply it.
-func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue, applyErr error, snap *QueueSnapshot) {
+func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue, applyErr error, snap *scheduler.Snapshot) {
 	const programmed = herdgatev1alpha1.ConditionProgrammed
 	if applyErr != nil {
 		r.setCondition(wq, programmed, metav1.ConditionFalse, herdgatev1alpha1.ReasonApplyFailed, truncate(applyErr.Error()))
@@ -354,7 +339,7 @@ func (r *WaitingQueueReconciler) observeProxy(ctx context.Context, wq *herdgatev
 }
 
 // setStatus fills the observed counters and the RedisAvailable, Admitting and Ready conditions.
-func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *QueueSnapshot, configErr error) {
+func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot, configErr error) {
 	const redis, admitting = herdgatev1alpha1.ConditionRedisAvailable, herdgatev1alpha1.ConditionAdmitting
 	switch {
 	case configErr != nil:

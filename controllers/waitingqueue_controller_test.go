@@ -28,7 +28,8 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 const tick = 100 * time.Millisecond
@@ -93,8 +94,8 @@ func condition(wq *herdgatev1alpha1.WaitingQueue, t string) *metav1.Condition {
 }
 
 // since returns the reports of key whose config generation is at least gen.
-func since(reports []controllers.TickReport, gen int64) []controllers.TickReport {
-	var out []controllers.TickReport
+func since(reports []scheduler.TickReport, gen int64) []scheduler.TickReport {
+	var out []scheduler.TickReport
 	for _, r := range reports {
 		if r.Generation >= gen {
 			out = append(out, r)
@@ -103,7 +104,7 @@ func since(reports []controllers.TickReport, gen int64) []controllers.TickReport
 	return out
 }
 
-func admittedIn(reports []controllers.TickReport) int {
+func admittedIn(reports []scheduler.TickReport) int {
 	n := 0
 	for _, r := range reports {
 		n += len(r.Result.Admitted)
@@ -113,7 +114,7 @@ func admittedIn(reports []controllers.TickReport) int {
 
 // expectExactTicks checks that consecutive ticks follow the grid of period t with a quota of perTick
 // for every grid point they cover: a late tick makes up for the ones it missed, none is lost or doubled.
-func expectExactTicks(reports []controllers.TickReport, t time.Duration, perTick int64) {
+func expectExactTicks(reports []scheduler.TickReport, t time.Duration, perTick int64) {
 	GinkgoHelper()
 	for i, r := range reports {
 		Expect(r.Err).NotTo(HaveOccurred())
@@ -249,7 +250,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 
 		reports := since(ticks.of(keyOf(wq)), gen)
-		var working []controllers.TickReport // ticks up to the one that emptied the queue
+		var working []scheduler.TickReport // ticks up to the one that emptied the queue
 		var order []string
 		for _, r := range reports {
 			if len(order) < 300 {
@@ -300,7 +301,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), slower)) }, timeout, interval).Should(BeNumerically(">=", 5))
 
 		all := since(ticks.of(keyOf(wq)), running)
-		var before, after []controllers.TickReport
+		var before, after []scheduler.TickReport
 		for _, r := range all {
 			if r.Generation < slower {
 				before = append(before, r)
@@ -567,8 +568,8 @@ var _ = Describe("Leader election", Ordered, func() {
 		seen := map[time.Time]int{}
 		var admitted int64
 		var expected int64
-		for _, period := range [][]controllers.TickReport{a, b} {
-			var active []controllers.TickReport
+		for _, period := range [][]scheduler.TickReport{a, b} {
+			var active []scheduler.TickReport
 			for _, r := range period {
 				if r.Err == nil && !r.Result.Duplicate && r.Generation >= running && r.Generation < stopped {
 					active = append(active, r)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // Timeouts of every Eventually in this suite, kept in one place.

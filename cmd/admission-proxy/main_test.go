@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 const validQueue = `

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/herdgate/herdgate/internal/herd"
+	"github.com/herdgate/herdgate/test/herd"
 )
 
 func main() {

@@ -33,8 +33,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 func main() {
@@ -493,9 +494,13 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Sign
 	if err != nil {
 		return wrkResult{}, wrkResult{}, err
 	}
+	quota14, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
+	if err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
 	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
-	if err := q.PublishPlan(ctx, queue.Plan{PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond,
-		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, PassTTL: time.Hour, AbandonAfter: time.Hour}); err != nil {
+	if err := q.PublishPlan(ctx, queue.Plan{Quota: quota14,
+		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour}); err != nil {
 		return wrkResult{}, wrkResult{}, err
 	}
 	cookies := make([]string, visitors)

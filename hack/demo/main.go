@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/herd"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/herd"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 func main() {

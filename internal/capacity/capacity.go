@@ -30,7 +30,7 @@ type Input struct {
 	BatchSizeOverride int64
 }
 
-// Plan is an exact admission quota: PerTickNum/PerTickDen visitors every Tick.
+// Plan is an exact admission quota: a reduced fraction of visitors every Tick.
 // The zero Plan admits nobody.
 type Plan struct {
 	tick     time.Duration

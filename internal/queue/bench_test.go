@@ -19,7 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // The benchmarks share one redis-server so that the engine and redis-benchmark meet the same server

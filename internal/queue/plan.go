@@ -9,40 +9,40 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/internal/capacity"
 )
 
-// Plan is what the scheduler publishes for the proxies: the quota they estimate waits from, and the
-// timings they hand to visitors.
+// Plan is what the scheduler publishes for the proxies: the plan ticks run, which they estimate waits
+// and poll hints from, and the timings they hand to visitors. It is read back ready to use.
 type Plan struct {
-	// PerTickNum/PerTickDen visitors are admitted per Tick.
-	PerTickNum, PerTickDen int64
-	Tick                   time.Duration
+	// Quota is the admission plan ticks run. ReadPlan returns the zero Plan, which admits nobody,
+	// while Suspended.
+	Quota capacity.Plan
 	// PollMin and PollMax bound the poll interval handed to waiting visitors.
 	PollMin, PollMax time.Duration
-	// PassTTL is the validity of a pass; AbandonAfter the silence after which a visitor loses its place.
-	PassTTL, AbandonAfter time.Duration
+	// AbandonAfter is the silence after which a visitor loses its place.
+	AbandonAfter time.Duration
 	// Suspended is true while admissions are stopped.
 	Suspended bool
-	// Generation is the WaitingQueue generation the plan was derived from.
-	Generation int64
 }
 
-var planFields = []string{"num", "den", "tick", "pollMin", "pollMax", "passTTL", "abandonAfter", "suspended", "generation"}
+var planFields = []string{"num", "den", "tick", "pollMin", "pollMax", "abandonAfter", "suspended"}
 
 // PublishPlan stores p for the proxies.
 func (q *Queue) PublishPlan(ctx context.Context, p Plan) error {
-	if p.PerTickDen <= 0 || p.PerTickNum < 0 || p.Tick <= 0 {
-		return fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, p.PerTickNum, p.PerTickDen, p.Tick)
+	num, den := p.Quota.PerTick()
+	if den <= 0 || p.Quota.Tick() <= 0 {
+		return fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, num, den, p.Quota.Tick())
 	}
 	suspended := 0
 	if p.Suspended {
 		suspended = 1
 	}
 	values := []any{
-		"num", p.PerTickNum, "den", p.PerTickDen, "tick", int64(p.Tick),
-		"pollMin", int64(p.PollMin), "pollMax", int64(p.PollMax),
-		"passTTL", int64(p.PassTTL), "abandonAfter", int64(p.AbandonAfter),
-		"suspended", suspended, "generation", p.Generation,
+		"num", num, "den", den, "tick", int64(p.Quota.Tick()),
+		"pollMin", int64(p.PollMin), "pollMax", int64(p.PollMax), "abandonAfter", int64(p.AbandonAfter),
+		"suspended", suspended,
 	}
 	if err := q.rdb.HSet(ctx, q.keys.plan, values...).Err(); err != nil {
 		return fmt.Errorf("publishing plan of queue %s: %w", q.prefix, err)
@@ -69,12 +69,13 @@ func (q *Queue) ReadPlan(ctx context.Context) (Plan, error) {
 			return Plan{}, fmt.Errorf("plan of queue %s: field %s is %q: %w", q.prefix, planFields[i], s, err)
 		}
 	}
-	return Plan{
-		PerTickNum: ints[0], PerTickDen: ints[1], Tick: time.Duration(ints[2]),
-		PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]),
-		PassTTL: time.Duration(ints[5]), AbandonAfter: time.Duration(ints[6]),
-		Suspended: ints[7] != 0, Generation: ints[8],
-	}, nil
+	p := Plan{PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]), AbandonAfter: time.Duration(ints[5]), Suspended: ints[6] != 0}
+	if !p.Suspended {
+		if p.Quota, err = capacity.FromQuota(ints[0], ints[1], time.Duration(ints[2]), false); err != nil {
+			return Plan{}, fmt.Errorf("plan of queue %s: %w", q.prefix, err)
+		}
+	}
+	return p, nil
 }
 
 // PlanCache reads the published plan at most once per TTL, so that a proxy serving thousands of

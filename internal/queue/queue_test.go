@@ -15,7 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 const (
@@ -813,8 +814,11 @@ func testPlan(t *testing.T, b backend) {
 		t.Fatalf("PlanCache.Get before any publication: %v, want ErrNoPlan", err)
 	}
 	cache = NewPlanCache(q, time.Hour)
-	want := Plan{PerTickNum: 14, PerTickDen: 1, Tick: 100 * time.Millisecond, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
-		PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute, Generation: 3}
+	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Plan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute}
 	if err := q.PublishPlan(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -822,17 +826,18 @@ func testPlan(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("plan (-want +got):\n%s", diff)
+	if got != want {
+		t.Fatalf("plan read back = %+v, want %+v", got, want)
 	}
 	if got, err := cache.Get(ctx); err != nil || got != want {
 		t.Fatalf("PlanCache.Get = %+v, %v", got, err)
 	}
 	changed := want
-	changed.Suspended, changed.Generation = true, 4
+	changed.Suspended = true
 	if err := q.PublishPlan(ctx, changed); err != nil {
 		t.Fatal(err)
 	}
+	changed.Quota = capacity.Plan{} // a suspended queue's plan reads as admitting nobody
 	if got, _ := cache.Get(ctx); got != want {
 		t.Fatalf("PlanCache.Get within its TTL = %+v, want the cached %+v", got, want)
 	}
@@ -840,8 +845,8 @@ func testPlan(t *testing.T, b backend) {
 	if got, _ := cache.Get(ctx); got != changed {
 		t.Fatalf("PlanCache.Get after its TTL = %+v, want %+v", got, changed)
 	}
-	if err := q.PublishPlan(ctx, Plan{PerTickNum: 1, PerTickDen: 0, Tick: time.Second}); err == nil {
-		t.Fatal("PublishPlan accepted a zero denominator")
+	if err := q.PublishPlan(ctx, Plan{}); err == nil {
+		t.Fatal("PublishPlan accepted the zero plan")
 	}
 	if err := b.rdb.HSet(ctx, q.keys.plan, "tick", "soon").Err(); err != nil {
 		t.Fatal(err)
@@ -849,6 +854,15 @@ func testPlan(t *testing.T, b backend) {
 	if _, err := q.ReadPlan(ctx); err == nil || !strings.Contains(err.Error(), "field tick") {
 		t.Fatalf("ReadPlan of a damaged plan: %v, want an error naming the field", err)
 	}
+}
+
+func mustQuota(t *testing.T, num, den int64, tick time.Duration) capacity.Plan {
+	t.Helper()
+	p, err := capacity.FromQuota(num, den, tick, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func testDelete(t *testing.T, b backend) {
@@ -865,7 +879,7 @@ func testDelete(t *testing.T, b backend) {
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 20, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PublishPlan(ctx, Plan{PerTickNum: 1, PerTickDen: 1, Tick: time.Second}); err != nil {
+	if err := q.PublishPlan(ctx, Plan{Quota: mustQuota(t, 1, 1, time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	before := keysOf(t, b, q)

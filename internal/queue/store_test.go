@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 func TestStoreBatchesConcurrentPolls(t *testing.T) {

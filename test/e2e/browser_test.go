@@ -26,7 +26,7 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // TestBrowserWaitsAndLandsOnTheProtectedPage opens a protected page in headless Chromium, with

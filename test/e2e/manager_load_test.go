@@ -29,7 +29,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 var loadPhase = flag.Duration("manager-load.phase", 8*time.Second, "how long each phase of TestManagerUnderTheLargestPlans runs")

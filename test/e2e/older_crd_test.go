@@ -24,7 +24,8 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // TestTheManagerRefusesWhatAnOlderCRDLetsThrough installs a CRD without the route path rules, as a
@@ -84,17 +85,17 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched := controllers.NewScheduler(&controllers.RedisPool{})
 	generations := make(chan int64, 1000)
-	sched.OnTick = func(r controllers.TickReport) {
+	observe := scheduler.WithTickObserver(func(r scheduler.TickReport) {
 		if r.Err == nil {
 			select {
 			case generations <- r.Generation:
 			default:
 			}
 		}
-	}
-	if _, err := controllers.Setup(mgr, controllers.Options{RedisURL: redisSrv.URL(), ProxyImage: "registry.example/herdgate:e2e", Scheduler: sched}); err != nil {
+	})
+	if _, err := controllers.Setup(mgr, controllers.Options{RedisURL: redisSrv.URL(), ProxyImage: "registry.example/herdgate:e2e",
+		Scheduler: []scheduler.Option{observe}}); err != nil {
 		t.Fatal(err)
 	}
 	stopped := make(chan error, 1)

@@ -15,10 +15,10 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // The reference service and queue of the post.
@@ -83,7 +83,7 @@ func Experiment(ctx context.Context, specs []RunSpec, log io.Writer) ([]RunResul
 	store := queue.NewStore(rdb, queue.StoreOptions{})
 	defer store.Close()
 
-	sched := controllers.NewScheduler(&controllers.RedisPool{})
+	sched := scheduler.New(&queue.Pool{})
 	schedCtx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
 	go func() { _ = sched.Start(schedCtx) }()
@@ -127,7 +127,7 @@ func Queue(name string, batch int, jitter herdgatev1alpha1.JitterMode, upstream 
 	return wq
 }
 
-func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, sched *controllers.Scheduler,
+func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, sched *scheduler.Scheduler,
 	backend *Backend, backendURL, redisURL string) (RunResult, error) {
 	wq := Queue(name, spec.Batch, spec.Jitter, backendURL)
 	key := make([]byte, 32)
@@ -148,7 +148,7 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 		return RunResult{}, err
 	}
 	backend.Reset()
-	sched.Ensure(controllers.NewQueueConfig(s, redisURL))
+	sched.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL})
 	defer sched.Remove(wq.UID)
 	// Visitors come to a waiting room whose scheduler already runs: wait for its plan.
 	q, err := store.Queue(wq.Namespace, wq.Name)

@@ -1,4 +1,4 @@
-package controllers
+package scheduler
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

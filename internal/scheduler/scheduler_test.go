@@ -1,4 +1,4 @@
-package controllers
+package scheduler
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // schedulerHarness drives a Scheduler on a fake clock against a real Redis: each step moves time and
@@ -32,10 +33,8 @@ var gridStart = time.Unix(1_800_000_000, 0)
 func newHarness(t *testing.T) *schedulerHarness {
 	t.Helper()
 	h := &schedulerHarness{t: t, clock: clocktesting.NewFakeClock(gridStart), reports: make(chan TickReport, 100), redis: testenv.StartRedis(t)}
-	h.s = NewScheduler(&RedisPool{})
-	h.s.Clock = h.clock
-	h.s.NewRand = func() RandSource { return rand.New(rand.NewPCG(1, 2)) }
-	h.s.OnTick = func(r TickReport) { h.reports <- r }
+	h.s = New(&queue.Pool{}, WithClock(h.clock), WithRand(func() RandSource { return rand.New(rand.NewPCG(1, 2)) }),
+		WithTickObserver(func(r TickReport) { h.reports <- r }))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -45,24 +44,28 @@ func newHarness(t *testing.T) *schedulerHarness {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		if n := h.s.Pool.Len(); n != 0 {
+		if n := h.s.Pool().Len(); n != 0 {
 			t.Errorf("%d Redis clients still open after the scheduler stopped", n)
 		}
 	})
 	return h
 }
 
-func (h *schedulerHarness) config(name string, in capacity.Input) QueueConfig {
+// queue runs b's queue, named name in the namespace test, on the harness's Redis; its jitter window is
+// its tick, its passes last a minute and nobody is dropped for silence.
+func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
 	h.t.Helper()
-	plan, err := capacity.New(in)
+	wq := b.Obj()
+	s := builder.Queue("test", name).UID(types.UID(name)).Generation(max(1, wq.Generation)).
+		Polling(500*time.Millisecond, 5*time.Second).PassTTL(time.Minute).AbandonAfter(time.Hour).Obj()
+	s.Spec.Capacity, s.Spec.Tick, s.Spec.Suspend = wq.Spec.Capacity, wq.Spec.Tick, wq.Spec.Suspend
+	derived, err := settings.Derive(s)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return QueueConfig{
-		UID: types.UID(name), Key: types.NamespacedName{Namespace: "test", Name: name}, Generation: 1,
-		RedisURL: h.redis.URL(), Plan: plan, JitterWindow: in.Tick, PassTTL: time.Minute, AbandonAfter: time.Hour,
-		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
-	}
+	// The harness's ticks carry no lead, so that not-before times read as offsets from the tick.
+	derived.Lead = 0
+	return Queue{Settings: derived, RedisURL: h.redis.URL()}
 }
 
 func (h *schedulerHarness) fill(name string, n int) {
@@ -130,7 +133,7 @@ func TestSchedulerCarriesAFractionalQuota(t *testing.T) {
 	h := newHarness(t)
 	h.fill("slow", 100)
 	// 2 slots × 70 % ÷ 1 s = 1.4/s: 0.14 per 100 ms tick.
-	h.s.Ensure(h.config("slow", capacity.Input{PoolSize: 2, RequestLatency: time.Second, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
+	h.s.Ensure(h.queue("slow", builder.Queue("", "").Capacity(2, time.Second, 70)))
 	total := 0
 	for i := range 100 {
 		r := h.mustStep(100 * time.Millisecond)
@@ -151,7 +154,7 @@ func TestSchedulerBoundsATickByWhomItCanAdmit(t *testing.T) {
 	h := newHarness(t)
 	// The largest plan the API accepts: a million slots held 1 ms each, admitted every 10 s, and
 	// nobody waiting. The tick asks Redis for the engine's limit, never for billions of slots.
-	largest := h.config("largest", capacity.Input{PoolSize: 1_000_000, RequestLatency: time.Millisecond, UtilizationPercent: 100, Tick: 10 * time.Second})
+	largest := h.queue("largest", builder.Queue("", "").Capacity(1_000_000, time.Millisecond, 100).Tick(10*time.Second))
 	h.s.Ensure(largest)
 	r := h.mustStep(10 * time.Second)
 	if r.Quota != queue.MaxAdmitPerTick || r.Limit != queue.MaxAdmitPerTick || len(r.Result.Admitted) != 0 {
@@ -172,15 +175,15 @@ func TestSchedulerBoundsATickByWhomItCanAdmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if published.PerTickNum != queue.MaxAdmitPerTick || published.PerTickDen != 1 {
-		t.Fatalf("published quota %d/%d per tick, want the capped %d/1", published.PerTickNum, published.PerTickDen, queue.MaxAdmitPerTick)
+	if num, den := published.Quota.PerTick(); num != queue.MaxAdmitPerTick || den != 1 {
+		t.Fatalf("published quota %d/%d per tick, want the capped %d/1", num, den, queue.MaxAdmitPerTick)
 	}
 	h.s.Remove(largest.UID)
 
 	// The largest batch override with more waiting than one tick may admit: ticks take the limit
 	// each, in order, until the queue is empty, and a late tick makes up for nothing beyond it.
 	h.fill("override", 2*queue.MaxAdmitPerTick+100)
-	h.s.Ensure(h.config("override", capacity.Input{BatchSizeOverride: 1_000_000, Tick: 10 * time.Millisecond}))
+	h.s.Ensure(h.queue("override", builder.Queue("", "").BatchSizeOverride(1_000_000).Tick(10*time.Millisecond)))
 	var admitted []int
 	for range 3 {
 		r := h.mustStep(30 * time.Millisecond)
@@ -197,7 +200,7 @@ func TestSchedulerBoundsATickByWhomItCanAdmit(t *testing.T) {
 func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	h := newHarness(t)
 	h.fill("late", 1000)
-	h.s.Ensure(h.config("late", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
+	h.s.Ensure(h.queue("late", builder.Queue("", "")))
 	if r := h.mustStep(100 * time.Millisecond); r.Quota != 14 || len(r.Result.Admitted) != 14 {
 		t.Fatalf("first tick: quota %d, admitted %d; want 14", r.Quota, len(r.Result.Admitted))
 	}
@@ -219,7 +222,7 @@ func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 func TestSchedulerDrawsJitterFromItsSource(t *testing.T) {
 	h := newHarness(t)
 	h.fill("jitter", 20)
-	h.s.Ensure(h.config("jitter", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond}))
+	h.s.Ensure(h.queue("jitter", builder.Queue("", "")))
 	r := h.mustStep(100 * time.Millisecond)
 	// The seed comes from the scheduler's source, and Redis draws the offsets from it.
 	if seed := rand.New(rand.NewPCG(1, 2)).Int64N(1 << 62); r.Seed != seed {
@@ -239,24 +242,18 @@ func TestSchedulerDrawsJitterFromItsSource(t *testing.T) {
 func TestSchedulerSuspendAndConfigChanges(t *testing.T) {
 	h := newHarness(t)
 	h.fill("edit", 1000)
-	cfg := h.config("edit", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
+	cfg := h.queue("edit", builder.Queue("", ""))
 	h.s.Ensure(cfg)
 	h.mustStep(100 * time.Millisecond)
 
-	cfg.Suspended, cfg.Generation = true, 2
-	h.s.Ensure(cfg)
+	h.s.Ensure(h.queue("edit", builder.Queue("", "").Suspend(true).Generation(2)))
 	for range 3 {
 		if r := h.mustStep(100 * time.Millisecond); r.Quota != 0 || len(r.Result.Admitted) != 0 || r.Generation != 2 {
 			t.Fatalf("suspended tick: quota %d, admitted %d, generation %d", r.Quota, len(r.Result.Admitted), r.Generation)
 		}
 	}
 	// Resume with a 200 ms tick: the next tick admits 28 and the grid moves to 200 ms.
-	plan, err := capacity.New(capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Suspended, cfg.Generation, cfg.Plan = false, 3, plan
-	h.s.Ensure(cfg)
+	h.s.Ensure(h.queue("edit", builder.Queue("", "").Tick(200*time.Millisecond).Generation(3)))
 	r := h.mustStep(100 * time.Millisecond) // the tick at +500 on the old grid
 	if r.Quota != 28 || !r.Scheduled.Equal(gridStart.Add(500*time.Millisecond)) {
 		t.Fatalf("first tick after the change: quota %d at %s, want 28 at +500ms", r.Quota, r.Scheduled)
@@ -275,7 +272,7 @@ func TestSchedulerSuspendAndConfigChanges(t *testing.T) {
 	if _, ok := h.s.Snapshot(cfg.UID); ok {
 		t.Fatal("a removed queue still has a snapshot")
 	}
-	if n := h.s.Pool.Len(); n != 0 {
+	if n := h.s.Pool().Len(); n != 0 {
 		t.Fatalf("%d Redis clients open after the only queue was removed", n)
 	}
 }
@@ -286,7 +283,7 @@ func TestSchedulerBacksOffFromAnUnreachableRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := h.config("down", capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
+	cfg := h.queue("down", builder.Queue("", ""))
 	cfg.RedisURL = fmt.Sprintf("redis://127.0.0.1:%d", port)
 	h.s.Ensure(cfg)
 	r, ok := h.step(100 * time.Millisecond)

@@ -1,4 +1,4 @@
-package controllers
+package scheduler
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/testenv"
+	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 var benchDuration = flag.Duration("scheduler.duration", 30*time.Second, "how long BenchmarkSchedulerTenQueues runs the scheduler")
@@ -33,10 +33,6 @@ func BenchmarkSchedulerTenQueues(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rdb.Close()
-	plan, err := capacity.New(capacity.Input{PoolSize: 40, RequestLatency: 200 * time.Millisecond, UtilizationPercent: 70, Tick: 100 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
 	// Enough visitors that no queue runs dry: 140/s for the whole run, plus a margin.
 	perQueue := int(benchDuration.Seconds()*140) + 2000
 	for i := range queues {
@@ -61,21 +57,18 @@ func BenchmarkSchedulerTenQueues(b *testing.B) {
 	for range b.N {
 		var mu sync.Mutex
 		reports := map[string][]TickReport{}
-		s := NewScheduler(&RedisPool{})
-		s.OnTick = func(r TickReport) {
+		s := New(&queue.Pool{}, WithTickObserver(func(r TickReport) {
 			mu.Lock()
 			reports[r.Key.Name] = append(reports[r.Key.Name], r)
 			mu.Unlock()
-		}
+		}))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = s.Start(ctx) }()
 		for i := range queues {
-			s.Ensure(QueueConfig{
-				UID: k8stypes.UID(fmt.Sprintf("q%d", i)), Key: k8stypes.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("q%d", i)}, Generation: 1, RedisURL: srv.URL(),
-				Plan: plan, JitterWindow: 100 * time.Millisecond, PassTTL: time.Minute, AbandonAfter: time.Hour,
-				PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second,
-			})
+			name := fmt.Sprintf("q%d", i)
+			wq := builder.Queue("bench", name).UID(k8stypes.UID(name)).Generation(1).PassTTL(time.Minute).AbandonAfter(time.Hour)
+			s.Ensure(Queue{Settings: wq.Settings(), RedisURL: srv.URL()})
 		}
 		b.ResetTimer()
 		time.Sleep(*benchDuration)

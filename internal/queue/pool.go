@@ -1,28 +1,24 @@
-package controllers
+package queue
 
-import (
-	"sync"
+import "sync"
 
-	"github.com/herdgate/herdgate/internal/queue"
-)
-
-// RedisPool shares one Redis client (and queue store) per distinct Redis URL among the queues that
-// use it, and closes it when the last one lets go.
-type RedisPool struct {
+// Pool shares one Redis client (and queue store) per distinct Redis URL among the queues that use
+// it, and closes it when the last one lets go. The zero Pool is ready to use.
+type Pool struct {
 	// Options are applied to every client the pool builds.
-	Options queue.ClientOptions
+	Options ClientOptions
 
 	mu      sync.Mutex
 	entries map[string]*poolEntry
 }
 
 type poolEntry struct {
-	store *queue.Store
+	store *Store
 	refs  int
 }
 
 // Acquire returns the store for url; call release exactly once when done with it.
-func (p *RedisPool) Acquire(url string) (store *queue.Store, release func(), err error) {
+func (p *Pool) Acquire(url string) (store *Store, release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.entries == nil {
@@ -30,11 +26,11 @@ func (p *RedisPool) Acquire(url string) (store *queue.Store, release func(), err
 	}
 	e := p.entries[url]
 	if e == nil {
-		rdb, err := queue.NewClient(url, p.Options)
+		rdb, err := NewClient(url, p.Options)
 		if err != nil {
 			return nil, nil, err
 		}
-		e = &poolEntry{store: queue.NewStore(rdb, queue.StoreOptions{})}
+		e = &poolEntry{store: NewStore(rdb, StoreOptions{})}
 		p.entries[url] = e
 	}
 	e.refs++
@@ -42,7 +38,7 @@ func (p *RedisPool) Acquire(url string) (store *queue.Store, release func(), err
 	return e.store, func() { once.Do(func() { p.release(url, e) }) }, nil
 }
 
-func (p *RedisPool) release(url string, e *poolEntry) {
+func (p *Pool) release(url string, e *poolEntry) {
 	p.mu.Lock()
 	e.refs--
 	last := e.refs == 0
@@ -57,7 +53,7 @@ func (p *RedisPool) release(url string, e *poolEntry) {
 }
 
 // Len is the number of open clients.
-func (p *RedisPool) Len() int {
+func (p *Pool) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.entries)

@@ -1,0 +1,244 @@
+// Package scheduler admits the visitors of every WaitingQueue: one goroutine per queue ticks on the
+// queue's plan and runs one Lua call per tick on the queue's Redis. It runs only on the elected
+// leader, beside the reconciler, which hands it each queue's settings and learns of what it observed
+// through the notification function it hands in.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
+)
+
+// Queue is what the scheduler runs one WaitingQueue with: its settings and the Redis that holds it.
+type Queue struct {
+	*settings.Settings
+	RedisURL string
+}
+
+// Key names the queue's WaitingQueue.
+func (q Queue) Key() types.NamespacedName {
+	return types.NamespacedName{Namespace: q.Namespace, Name: q.Name}
+}
+
+// Snapshot is what the scheduler last observed of one queue.
+type Snapshot struct {
+	// Generation is the WaitingQueue generation of the settings in force.
+	Generation int64
+	// HaveStats is true once Depth, Active and AdmittedPerSecond were read from Redis.
+	HaveStats bool
+	Depth     int64
+	Active    int64
+	// AdmittedPerSecond is the admission rate over the last 10 s, as a decimal string.
+	AdmittedPerSecond string
+	// RedisError is the last Redis failure, empty after a success.
+	RedisError string
+	// RedisErrorSince is when Redis started failing.
+	RedisErrorSince time.Time
+	// LastTick is when the last tick reached Redis.
+	LastTick time.Time
+	// Proxies are the reports of the proxy replicas that reported lately, by replica; nil when none.
+	Proxies []queue.ProxyReport
+}
+
+// TickReport describes one tick of one queue.
+type TickReport struct {
+	Key types.NamespacedName
+	// Generation is the WaitingQueue generation of the settings the tick ran with.
+	Generation int64
+	// Scheduled is the tick's place on the grid (its id is Scheduled in Unix milliseconds); Started
+	// is when it ran.
+	Scheduled, Started time.Time
+	// Quota is how many visitors the plan gives the tick (ticks made up for included), and Limit how
+	// many it asked Redis to admit at most: Quota, capped at queue.MaxAdmitPerTick.
+	Quota, Limit int64
+	// Window is the jitter window of the tick; Lead the constant ahead of it; Seed drew the offsets
+	// (queue.JitterOffsets).
+	Window, Lead time.Duration
+	Seed         int64
+	Result       queue.AdmitResult
+	Err          error
+}
+
+// RandSource draws jitter seeds; *math/rand/v2.Rand satisfies it.
+type RandSource interface {
+	Int64N(n int64) int64
+}
+
+// Option changes how a Scheduler runs; tests and benchmarks use them to watch and steer it.
+type Option func(*Scheduler)
+
+// WithClock makes the scheduler tick on c instead of the real clock.
+func WithClock(c clock.Clock) Option { return func(s *Scheduler) { s.clock = c } }
+
+// WithRand gives each queue the jitter source newRand returns instead of a randomly seeded PCG.
+func WithRand(newRand func() RandSource) Option { return func(s *Scheduler) { s.newRand = newRand } }
+
+// WithTickObserver calls observe after every tick that reached Redis (or failed to), from the
+// queue's goroutine.
+func WithTickObserver(observe func(TickReport)) Option {
+	return func(s *Scheduler) { s.observe = observe }
+}
+
+// WithNotify calls notify with a queue whose Snapshot changed, at most every 2 s per queue, from
+// the queue's goroutine. notify must not block: it returns false when it cannot take the
+// notification now, and the scheduler tries again at the next change.
+func WithNotify(notify func(types.NamespacedName) bool) Option {
+	return func(s *Scheduler) { s.notify = notify }
+}
+
+// Scheduler admits visitors of every WaitingQueue: one goroutine per queue, each ticking on the
+// queue's plan. It runs only on the elected leader, so that a single scheduler admits at a time;
+// tick ids in Redis make an overlap during a leader handover harmless anyway.
+type Scheduler struct {
+	pool    *queue.Pool
+	clock   clock.Clock
+	newRand func() RandSource
+	observe func(TickReport)
+	notify  func(types.NamespacedName) bool
+
+	mu      sync.Mutex
+	ctx     context.Context // from Start; nil before
+	runners map[types.UID]*runner
+}
+
+var _ interface {
+	Start(context.Context) error
+	NeedLeaderElection() bool
+} = (*Scheduler)(nil)
+
+// New returns a scheduler drawing Redis clients from pool.
+func New(pool *queue.Pool, opts ...Option) *Scheduler {
+	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}}
+	s.newRand = func() RandSource { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Pool is where the scheduler takes its Redis clients from.
+func (s *Scheduler) Pool() *queue.Pool { return s.pool }
+
+// NeedLeaderElection makes the manager run the scheduler only on the leader.
+func (s *Scheduler) NeedLeaderElection() bool { return true }
+
+// Start runs the queues' goroutines until ctx ends, then stops them and waits for them.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.ctx != nil {
+		s.mu.Unlock()
+		return errors.New("scheduler already started")
+	}
+	s.ctx = ctx
+	for _, r := range s.runners {
+		s.launch(r)
+	}
+	s.mu.Unlock()
+
+	<-ctx.Done()
+
+	s.mu.Lock()
+	runners := make([]*runner, 0, len(s.runners))
+	for _, r := range s.runners {
+		runners = append(runners, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runners {
+		r.stop()
+	}
+	return nil
+}
+
+// Ensure runs q, or hands changed settings to its goroutine, which applies them at the next tick.
+func (s *Scheduler) Ensure(q Queue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.runners[q.UID]
+	if r == nil {
+		r = &runner{s: s, key: q.Key()}
+		r.cfg.Store(&q)
+		s.runners[q.UID] = r
+		if s.ctx != nil {
+			s.launch(r)
+		}
+		return
+	}
+	r.cfg.Store(&q)
+}
+
+// Remove stops the queue's goroutine and waits until it has returned.
+func (s *Scheduler) Remove(uid types.UID) {
+	s.mu.Lock()
+	r := s.runners[uid]
+	delete(s.runners, uid)
+	s.mu.Unlock()
+	if r != nil {
+		r.stop()
+		forgetQueueMetrics(r.key.Namespace, r.key.Name)
+	}
+}
+
+// Snapshot returns what the scheduler last observed of the queue; false when it does not run it.
+func (s *Scheduler) Snapshot(uid types.UID) (Snapshot, bool) {
+	s.mu.Lock()
+	r := s.runners[uid]
+	s.mu.Unlock()
+	if r == nil {
+		return Snapshot{}, false
+	}
+	return r.snapshot(), true
+}
+
+// launch starts r's goroutine; s.mu is held.
+func (s *Scheduler) launch(r *runner) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	r.cancel = cancel
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.run(ctx)
+	}()
+}
+
+// runner is the goroutine of one queue and what it observed.
+type runner struct {
+	s   *Scheduler
+	key types.NamespacedName
+	cfg atomic.Pointer[Queue]
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu   sync.Mutex
+	snap Snapshot
+}
+
+func (r *runner) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
+func (r *runner) snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snap
+}
+
+func (r *runner) update(f func(*Snapshot)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.snap)
+}

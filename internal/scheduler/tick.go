@@ -1,0 +1,295 @@
+package scheduler
+
+import (
+	"context"
+	"math/big"
+	"reflect"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+const (
+	// statsInterval is how often a queue's counters are read from Redis and, when they changed,
+	// handed to the reconciler for the WaitingQueue's status.
+	statsInterval = 2 * time.Second
+	// rateWindow is the sliding window of the observed admission rate.
+	rateWindow = 10 * time.Second
+	// planRepublish is how often an unchanged plan is written again, so that proxies find it after
+	// Redis lost its data.
+	planRepublish = 10 * time.Second
+	// proxyReportMaxAge is how long a proxy replica's report counts: replicas report every
+	// admission.ReportInterval, so one that missed three reports is gone.
+	proxyReportMaxAge = 30 * time.Second
+	// maxCatchUpTicks bounds how many missed ticks a late tick makes up for; beyond that the missed
+	// admissions are dropped rather than released as one burst.
+	maxCatchUpTicks = 10
+	// Backoff after a failed Redis call: the queue's ticks are skipped, other queues tick on.
+	minRedisBackoff = 100 * time.Millisecond
+	maxRedisBackoff = 5 * time.Second
+)
+
+// tickState is what a queue's goroutine carries from tick to tick.
+type tickState struct {
+	carry     capacity.Carry
+	tick      time.Duration
+	next      time.Time // scheduled time of the next tick
+	retryAt   time.Time // Redis backoff: no calls before this
+	backoff   time.Duration
+	published *queue.Plan
+	publishAt time.Time
+	statsAt   time.Time
+	samples   []rateSample // admitted totals over the rate window
+	notified  Snapshot
+	notifyAt  time.Time
+
+	url     string
+	q       *queue.Queue
+	release func()
+}
+
+type rateSample struct {
+	at    time.Time
+	total int64
+}
+
+// gridTick is one tick's place on the grid: what the clock and the grid say when the timer fires.
+type gridTick struct {
+	cfg       *Queue
+	now       time.Time
+	scheduled time.Time // the grid point the timer was set for
+	latest    time.Time // the last grid point that has passed: the tick's id
+	missed    int64     // grid points between scheduled and latest, made up for by this tick
+}
+
+// run ticks until ctx ends: wait for the grid point, work out which ticks it covers, admit, then
+// publish the plan and read the counters.
+func (r *runner) run(ctx context.Context) {
+	log := ctrl.LoggerFrom(ctx).WithName("scheduler").WithValues("waitingqueue", r.key.String())
+	rng := r.s.newRand()
+	st := &tickState{}
+	defer func() {
+		if st.release != nil {
+			st.release()
+		}
+	}()
+	st.tick = r.cfg.Load().Effective.Tick()
+	st.next = nextGridPoint(r.s.clock.Now(), st.tick)
+	log.Info("Scheduler started", "tick", st.tick)
+	for {
+		if !r.waitForGridPoint(ctx, st) {
+			log.Info("Scheduler stopped")
+			return
+		}
+		t := r.onGrid(st)
+		if t.now.Before(st.retryAt) {
+			continue
+		}
+		if err := r.connect(st, t.cfg); err != nil {
+			r.fail(ctx, st, t.now, err)
+			continue
+		}
+		if err := r.admit(ctx, st, t, rng); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.fail(ctx, st, t.now, err)
+			continue
+		}
+		if err := r.publishPlan(ctx, st, t.cfg, t.now); err != nil {
+			r.fail(ctx, st, t.now, err)
+			continue
+		}
+		if !t.now.Before(st.statsAt) {
+			if err := r.readStats(ctx, st, t.now); err != nil {
+				r.fail(ctx, st, t.now, err)
+				continue
+			}
+		}
+		r.notify(st, t.now)
+	}
+}
+
+// waitForGridPoint sleeps until the next grid point; false when ctx ended first.
+func (r *runner) waitForGridPoint(ctx context.Context, st *tickState) bool {
+	timer := r.s.clock.NewTimer(st.next.Sub(r.s.clock.Now()))
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-timer.C():
+		return true
+	}
+}
+
+// onGrid places the tick that is due on the grid. Ticks missed while this goroutine was late are
+// made up for by this one (up to a bound), so a late tick shifts none of the ones after it and the
+// long-run rate stays exact. A new tick length applies from this tick on: its quota now, its cadence
+// from the next grid point; ticks missed on the old cadence are not made up with the new quota.
+func (r *runner) onGrid(st *tickState) gridTick {
+	t := gridTick{cfg: r.cfg.Load(), now: r.s.clock.Now(), scheduled: st.next}
+	lag := max(0, t.now.Sub(t.scheduled))
+	t.missed = int64(lag / st.tick)
+	t.latest = t.scheduled.Add(time.Duration(t.missed) * st.tick)
+	tickLagHistogram.WithLabelValues(r.key.Namespace, r.key.Name).Observe(t.now.Sub(t.latest).Seconds())
+	if tick := t.cfg.Effective.Tick(); tick != st.tick {
+		st.tick = tick
+		st.next = nextGridPoint(t.latest, st.tick)
+		t.missed = 0
+	} else {
+		st.next = t.latest.Add(st.tick)
+	}
+	return t
+}
+
+// connect makes sure st talks to cfg's Redis, switching clients when the URL changed.
+func (r *runner) connect(st *tickState, cfg *Queue) error {
+	if st.q != nil && st.url == cfg.RedisURL {
+		return nil
+	}
+	if st.release != nil {
+		st.release()
+		st.q, st.release, st.published = nil, nil, nil
+	}
+	store, release, err := r.s.pool.Acquire(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	q, err := store.Queue(r.key.Namespace, r.key.Name)
+	if err != nil {
+		release()
+		return err
+	}
+	st.url, st.q, st.release = cfg.RedisURL, q, release
+	return nil
+}
+
+// admit runs the tick in Redis. Its work follows whom it can admit, never the plan's size: Redis
+// gets a limit and draws the offsets for the admitted alone, and the limit is capped
+// (docs/performance.md).
+func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource) error {
+	cfg := t.cfg
+	quota := int64(0)
+	if !cfg.Suspended {
+		for range min(t.missed, maxCatchUpTicks) + 1 {
+			quota += st.carry.Next(cfg.Effective)
+		}
+	}
+	limit := min(quota, queue.MaxAdmitPerTick)
+	seed := rng.Int64N(1 << 62)
+	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
+	start := r.s.clock.Now()
+	res, err := st.q.Admit(callCtx, queue.AdmitRequest{
+		TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
+		PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+	})
+	cancel()
+	labels := []string{r.key.Namespace, r.key.Name}
+	tickDurationHistogram.WithLabelValues(labels...).Observe(r.s.clock.Since(start).Seconds())
+	if r.s.observe != nil {
+		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
+			Quota: quota, Limit: limit, Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Result: res, Err: err})
+	}
+	if err != nil {
+		return err
+	}
+	st.backoff = 0
+	admittedCounter.WithLabelValues(labels...).Add(float64(len(res.Admitted)))
+	abandonedCounter.WithLabelValues(labels...).Add(float64(res.Abandoned))
+	r.update(func(s *Snapshot) {
+		s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = cfg.Generation, "", time.Time{}, t.now
+	})
+	return nil
+}
+
+func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {
+	st.backoff = min(max(2*st.backoff, minRedisBackoff), maxRedisBackoff)
+	st.retryAt = now.Add(st.backoff)
+	first := false
+	r.update(func(s *Snapshot) {
+		first = s.RedisError == ""
+		if first {
+			s.RedisErrorSince = now
+		}
+		s.RedisError = err.Error()
+	})
+	if first {
+		ctrl.LoggerFrom(ctx).Error(err, "Redis call failed; retrying with backoff", "waitingqueue", r.key.String())
+	}
+	r.notify(st, now)
+}
+
+// publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
+func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
+	p := queue.Plan{Quota: cfg.Effective, PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: cfg.Suspended}
+	if st.published != nil && *st.published == p && now.Before(st.publishAt) {
+		return nil
+	}
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := st.q.PublishPlan(callCtx, p); err != nil {
+		return err
+	}
+	st.published, st.publishAt = &p, now.Add(planRepublish)
+	return nil
+}
+
+// readStats reads the queue's counters and the proxy replicas' reports.
+func (r *runner) readStats(ctx context.Context, st *tickState, now time.Time) error {
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	stats, err := st.q.Stats(callCtx)
+	if err != nil {
+		return err
+	}
+	proxies, err := st.q.ProxyReports(callCtx, proxyReportMaxAge)
+	if err != nil {
+		return err
+	}
+	if len(proxies) == 0 {
+		proxies = nil
+	}
+	st.statsAt = now.Add(statsInterval)
+	st.samples = append(st.samples, rateSample{at: now, total: stats.AdmittedTotal})
+	// Keep one sample at least rateWindow old as the window's start.
+	for len(st.samples) > 2 && now.Sub(st.samples[1].at) >= rateWindow {
+		st.samples = st.samples[1:]
+	}
+	rate := "0"
+	if first := st.samples[0]; now.Sub(first.at) > 0 {
+		r := new(big.Rat).SetFrac64((stats.AdmittedTotal-first.total)*int64(time.Second), int64(now.Sub(first.at)))
+		rate = capacity.DecimalString(r)
+	}
+	labels := []string{r.key.Namespace, r.key.Name}
+	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
+	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
+	r.update(func(s *Snapshot) {
+		s.HaveStats, s.Depth, s.Active, s.AdmittedPerSecond, s.Proxies = true, stats.Depth, stats.Active, rate, proxies
+	})
+	return nil
+}
+
+// notify tells the reconciler that the snapshot changed, at most once per statsInterval.
+func (r *runner) notify(st *tickState, now time.Time) {
+	if r.s.notify == nil {
+		return
+	}
+	snap := r.snapshot()
+	snap.LastTick = time.Time{} // moves every tick; not worth a status write
+	if reflect.DeepEqual(snap, st.notified) || now.Before(st.notifyAt) {
+		return
+	}
+	if r.s.notify(r.key) {
+		st.notified, st.notifyAt = snap, now.Add(statsInterval)
+	}
+}
+
+// nextGridPoint is the first multiple of tick (counted from the Unix epoch) after t. Every manager
+// computes the same grid, so ticks of two schedulers carry the same tick id.
+func nextGridPoint(t time.Time, tick time.Duration) time.Time {
+	ns := t.UnixNano()
+	return time.Unix(0, (ns/int64(tick)+1)*int64(tick))
+}

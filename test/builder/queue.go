@@ -1,0 +1,148 @@
+// Package builder makes the WaitingQueues that tests, benchmarks and the herd experiment run: one
+// reference queue, changed by small methods, instead of literals copied from file to file.
+package builder
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/settings"
+)
+
+// QueueBuilder builds one WaitingQueue; every method changes it and returns the builder.
+type QueueBuilder struct {
+	wq herdgatev1alpha1.WaitingQueue
+}
+
+// Queue starts from the reference queue, as config/samples holds it: an orders service whose pool
+// has 40 connections, each held 200 ms per order, admitted at 70 % with a 100 ms tick (14 per tick,
+// 140 per second), upstream the Service orders:8080, and POST /api/v1/orders and
+// /api/v1/orders/direct protected.
+func Queue(namespace, name string) *QueueBuilder {
+	return &QueueBuilder{wq: herdgatev1alpha1.WaitingQueue{
+		TypeMeta:   metav1.TypeMeta{APIVersion: herdgatev1alpha1.GroupVersion.String(), Kind: "WaitingQueue"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: herdgatev1alpha1.WaitingQueueSpec{
+			Capacity: herdgatev1alpha1.CapacitySpec{
+				PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}, UtilizationPercent: ptr.To[int32](70),
+			},
+			Tick:     &metav1.Duration{Duration: 100 * time.Millisecond},
+			Upstream: herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: "orders", Port: 8080}},
+			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
+			},
+		},
+	}}
+}
+
+// Obj returns a copy of the queue built so far.
+func (b *QueueBuilder) Obj() *herdgatev1alpha1.WaitingQueue { return b.wq.DeepCopy() }
+
+// Settings derives the queue's settings, as the manager and the proxy do; it panics on a queue they
+// would refuse, which a test builds only by mistake.
+func (b *QueueBuilder) Settings() *settings.Settings {
+	s, err := settings.Derive(b.Obj())
+	if err != nil {
+		panic(fmt.Sprintf("builder: the queue does not derive: %v", err))
+	}
+	return s
+}
+
+// UID sets metadata.uid; Generation metadata.generation.
+func (b *QueueBuilder) UID(uid types.UID) *QueueBuilder { b.wq.UID = uid; return b }
+
+// Generation sets metadata.generation, as the API server would count it.
+func (b *QueueBuilder) Generation(g int64) *QueueBuilder { b.wq.Generation = g; return b }
+
+// Capacity sets the bottleneck: pool slots, each held latency, admitted at utilization percent.
+func (b *QueueBuilder) Capacity(pool int32, latency time.Duration, utilization int32) *QueueBuilder {
+	b.wq.Spec.Capacity.PoolSize, b.wq.Spec.Capacity.RequestLatency = pool, metav1.Duration{Duration: latency}
+	b.wq.Spec.Capacity.UtilizationPercent = ptr.To(utilization)
+	return b
+}
+
+// BatchSizeOverride admits n per tick instead of the derived batch.
+func (b *QueueBuilder) BatchSizeOverride(n int32) *QueueBuilder {
+	b.wq.Spec.Capacity.BatchSizeOverride = ptr.To(n)
+	return b
+}
+
+// Tick sets spec.tick.
+func (b *QueueBuilder) Tick(d time.Duration) *QueueBuilder {
+	b.wq.Spec.Tick = &metav1.Duration{Duration: d}
+	return b
+}
+
+// Jitter sets spec.jitter: the mode, and the window when it is not zero.
+func (b *QueueBuilder) Jitter(mode herdgatev1alpha1.JitterMode, window time.Duration) *QueueBuilder {
+	b.wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Mode: mode}
+	if window > 0 {
+		b.wq.Spec.Jitter.Window = &metav1.Duration{Duration: window}
+	}
+	return b
+}
+
+// Polling sets spec.polling.
+func (b *QueueBuilder) Polling(minInterval, maxInterval time.Duration) *QueueBuilder {
+	b.wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{MinInterval: &metav1.Duration{Duration: minInterval}, MaxInterval: &metav1.Duration{Duration: maxInterval}}
+	return b
+}
+
+// AbandonAfter sets spec.abandonAfter.
+func (b *QueueBuilder) AbandonAfter(d time.Duration) *QueueBuilder {
+	b.wq.Spec.AbandonAfter = &metav1.Duration{Duration: d}
+	return b
+}
+
+// PassTTL sets spec.pass.ttl.
+func (b *QueueBuilder) PassTTL(d time.Duration) *QueueBuilder {
+	b.wq.Spec.Pass = &herdgatev1alpha1.PassSpec{TTL: &metav1.Duration{Duration: d}}
+	return b
+}
+
+// Suspend sets spec.suspend.
+func (b *QueueBuilder) Suspend(suspended bool) *QueueBuilder {
+	b.wq.Spec.Suspend = ptr.To(suspended)
+	return b
+}
+
+// UpstreamURL sends requests to url instead of the orders Service.
+func (b *QueueBuilder) UpstreamURL(url string) *QueueBuilder {
+	b.wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To(url)}
+	return b
+}
+
+// Routes replaces the protected routes.
+func (b *QueueBuilder) Routes(routes ...herdgatev1alpha1.ProtectedRoute) *QueueBuilder {
+	b.wq.Spec.ProtectedRoutes = routes
+	return b
+}
+
+// Identity identifies visitors by a header a trusted gateway sets.
+func (b *QueueBuilder) Identity(header string) *QueueBuilder {
+	b.wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: header}
+	return b
+}
+
+// Redis takes the queue's Redis URL from key of the Secret name.
+func (b *QueueBuilder) Redis(secret, key string) *QueueBuilder {
+	b.wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: secret, Key: key}}
+	return b
+}
+
+// Route is a protected route of path (a prefix when prefix is set) for methods.
+func Route(path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) herdgatev1alpha1.ProtectedRoute {
+	r := herdgatev1alpha1.ProtectedRoute{Methods: methods}
+	if prefix {
+		r.PathPrefix = ptr.To(path)
+	} else {
+		r.Path = ptr.To(path)
+	}
+	return r
+}
