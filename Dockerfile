@@ -14,7 +14,7 @@ COPY cmd/ cmd/
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager \
- && CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/herdgate-proxy ./cmd/admission-proxy
+ && CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/herdgate-proxy ./cmd/herdgate-proxy
 
 # distroless/static: no shell, no package manager; CA certificates for rediss:// and https upstreams.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -85,7 +85,7 @@ demo: envtest build ## Run a whole waiting room locally and send a herd through 
 .PHONY: build
 build: generate ## Build the binaries into bin/: manager, herdgate-proxy, herd.
 	go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
-	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/admission-proxy
+	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go build -trimpath -o $(LOCALBIN)/herd ./cmd/herd
 
 IMG ?= ghcr.io/herdgate/herdgate:0.1.0
@@ -142,7 +142,7 @@ bench-manager: toolchain ## Run the manager beside the largest plans for two pha
 bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK.
 	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
 	@mkdir -p $(ARTIFACTS)
-	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/admission-proxy
+	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go run ./hack/bench-proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
 	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// exchange is one request and its answer, whichever HTTP server carries it. The admission
-// decisions (pass checks, enter, status, the reserved endpoints) read and answer only through it, so
-// the fast front and the net/http handler cannot drift apart.
+// exchange is one request and its answer, whichever transport carries it. The gate's decisions
+// (pass checks, enter, status, the reserved endpoints) read and answer only through it, so the fast
+// front and the net/http handler cannot drift apart.
 type exchange interface {
 	Context() context.Context
 	Method() string
@@ -27,36 +27,6 @@ type exchange interface {
 	SetCookie(c *http.Cookie)
 	// Reply sends the status and body; for HEAD requests the server drops the body.
 	Reply(status int, contentType string, body []byte)
-}
-
-// stdExchange is an exchange of the net/http server.
-type stdExchange struct {
-	w http.ResponseWriter
-	r *http.Request
-}
-
-func (x stdExchange) Context() context.Context  { return x.r.Context() }
-func (x stdExchange) Method() string            { return x.r.Method }
-func (x stdExchange) Header(name string) string { return x.r.Header.Get(name) }
-func (x stdExchange) RawQuery() string          { return x.r.URL.RawQuery }
-func (x stdExchange) SetHeader(name, v string)  { x.w.Header().Set(name, v) }
-func (x stdExchange) SetCookie(c *http.Cookie)  { http.SetCookie(x.w, c) }
-
-func (x stdExchange) Cookie(name string) string {
-	if c, err := x.r.Cookie(name); err == nil {
-		return c.Value
-	}
-	return ""
-}
-
-func (x stdExchange) Secure() bool {
-	return x.r.TLS != nil || x.r.Header.Get("X-Forwarded-Proto") == "https"
-}
-
-func (x stdExchange) Reply(status int, contentType string, body []byte) {
-	x.w.Header().Set("Content-Type", contentType)
-	x.w.WriteHeader(status)
-	_, _ = x.w.Write(body)
 }
 
 // replyJSON answers with body as JSON, never cached.

@@ -151,9 +151,9 @@ func serveFront(t *testing.T, p *Proxy) *httptest.Server {
 	return &httptest.Server{URL: "http://" + ln.Addr().String(), Listener: ln}
 }
 
-// mustQuota is the plan of num visitors per tick.
-func mustQuota(num int64, tick time.Duration) capacity.Plan {
-	p, err := capacity.FromQuota(num, 1, tick, false)
+// mustQuota is the plan of num visitors per 100 ms tick.
+func mustQuota(num int64) capacity.Plan {
+	p, err := capacity.FromQuota(num, 1, 100*time.Millisecond, false)
 	if err != nil {
 		panic(err)
 	}
@@ -164,7 +164,7 @@ func mustQuota(num int64, tick time.Duration) capacity.Plan {
 func (h *harness) publishPlan() {
 	h.t.Helper()
 	if err := h.q.PublishPlan(context.Background(), queue.Plan{
-		Quota: mustQuota(14, 100*time.Millisecond), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
+		Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
 	}); err != nil {
 		h.t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestPollHintsFollowThePlan(t *testing.T) {
 		t.Fatalf("enter at 701 = %v; want 6 s of wait (⌈701/140⌉) and a 3 s hint", body)
 	}
 	// A scheduler that admits 28 per tick halves the wait.
-	if err := h.q.PublishPlan(context.Background(), queue.Plan{Quota: mustQuota(28, 100*time.Millisecond),
+	if err := h.q.PublishPlan(context.Background(), queue.Plan{Quota: mustQuota(28),
 		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestPollHintsFollowThePlan(t *testing.T) {
 		t.Fatalf("enter at 704 without a published plan = %v; want the spec's 6 s", body)
 	}
 	// A suspended queue admits nobody: the wait is unknown and the hint is the longest interval.
-	if err := h.q.PublishPlan(context.Background(), queue.Plan{Quota: mustQuota(14, 100*time.Millisecond),
+	if err := h.q.PublishPlan(context.Background(), queue.Plan{Quota: mustQuota(14),
 		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute, Suspended: true}); err != nil {
 		t.Fatal(err)
 	}

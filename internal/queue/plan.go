@@ -81,7 +81,7 @@ func (q *Queue) ReadPlan(ctx context.Context) (Plan, error) {
 // PlanCache reads the published plan at most once per TTL, so that a proxy serving thousands of
 // polls per second reads it a few times per second. It is safe for concurrent use.
 type PlanCache struct {
-	q   *Queue
+	q   PlanReader
 	ttl time.Duration
 	now func() time.Time
 
@@ -92,8 +92,13 @@ type PlanCache struct {
 	valid   bool
 }
 
+// PlanReader reads a queue's published plan; *Queue is one.
+type PlanReader interface {
+	ReadPlan(ctx context.Context) (Plan, error)
+}
+
 // NewPlanCache caches q's plan for ttl.
-func NewPlanCache(q *Queue, ttl time.Duration) *PlanCache {
+func NewPlanCache(q PlanReader, ttl time.Duration) *PlanCache {
 	return &PlanCache{q: q, ttl: ttl, now: time.Now}
 }
 

@@ -3,8 +3,11 @@ package herd
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"time"
@@ -140,8 +143,22 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 	if err != nil {
 		return RunResult{}, err
 	}
-	front := httptest.NewServer(proxy)
-	defer front.Close()
+	// The visitors go through the front herdgate-proxy serves.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return RunResult{}, err
+	}
+	front := admission.NewFront(proxy, admission.FrontOptions{})
+	served := make(chan error, 1)
+	go func() { served <- front.Serve(ln) }()
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := errors.Join(front.Shutdown(shutdownCtx), <-served); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "herd: stopping the front:", err)
+		}
+	}()
+	frontURL := "http://" + ln.Addr().String()
 
 	s, err := settings.Derive(wq)
 	if err != nil {
@@ -164,6 +181,6 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 		}
 	}
 
-	results := Run(ctx, Scenario{Name: "Test " + spec.Test, Visitors: spec.Visitors, Target: front.URL, OrderPath: "/api/v1/orders", GiveUp: 2 * time.Minute})
+	results := Run(ctx, Scenario{Name: "Test " + spec.Test, Visitors: spec.Visitors, Target: frontURL, OrderPath: "/api/v1/orders", GiveUp: 2 * time.Minute})
 	return RunResult{RunSpec: spec, Visitors: results, Backend: backend.Stats()}, nil
 }

@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/herdgate/herdgate/internal/route"
 )
 
 // MaxHeaderBytes bounds a request's line and headers, cookies included, on both fronts.
@@ -83,19 +81,6 @@ func NewFront(p *Proxy, o FrontOptions) *Front {
 	return f
 }
 
-// NetHTTPServer is the net/http server for p, with the front's limits: the one that takes over
-// upgraded connections, and the one to use when serving p as an http.Handler on its own.
-func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
-	return &http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// net/http allows 4 KiB on top of this, for the request line.
-		MaxHeaderBytes: MaxHeaderBytes - 4<<10,
-		ErrorLog:       errorLog,
-	}
-}
-
 // Serve answers visitors on ln until Shutdown.
 func (f *Front) Serve(ln net.Listener) error {
 	f.handover.addr = ln.Addr()
@@ -154,43 +139,28 @@ func (f *Front) badRequest(ctx *fasthttp.RequestCtx, err error) {
 	replyJSON(fastExchange{ctx}, status, errorBody{Error: "bad_request", Message: http.StatusText(status)})
 }
 
-// hopHeaders are meaningful for one connection only and never cross the proxy.
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
-
-// forward sends the request upstream with the path and method it was matched with, the forwarding
-// headers set and the herdgate cookies and pass header removed, and streams the answer back. The
-// visitor's request and response objects travel upstream and back themselves: no copy of headers or
-// body, and a small body goes in the same write as its headers.
+// forward carries the request upstream as the forwarding policy says and streams the answer back.
+// The visitor's request and response objects travel upstream and back themselves: no copy of headers
+// or body, and a small body goes in the same write as its headers.
 func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class string) {
 	up := f.client(cfg.Upstream)
 	req := &ctx.Request
-	forwardedHost := string(ctx.Host())
-	uri := escapedPath(strings.TrimSuffix(up.url.Path, "/") + canonical)
-	if q := ctx.URI().QueryString(); len(q) > 0 {
-		uri += "?" + string(q)
-	}
+	fw := forwardingOf(cfg, inbound{
+		method: string(ctx.Method()), canonical: canonical, rawQuery: string(ctx.URI().QueryString()),
+		host: string(ctx.Host()), clientIP: clientIP(ctx), tls: ctx.IsTLS(),
+	})
 	// The server noted a visitor's Connection: close before this handler ran; the upstream
 	// connection stays open either way.
 	removeHopHeaders(&req.Header, string(req.Header.Peek("Connection")))
 	req.Header.ResetConnectionClose()
 	req.Header.SetProtocol("HTTP/1.1")
 	if m := ctx.Method(); !isUpper(m) {
-		req.Header.SetMethod(strings.ToUpper(string(m)))
+		req.Header.SetMethod(fw.Method)
 	}
-	req.SetRequestURI(uri)
+	req.SetRequestURI(fw.RequestURI())
 	req.URI().DisablePathNormalizing = true
-	req.Header.SetHost(up.url.Host)
-	req.Header.Del(PassHeader)
-	req.Header.DelCookie(PassCookie)
-	req.Header.DelCookie(VisitorCookie)
-	req.Header.Set("X-Forwarded-For", clientIP(ctx))
-	req.Header.Set("X-Forwarded-Host", forwardedHost)
-	if ctx.IsTLS() {
-		req.Header.Set("X-Forwarded-Proto", "https")
-	} else {
-		req.Header.Set("X-Forwarded-Proto", "http")
-	}
+	req.Header.SetHost(fw.Host)
+	fw.apply(fastHeader{&req.Header})
 	if n := req.Header.ContentLength(); n == -1 || n > streamedBodyFrom {
 		// A long body takes as long as it takes: that is the upstream's business.
 		_ = ctx.SetReadDeadline(time.Time{})
@@ -210,6 +180,13 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 	removeHopHeaders(out, string(out.Peek("Connection")))
 	out.ResetConnectionClose()
 }
+
+// fastHeader is a fasthttp request header as the forwarding policy changes it.
+type fastHeader struct{ h *fasthttp.RequestHeader }
+
+func (h fastHeader) Set(name, value string) { h.h.Set(name, value) }
+func (h fastHeader) Del(name string)        { h.h.Del(name) }
+func (h fastHeader) DelCookie(name string)  { h.h.DelCookie(name) }
 
 func isUpper(b []byte) bool {
 	for _, c := range b {
@@ -268,21 +245,6 @@ func requestPath(target []byte) string {
 		}
 	}
 	return string(target)
-}
-
-// escapedPath is the path as it goes on the wire; most paths need no escaping.
-func escapedPath(p string) string {
-	for i := 0; i < len(p); i++ {
-		if !pathSafe(p[i]) {
-			return route.Escape(p)
-		}
-	}
-	return p
-}
-
-// pathSafe: the byte needs no escaping in a path.
-func pathSafe(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/-._~!$&'()*+,=:@", c) >= 0
 }
 
 // client is the keep-alive client of the configured upstream.
@@ -359,56 +321,6 @@ func (f *Front) escalate(ctx *fasthttp.RequestCtx) {
 			_ = c.Close()
 		}
 	})
-}
-
-// handedConn is a connection handed to the net/http server: the request fasthttp read comes first.
-type handedConn struct {
-	net.Conn
-	r io.Reader
-}
-
-func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// handoverListener is what the net/http server accepts from: the connections handed over.
-type handoverListener struct {
-	conns     chan net.Conn
-	done      chan struct{}
-	closeOnce sync.Once
-	addr      net.Addr
-}
-
-func newHandoverListener() *handoverListener {
-	return &handoverListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *handoverListener) hand(c net.Conn) bool {
-	select {
-	case l.conns <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *handoverListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *handoverListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *handoverListener) Addr() net.Addr {
-	if l.addr == nil {
-		return &net.TCPAddr{}
-	}
-	return l.addr
 }
 
 // fastExchange is an exchange of the fast front.

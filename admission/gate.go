@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +38,16 @@ const (
 	tooEarlyShare = 0.8
 )
 
+// Engine is what the gate needs of the queue engine. A *queue.Queue is the one it runs on; unit tests
+// give it one in memory.
+type Engine interface {
+	queue.PlanReader
+	Enter(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
+	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
+	Ping(ctx context.Context) error
+	ReportProxy(ctx context.Context, r queue.ProxyReport) error
+}
+
 // Options tune a Proxy.
 type Options struct {
 	Log logr.Logger
@@ -47,17 +55,22 @@ type Options struct {
 	Now func() time.Time
 	// Rand spreads poll hints; nil means math/rand/v2.
 	Rand capacity.Rand
-	// Transport reaches the upstream; nil means a keep-alive transport sized for one upstream.
+	// Transport reaches the upstream on the net/http path; nil means a keep-alive transport sized
+	// for one upstream.
 	Transport http.RoundTripper
 	// Replica, when set, names this proxy replica (its pod) in the reports Serve writes to Redis of
 	// the config it serves or refuses, from which the manager sets the Programmed condition.
 	Replica string
 }
 
-// Proxy is the admission proxy's HTTP handler.
+// Proxy is the admission proxy's gate: it decides every request (a route, a visitor, a pass; enter,
+// status and the proxy's other endpoints) and says how a request it lets through goes upstream. The
+// transports, the fast front (transport_fast.go) and net/http (transport_std.go), only carry bytes.
+// A Proxy is an http.Handler, for programs that embed the gate.
 type Proxy struct {
 	cfg     atomic.Pointer[Config]
-	q       *queue.Queue
+	queue   string // namespace/name
+	q       Engine
 	plans   *queue.PlanCache
 	rp      *httputil.ReverseProxy
 	metrics *metrics
@@ -88,7 +101,12 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{q: q, plans: queue.NewPlanCache(q, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand}
+	return NewProxyOn(namespace+"/"+name, q, opts), nil
+}
+
+// NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
+func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
+	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand}
 	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now
@@ -96,44 +114,13 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 	if p.rand == nil {
 		p.rand = globalRand{}
 	}
-	transport := opts.Transport
-	if transport == nil {
-		transport = NewUpstreamTransport()
-	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:      p.rewrite,
-		Transport:    transport,
-		BufferPool:   bufferPool{},
-		ErrorHandler: p.upstreamError,
-	}
-	return p, nil
+	p.rp = newReverseProxy(p, opts.Transport)
+	return p
 }
 
 type globalRand struct{}
 
 func (globalRand) Float64() float64 { return rand.Float64() }
-
-// NewUpstreamTransport is the one keep-alive transport the proxy shares for its upstream: many idle
-// connections to one host, no proxy from the environment, bounded dial and handshake times.
-func NewUpstreamTransport() *http.Transport {
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-	}
-}
-
-// bufferPool lends the reverse proxy its copy buffers.
-type bufferPool struct{}
-
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
-func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 
 // SetConfig applies a changed config to the requests that start after it.
 func (p *Proxy) SetConfig(cfg *Config) {
@@ -155,7 +142,7 @@ func (p *Proxy) RefuseConfig(generation int64, err error) {
 }
 
 // Queue names the queue the proxy serves, as namespace/name.
-func (p *Proxy) Queue() string { return p.q.Namespace() + "/" + p.q.Name() }
+func (p *Proxy) Queue() string { return p.queue }
 
 // Config returns the config in force; nil before the first valid one.
 func (p *Proxy) Config() *Config { return p.cfg.Load() }
@@ -191,19 +178,9 @@ func (p *Proxy) redisResult(err error) {
 	}
 }
 
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, class, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
-	if !ok {
-		return
-	}
-	start := time.Now()
-	p.rp.ServeHTTP(w, r)
-	p.metrics.forwarded(class, time.Since(start))
-}
-
 // gate answers what the proxy answers itself (a bad path, the reserved endpoints, a protected route
 // without a valid pass) and otherwise returns the normalised path and route class to forward with.
-// Both fronts decide here.
+// Both transports decide here.
 func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool) (canonical, class string, forward bool) {
 	if cfg == nil {
 		p.serveUnconfigured(x, escapedPath)
@@ -246,18 +223,37 @@ func (p *Proxy) replyBadPath(x exchange) {
 	replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
 }
 
+// identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
+// mint is set and the visitor has no cookie yet, it issues one. It is the one place that tells who a
+// visitor is, for passes, enter and status alike.
+func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
+	if cfg.IdentityHeader != "" {
+		v := x.Header(cfg.IdentityHeader)
+		return v, v != ""
+	}
+	if c := x.Cookie(VisitorCookie); c != "" && len(c) <= maxCookieValue {
+		if id, ok := cfg.Signer.VerifyVisitorCookie(c); ok {
+			return id, true
+		}
+	}
+	if !mint {
+		return "", false
+	}
+	id, cookie := cfg.Signer.NewVisitorCookie()
+	x.SetCookie(&http.Cookie{
+		Name: VisitorCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
+	})
+	return id, true
+}
+
 // admit decides whether a request to a protected route may pass, and answers it when not.
 func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
-	visitor := ""
-	if cfg.IdentityHeader != "" {
-		visitor = x.Header(cfg.IdentityHeader)
-		if queue.ValidateVisitorID(visitor) != nil {
-			p.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
-			replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
-			return false
-		}
-	} else if c := x.Cookie(VisitorCookie); c != "" && len(c) <= maxCookieValue {
-		visitor, _ = cfg.Signer.VerifyVisitorCookie(c)
+	visitor, _ := p.identify(x, cfg, false)
+	if cfg.IdentityHeader != "" && queue.ValidateVisitorID(visitor) != nil {
+		p.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
+		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
+		return false
 	}
 	token := x.Header(PassHeader)
 	if token == "" {
@@ -286,54 +282,6 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
 	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
 	return false
-}
-
-// rewrite sends the request upstream with the path and method it was matched with, the forwarding
-// headers set, and the herdgate cookies and pass header removed. ServeHTTP already normalised the
-// path successfully; normalising again here is the allocation-free fast path for most requests.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	upstream := p.cfg.Load().Upstream
-	canonical, _ := route.Normalize(pr.In.URL.EscapedPath())
-	pr.SetURL(upstream)
-	pr.Out.URL.Path = strings.TrimSuffix(upstream.Path, "/") + canonical
-	pr.Out.URL.RawPath = ""
-	if escaped := route.Escape(pr.Out.URL.Path); escaped != pr.Out.URL.Path {
-		pr.Out.URL.RawPath = escaped
-	}
-	pr.Out.Method = strings.ToUpper(pr.In.Method)
-	pr.SetXForwarded()
-	pr.Out.Header.Del(PassHeader)
-	stripHerdgateCookies(pr.Out.Header)
-}
-
-func stripHerdgateCookies(h http.Header) {
-	lines := h.Values("Cookie")
-	if len(lines) == 0 {
-		return
-	}
-	found := false
-	for _, l := range lines {
-		found = found || strings.Contains(l, "herdgate_")
-	}
-	if !found {
-		return
-	}
-	var kept []string
-	for _, l := range lines {
-		for _, part := range strings.Split(l, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(part), "="); name != PassCookie && name != VisitorCookie && strings.TrimSpace(part) != "" {
-				kept = append(kept, strings.TrimSpace(part))
-			}
-		}
-	}
-	h.Del("Cookie")
-	if len(kept) > 0 {
-		h.Set("Cookie", strings.Join(kept, "; "))
-	}
-}
-
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	p.upstreamFailed(stdExchange{w, r}, err, r.URL.Path)
 }
 
 func (p *Proxy) upstreamFailed(x exchange, err error, path string) {

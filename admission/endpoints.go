@@ -173,29 +173,6 @@ func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, po
 	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Pass: token, PassExpiresAt: &expiry})
 }
 
-// identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
-// mint is set and the visitor has no cookie yet, it issues one.
-func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
-	if cfg.IdentityHeader != "" {
-		v := x.Header(cfg.IdentityHeader)
-		return v, v != ""
-	}
-	if c := x.Cookie(VisitorCookie); c != "" && len(c) <= maxCookieValue {
-		if id, ok := cfg.Signer.VerifyVisitorCookie(c); ok {
-			return id, true
-		}
-	}
-	if !mint {
-		return "", false
-	}
-	id, cookie := cfg.Signer.NewVisitorCookie()
-	x.SetCookie(&http.Cookie{
-		Name: VisitorCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
-	})
-	return id, true
-}
-
 // zeroRand draws the low end of the poll spread: the shortest hint the proxy could give.
 type zeroRand struct{}
 

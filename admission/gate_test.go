@@ -1,0 +1,222 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// memoryEngine is an Engine in memory: the gate's decisions, tested without Redis. The integration
+// tests (harness_test.go) run the same decisions on a real Redis.
+type memoryEngine struct {
+	mu        sync.Mutex
+	positions map[string]queue.Position
+	plan      queue.Plan
+	err       error // every call fails with it when set
+}
+
+func (e *memoryEngine) call(visitor string) (queue.Position, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return queue.Position{}, e.err
+	}
+	return e.positions[visitor], nil
+}
+
+func (e *memoryEngine) Enter(_ context.Context, v string, _ time.Duration) (queue.Position, error) {
+	return e.call(v)
+}
+
+func (e *memoryEngine) Status(_ context.Context, v string, _ time.Duration) (queue.Position, error) {
+	return e.call(v)
+}
+
+func (e *memoryEngine) ReadPlan(context.Context) (queue.Plan, error) {
+	if e.err != nil {
+		return queue.Plan{}, e.err
+	}
+	return e.plan, nil
+}
+
+func (e *memoryEngine) Ping(context.Context) error                           { return e.err }
+func (e *memoryEngine) ReportProxy(context.Context, queue.ProxyReport) error { return e.err }
+
+// roundTrips records the requests the gate sends upstream on the net/http transport.
+type roundTrips struct {
+	mu  sync.Mutex
+	out []*http.Request
+}
+
+func (rt *roundTrips) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.mu.Lock()
+	rt.out = append(rt.out, r)
+	rt.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("upstream")), Request: r}, nil
+}
+
+func gateFor(t *testing.T, change func(*builder.QueueBuilder)) (*Proxy, *memoryEngine, *roundTrips, *Config) {
+	t.Helper()
+	b := builder.Queue("shop", "orders").UID("uid-1").UpstreamURL("http://orders.internal:8080/base").
+		Routes(builder.Route("/api/v1/orders", false, "POST"), builder.Route("/checkout", true, "GET"))
+	if change != nil {
+		change(b)
+	}
+	cfg, err := NewConfig(b.Obj(), []byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := &memoryEngine{positions: map[string]queue.Position{}, plan: queue.Plan{Quota: mustQuota(14),
+		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute}}
+	rt := &roundTrips{}
+	p := NewProxyOn("shop/orders", engine, Options{Transport: rt, Rand: fixedRand(0.5)})
+	p.SetConfig(cfg)
+	return p, engine, rt, cfg
+}
+
+func serve(p *Proxy, r *http.Request) (*httptest.ResponseRecorder, map[string]any) {
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, r)
+	body := map[string]any{}
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	return rec, body
+}
+
+func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
+	p, _, rt, cfg := gateFor(t, nil)
+	now := time.Now()
+	pass := cfg.Signer.Issue("", now.Add(-time.Second), now.Add(time.Minute))
+	r := httptest.NewRequest("post", "http://shop.example/api//v1/./orders?item=7", strings.NewReader("{}")) //nolint:usestdlibvars // a lower-case method, which the gate upper-cases
+	r.RemoteAddr = "198.51.100.7:40000"
+	r.Header.Set(PassHeader, pass)
+	r.Header.Set("Forwarded", "for=203.0.113.1")
+	r.Header.Set("X-Forwarded-For", "203.0.113.1")
+	r.Header.Add("Cookie", "theme=dark; "+PassCookie+"=x; "+VisitorCookie+"=y; lang=en")
+	rec, _ := serve(p, r)
+	if rec.Code != http.StatusOK || len(rt.out) != 1 {
+		t.Fatalf("a request with a valid pass: %d, %d upstream; want 200 and 1", rec.Code, len(rt.out))
+	}
+	out := rt.out[0]
+	got := map[string]string{
+		"method": out.Method, "url": out.URL.String(), "host": out.Host,
+		"xff": out.Header.Get("X-Forwarded-For"), "xfh": out.Header.Get("X-Forwarded-Host"), "xfp": out.Header.Get("X-Forwarded-Proto"),
+		"pass": out.Header.Get(PassHeader), "forwarded": out.Header.Get("Forwarded"), "cookie": out.Header.Get("Cookie"),
+	}
+	want := map[string]string{
+		"method": "POST", "url": "http://orders.internal:8080/base/api/v1/orders?item=7", "host": "orders.internal:8080",
+		"xff": "198.51.100.7", "xfh": "shop.example", "xfp": "http", "pass": "", "forwarded": "", "cookie": "theme=dark; lang=en",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the upstream request (-want +got):\n%s", diff)
+	}
+}
+
+func TestForwardingOf(t *testing.T) {
+	_, _, _, cfg := gateFor(t, nil)
+	for _, tc := range []struct {
+		in                  inbound
+		wantURI, wantMethod string
+		wantProto, wantPath string
+	}{
+		{inbound{method: "get", canonical: "/checkout", host: "h"}, "/base/checkout", "GET", "http", "/base/checkout"},
+		{inbound{method: "POST", canonical: "/a b", rawQuery: "q=1", tls: true}, "/base/a%20b?q=1", "POST", "https", "/base/a b"},
+		{inbound{method: "GET", canonical: "/"}, "/base/", "GET", "http", "/base/"},
+	} {
+		f := forwardingOf(cfg, tc.in)
+		if f.RequestURI() != tc.wantURI || f.Method != tc.wantMethod || f.ForwardedProto != tc.wantProto || f.Path != tc.wantPath {
+			t.Errorf("forwardingOf(%+v) = %+v; want URI %s, method %s, proto %s", tc.in, f, tc.wantURI, tc.wantMethod, tc.wantProto)
+		}
+		if got := f.URL().RequestURI(); got != tc.wantURI {
+			t.Errorf("the net/http URL of %+v goes out as %s, the fast front's as %s", tc.in, got, tc.wantURI)
+		}
+	}
+}
+
+func TestGateDecisionsWithoutRedis(t *testing.T) {
+	t.Run("a protected route without a pass", func(t *testing.T) {
+		p, _, rt, _ := gateFor(t, nil)
+		rec, body := serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil))
+		if rec.Code != http.StatusForbidden || body["error"] != "pass_required" || len(rt.out) != 0 {
+			t.Fatalf("got %d %v with %d upstream calls", rec.Code, body, len(rt.out))
+		}
+	})
+	t.Run("a browser is sent to the waiting page", func(t *testing.T) {
+		p, _, _, _ := gateFor(t, nil)
+		r := httptest.NewRequest(http.MethodGet, "/checkout/pay?x=1", nil)
+		r.Header.Set("Accept", "text/html")
+		rec, _ := serve(p, r)
+		if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/.herdgate/?return=%2Fcheckout%2Fpay%3Fx%3D1" {
+			t.Fatalf("got %d to %q", rec.Code, rec.Header().Get("Location"))
+		}
+	})
+	t.Run("a poll sooner than allowed", func(t *testing.T) {
+		p, engine, _, _ := gateFor(t, nil)
+		rec, _ := serve(p, httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil))
+		cookie := rec.Result().Cookies()[0]
+		id, ok := p.Config().Signer.VerifyVisitorCookie(cookie.Value)
+		if !ok {
+			t.Fatal("enter set no visitor cookie")
+		}
+		now := time.Now()
+		engine.positions[id] = queue.Position{State: queue.Waiting, Position: 3, Depth: 10, Now: now, PreviousPoll: now.Add(-10 * time.Millisecond)}
+		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
+		r.AddCookie(cookie)
+		rec, body := serve(p, r)
+		if rec.Code != http.StatusTooManyRequests || body["error"] != "too_early" || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("got %d %v", rec.Code, body)
+		}
+	})
+	t.Run("an admission whose pass is valid soon", func(t *testing.T) {
+		p, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+		now := time.Now()
+		engine.positions["ada"] = queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(700 * time.Millisecond), Expiry: now.Add(time.Minute)}}
+		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
+		r.Header.Set("X-User-Id", "ada")
+		rec, body := serve(p, r)
+		if rec.Code != http.StatusOK || body["admitted"] != false || body["nextPollMs"] != float64(700) {
+			t.Fatalf("got %d %v; want a poll in 700 ms", rec.Code, body)
+		}
+	})
+	t.Run("no identity header", func(t *testing.T) {
+		p, _, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+		for _, r := range []*http.Request{httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil), httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil)} {
+			if rec, body := serve(p, r); rec.Code != http.StatusUnauthorized || body["header"] != "X-User-Id" {
+				t.Fatalf("%s: got %d %v", r.URL.Path, rec.Code, body)
+			}
+		}
+	})
+	t.Run("an unreachable queue, closed and open", func(t *testing.T) {
+		for _, policy := range []herdgatev1alpha1.FailurePolicy{herdgatev1alpha1.FailClosed, herdgatev1alpha1.FailOpen} {
+			p, engine, rt, cfg := gateFor(t, nil)
+			cfg.FailurePolicy = policy
+			engine.err = errors.New("connection refused")
+			if err := p.CheckRedis(context.Background()); err == nil {
+				t.Fatal("CheckRedis reached a queue that fails")
+			}
+			rec, body := serve(p, httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil))
+			if rec.Code != http.StatusServiceUnavailable || body["error"] != "queue_unavailable" || rec.Header().Get("Retry-After") == "" {
+				t.Fatalf("%s enter: got %d %v", policy, rec.Code, body)
+			}
+			rec, _ = serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil))
+			if want := map[herdgatev1alpha1.FailurePolicy]int{herdgatev1alpha1.FailClosed: http.StatusForbidden, herdgatev1alpha1.FailOpen: http.StatusOK}[policy]; rec.Code != want {
+				t.Fatalf("%s protected route: %d, want %d", policy, rec.Code, want)
+			}
+			if policy == herdgatev1alpha1.FailOpen && len(rt.out) != 1 {
+				t.Fatalf("FailOpen forwarded %d requests, want 1", len(rt.out))
+			}
+		}
+	})
+}

@@ -1,0 +1,204 @@
+package admission
+
+import (
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/route"
+)
+
+// The net/http transport: the Proxy as an http.Handler. The fast front hands it the connections
+// that ask for a protocol upgrade (WebSocket), and programs that embed the gate serve it directly.
+
+// NetHTTPServer is the net/http server for p, with the front's limits: the one that takes over
+// upgraded connections, and the one to use when serving p as an http.Handler on its own.
+func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// net/http allows 4 KiB on top of this, for the request line.
+		MaxHeaderBytes: MaxHeaderBytes - 4<<10,
+		ErrorLog:       errorLog,
+	}
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, class, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	p.rp.ServeHTTP(w, r)
+	p.metrics.forwarded(class, time.Since(start))
+}
+
+func newReverseProxy(p *Proxy, transport http.RoundTripper) *httputil.ReverseProxy {
+	if transport == nil {
+		transport = NewUpstreamTransport()
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    transport,
+		BufferPool:   bufferPool{},
+		ErrorHandler: p.upstreamError,
+	}
+}
+
+// rewrite applies the forwarding policy to the outbound request; the reverse proxy has removed the
+// hop-by-hop headers already (keeping those of a protocol upgrade). ServeHTTP normalised the path
+// successfully; normalising again here is the allocation-free fast path for most requests.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	canonical, _ := route.Normalize(pr.In.URL.EscapedPath())
+	clientIP, _, _ := net.SplitHostPort(pr.In.RemoteAddr)
+	f := forwardingOf(p.cfg.Load(), inbound{
+		method: pr.In.Method, canonical: canonical, rawQuery: pr.In.URL.RawQuery, host: pr.In.Host, clientIP: clientIP, tls: pr.In.TLS != nil,
+	})
+	pr.Out.Method = f.Method
+	pr.Out.URL = f.URL()
+	pr.Out.Host = f.Host
+	f.apply(stdHeader(pr.Out.Header))
+}
+
+// stdHeader is a net/http request header as the forwarding policy changes it.
+type stdHeader http.Header
+
+func (h stdHeader) Set(name, value string) { http.Header(h).Set(name, value) }
+func (h stdHeader) Del(name string)        { http.Header(h).Del(name) }
+
+func (h stdHeader) DelCookie(name string) {
+	lines := http.Header(h).Values("Cookie")
+	found := false
+	for _, l := range lines {
+		found = found || strings.Contains(l, name)
+	}
+	if !found {
+		return
+	}
+	var kept []string
+	for _, l := range lines {
+		for part := range strings.SplitSeq(l, ";") {
+			part = strings.TrimSpace(part)
+			if cookie, _, _ := strings.Cut(part, "="); cookie != name && part != "" {
+				kept = append(kept, part)
+			}
+		}
+	}
+	http.Header(h).Del("Cookie")
+	if len(kept) > 0 {
+		http.Header(h).Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	p.upstreamFailed(stdExchange{w, r}, err, r.URL.Path)
+}
+
+// NewUpstreamTransport is the one keep-alive transport the proxy shares for its upstream: many idle
+// connections to one host, no proxy from the environment, bounded dial and handshake times.
+func NewUpstreamTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// bufferPool lends the reverse proxy its copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// stdExchange is an exchange of the net/http server.
+type stdExchange struct {
+	w http.ResponseWriter
+	r *http.Request
+}
+
+func (x stdExchange) Context() context.Context  { return x.r.Context() }
+func (x stdExchange) Method() string            { return x.r.Method }
+func (x stdExchange) Header(name string) string { return x.r.Header.Get(name) }
+func (x stdExchange) RawQuery() string          { return x.r.URL.RawQuery }
+func (x stdExchange) SetHeader(name, v string)  { x.w.Header().Set(name, v) }
+func (x stdExchange) SetCookie(c *http.Cookie)  { http.SetCookie(x.w, c) }
+
+func (x stdExchange) Cookie(name string) string {
+	if c, err := x.r.Cookie(name); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+func (x stdExchange) Secure() bool {
+	return x.r.TLS != nil || x.r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+func (x stdExchange) Reply(status int, contentType string, body []byte) {
+	x.w.Header().Set("Content-Type", contentType)
+	x.w.WriteHeader(status)
+	_, _ = x.w.Write(body)
+}
+
+// handedConn is a connection handed to the net/http server: the request fasthttp read comes first.
+type handedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// handoverListener is what the net/http server accepts from: the connections handed over.
+type handoverListener struct {
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+	addr      net.Addr
+}
+
+func newHandoverListener() *handoverListener {
+	return &handoverListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoverListener) hand(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *handoverListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoverListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoverListener) Addr() net.Addr {
+	if l.addr == nil {
+		return &net.TCPAddr{}
+	}
+	return l.addr
+}
