@@ -8,7 +8,9 @@ SHELL := /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 ARTIFACTS ?= $(CURDIR)/_artifacts
 
-KUBE_VERSION ?= 1.37.2
+# The Kubernetes version of the control plane and the node is the one of the client libraries in go.mod:
+# k8s.io/api v0.X.Y is Kubernetes 1.X.Y. Nothing else names it.
+KUBE_VERSION ?= $(shell go list -m -f '{{.Version}}' k8s.io/api | sed -e 's/^v0\./1./')
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOTESTSUM_VERSION ?= v1.13.0
@@ -77,7 +79,7 @@ verify: generate manifests ## Regenerate everything and fail if the tree differs
 .PHONY: demo
 demo: envtest build ## Run a whole waiting room locally and send a herd through it (ARGS=--once to exit after).
 	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools
-	go build -o $(LOCALBIN)/demo ./hack/demo
+	go build -o $(LOCALBIN)/demo ./test/demo
 	$(LOCALBIN)/demo $(ARGS)
 
 ##@ Build
@@ -124,7 +126,11 @@ fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make te
 
 .PHONY: bench-queue
 bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on one redis-server; print ratios.
-	ARTIFACTS=$(ARTIFACTS) hack/bench-queue.sh $(BENCHTIME)
+	@mkdir -p $(ARTIFACTS)
+	@echo "[bench-queue] Enter and Status (each with redis-benchmark right after it), Admit ticks, memory; raw output in $(ARTIFACTS)/bench-queue.txt"
+	go test -run '^$$' -bench 'Enter|Status|Admit14|AdmitLimit' -benchtime $(BENCHTIME) -benchmem -count 1 ./internal/queue | tee $(ARTIFACTS)/bench-queue.txt
+	go test -run '^$$' -bench 'MemoryPerWaitingVisitor' -benchtime 1x -count 1 ./internal/queue | tee -a $(ARTIFACTS)/bench-queue.txt
+	go run ./test/bench/queue < $(ARTIFACTS)/bench-queue.txt
 
 .PHONY: bench-scheduler
 bench-scheduler: toolchain ## Run ten reference queues for 30 s; report admitted/target and tick lag.
@@ -143,7 +149,7 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
-	go run ./hack/bench-proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
+	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
 	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 

@@ -18,12 +18,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -70,18 +68,11 @@ type harness struct {
 }
 
 func testQueue(upstream string) *herdgatev1alpha1.WaitingQueue {
-	return &herdgatev1alpha1.WaitingQueue{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-orders"},
-		Spec: herdgatev1alpha1.WaitingQueueSpec{
-			Capacity: herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}},
-			Upstream: herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)},
-			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
-				{Methods: []herdgatev1alpha1.HTTPMethod{"GET"}, PathPrefix: ptr.To("/checkout")},
-			},
-		},
-	}
+	return builder.Queue("shop", "orders").UID("uid-orders").UpstreamURL(upstream).Routes(
+		builder.Route("/api/v1/orders", false, "POST"),
+		builder.Route("/api/v1/orders/direct", false, "POST"),
+		builder.Route("/checkout", true, "GET"),
+	).Obj()
 }
 
 func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harness {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,25 +21,20 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
 const tick = 100 * time.Millisecond
 
-// sampleQueue reads config/samples' queue (the reference: 40 slots, 200 ms, 70 %, 100 ms tick).
+// sampleQueue is the reference queue (40 slots, 200 ms, 70 %, 100 ms tick), as config/samples holds it.
 func sampleQueue(namespace, name string) *herdgatev1alpha1.WaitingQueue {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	wq := &herdgatev1alpha1.WaitingQueue{}
-	Expect(yaml.UnmarshalStrict(raw, wq)).To(Succeed())
-	wq.Namespace, wq.Name = namespace, name
-	return wq
+	return builder.Queue(namespace, name).Obj()
 }
 
 func keyOf(obj client.Object) types.NamespacedName { return client.ObjectKeyFromObject(obj) }

@@ -7,16 +7,21 @@
 # usage: hack/setup-envtest.sh [dest-root]     (default: <repo>/bin/k8s)
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${1:-${root}/bin/k8s}/${KUBE_VERSION}"
-staging_version="v0.${KUBE_VERSION#1.}"
 
 log() { printf '[setup-envtest] %s\n' "$*" >&2; }
 die() { printf '[setup-envtest] error: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "the go command is not on PATH; install Go 1.26 or newer"
+
+# The Kubernetes version is the one of the client libraries in go.mod: k8s.io/api v0.X.Y is Kubernetes 1.X.Y.
+if [[ -z "${KUBE_VERSION:-}" ]]; then
+  api_version="$(cd "${root}" && go list -m -f '{{.Version}}' k8s.io/api)" || die "cannot read k8s.io/api's version from go.mod"
+  KUBE_VERSION="1.${api_version#v0.}"
+fi
+dest="${1:-${root}/bin/k8s}/${KUBE_VERSION}"
+staging_version="v0.${KUBE_VERSION#1.}"
 
 if [[ -x "${dest}/etcd" && -x "${dest}/kube-apiserver" && -x "${dest}/kubectl" ]]; then
   exit 0

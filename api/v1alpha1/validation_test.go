@@ -21,17 +21,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/test/builder"
 )
 
-// sampleQueue reads the WaitingQueue in config/samples into a fresh object with a unique name.
+// sampleQueue is the reference queue, as config/samples holds it (test/builder checks that), with a
+// unique name.
 func sampleQueue() *herdgatev1alpha1.WaitingQueue {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	wq := &herdgatev1alpha1.WaitingQueue{}
-	Expect(yaml.UnmarshalStrict(raw, wq)).To(Succeed())
-	wq.Name = fmt.Sprintf("orders-%d", GinkgoRandomSeed()+int64(CurrentSpecReport().LeafNodeLocation.LineNumber)+time.Now().UnixNano()%1e6)
-	wq.Namespace = "default"
-	return wq
+	name := fmt.Sprintf("orders-%d", GinkgoRandomSeed()+int64(CurrentSpecReport().LeafNodeLocation.LineNumber)+time.Now().UnixNano()%1e6)
+	return builder.Queue("default", name).Obj()
 }
 
 func duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }

@@ -1,4 +1,4 @@
-package settings
+package settings_test
 
 import (
 	"errors"
@@ -12,21 +12,17 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/test/builder"
 )
 
 func reference() *herdgatev1alpha1.WaitingQueue {
-	return &herdgatev1alpha1.WaitingQueue{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 3, UID: "uid-1"},
-		Spec: herdgatev1alpha1.WaitingQueueSpec{
-			Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}},
-			Upstream:        herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: "orders", Port: 8080}},
-			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{Path: ptr.To("/api/v1/orders")}, {PathPrefix: ptr.To("/checkout"), Methods: []herdgatev1alpha1.HTTPMethod{"GET"}}},
-		},
-	}
+	return builder.Queue("shop", "orders").Generation(3).UID("uid-1").
+		Routes(builder.Route("/api/v1/orders", false), builder.Route("/checkout", true, "GET")).Obj()
 }
 
 func TestDeriveTheReferenceQueue(t *testing.T) {
-	s, err := Derive(reference())
+	s, err := settings.Derive(reference())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +53,7 @@ func TestDeriveCapsThePlanAtWhatATickAdmits(t *testing.T) {
 	wq := reference()
 	wq.Spec.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1_000_000, RequestLatency: metav1.Duration{Duration: time.Millisecond}, UtilizationPercent: ptr.To[int32](100)}
 	wq.Spec.Tick = &metav1.Duration{Duration: 10 * time.Second}
-	s, err := Derive(wq)
+	s, err := settings.Derive(wq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +105,8 @@ func TestDeriveNamesTheField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wq := reference()
 			tc.mutate(wq)
-			_, err := Derive(wq)
-			var fe *FieldError
+			_, err := settings.Derive(wq)
+			var fe *settings.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("Derive = %v, want a FieldError", err)
 			}

@@ -18,14 +18,13 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -48,15 +47,8 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 	defer upstream.Close()
 
 	// Four admissions per second, so that the visitors ahead keep the browser waiting a few seconds.
-	wq := &herdgatev1alpha1.WaitingQueue{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "browser", Name: "shop"},
-		Spec: herdgatev1alpha1.WaitingQueueSpec{
-			Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}, BatchSizeOverride: ptr.To[int32](2)},
-			Tick:            &metav1.Duration{Duration: 500 * time.Millisecond},
-			Upstream:        herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream.URL)},
-			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{Methods: []herdgatev1alpha1.HTTPMethod{"GET"}, PathPrefix: ptr.To("/checkout")}},
-		},
-	}
+	wq := builder.Queue("browser", "shop").BatchSizeOverride(2).Tick(500 * time.Millisecond).UpstreamURL(upstream.URL).
+		Routes(builder.Route("/checkout", true, "GET")).Obj()
 	createQueue(t, wq)
 	secret := &corev1.Secret{}
 	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {

@@ -26,20 +26,11 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
 )
 
 func sampleQueue(namespace, name string) *herdgatev1alpha1.WaitingQueue {
-	return &herdgatev1alpha1.WaitingQueue{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: herdgatev1alpha1.WaitingQueueSpec{
-			Capacity: herdgatev1alpha1.CapacitySpec{PoolSize: 40, RequestLatency: metav1.Duration{Duration: 200 * time.Millisecond}},
-			Upstream: herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: "orders", Port: 8080}},
-			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
-			},
-		},
-	}
+	return builder.Queue(namespace, name).Obj()
 }
 
 // proxyAccount is the proxy's ServiceAccount as the operator made it, bound only to the Role the

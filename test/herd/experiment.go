@@ -12,15 +12,14 @@ import (
 	"os"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -111,23 +110,12 @@ func Experiment(ctx context.Context, specs []RunSpec, log io.Writer) ([]RunResul
 
 // Queue is the WaitingQueue of a run: the reference queue, with the batch overridden unless it is 14.
 func Queue(name string, batch int, jitter herdgatev1alpha1.JitterMode, upstream string) *herdgatev1alpha1.WaitingQueue {
-	wq := &herdgatev1alpha1.WaitingQueue{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "herd", Name: name, UID: types.UID("herd-" + name)},
-		Spec: herdgatev1alpha1.WaitingQueueSpec{
-			Capacity: herdgatev1alpha1.CapacitySpec{PoolSize: PoolSize, RequestLatency: metav1.Duration{Duration: RequestLatency}},
-			Tick:     &metav1.Duration{Duration: Tick},
-			Jitter:   &herdgatev1alpha1.JitterSpec{Mode: jitter},
-			Upstream: herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)},
-			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
-			},
-		},
-	}
+	b := builder.Queue("herd", name).UID(types.UID("herd-"+name)).Generation(1).
+		Capacity(PoolSize, RequestLatency, herdgatev1alpha1.DefaultUtilizationPercent).Tick(Tick).Jitter(jitter, 0).UpstreamURL(upstream)
 	if batch != 14 {
-		wq.Spec.Capacity.BatchSizeOverride = ptr.To(int32(batch))
+		b.BatchSizeOverride(int32(batch))
 	}
-	return wq
+	return b.Obj()
 }
 
 func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, sched *scheduler.Scheduler,

@@ -9,10 +9,31 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
-// KubeVersion is the version of the control-plane binaries hack/setup-envtest.sh builds.
-const KubeVersion = "1.37.2"
+// KubeVersion is the version of the control-plane binaries hack/setup-envtest.sh builds: the one of
+// the client libraries in go.mod (k8s.io/api v0.X.Y is Kubernetes 1.X.Y), where the Makefile and the
+// script take it from too.
+func KubeVersion() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(mod), "\n") {
+		if fields := strings.Fields(line); len(fields) >= 2 && fields[0] == "k8s.io/api" {
+			if v, ok := strings.CutPrefix(fields[1], "v0."); ok {
+				return "1." + v, nil
+			}
+			return "", fmt.Errorf("go.mod requires k8s.io/api %s, not v0.X.Y", fields[1])
+		}
+	}
+	return "", errors.New("go.mod does not require k8s.io/api, whose version names the Kubernetes version")
+}
 
 // RepoRoot returns the root of the herdgate source tree (the folder holding go.mod).
 func RepoRoot() (string, error) {
@@ -42,7 +63,11 @@ func EnvtestAssets() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		dir = filepath.Join(root, "bin", "k8s", KubeVersion)
+		version, err := KubeVersion()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin", "k8s", version)
 	}
 	for _, bin := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {

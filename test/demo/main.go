@@ -119,7 +119,11 @@ func run(ctx context.Context, once bool, visitors int) error {
 	d := &demo{dir: dir, root: root, bin: filepath.Join(root, "bin")}
 	defer d.cleanup()
 
-	say("Starting a local control plane (etcd, kube-apiserver %s)", testenv.KubeVersion)
+	kubeVersion, err := testenv.KubeVersion()
+	if err != nil {
+		return err
+	}
+	say("Starting a local control plane (etcd, kube-apiserver %s)", kubeVersion)
 	assets, err := testenv.EnvtestAssets()
 	if err != nil {
 		return err

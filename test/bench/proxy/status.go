@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	mathrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/testenv"
+)
+
+// statusVersusZrank enters visitors, then polls their status through the proxy with wrk, and runs
+// redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency; it returns the
+// median run of each, with the CPU that Redis, the proxy and the load generator spent in it.
+func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, proxyPID, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, wrkResult, error) {
+	const visitors = 100_000
+	ctx := context.Background()
+	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})
+	if err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	defer rdb.Close()
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	defer store.Close()
+	q, err := store.Queue("bench", "orders")
+	if err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	quota14, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
+	if err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
+	if err := q.PublishPlan(ctx, queue.Plan{Quota: quota14,
+		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour}); err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	cookies := make([]string, visitors)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w; i < visitors; i += 64 {
+				id, cookie := signer.NewVisitorCookie()
+				cookies[i] = cookie
+				if _, err := q.Enter(ctx, id, time.Hour); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return wrkResult{}, wrkResult{}, err
+	}
+	script := filepath.Join(dir, "status.lua")
+	f, err := os.Create(script)
+	if err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	// Visitors are polled in an order shuffled once: in arrival order, each poll would find its
+	// neighbour's records in Redis' caches, which redis-benchmark's random members do not.
+	mathrand.Shuffle(len(cookies), func(i, j int) { cookies[i], cookies[j] = cookies[j], cookies[i] })
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "local cookies = {")
+	for _, c := range cookies {
+		fmt.Fprintf(w, "%q,\n", admission.VisitorCookie+"="+c)
+	}
+	fmt.Fprintf(w, `}
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+local requests, last = {}, 0
+function init(args)
+  -- Every thread walks its own share of the visitors round and round: a visitor's next poll comes a
+  -- whole round later, never sooner than the proxy allows (which it would answer 429). The requests
+  -- are formatted once, so that the load generator spends its time sending, as redis-benchmark does.
+  for i = id, #cookies, %d do
+    requests[#requests + 1] = wrk.format("GET", "/.herdgate/status", { Cookie = cookies[i] })
+  end
+end
+request = function()
+  last = last %% #requests + 1
+  return requests[last]
+end
+`, wrkThreads)
+	if err := w.Flush(); err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	f.Close()
+	// The same server, a sorted set of the same size, ZRANK of random members. The members are named
+	// as redis-benchmark names __rand_int__ (12 zero-padded digits), so that every ZRANK finds one.
+	pipe := rdb.Pipeline()
+	for i := range visitors {
+		pipe.ZAdd(ctx, "zrank-baseline", redis.Z{Score: float64(i), Member: fmt.Sprintf("%012d", i)})
+		if i%5000 == 4999 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return wrkResult{}, wrkResult{}, err
+			}
+			pipe = rdb.Pipeline()
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return wrkResult{}, wrkResult{}, err
+	}
+	var pollRuns, zrankRuns []wrkResult
+	for round := 1; round <= rounds; round++ {
+		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the proxy, then redis-benchmark ZRANK\n", round, rounds)
+		profiled := notProfiled
+		if round == 1 {
+			profiled = profile("status")
+		}
+		redis0, proxy0 := server.CPU(), processCPU(proxyPID)
+		polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
+		if err != nil {
+			return wrkResult{}, wrkResult{}, err
+		}
+		polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(proxyPID)-proxy0
+		if err := profiled(); err != nil {
+			return wrkResult{}, wrkResult{}, err
+		}
+		pollRuns = append(pollRuns, polls)
+		n := max(int(polls.rps*d.Seconds()), 100_000)
+		redis0 = server.CPU()
+		cmd := exec.Command("redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(server.Port), "-c", strconv.Itoa(conns),
+			"-n", strconv.Itoa(n), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return wrkResult{}, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+		}
+		zrank, err := testenv.RedisBenchmarkRate(out)
+		if err != nil {
+			return wrkResult{}, wrkResult{}, err
+		}
+		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: server.CPU() - redis0, loadCPU: ownCPU(cmd)})
+	}
+	rps := func(r wrkResult) float64 { return r.rps }
+	return medianBy(pollRuns, rps), medianBy(zrankRuns, rps), nil
+}
