@@ -5,8 +5,8 @@
 package v1alpha1
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -56,7 +56,7 @@ func (in *JitterSpec) DeepCopyInto(out *JitterSpec) {
 	*out = *in
 	if in.Window != nil {
 		in, out := &in.Window, &out.Window
-		*out = new(v1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 }
@@ -76,7 +76,7 @@ func (in *PassSpec) DeepCopyInto(out *PassSpec) {
 	*out = *in
 	if in.TTL != nil {
 		in, out := &in.TTL, &out.TTL
-		*out = new(v1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 }
@@ -116,12 +116,12 @@ func (in *PollingSpec) DeepCopyInto(out *PollingSpec) {
 	*out = *in
 	if in.MinInterval != nil {
 		in, out := &in.MinInterval, &out.MinInterval
-		*out = new(v1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 	if in.MaxInterval != nil {
 		in, out := &in.MaxInterval, &out.MaxInterval
-		*out = new(v1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 }
@@ -171,14 +171,14 @@ func (in *ProxyResources) DeepCopyInto(out *ProxyResources) {
 	*out = *in
 	if in.Requests != nil {
 		in, out := &in.Requests, &out.Requests
-		*out = make(corev1.ResourceList, len(*in))
+		*out = make(v1.ResourceList, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
 	if in.Limits != nil {
 		in, out := &in.Limits, &out.Limits
-		*out = make(corev1.ResourceList, len(*in))
+		*out = make(v1.ResourceList, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val.DeepCopy()
 		}
@@ -371,7 +371,7 @@ func (in *WaitingQueueSpec) DeepCopyInto(out *WaitingQueueSpec) {
 	in.Capacity.DeepCopyInto(&out.Capacity)
 	if in.Tick != nil {
 		in, out := &in.Tick, &out.Tick
-		*out = new(v1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 	if in.Jitter != nil {
@@ -391,7 +391,7 @@ func (in *WaitingQueueSpec) DeepCopyInto(out *WaitingQueueSpec) {
 	}
 	if in.AbandonAfter != nil {
 		in, out := &in.AbandonAfter, &out.AbandonAfter
-		*out = new(v1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 	if in.Suspend != nil {
@@ -449,7 +449,7 @@ func (in *WaitingQueueStatus) DeepCopyInto(out *WaitingQueueStatus) {
 	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
-		*out = make([]v1.Condition, len(*in))
+		*out = make([]metav1.Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}

@@ -16,7 +16,6 @@
 package queue
 
 import (
-	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -38,13 +37,6 @@ const MaxVisitorIDLength = 128
 // from the digits of the arrival sequence instead of computing and formatting them: a status poll
 // costs Redis 14 % fewer instructions than with blocks of 32, and a waiting visitor 5 bytes more.
 const seenBlock = 10
-
-// DefaultFrontBudget is how many silent visitors one Admit call may drop at the front beyond its batch.
-const DefaultFrontBudget = 128
-
-// DefaultSweepBlocks is how many blocks of last-seen records (seenBlock visitors each) one Admit call
-// sweeps deeper in the queue. At 10 ticks per second that walks 1,200 visitors per second.
-const DefaultSweepBlocks = 12
 
 var (
 	//go:embed lua/common.lua
@@ -271,139 +263,6 @@ func decodePosition(res []int64) (Position, error) {
 		return p, nil
 	}
 	return Position{}, fmt.Errorf("unexpected script reply %v", res)
-}
-
-// MaxAdmitPerTick is the most visitors one Admit call admits, whatever the plan asks for. It bounds
-// the time one tick holds Redis (each admission writes a pass record), and so how long one queue's
-// tick can delay every other call on the same Redis: docs/performance.md gives the measured cost.
-// A plan that asks for more per tick admits this many; the scheduler says so in the queue's status.
-const MaxAdmitPerTick = 250
-
-// jitterModulus is the modulus of the Park–Miller generator that draws jitter offsets (2^31 − 1).
-const jitterModulus = 2147483647
-
-// AdmitRequest is one scheduler tick.
-type AdmitRequest struct {
-	// TickID identifies the tick and must grow from tick to tick (the scheduler uses the tick's
-	// scheduled time in Unix milliseconds). A call whose TickID is not above the last one admits
-	// nobody, so a retry after a lost reply, or a second scheduler, cannot admit a tick twice.
-	TickID int64
-	// Limit is the most visitors the call admits, 0 to MaxAdmitPerTick.
-	Limit int
-	// Window spreads the admitted visitors' not-before times: the window is cut into one slot per
-	// visitor admitted, earliest first, and each falls at a random point of its own slot (see
-	// JitterOffsets). Zero makes every pass of the tick valid at once. Millisecond precision.
-	Window time.Duration
-	// Lead puts every not-before time this far after Redis' now, before the jitter offset.
-	Lead time.Duration
-	// Seed draws the jitter offsets; any value works, the same seed gives the same offsets.
-	Seed int64
-	// PassTTL is how long a pass stays valid after its not-before time.
-	PassTTL time.Duration
-	// AbandonAfter is how long a waiting visitor may stay silent.
-	AbandonAfter time.Duration
-	// FrontBudget bounds the silent visitors one call may drop at the front beyond its limit;
-	// 0 means DefaultFrontBudget.
-	FrontBudget int
-	// SweepBlocks is how many blocks of last-seen records one call sweeps for silent visitors deeper
-	// in the queue; 0 means DefaultSweepBlocks.
-	SweepBlocks int
-}
-
-// jitterSeed maps any seed onto the generator's state space, 1 … 2^31 − 2.
-func jitterSeed(seed int64) int64 {
-	return 1 + int64(uint64(seed)%(jitterModulus-1))
-}
-
-// JitterOffsets returns the offsets from now + lead that one Admit call with this seed and window
-// gives the n visitors it admits, front of the queue first. The window, in whole milliseconds W, is
-// cut into n slots [⌊i·W/n⌋, ⌊(i+1)·W/n⌋) and visitor i falls within slot i, at a point drawn from a
-// Park–Miller generator: every offset is uniform over the window in the long run, and one tick
-// reaches the workload as an even stream, never as a clump that independent draws now and then make.
-// The admit script computes the same numbers; a test holds the two together.
-func JitterOffsets(seed int64, n int, window time.Duration) []time.Duration {
-	offsets := make([]time.Duration, n)
-	w := window.Milliseconds()
-	x := jitterSeed(seed)
-	for i := range n {
-		x = x * 48271 % jitterModulus
-		lo := int64(i) * w / int64(n)
-		off := lo
-		if width := int64(i+1)*w/int64(n) - lo; width > 0 {
-			off = lo + x%width
-		}
-		offsets[i] = time.Duration(off) * time.Millisecond
-	}
-	return offsets
-}
-
-// AdmittedVisitor is one admission of a tick.
-type AdmittedVisitor struct {
-	ID   string
-	Pass Pass
-}
-
-// AdmitResult is what one tick did.
-type AdmitResult struct {
-	// Duplicate is true when the TickID was not above the last one: nothing was done.
-	Duplicate bool
-	// Admitted are the visitors admitted, front of the queue first.
-	Admitted []AdmittedVisitor
-	// Abandoned is how many silent visitors were dropped.
-	Abandoned int64
-	// Now is Redis' clock during the tick.
-	Now time.Time
-}
-
-// Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
-// Limit visitors in arrival order, and sweeps a bounded stretch of the queue for silent ones: one
-// call examines at most Limit + FrontBudget visitors at the front and SweepBlocks × seenBlock deeper
-// in, so its work never depends on the plan that chose the limit.
-func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error) {
-	switch {
-	case req.TickID <= 0:
-		return AdmitResult{}, errors.New("admit: tick id must be positive")
-	case req.PassTTL <= 0:
-		return AdmitResult{}, errors.New("admit: pass TTL must be positive")
-	case req.Limit < 0 || req.Limit > MaxAdmitPerTick:
-		return AdmitResult{}, fmt.Errorf("admit: limit %d is outside 0 … %d", req.Limit, MaxAdmitPerTick)
-	case req.Window < 0 || req.Lead < 0:
-		return AdmitResult{}, fmt.Errorf("admit: negative window %s or lead %s", req.Window, req.Lead)
-	case req.FrontBudget < 0 || req.SweepBlocks < 0:
-		return AdmitResult{}, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
-	}
-	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
-	args := []any{
-		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
-		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
-	}
-	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq}, args...).Slice()
-	if err != nil {
-		return AdmitResult{}, fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
-	}
-	if len(raw) < 3 {
-		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
-	}
-	done, _ := raw[0].(int64)
-	now, _ := raw[1].(int64)
-	res := AdmitResult{Now: time.UnixMilli(now)}
-	if done == 0 {
-		res.Duplicate = true
-		return res, nil
-	}
-	res.Abandoned, _ = raw[2].(int64)
-	rest := raw[3:]
-	if len(rest)%3 != 0 {
-		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
-	}
-	res.Admitted = make([]AdmittedVisitor, 0, len(rest)/3)
-	for i := 0; i < len(rest); i += 3 {
-		id, _ := rest[i].(string)
-		nb, _ := rest[i+1].(int64)
-		exp, _ := rest[i+2].(int64)
-		res.Admitted = append(res.Admitted, AdmittedVisitor{ID: id, Pass: Pass{time.UnixMilli(nb), time.UnixMilli(exp)}})
-	}
-	return res, nil
 }
 
 // Stats are a queue's counters.

@@ -1,0 +1,90 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PlanSource says where a plan's batch size comes from.
+// +kubebuilder:validation:Enum=Derived;Override
+type PlanSource string
+
+const (
+	// PlanDerived means the batch size was derived from capacity.
+	PlanDerived PlanSource = "Derived"
+	// PlanOverride means capacity.batchSizeOverride set the batch size.
+	PlanOverride PlanSource = "Override"
+)
+
+// PlanStatus is the admission plan in force.
+type PlanStatus struct {
+	// batchSize is the whole number of visitors admitted per tick. When the exact quota per tick is
+	// fractional, the remainder is carried from tick to tick, so some ticks admit one more.
+	// +optional
+	BatchSize int64 `json:"batchSize"`
+
+	// admissionsPerSecond is the plan's exact long-run admission rate as a decimal string, truncated
+	// to three decimals, or to three significant digits below 1: for example "140", "1.4" or
+	// "0.0000166".
+	// +optional
+	AdmissionsPerSecond string `json:"admissionsPerSecond,omitempty"`
+
+	// source is Derived (from capacity) or Override (from capacity.batchSizeOverride).
+	// +optional
+	Source PlanSource `json:"source,omitempty"`
+
+	// tickLimit, when set, is the most visitors one tick admits, below what the plan asks for: the
+	// work of a tick in Redis is bounded whatever the plan. Ticks then admit tickLimit visitors and
+	// the Admitting condition says so (reason TickLimited). A shorter tick admits more per second.
+	// +optional
+	TickLimit *int64 `json:"tickLimit,omitempty"`
+
+	// effectiveAdmissionsPerSecond is the rate ticks run at: admissionsPerSecond, or tickLimit per
+	// tick when the plan asks for more. A decimal string, for example "140" or "0.0000166".
+	// +optional
+	EffectiveAdmissionsPerSecond string `json:"effectiveAdmissionsPerSecond,omitempty"`
+}
+
+// ProxyStatus reports the admission proxy Deployment.
+type ProxyStatus struct {
+	// readyReplicas is the number of proxy pods ready to serve.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+}
+
+// WaitingQueueStatus is the observed state of a WaitingQueue.
+type WaitingQueueStatus struct {
+	// observedGeneration is the generation of the spec that this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// plan is the admission plan derived from the spec.
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
+
+	// queueDepth is the number of visitors waiting.
+	// +optional
+	// +kubebuilder:default=0
+	QueueDepth int64 `json:"queueDepth"`
+
+	// activeVisitors is the number of admitted visitors whose pass has not expired.
+	// +optional
+	// +kubebuilder:default=0
+	ActiveVisitors int64 `json:"activeVisitors"`
+
+	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
+	// like admissionsPerSecond.
+	// +optional
+	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
+
+	// proxy reports the admission proxy Deployment.
+	// +optional
+	Proxy *ProxyStatus `json:"proxy,omitempty"`
+
+	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
+	// RedisAvailable, Admitting and ProxyAvailable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}

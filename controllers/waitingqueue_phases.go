@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// errRedisConfig marks a Redis URL that cannot be used; retrying will not help until something changes.
+type errRedisConfig struct{ msg string }
+
+func (e errRedisConfig) Error() string { return e.msg }
+
+// redisURL is the queue's Redis URL: from spec.redis.secretRef, else the manager's default.
+func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) (string, error) {
+	if wq.Spec.Redis == nil {
+		if r.DefaultRedisURL == "" {
+			return "", errRedisConfig{"the queue sets no spec.redis and the manager has no --redis-url"}
+		}
+		return r.DefaultRedisURL, nil
+	}
+	ref := wq.Spec.Redis.SecretRef
+	key := ref.Key
+	if key == "" {
+		key = herdgatev1alpha1.DefaultRedisSecretKey
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", errRedisConfig{fmt.Sprintf("Secret %s named in spec.redis.secretRef does not exist", ref.Name)}
+		}
+		return "", err
+	}
+	url := string(secret.Data[key])
+	if url == "" {
+		return "", errRedisConfig{fmt.Sprintf("Secret %s has no key %q with a Redis URL", ref.Name, key)}
+	}
+	return url, nil
+}
+
+// ensureSecret creates the per-queue Secret with a fresh HMAC key once and never replaces that key;
+// it keeps the Redis URL current.
+func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) error {
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
+	if apierrors.IsNotFound(err) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: wq.SecretName(), Namespace: wq.Namespace, Labels: proxyLabels(wq)},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{herdgatev1alpha1.SecretHMACKey: key, herdgatev1alpha1.SecretRedisURL: []byte(redisURL)},
+		}
+		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
+			return err
+		}
+		return r.Create(ctx, secret)
+	}
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(secret.DeepCopy())
+	changed := false
+	if string(secret.Data[herdgatev1alpha1.SecretRedisURL]) != redisURL {
+		if secret.Data == nil {
+			secret.Data = map[string][]byte{}
+		}
+		secret.Data[herdgatev1alpha1.SecretRedisURL] = []byte(redisURL)
+		changed = true
+	}
+	if len(secret.Data[herdgatev1alpha1.SecretHMACKey]) < 32 {
+		// Someone removed the key: a new one is the only way on (existing passes become invalid).
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		secret.Data[herdgatev1alpha1.SecretHMACKey] = key
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return r.Patch(ctx, secret, patch)
+}
+
+// ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service.
+func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) error {
+	for _, obj := range []runtime.ApplyConfiguration{
+		proxyServiceAccount(wq),
+		proxyRole(wq),
+		proxyRoleBinding(wq),
+		proxyDeployment(wq, r.ProxyImage, redisURL),
+		proxyService(wq),
+	} {
+		if err := r.Apply(ctx, obj, FieldOwner, client.ForceOwnership); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
+	url, err := r.redisURL(ctx, wq)
+	if err != nil {
+		return err
+	}
+	store, release, err := r.Pool.Acquire(url)
+	if err != nil {
+		return err
+	}
+	defer release()
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		return err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return q.Delete(callCtx)
+}

@@ -1,0 +1,212 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/internal/settings"
+)
+
+func snapshotPtr(s scheduler.Snapshot, ok bool) *scheduler.Snapshot {
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+// setNotAccepted reports a generation the checks refuse. Only a CRD older than the manager lets one
+// through the API server; nothing of it is applied, and the last accepted generation keeps running.
+func (r *WaitingQueueReconciler) setNotAccepted(wq *herdgatev1alpha1.WaitingQueue, err error) {
+	msg := truncate(err.Error())
+	r.setCondition(wq, herdgatev1alpha1.ConditionAccepted, metav1.ConditionFalse, herdgatev1alpha1.ReasonInvalidSpec, msg)
+	r.setCondition(wq, herdgatev1alpha1.ConditionProgrammed, metav1.ConditionFalse, herdgatev1alpha1.ReasonNotAccepted,
+		fmt.Sprintf("generation %d is not applied; the scheduler and the proxies keep the last accepted one", wq.Generation))
+	r.setReady(wq)
+}
+
+// setPlanStatus shows the declared plan and the rate ticks run at.
+func setPlanStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
+	source := herdgatev1alpha1.PlanDerived
+	if s.Plan.Override() {
+		source = herdgatev1alpha1.PlanOverride
+	}
+	p := &herdgatev1alpha1.PlanStatus{
+		BatchSize: s.Plan.BatchSize(), AdmissionsPerSecond: s.Plan.RateString(), Source: source,
+		EffectiveAdmissionsPerSecond: s.Effective.RateString(),
+	}
+	if s.Capped {
+		limit := s.Effective.BatchSize()
+		p.TickLimit = &limit
+	}
+	wq.Status.Plan = p
+}
+
+// setProgrammed says whether this generation's objects are applied and every reporting proxy
+// replica can apply it.
+func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue, applyErr error, snap *scheduler.Snapshot) {
+	const programmed = herdgatev1alpha1.ConditionProgrammed
+	if applyErr != nil {
+		r.setCondition(wq, programmed, metav1.ConditionFalse, herdgatev1alpha1.ReasonApplyFailed, truncate(applyErr.Error()))
+		return
+	}
+	if snap == nil {
+		r.setCondition(wq, programmed, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, "the admission proxy's objects are applied")
+		return
+	}
+	var refusals []string
+	current := 0
+	for _, p := range snap.Proxies {
+		switch {
+		case p.RefusedGeneration == wq.Generation:
+			refusals = append(refusals, fmt.Sprintf("proxy replica %s cannot apply generation %d and keeps serving generation %d: %s",
+				p.Replica, p.RefusedGeneration, p.Generation, p.Refusal))
+		case p.Generation == wq.Generation:
+			current++
+		}
+	}
+	if len(refusals) > 0 {
+		msg := refusals[0]
+		if len(refusals) > 1 {
+			msg = fmt.Sprintf("%d of %d proxy replicas refuse generation %d; %s", len(refusals), len(snap.Proxies), wq.Generation, msg)
+		}
+		r.setCondition(wq, programmed, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyRefusedConfig, truncate(msg))
+		return
+	}
+	msg := "the admission proxy's objects are applied; no proxy replica has reported yet"
+	if len(snap.Proxies) > 0 {
+		msg = fmt.Sprintf("the admission proxy's objects are applied; %d of %d reporting proxy replicas serve generation %d",
+			current, len(snap.Proxies), wq.Generation)
+	}
+	r.setCondition(wq, programmed, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, msg)
+}
+
+func truncate(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxConditionMessage], "") + "…"
+}
+
+// observeProxy copies the Deployment's ready replicas into status.proxy and sets ProxyAvailable.
+func (r *WaitingQueueReconciler) observeProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
+	deploy := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	wq.Status.Proxy = &herdgatev1alpha1.ProxyStatus{ReadyReplicas: deploy.Status.ReadyReplicas}
+	switch {
+	case wq.Spec.EffectiveProxyReplicas() == 0:
+		r.setCondition(wq, herdgatev1alpha1.ConditionProxyAvailable, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyScaledToZero,
+			"spec.proxy.replicas is 0: no proxy serves the waiting room")
+	case deploy.Status.ReadyReplicas > 0:
+		r.setCondition(wq, herdgatev1alpha1.ConditionProxyAvailable, metav1.ConditionTrue, herdgatev1alpha1.ReasonProxyReady,
+			fmt.Sprintf("%d of %d proxy pods ready", deploy.Status.ReadyReplicas, wq.Spec.EffectiveProxyReplicas()))
+	default:
+		r.setCondition(wq, herdgatev1alpha1.ConditionProxyAvailable, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyNotReady,
+			fmt.Sprintf("0 of %d proxy pods ready", wq.Spec.EffectiveProxyReplicas()))
+	}
+	return nil
+}
+
+// setStatus fills the observed counters and the RedisAvailable, Admitting and Ready conditions.
+func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot, configErr error) {
+	const redis, admitting = herdgatev1alpha1.ConditionRedisAvailable, herdgatev1alpha1.ConditionAdmitting
+	switch {
+	case configErr != nil:
+		reason := herdgatev1alpha1.ReasonRedisConfigInvalid
+		if !errors.As(configErr, new(errRedisConfig)) {
+			reason = herdgatev1alpha1.ReasonRedisUnreachable
+		}
+		r.setCondition(wq, redis, metav1.ConditionFalse, reason, truncate(configErr.Error()))
+		r.setCondition(wq, admitting, metav1.ConditionFalse, reason, "no usable Redis")
+	case snap == nil || (snap.LastTick.IsZero() && snap.RedisError == ""):
+		r.setCondition(wq, redis, metav1.ConditionUnknown, herdgatev1alpha1.ReasonSchedulerPending, "the scheduler has not reached Redis yet")
+		r.setCondition(wq, admitting, metav1.ConditionUnknown, herdgatev1alpha1.ReasonSchedulerPending, "the scheduler has not ticked yet")
+	case snap.RedisError != "":
+		msg := fmt.Sprintf("since %s: %s", snap.RedisErrorSince.UTC().Format(time.RFC3339), snap.RedisError)
+		r.setCondition(wq, redis, metav1.ConditionFalse, herdgatev1alpha1.ReasonRedisUnreachable, truncate(msg))
+		r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonRedisUnreachable, truncate("Redis is unreachable: "+snap.RedisError))
+	default:
+		r.setCondition(wq, redis, metav1.ConditionTrue, herdgatev1alpha1.ReasonRedisReachable, "the last tick reached Redis")
+		switch {
+		case s.Suspended:
+			r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonSuspended, "spec.suspend is true: visitors queue but nobody is admitted")
+		case s.Capped:
+			r.setCondition(wq, admitting, metav1.ConditionTrue, herdgatev1alpha1.ReasonTickLimited,
+				fmt.Sprintf("the plan asks for %s per second, %d per %s tick, but one tick admits at most %d (a bound on each tick's work in Redis): admitting %s per second; a shorter spec.tick admits more",
+					s.Plan.RateString(), s.Plan.BatchSize(), s.Plan.Tick(), s.Effective.BatchSize(), s.Effective.RateString()))
+		default:
+			r.setCondition(wq, admitting, metav1.ConditionTrue, herdgatev1alpha1.ReasonSchedulerRunning,
+				fmt.Sprintf("admitting %s per second, %d per %s tick", s.Plan.RateString(), s.Plan.BatchSize(), s.Plan.Tick()))
+		}
+	}
+	if snap != nil && snap.HaveStats {
+		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, snap.AdmittedPerSecond
+	}
+	r.setReady(wq)
+}
+
+// setReady sums the other conditions up.
+func (r *WaitingQueueReconciler) setReady(wq *herdgatev1alpha1.WaitingQueue) {
+	ready, why := true, []string{}
+	for _, t := range []string{herdgatev1alpha1.ConditionAccepted, herdgatev1alpha1.ConditionProgrammed,
+		herdgatev1alpha1.ConditionRedisAvailable, herdgatev1alpha1.ConditionProxyAvailable} {
+		if !meta.IsStatusConditionTrue(wq.Status.Conditions, t) {
+			ready, why = false, append(why, t)
+		}
+	}
+	if !wq.Spec.IsSuspended() && !meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) {
+		ready, why = false, append(why, herdgatev1alpha1.ConditionAdmitting)
+	}
+	if ready {
+		r.setCondition(wq, herdgatev1alpha1.ConditionReady, metav1.ConditionTrue, herdgatev1alpha1.ReasonReady, "the waiting room is open")
+	} else {
+		r.setCondition(wq, herdgatev1alpha1.ConditionReady, metav1.ConditionFalse, herdgatev1alpha1.ReasonNotReady, fmt.Sprintf("not true: %v", why))
+	}
+}
+
+func (r *WaitingQueueReconciler) setCondition(wq *herdgatev1alpha1.WaitingQueue, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&wq.Status.Conditions, metav1.Condition{
+		Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: wq.Generation,
+	})
+}
+
+// patchStatus writes status when it changed, and records Events for plan changes and Redis trouble.
+func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *herdgatev1alpha1.WaitingQueue) error {
+	if equality.Semantic.DeepEqual(before.Status, wq.Status) {
+		return nil
+	}
+	if p := wq.Status.Plan; p != nil && !equality.Semantic.DeepEqual(before.Status.Plan, p) {
+		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "PlanChanged", "Plan",
+			"Admitting %s per second: %d per %s tick (%s)", p.AdmissionsPerSecond, p.BatchSize, wq.Spec.EffectiveTick(), p.Source)
+	}
+	was := meta.FindStatusCondition(before.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)
+	now := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)
+	if now != nil && (was == nil || was.Status != now.Status) {
+		switch now.Status {
+		case metav1.ConditionFalse:
+			r.Recorder.Eventf(wq, nil, corev1.EventTypeWarning, now.Reason, "Redis", "%s", now.Message)
+		case metav1.ConditionTrue:
+			if was != nil && was.Status == metav1.ConditionFalse {
+				r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, now.Reason, "Redis", "Redis is reachable again")
+			}
+		}
+	}
+	if err := r.Status().Patch(ctx, wq, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("patching status: %w", err))
+	}
+	return nil
+}
