@@ -33,9 +33,9 @@ const MaxVisitorIDLength = 128
 // seenBlock is how many consecutive arrivals share one last-seen hash (SEEN_BLOCK in the scripts,
 // which fix it). Redis keeps such small hashes in its compact listpack encoding and finds a field by
 // walking the listpack, twice per status poll, so a smaller block is a faster poll; each block costs
-// its key (~90 bytes), so a smaller one costs memory. Ten lets a script take the block and field
-// from the digits of the arrival sequence instead of computing and formatting them: a status poll
-// costs Redis 14 % fewer instructions than with blocks of 32, and a waiting visitor 5 bytes more.
+// its key, so a smaller one costs memory. Ten lets a script take the block and field from the digits
+// of the arrival sequence instead of computing and formatting them (docs/performance.md has the
+// counts).
 const seenBlock = 10
 
 var (

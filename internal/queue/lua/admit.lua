@@ -150,8 +150,8 @@ for _ = 1, sweep_blocks do
   local fields
   local stale = {}
   for i = 1, #times do
-    -- earlier(t, silent_before), written out: this runs for every record of every swept block, and
-    -- the function call was about a sixth of the sweep's instructions.
+    -- earlier(t, silent_before), written out: this runs for every record of every swept block, where
+    -- a function call costs a noticeable share of the sweep (docs/performance.md).
     local t = times[i]
     local lt = #t
     if lt < silent_len or (lt == silent_len and t < silent_before) then

@@ -5,9 +5,9 @@ local function now_ms()
 end
 
 -- Lua 5.1 writes a number as text with "%.14g", a multi-precision division per number, and Redis
--- turns a number given to redis.call into text with "%.17g". Under a herd that formatting was a third
--- of the scripts' instructions, so the scripts write integers with int ("%d", several times cheaper)
--- where text is needed, and keep text that Redis gave them as text.
+-- turns a number given to redis.call into text with "%.17g". Under a herd that formatting was a large
+-- share of the scripts' work (docs/performance.md), so the scripts write integers with int ("%d",
+-- several times cheaper) where text is needed, and keep text that Redis gave them as text.
 local fmt = string.format
 local function int(n)
   return fmt('%d', n)
