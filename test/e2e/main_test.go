@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -127,5 +128,21 @@ func createQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) {
 	}
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wq), wq); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// updateSpec changes the WaitingQueue as mutate says, on its newest version: the manager writes
+// status and finalizers meanwhile, so an update is retried on a conflict. wq ends as updated.
+func updateSpec(t *testing.T, c client.Client, wq *herdgatev1alpha1.WaitingQueue, mutate func(*herdgatev1alpha1.WaitingQueue)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(wq), wq); err != nil {
+			return err
+		}
+		mutate(wq)
+		return c.Update(context.Background(), wq)
+	})
+	if err != nil {
+		t.Fatalf("updating %s/%s: %v", wq.Namespace, wq.Name, err)
 	}
 }

@@ -138,11 +138,10 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 
 	acceptedGeneration := first.Generation
 	// A trailing slash: the older CRD takes it, the proxy would refuse it.
-	first.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders/")
-	first.Spec.Capacity.BatchSizeOverride = ptr.To[int32](3)
-	if err := admin.Update(ctx, first); err != nil {
-		t.Fatalf("the older CRD refused the route too: %v", err)
-	}
+	updateSpec(t, admin, first, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders/")
+		wq.Spec.Capacity.BatchSizeOverride = ptr.To[int32](3)
+	})
 	refused := waitCondition("the refusal", func(got *herdgatev1alpha1.WaitingQueue) bool {
 		c := meta.FindStatusCondition(got.Status.Conditions, herdgatev1alpha1.ConditionAccepted)
 		return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == got.Generation
@@ -174,10 +173,7 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 		t.Fatal("the scheduler stopped ticking")
 	}
 
-	refused.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders")
-	if err := admin.Update(ctx, refused); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, admin, refused, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders") })
 	waitCondition("the fixed spec accepted with its plan", func(got *herdgatev1alpha1.WaitingQueue) bool {
 		return meta.IsStatusConditionTrue(got.Status.Conditions, herdgatev1alpha1.ConditionAccepted) &&
 			got.Status.Plan != nil && got.Status.Plan.BatchSize == 3

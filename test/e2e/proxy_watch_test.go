@@ -127,15 +127,11 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 		return len(c.Routes) == 2 && c.Upstream.String() == "http://orders.watch.svc:8080" && c.IdentityHeader == ""
 	})
 
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wq), wq); err != nil {
-		t.Fatal(err)
-	}
-	wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/checkout")})
-	wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
-	wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders-v2.example:9000")}
-	if err := k8sClient.Update(ctx, wq); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, k8sClient, wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/checkout")})
+		wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
+		wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders-v2.example:9000")}
+	})
 	waitFor("the edited routes, identity and upstream", func(c *admission.Config) bool {
 		return len(c.Routes) == 3 && c.IdentityHeader == "X-User-Id" && c.Upstream.String() == "http://orders-v2.example:9000"
 	})
@@ -146,7 +142,7 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: wq.Namespace, Name: "someone-elses"}, StringData: map[string]string{"k": "v"}}
-	if err := k8sClient.Create(ctx, other); err != nil {
+	if err := client.IgnoreAlreadyExists(k8sClient.Create(ctx, other)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{other.Name, wq.SecretName()} {
@@ -237,13 +233,9 @@ func TestAProxyThatCannotApplyAChangeSaysSo(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("short"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wq), wq); err != nil {
-		t.Fatal(err)
-	}
-	wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/checkout")})
-	if err := k8sClient.Update(ctx, wq); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, k8sClient, wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/checkout")})
+	})
 	waitForProgrammed(t, wq, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyRefusedConfig,
 		fmt.Sprintf("proxy replica orders-herdgate-proxy-0 cannot apply generation %d", wq.Generation))
 	if n := len(p.Config().Routes); n != 2 {
