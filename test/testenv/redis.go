@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -74,8 +73,19 @@ func WithArgs(args ...string) RedisOption {
 	return func(c *redisConfig) { c.extra = append(c.extra, args...) }
 }
 
+// TB is what StartRedis needs of a test or benchmark; testing.TB is one. The package names it itself so
+// that programs which start servers without being tests (the demo, the herd experiment) do not link
+// Go's testing package.
+type TB interface {
+	Helper()
+	TempDir() string
+	Cleanup(func())
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // StartRedis starts a redis-server on a free loopback port in a temp dir and stops it when the test ends.
-func StartRedis(tb testing.TB, opts ...RedisOption) *Redis {
+func StartRedis(tb TB, opts ...RedisOption) *Redis {
 	tb.Helper()
 	r, err := NewRedis(tb.TempDir(), opts...)
 	if err != nil {
@@ -258,7 +268,7 @@ func (c *RedisCluster) URL() string {
 
 // StartRedisCluster starts masters redis-server processes with cluster mode on, joins them with
 // redis-cli --cluster create, waits until the cluster is ok and stops every node when the test ends.
-func StartRedisCluster(tb testing.TB, masters int) *RedisCluster {
+func StartRedisCluster(tb TB, masters int) *RedisCluster {
 	tb.Helper()
 	c := &RedisCluster{}
 	for i := range masters {
