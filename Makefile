@@ -117,7 +117,7 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 
 .PHONY: fuzz
 fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make test runs them briefly).
-	@for target in FuzzVerifyPass:./admission FuzzNormalize:./internal/route; do \
+	@for target in FuzzVerifyPass:./admission/pass FuzzNormalize:./internal/route; do \
 		echo "fuzzing $${target%%:*} for $(FUZZTIME)"; \
 		go test -run '^$$' -fuzz "^$${target%%:*}\$$" -fuzztime $(FUZZTIME) "$${target#*:}" || exit 1; \
 	done
@@ -150,7 +150,7 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
-	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission
+	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission/pass
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 
 ##@ Experiment

@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
+
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -29,7 +31,7 @@ type Config struct {
 	IdentityHeader string
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
-	Signer         *Signer
+	Signer         *pass.Signer
 	// Plan, PollMin, PollMax and AbandonAfter come from the spec and apply until the scheduler
 	// publishes its plan in Redis. Plan is the plan ticks run, and admits nobody when the spec
 	// suspends the queue.
@@ -50,7 +52,7 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 		// Outside Kubernetes the queue has no UID; its name keeps passes of other queues out.
 		uid = "file:" + wq.Namespace + "/" + wq.Name
 	}
-	signer, err := NewSigner(uid, hmacKey)
+	signer, err := pass.NewSigner(uid, hmacKey)
 	if err != nil {
 		return nil, err
 	}

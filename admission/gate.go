@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -261,7 +263,7 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 	}
 	_, result := cfg.Signer.Verify(token, visitor, p.now())
 	p.metrics.verified(result)
-	if result == PassValid {
+	if result == pass.Valid {
 		return true
 	}
 	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() {

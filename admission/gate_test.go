@@ -98,10 +98,10 @@ func serve(p *Proxy, r *http.Request) (*httptest.ResponseRecorder, map[string]an
 func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
 	p, _, rt, cfg := gateFor(t, nil)
 	now := time.Now()
-	pass := cfg.Signer.Issue("", now.Add(-time.Second), now.Add(time.Minute))
+	token := cfg.Signer.Issue("", now.Add(-time.Second), now.Add(time.Minute))
 	r := httptest.NewRequest("post", "http://shop.example/api//v1/./orders?item=7", strings.NewReader("{}")) //nolint:usestdlibvars // a lower-case method, which the gate upper-cases
 	r.RemoteAddr = "198.51.100.7:40000"
-	r.Header.Set(PassHeader, pass)
+	r.Header.Set(PassHeader, token)
 	r.Header.Set("Forwarded", "for=203.0.113.1")
 	r.Header.Set("X-Forwarded-For", "203.0.113.1")
 	r.Header.Add("Cookie", "theme=dark; "+PassCookie+"=x; "+VisitorCookie+"=y; lang=en")

@@ -3,6 +3,8 @@ package admission
 import (
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -71,7 +73,7 @@ func newMetrics() *metrics {
 	m.openForwarded = m.requests.WithLabelValues("open", "forwarded")
 	m.protectedUpstream = m.upstream.WithLabelValues("protected")
 	m.openUpstream = m.upstream.WithLabelValues("open")
-	m.validPasses = m.verifications.WithLabelValues(string(PassValid))
+	m.validPasses = m.verifications.WithLabelValues(string(pass.Valid))
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -90,8 +92,8 @@ func (m *metrics) forwarded(class string, d time.Duration) {
 }
 
 // verified counts one pass verification.
-func (m *metrics) verified(result PassResult) {
-	if result == PassValid {
+func (m *metrics) verified(result pass.Result) {
+	if result == pass.Valid {
 		m.validPasses.Inc()
 		return
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 
@@ -288,11 +290,11 @@ func TestBadPassesAreRefused(t *testing.T) {
 	good := signer.Issue(id, now.Add(-time.Second), now.Add(time.Minute))
 	otherKey := make([]byte, 32)
 	_, _ = rand.Read(otherKey)
-	otherQueue, err := NewSigner("uid-other", h.key)
+	otherQueue, err := pass.NewSigner("uid-other", h.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherSigner, err := NewSigner("uid-orders", otherKey)
+	otherSigner, err := pass.NewSigner("uid-orders", otherKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,19 +307,19 @@ func TestBadPassesAreRefused(t *testing.T) {
 	}
 	cases := []struct {
 		name, token string
-		want        PassResult
+		want        pass.Result
 	}{
-		{"no pass", "", PassMissing},
-		{"tampered", string(flip), PassTampered},
-		{"truncated", good[:len(good)-5], PassMalformed},
-		{"truncated to the header", good[:20], PassMalformed},
-		{"oversized", strings.Repeat("A", MaxPassLength+1), PassOversized},
-		{"not base64", "!!!!" + good[4:], PassMalformed},
-		{"expired", signer.Issue(id, now.Add(-time.Hour), now.Add(-time.Second)), PassExpired},
-		{"not yet valid", signer.Issue(id, now.Add(time.Minute), now.Add(time.Hour)), PassNotYetValid},
-		{"another queue's", otherQueue.Issue(id, now.Add(-time.Second), now.Add(time.Minute)), PassTampered},
-		{"another key's", otherSigner.Issue(id, now.Add(-time.Second), now.Add(time.Minute)), PassTampered},
-		{"another visitor's", signer.Issue("someone-else", now.Add(-time.Second), now.Add(time.Minute)), PassWrongVisitor},
+		{"no pass", "", pass.Missing},
+		{"tampered", string(flip), pass.Tampered},
+		{"truncated", good[:len(good)-5], pass.Malformed},
+		{"truncated to the header", good[:20], pass.Malformed},
+		{"oversized", strings.Repeat("A", pass.MaxLength+1), pass.Oversized},
+		{"not base64", "!!!!" + good[4:], pass.Malformed},
+		{"expired", signer.Issue(id, now.Add(-time.Hour), now.Add(-time.Second)), pass.Expired},
+		{"not yet valid", signer.Issue(id, now.Add(time.Minute), now.Add(time.Hour)), pass.NotYetValid},
+		{"another queue's", otherQueue.Issue(id, now.Add(-time.Second), now.Add(time.Minute)), pass.Tampered},
+		{"another key's", otherSigner.Issue(id, now.Add(-time.Second), now.Add(time.Minute)), pass.Tampered},
+		{"another visitor's", signer.Issue("someone-else", now.Add(-time.Second), now.Add(time.Minute)), pass.WrongVisitor},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -367,7 +369,7 @@ func TestIdentityHeader(t *testing.T) {
 	thief := h.visitor()
 	thief.header.Set("X-User-Id", "user-7")
 	if res := thief.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, token); res.StatusCode != http.StatusForbidden ||
-		res.Header.Get("X-Herdgate-Pass-Result") != string(PassWrongVisitor) {
+		res.Header.Get("X-Herdgate-Pass-Result") != string(pass.WrongVisitor) {
 		t.Fatalf("user-7 with user-42's pass: %d %s", res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
 	}
 	bad := h.visitor()

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
+
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/test/testenv"
 )
@@ -129,7 +131,7 @@ waitingQueue:
 		return "", fmt.Errorf("nginx: %w", err)
 	}
 
-	signer, err := admission.NewSigner("file:bench/orders", key)
+	signer, err := pass.NewSigner("file:bench/orders", key)
 	if err != nil {
 		return "", err
 	}

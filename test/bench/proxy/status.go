@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/admission"
@@ -23,7 +25,7 @@ import (
 // statusVersusZrank enters visitors, then polls their status through the proxy with wrk, and runs
 // redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency; it returns the
 // median run of each, with the CPU that Redis, the proxy and the load generator spent in it.
-func statusVersusZrank(dir string, server *testenv.Redis, signer *admission.Signer, proxyPort, proxyPID, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, wrkResult, error) {
+func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, proxyPort, proxyPID, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, wrkResult, error) {
 	const visitors = 100_000
 	ctx := context.Background()
 	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})

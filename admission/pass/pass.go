@@ -1,4 +1,7 @@
-package admission
+// Package pass issues and verifies the admission proxy's signed passes and visitor cookies: in
+// memory, with no Redis call, so the protected path costs a MAC and admitted visitors keep working
+// through a Redis outage.
+package pass
 
 import (
 	"crypto/hmac"
@@ -21,26 +24,26 @@ const (
 	passVersion = 1
 	passHeader  = 1 + 8 + 8 + 1
 	macSize     = sha256.Size
-	// MaxPassLength is the longest encoded pass accepted; anything longer is refused unread.
-	MaxPassLength = (passHeader + queue.MaxVisitorIDLength + macSize + 2) / 3 * 4
+	// MaxLength is the longest encoded pass accepted; anything longer is refused unread.
+	MaxLength = (passHeader + queue.MaxVisitorIDLength + macSize + 2) / 3 * 4
 	// passLeeway tolerates a proxy clock slightly behind Redis' at the not-before time. A visitor only
 	// learns its pass from a status answer given at or after not-before, so this opens nothing early.
 	passLeeway = time.Second
 )
 
-// PassResult is the outcome of a pass verification, also the label of the verification metric.
-type PassResult string
+// Result is the outcome of a pass verification, also the label of the verification metric.
+type Result string
 
 // The outcomes of Verify.
 const (
-	PassValid        PassResult = "valid"
-	PassMissing      PassResult = "missing"
-	PassOversized    PassResult = "oversized"
-	PassMalformed    PassResult = "malformed"
-	PassTampered     PassResult = "tampered" // also another queue's pass: its MAC does not verify here
-	PassExpired      PassResult = "expired"
-	PassNotYetValid  PassResult = "not_yet_valid"
-	PassWrongVisitor PassResult = "wrong_visitor"
+	Valid        Result = "valid"
+	Missing      Result = "missing"
+	Oversized    Result = "oversized"
+	Malformed    Result = "malformed"
+	Tampered     Result = "tampered" // also another queue's pass: its MAC does not verify here
+	Expired      Result = "expired"
+	NotYetValid  Result = "not_yet_valid"
+	WrongVisitor Result = "wrong_visitor"
 )
 
 // Pass is a verified pass.
@@ -112,27 +115,27 @@ func (s *Signer) Issue(visitor string, notBefore, expiry time.Time) string {
 }
 
 // Verify checks a pass at time now. When visitor is not empty the pass must be that visitor's.
-func (s *Signer) Verify(token, visitor string, now time.Time) (Pass, PassResult) {
+func (s *Signer) Verify(token, visitor string, now time.Time) (Pass, Result) {
 	switch {
 	case token == "":
-		return Pass{}, PassMissing
-	case len(token) > MaxPassLength:
-		return Pass{}, PassOversized
+		return Pass{}, Missing
+	case len(token) > MaxLength:
+		return Pass{}, Oversized
 	}
 	sc := s.scratch.Get().(*macScratch)
 	defer s.scratch.Put(sc)
 	raw := sc.buf[:]
 	n, ok := decodeBase64URL(raw, token)
 	if !ok || n < passHeader+macSize || raw[0] != passVersion {
-		return Pass{}, PassMalformed
+		return Pass{}, Malformed
 	}
 	vlen := int(raw[passHeader-1])
 	if n != passHeader+vlen+macSize {
-		return Pass{}, PassMalformed
+		return Pass{}, Malformed
 	}
 	body := raw[:passHeader+vlen]
 	if !hmac.Equal(sc.sumInto(s.passPrefix, body), raw[passHeader+vlen:n]) {
-		return Pass{}, PassTampered
+		return Pass{}, Tampered
 	}
 	p := Pass{
 		NotBefore: time.UnixMilli(int64(binary.BigEndian.Uint64(raw[1:9]))),
@@ -146,15 +149,15 @@ func (s *Signer) Verify(token, visitor string, now time.Time) (Pass, PassResult)
 		p.Visitor = visitor
 	default:
 		p.Visitor = string(owner)
-		return p, PassWrongVisitor
+		return p, WrongVisitor
 	}
 	switch {
 	case !now.Before(p.Expiry):
-		return p, PassExpired
+		return p, Expired
 	case now.Add(passLeeway).Before(p.NotBefore):
-		return p, PassNotYetValid
+		return p, NotYetValid
 	}
-	return p, PassValid
+	return p, Valid
 }
 
 // decodeBase64URL decodes unpadded base64url from a string into dst without allocating; it fails on

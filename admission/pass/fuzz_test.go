@@ -1,4 +1,4 @@
-package admission
+package pass
 
 import (
 	"strings"
@@ -24,11 +24,11 @@ func FuzzVerifyPass(f *testing.F) {
 	}
 	f.Add("", "")
 	f.Add("AQAAAAAAAAAAAAAAAAAAAAAA", "")
-	f.Add(strings.Repeat("A", MaxPassLength), "")
+	f.Add(strings.Repeat("A", MaxLength), "")
 	f.Add("!!", "x")
 	f.Fuzz(func(t *testing.T, token, visitor string) {
 		p, result := signer.Verify(token, visitor, now)
-		if result == PassValid {
+		if result == Valid {
 			if !issued[token] {
 				t.Fatalf("accepted a token the signer never issued: %q", token)
 			}
@@ -39,7 +39,7 @@ func FuzzVerifyPass(f *testing.F) {
 		// Round trip: whatever visitor ID fits, a fresh pass for it verifies.
 		if len(visitor) > 0 && len(visitor) <= 128 {
 			fresh := signer.Issue(visitor, now.Add(-time.Second), now.Add(time.Minute))
-			if got, r := signer.Verify(fresh, visitor, now); r != PassValid || got.Visitor != visitor {
+			if got, r := signer.Verify(fresh, visitor, now); r != Valid || got.Visitor != visitor {
 				t.Fatalf("a fresh pass for %q did not verify: %s", visitor, r)
 			}
 		}

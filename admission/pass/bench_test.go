@@ -1,4 +1,4 @@
-package admission
+package pass
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func BenchmarkVerifyPass(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, r := signer.Verify(token, visitor, now); r != PassValid {
+			if _, r := signer.Verify(token, visitor, now); r != Valid {
 				b.Fatal(r)
 			}
 		}
