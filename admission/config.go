@@ -31,7 +31,9 @@ type Config struct {
 	IdentityHeader string
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
-	Signer         *pass.Signer
+	// Mode is Queue, Passthrough or Closed.
+	Mode   herdgatev1alpha1.Mode
+	Signer *pass.Signer
 	// Plan, PollMin, PollMax and AbandonAfter come from the spec and apply until the scheduler
 	// publishes its plan in Redis. Plan is the plan ticks run, and admits nobody when the spec
 	// suspends the queue.
@@ -58,10 +60,10 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 	}
 	c := &Config{
 		Namespace: s.Namespace, Name: s.Name, Generation: s.Generation, Routes: s.Routes,
-		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Signer: signer,
+		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Mode: s.Mode, Signer: signer,
 		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter,
 	}
-	if !s.Suspended {
+	if s.Admits() {
 		c.Plan = s.Effective
 	}
 	return c, nil

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -18,6 +19,8 @@ type positionBody struct {
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds"`
 	NextPollMs           int64  `json:"nextPollMs"`
 	Admitted             bool   `json:"admitted"`
+	// Phase is the room's phase: Open (visitors queue), Passthrough (no pass needed) or Closed.
+	Phase string `json:"phase"`
 	// Pass and PassExpiresAt are set when Admitted; the pass is also set as the herdgate_pass cookie.
 	Pass          string     `json:"pass,omitempty"`
 	PassExpiresAt *time.Time `json:"passExpiresAt,omitempty"`
@@ -80,6 +83,19 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	if enter {
 		class = "enter"
 	}
+	switch cfg.Mode {
+	case herdgatev1alpha1.ModePassthrough:
+		// The room is switched off: nobody needs a pass, so everybody is through.
+		zero := int64(0)
+		p.metrics.requests.WithLabelValues(class, "passthrough").Inc()
+		replyJSON(x, http.StatusOK, positionBody{Admitted: true, Phase: phasePassthrough, EstimatedWaitSeconds: &zero})
+		return
+	case herdgatev1alpha1.ModeClosed:
+		if enter {
+			p.replyClosed(x, cfg, class)
+			return
+		}
+	}
 	visitor, ok := p.identify(x, cfg, enter)
 	if !ok {
 		p.metrics.requests.WithLabelValues(class, "identity_required").Inc()
@@ -121,6 +137,13 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	}
 	p.redisResult(nil)
 
+	if cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
+		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
+		p.metrics.requests.WithLabelValues(class, "closed").Inc()
+		replyJSON(x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phaseClosed,
+			NextPollMs: p.spread(pollMax).Milliseconds()})
+		return
+	}
 	switch pos.State {
 	case queue.NotQueued:
 		p.metrics.requests.WithLabelValues(class, "not_queued").Inc()
@@ -132,17 +155,19 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 			// The shortest interval this visitor could have been told, less room for jitter.
 			allowed := time.Duration(tooEarlyShare * float64(capacity.PollHint(cp, pos.Position, pollMin, pollMax, zeroRand{})))
 			if gap := pos.Now.Sub(pos.PreviousPoll); gap < allowed {
+				// This poll counts as the visitor's sign of life, so the next one is allowed a whole
+				// interval after it: a client that waits as told is answered.
 				p.metrics.tooEarly.Inc()
 				p.metrics.requests.WithLabelValues(class, "too_early").Inc()
-				retryAfter(x, allowed-gap)
+				retryAfter(x, allowed)
 				replyJSON(x, http.StatusTooManyRequests, errorBody{
 					Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
-					RetryAfterMs: (allowed - gap).Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
+					RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
 				})
 				return
 			}
 		}
-		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth}
+		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phaseOpen}
 		if wait, ok := cp.EstimatedWait(pos.Position); ok {
 			s := int64(wait / time.Second)
 			body.EstimatedWaitSeconds = &s
@@ -159,7 +184,7 @@ func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, po
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
-		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
+		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Phase: phaseOpen, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
 		return
 	}
 	token := cfg.Signer.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
@@ -170,7 +195,28 @@ func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, po
 	expiry := pos.Pass.Expiry.UTC()
 	zero := int64(0)
 	p.metrics.requests.WithLabelValues(class, "admitted").Inc()
-	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Pass: token, PassExpiresAt: &expiry})
+	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phaseOpen, Pass: token, PassExpiresAt: &expiry})
+}
+
+// The phases a visitor is told, in the JSON contract and on the waiting page.
+const (
+	phaseOpen        = "Open"
+	phasePassthrough = "Passthrough"
+	phaseClosed      = "Closed"
+)
+
+// replyClosed answers a request the closed room turns away: 503, to try again after the longest poll
+// interval.
+func (p *Proxy) replyClosed(x exchange, cfg *Config, class string) {
+	p.metrics.requests.WithLabelValues(class, "closed").Inc()
+	retryAfter(x, cfg.PollMax)
+	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phaseClosed,
+		Message: "the waiting room is closed for now; places already taken are kept"})
+}
+
+// spread is d with the poll hints' random spread, so that pollers never synchronise.
+func (p *Proxy) spread(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (1 - capacity.PollSpread + 2*capacity.PollSpread*p.rand.Float64()))
 }
 
 // zeroRand draws the low end of the poll spread: the shortest hint the proxy could give.

@@ -251,6 +251,18 @@ func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
 
 // admit decides whether a request to a protected route may pass, and answers it when not.
 func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
+	switch cfg.Mode {
+	case herdgatev1alpha1.ModePassthrough:
+		p.metrics.requests.WithLabelValues("protected", "passthrough").Inc()
+		return true
+	case herdgatev1alpha1.ModeClosed:
+		if isBrowserPage(x) {
+			p.redirectToPage(x, canonical, "closed")
+		} else {
+			p.replyClosed(x, cfg, "protected")
+		}
+		return false
+	}
 	visitor, _ := p.identify(x, cfg, false)
 	if cfg.IdentityHeader != "" && queue.ValidateVisitorID(visitor) != nil {
 		p.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
@@ -272,18 +284,29 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 		return true
 	}
 	x.SetHeader("X-Herdgate-Pass-Result", string(result))
-	if method := strings.ToUpper(x.Method()); (method == http.MethodGet || method == http.MethodHead) && strings.Contains(x.Header("Accept"), "text/html") {
-		target := canonical
-		if q := x.RawQuery(); q != "" {
-			target += "?" + q
-		}
-		p.metrics.requests.WithLabelValues("protected", "redirected").Inc()
-		replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
+	if isBrowserPage(x) {
+		p.redirectToPage(x, canonical, "redirected")
 		return false
 	}
 	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
 	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
 	return false
+}
+
+// isBrowserPage: a GET or HEAD that asks for HTML, which a browser sends to show a page.
+func isBrowserPage(x exchange) bool {
+	method := strings.ToUpper(x.Method())
+	return (method == http.MethodGet || method == http.MethodHead) && strings.Contains(x.Header("Accept"), "text/html")
+}
+
+// redirectToPage sends a browser to the waiting page, which brings it back to canonical.
+func (p *Proxy) redirectToPage(x exchange, canonical, outcome string) {
+	target := canonical
+	if q := x.RawQuery(); q != "" {
+		target += "?" + q
+	}
+	p.metrics.requests.WithLabelValues("protected", outcome).Inc()
+	replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
 }
 
 func (p *Proxy) upstreamFailed(x exchange, err error, path string) {
@@ -302,6 +325,7 @@ type errorBody struct {
 	Enter        string `json:"enter,omitempty"`
 	Header       string `json:"header,omitempty"`
 	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
+	Phase        string `json:"phase,omitempty"`
 	Position     int64  `json:"position,omitempty"`
 	QueueDepth   int64  `json:"queueDepth,omitempty"`
 }

@@ -220,3 +220,68 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 		}
 	})
 }
+
+func TestModes(t *testing.T) {
+	t.Run("Passthrough lets everything through and needs no queue", func(t *testing.T) {
+		p, engine, rt, _ := gateFor(t, nil)
+		cfg := *p.Config()
+		cfg.Mode = herdgatev1alpha1.ModePassthrough
+		p.SetConfig(&cfg)
+		engine.err = errors.New("Redis is not asked")
+		if rec, _ := serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)); rec.Code != http.StatusOK || len(rt.out) != 1 {
+			t.Fatalf("a protected route without a pass: %d, %d upstream calls", rec.Code, len(rt.out))
+		}
+		for _, r := range []*http.Request{httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil), httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)} {
+			rec, body := serve(p, r)
+			if rec.Code != http.StatusOK || body["admitted"] != true || body["phase"] != "Passthrough" {
+				t.Fatalf("%s in Passthrough: %d %v", r.URL.Path, rec.Code, body)
+			}
+		}
+	})
+	t.Run("Closed turns everybody away and keeps places", func(t *testing.T) {
+		p, engine, rt, cfg := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+		closed := *cfg
+		closed.Mode = herdgatev1alpha1.ModeClosed
+		p.SetConfig(&closed)
+		now := time.Now()
+		engine.positions["waiting"] = queue.Position{State: queue.Waiting, Position: 4, Depth: 9, Now: now}
+		engine.positions["holder"] = queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}}
+
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)
+		r.Header.Set("X-User-Id", "holder")
+		r.Header.Set(PassHeader, cfg.Signer.Issue("holder", now.Add(-time.Second), now.Add(time.Minute)))
+		rec, body := serve(p, r)
+		if rec.Code != http.StatusServiceUnavailable || body["error"] != "closed" || rec.Header().Get("Retry-After") == "" || len(rt.out) != 0 {
+			t.Fatalf("a pass holder's protected request while closed: %d %v, %d upstream", rec.Code, body, len(rt.out))
+		}
+		page := httptest.NewRequest(http.MethodGet, "/checkout", nil)
+		page.Header.Set("Accept", "text/html")
+		page.Header.Set("X-User-Id", "waiting")
+		if rec, _ := serve(p, page); rec.Code != http.StatusSeeOther {
+			t.Fatalf("a browser while closed: %d, want the waiting page", rec.Code)
+		}
+		enter := httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil)
+		enter.Header.Set("X-User-Id", "newcomer")
+		if rec, body := serve(p, enter); rec.Code != http.StatusServiceUnavailable || body["phase"] != "Closed" {
+			t.Fatalf("enter while closed: %d %v", rec.Code, body)
+		}
+		for _, who := range []string{"waiting", "holder"} {
+			st := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
+			st.Header.Set("X-User-Id", who)
+			rec, body := serve(p, st)
+			if rec.Code != http.StatusOK || body["phase"] != "Closed" || body["admitted"] != false || body["nextPollMs"].(float64) < 4000 {
+				t.Fatalf("%s's status while closed: %d %v", who, rec.Code, body)
+			}
+			if who == "waiting" && body["position"] != 4.0 {
+				t.Fatalf("the waiting visitor's place while closed: %v, want 4", body["position"])
+			}
+		}
+		// Reopened: the same visitor, the same place.
+		p.SetConfig(cfg)
+		st := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
+		st.Header.Set("X-User-Id", "waiting")
+		if rec, body := serve(p, st); rec.Code != http.StatusOK || body["phase"] != "Open" || body["position"] != 4.0 {
+			t.Fatalf("status after reopening: %d %v", rec.Code, body)
+		}
+	})
+}

@@ -220,10 +220,10 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		GinkgoWriter.Println(string(out))
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		Expect(lines).To(HaveLen(2))
-		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "BATCH", "RATE", "DEPTH", "ADMITTED/S", "READY", "AGE"}))
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "BATCH", "RATE", "DEPTH", "ADMITTED/S", "PHASE", "READY", "AGE"}))
 		row := strings.Fields(lines[1])
-		Expect(row).To(HaveLen(7))
-		Expect(row[:6]).To(Equal([]string{"orders-plan", "14", "140", "0", "0", "True"}))
+		Expect(row).To(HaveLen(8))
+		Expect(row[:7]).To(Equal([]string{"orders-plan", "14", "140", "0", "0", "Open", "True"}))
 	})
 
 	It("admits 300 waiting visitors 14 per tick, spread over each tick's jitter window", func() {
@@ -349,6 +349,48 @@ var _ = Describe("WaitingQueue reconciler", func() {
 				Expect(r.Result.Admitted).To(BeEmpty())
 			}
 		}
+	})
+
+	It("shows the room's phase and admits nobody while it is closed or passed through", func() {
+		wq := sampleQueue(mainNamespace, "orders-modes")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		q := engineQueue(wq)
+		enter(q, "m", 2000)
+		Eventually(func(g Gomega) {
+			c := condition(wq, herdgatev1alpha1.ConditionOpen)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonOpen))
+		}, timeout, interval).Should(Succeed())
+
+		for _, tc := range []struct {
+			mode         herdgatev1alpha1.Mode
+			open         metav1.ConditionStatus
+			reason       string
+			admittingWhy string
+		}{
+			{herdgatev1alpha1.ModeClosed, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed, herdgatev1alpha1.ReasonClosed},
+			{herdgatev1alpha1.ModePassthrough, metav1.ConditionTrue, herdgatev1alpha1.ReasonPassthrough, herdgatev1alpha1.ReasonPassthrough},
+		} {
+			By("switching to " + string(tc.mode))
+			gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = tc.mode })
+			Eventually(func(g Gomega) {
+				st := get(wq).Status
+				open := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen)
+				g.Expect(open.Status).To(Equal(tc.open))
+				g.Expect(open.Reason).To(Equal(tc.reason))
+				g.Expect(open.ObservedGeneration).To(Equal(gen))
+				g.Expect(meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionAdmitting).Reason).To(Equal(tc.admittingWhy))
+			}, timeout, interval).Should(Succeed())
+			Eventually(func() int { return len(since(ticks.of(keyOf(wq)), gen)) }, timeout, interval).Should(BeNumerically(">=", 5))
+			for _, r := range since(ticks.of(keyOf(wq)), gen) {
+				Expect(r.Quota).To(BeZero(), "a tick in %s mode has a quota", tc.mode)
+				Expect(r.Result.Admitted).To(BeEmpty())
+			}
+		}
+		back := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = herdgatev1alpha1.ModeQueue })
+		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), back)) }, timeout, interval).Should(BeNumerically(">=", 14))
 	})
 
 	It("deletes the queue's Redis keys and owns every object it made", func() {

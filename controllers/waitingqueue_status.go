@@ -142,6 +142,10 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	default:
 		r.setCondition(wq, redis, metav1.ConditionTrue, herdgatev1alpha1.ReasonRedisReachable, "the last tick reached Redis")
 		switch {
+		case s.Mode == herdgatev1alpha1.ModeClosed:
+			r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed, "spec.mode is Closed: visitors keep their places but nobody is admitted")
+		case s.Mode == herdgatev1alpha1.ModePassthrough:
+			r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonPassthrough, "spec.mode is Passthrough: protected routes need no pass, so nobody needs admitting")
 		case s.Suspended:
 			r.setCondition(wq, admitting, metav1.ConditionFalse, herdgatev1alpha1.ReasonSuspended, "spec.suspend is true: visitors queue but nobody is admitted")
 		case s.Capped:
@@ -156,7 +160,23 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	if snap != nil && snap.HaveStats {
 		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, snap.AdmittedPerSecond
 	}
+	setOpen(r, wq, s)
 	r.setReady(wq)
+}
+
+// setOpen says whether the protected routes are open; the reason is the room's phase.
+func setOpen(r *WaitingQueueReconciler, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
+	const open = herdgatev1alpha1.ConditionOpen
+	switch s.Mode {
+	case herdgatev1alpha1.ModeClosed:
+		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed,
+			"spec.mode is Closed: the protected routes are closed to everyone; browsers see the closed page, API clients get 503")
+	case herdgatev1alpha1.ModePassthrough:
+		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonPassthrough,
+			"spec.mode is Passthrough: the protected routes are open to everyone, without a pass")
+	default:
+		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpen, "visitors queue and reach the protected routes with a pass")
+	}
 }
 
 // setReady sums the other conditions up.
@@ -168,7 +188,8 @@ func (r *WaitingQueueReconciler) setReady(wq *herdgatev1alpha1.WaitingQueue) {
 			ready, why = false, append(why, t)
 		}
 	}
-	if !wq.Spec.IsSuspended() && !meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) {
+	idleOnPurpose := wq.Spec.IsSuspended() || wq.Spec.EffectiveMode() != herdgatev1alpha1.ModeQueue
+	if !idleOnPurpose && !meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) {
 		ready, why = false, append(why, herdgatev1alpha1.ConditionAdmitting)
 	}
 	if ready {

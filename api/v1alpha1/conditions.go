@@ -20,6 +20,10 @@ const (
 	ConditionAdmitting = "Admitting"
 	// ConditionProxyAvailable is True when at least one admission proxy pod is ready.
 	ConditionProxyAvailable = "ProxyAvailable"
+	// ConditionOpen says whether the protected routes are open, and its reason is the room's phase,
+	// shown in kubectl get wq: Open (visitors queue and pass with a pass), Passthrough (no pass needed)
+	// or Closed (closed to everyone).
+	ConditionOpen = "Open"
 )
 
 // Condition reasons of a WaitingQueue.
@@ -44,4 +48,8 @@ const (
 	ReasonProxyRefusedConfig = "ProxyRefusedConfig"
 	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.
 	ReasonTickLimited = "TickLimited"
+	// Reasons of the Open condition: the room's phase.
+	ReasonOpen        = "Open"
+	ReasonPassthrough = "Passthrough"
+	ReasonClosed      = "Closed"
 )

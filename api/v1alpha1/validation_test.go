@@ -54,6 +54,7 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(s.AbandonAfter.Duration).To(Equal(herdgatev1alpha1.DefaultAbandonAfter))
 		Expect(s.Proxy.Replicas).To(HaveValue(BeEquivalentTo(herdgatev1alpha1.DefaultProxyReplicas)))
 		Expect(s.Proxy.FailurePolicy).To(Equal(herdgatev1alpha1.FailClosed))
+		Expect(s.Mode).To(Equal(herdgatev1alpha1.ModeQueue))
 		Expect(s.ProtectedRoutes).To(HaveLen(2))
 		Expect(*s.ProtectedRoutes[1].Path).To(Equal("/api/v1/orders/direct"))
 	})
@@ -95,6 +96,7 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(defaulted.EffectiveAbandonAfter()).To(Equal(unset.EffectiveAbandonAfter()))
 		Expect(defaulted.EffectiveProxyReplicas()).To(Equal(unset.EffectiveProxyReplicas()))
 		Expect(defaulted.EffectiveFailurePolicy()).To(Equal(unset.EffectiveFailurePolicy()))
+		Expect(defaulted.EffectiveMode()).To(Equal(unset.EffectiveMode()))
 		Expect(defaulted.ProtectedRoutes[0].Methods).To(Equal(unset.ProtectedRoutes[0].EffectiveMethods()))
 		Expect(defaulted.Redis.SecretRef.Key).To(Equal(herdgatev1alpha1.DefaultRedisSecretKey))
 	})
@@ -207,6 +209,9 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}
 			},
 			"spec.protectedRoutes[0].methods[0]", "supported values"),
+		Entry("an unknown mode",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = "Maintenance" },
+			"spec.mode", `supported values: "Queue", "Passthrough", "Closed"`),
 		Entry("an unknown failure policy",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{FailurePolicy: "FailSometimes"}

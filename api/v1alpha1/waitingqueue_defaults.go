@@ -68,6 +68,14 @@ func (s *WaitingQueueSpec) IsSuspended() bool {
 	return s.Suspend != nil && *s.Suspend
 }
 
+// EffectiveMode returns spec.mode.
+func (s *WaitingQueueSpec) EffectiveMode() Mode {
+	if s.Mode == "" {
+		return ModeQueue
+	}
+	return s.Mode
+}
+
 // EffectiveProxyReplicas returns spec.proxy.replicas.
 func (s *WaitingQueueSpec) EffectiveProxyReplicas() int32 {
 	if s.Proxy == nil || s.Proxy.Replicas == nil {

@@ -81,10 +81,10 @@ type WaitingQueueStatus struct {
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
 
 	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
-	// RedisAvailable, Admitting and ProxyAvailable.
+	// RedisAvailable, Admitting, ProxyAvailable and Open.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

@@ -71,6 +71,15 @@ type WaitingQueueSpec struct {
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
 
+	// mode says whether the waiting room gates the protected routes: Queue (visitors queue and need a
+	// pass), Passthrough (the room is switched off without being deleted: protected routes need no
+	// pass) or Closed (maintenance: protected routes are closed to everyone, browsers see a closed
+	// page and API clients get 503 with Retry-After; waiting visitors keep their places and nobody is
+	// admitted). It can be switched live. Defaults to Queue.
+	// +optional
+	// +kubebuilder:default=Queue
+	Mode Mode `json:"mode,omitempty"`
+
 	// upstream is where the admission proxy forwards requests: exactly one of service or url.
 	// +required
 	Upstream UpstreamSpec `json:"upstream"`
@@ -98,6 +107,19 @@ type WaitingQueueSpec struct {
 	// +kubebuilder:default={}
 	Proxy *ProxySpec `json:"proxy,omitempty"`
 }
+
+// Mode says whether the waiting room gates the protected routes.
+// +kubebuilder:validation:Enum=Queue;Passthrough;Closed
+type Mode string
+
+const (
+	// ModeQueue queues visitors and lets only those holding a valid pass reach the protected routes.
+	ModeQueue Mode = "Queue"
+	// ModePassthrough lets every request through, as if the room were not there; places are kept.
+	ModePassthrough Mode = "Passthrough"
+	// ModeClosed closes the protected routes to everyone; places are kept and nobody is admitted.
+	ModeClosed Mode = "Closed"
+)
 
 // CapacitySpec describes the bottleneck of the protected workload.
 type CapacitySpec struct {
@@ -325,6 +347,7 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.plan.admissionsPerSecond`,description="Planned admissions per second"
 // +kubebuilder:printcolumn:name="Depth",type=integer,JSONPath=`.status.queueDepth`,description="Visitors waiting"
 // +kubebuilder:printcolumn:name="Admitted/s",type=string,JSONPath=`.status.admittedPerSecond`,description="Observed admissions per second over the last 10s"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.conditions[?(@.type=="Open")].reason`,description="Open, Passthrough or Closed"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WaitingQueue struct {

@@ -173,7 +173,7 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource) error {
 	cfg := t.cfg
 	quota := int64(0)
-	if !cfg.Suspended {
+	if cfg.Admits() {
 		for range min(t.missed, maxCatchUpTicks) + 1 {
 			quota += st.carry.Next(cfg.Effective)
 		}
@@ -224,7 +224,7 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 
 // publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
 func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
-	p := queue.Plan{Quota: cfg.Effective, PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: cfg.Suspended}
+	p := queue.Plan{Quota: cfg.Effective, PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits()}
 	if st.published != nil && *st.published == p && now.Before(st.publishAt) {
 		return nil
 	}

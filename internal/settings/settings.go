@@ -41,6 +41,8 @@ type Settings struct {
 	AbandonAfter       time.Duration
 	PollMin, PollMax   time.Duration
 	Suspended          bool
+	// Mode is Queue, Passthrough or Closed.
+	Mode herdgatev1alpha1.Mode
 
 	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
 	// header that identifies visitors; Upstream where requests go.
@@ -48,6 +50,11 @@ type Settings struct {
 	IdentityHeader string
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
+}
+
+// Admits reports whether ticks admit visitors: the queue is in Queue mode and not suspended.
+func (s *Settings) Admits() bool {
+	return !s.Suspended && s.Mode == herdgatev1alpha1.ModeQueue
 }
 
 // FieldError is a spec that cannot be run, naming the field as the API server would.
@@ -100,7 +107,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		UID: wq.UID, Namespace: wq.Namespace, Name: wq.Name, Generation: wq.Generation,
 		JitterWindow: spec.EffectiveJitterWindow(), PassTTL: spec.EffectivePassTTL(),
 		AbandonAfter: spec.EffectiveAbandonAfter(), Suspended: spec.IsSuspended(),
-		FailurePolicy: spec.EffectiveFailurePolicy(),
+		FailurePolicy: spec.EffectiveFailurePolicy(), Mode: spec.EffectiveMode(),
 	}
 	var err error
 	if s.Plan, err = PlanOf(spec); err != nil {
@@ -120,6 +127,8 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, fieldErr("spec.jitter.window", "must be between 0 and tick (%s)", s.Plan.Tick())
 	case s.FailurePolicy != herdgatev1alpha1.FailClosed && s.FailurePolicy != herdgatev1alpha1.FailOpen:
 		return nil, fieldErr("spec.proxy.failurePolicy", "%q is neither FailClosed nor FailOpen", s.FailurePolicy)
+	case s.Mode != herdgatev1alpha1.ModeQueue && s.Mode != herdgatev1alpha1.ModePassthrough && s.Mode != herdgatev1alpha1.ModeClosed:
+		return nil, fieldErr("spec.mode", "%q is not one of Queue, Passthrough, Closed", s.Mode)
 	}
 	if s.Routes, err = Routes(spec.ProtectedRoutes); err != nil {
 		return nil, err
