@@ -106,12 +106,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		}
 		return
 	}
-	plan, planErr := p.plans.Get(x.Context())
-	// Until a scheduler publishes its plan, the spec's own plan is the best estimate.
-	abandonAfter, pollMin, pollMax, cp := cfg.AbandonAfter, cfg.PollMin, cfg.PollMax, cfg.Plan
-	if planErr == nil {
-		abandonAfter, pollMin, pollMax, cp = plan.AbandonAfter, plan.PollMin, plan.PollMax, plan.Quota
-	}
+	abandonAfter, pollMin, pollMax, cp := p.timings(x.Context(), cfg)
 
 	var pos queue.Position
 	var err error
@@ -178,6 +173,16 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	}
 }
 
+// timings are the queue's timings and plan as the scheduler published them; until it has, the spec's
+// own are the best estimate.
+func (p *Proxy) timings(ctx context.Context, cfg *Config) (abandonAfter, pollMin, pollMax time.Duration, plan capacity.Plan) {
+	published, err := p.plans.Get(ctx)
+	if err != nil {
+		return cfg.AbandonAfter, cfg.PollMin, cfg.PollMax, cfg.Plan
+	}
+	return published.AbandonAfter, published.PollMin, published.PollMax, published.Quota
+}
+
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
 func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, pos queue.Position) {
@@ -187,15 +192,21 @@ func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, po
 		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Phase: phaseOpen, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
 		return
 	}
+	token := p.setPassCookie(x, cfg, visitor, pos)
+	expiry := pos.Pass.Expiry.UTC()
+	zero := int64(0)
+	p.metrics.requests.WithLabelValues(class, "admitted").Inc()
+	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phaseOpen, Pass: token, PassExpiresAt: &expiry})
+}
+
+// setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
+func (p *Proxy) setPassCookie(x exchange, cfg *Config, visitor string, pos queue.Position) string {
 	token := cfg.Signer.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
 	x.SetCookie(&http.Cookie{
 		Name: PassCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
 	})
-	expiry := pos.Pass.Expiry.UTC()
-	zero := int64(0)
-	p.metrics.requests.WithLabelValues(class, "admitted").Inc()
-	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phaseOpen, Pass: token, PassExpiresAt: &expiry})
+	return token
 }
 
 // The phases a visitor is told, in the JSON contract and on the waiting page.

@@ -285,12 +285,40 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 	}
 	x.SetHeader("X-Herdgate-Pass-Result", string(result))
 	if isBrowserPage(x) {
+		if p.admitAtOnce(x, cfg) {
+			return true
+		}
 		p.redirectToPage(x, canonical, "redirected")
 		return false
 	}
 	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
 	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
 	return false
+}
+
+// admitAtOnce enters a browser that asks for a protected page without a pass. While nobody waits and
+// the tick's budget has room, the queue admits it at once: it goes on to the page with its pass and
+// never sees the waiting page. Otherwise it holds a place, which the waiting page then shows.
+func (p *Proxy) admitAtOnce(x exchange, cfg *Config) bool {
+	visitor, ok := p.identify(x, cfg, true)
+	if !ok || queue.ValidateVisitorID(visitor) != nil {
+		return false
+	}
+	abandonAfter, _, _, _ := p.timings(x.Context(), cfg)
+	pos, err := p.q.Enter(x.Context(), visitor, abandonAfter)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			p.redisResult(err)
+		}
+		return false
+	}
+	p.redisResult(nil)
+	if pos.State != queue.Admitted || pos.Pass.NotBefore.After(pos.Now) {
+		return false
+	}
+	p.setPassCookie(x, cfg, visitor, pos)
+	p.metrics.requests.WithLabelValues("protected", "admitted_at_once").Inc()
+	return true
 }
 
 // isBrowserPage: a GET or HEAD that asks for HTML, which a browser sends to show a page.

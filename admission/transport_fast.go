@@ -166,12 +166,20 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 		_ = ctx.SetReadDeadline(time.Time{})
 	}
 
+	// Cookies the gate set on the way (a pass issued at once) go out with the upstream's answer.
+	var gateCookies [][]byte
+	for _, c := range ctx.Response.Header.PeekAll("Set-Cookie") {
+		gateCookies = append(gateCookies, append([]byte(nil), c...))
+	}
 	start := time.Now()
 	err := up.client.Do(req, &ctx.Response)
 	if err != nil {
 		ctx.Response.Reset()
 		f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
 		return
+	}
+	for _, c := range gateCookies {
+		ctx.Response.Header.AddBytesV("Set-Cookie", c)
 	}
 	f.p.metrics.forwarded(class, time.Since(start))
 	// The body streams from the upstream connection as the visitor reads it; a body of unknown

@@ -40,6 +40,12 @@ type AdmitRequest struct {
 	Lead time.Duration
 	// Seed draws the jitter offsets; any value works, the same seed gives the same offsets.
 	Seed int64
+	// InstantBudget is the most visitors Enter may admit at once, while nobody waits, until the next
+	// call replaces it: out of what the call leaves of Limit unused, so that a tick and the instant
+	// admissions after it never pass the tick's quota together. 0 admits nobody at once.
+	InstantBudget int
+	// Tick is the scheduler's tick; the budget lapses a second after it, should no tick follow.
+	Tick time.Duration
 	// PassTTL is how long a pass stays valid after its not-before time.
 	PassTTL time.Duration
 	// AbandonAfter is how long a waiting visitor may stay silent.
@@ -111,6 +117,8 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 		return AdmitResult{}, fmt.Errorf("admit: limit %d is outside 0 … %d", req.Limit, MaxAdmitPerTick)
 	case req.Window < 0 || req.Lead < 0:
 		return AdmitResult{}, fmt.Errorf("admit: negative window %s or lead %s", req.Window, req.Lead)
+	case req.InstantBudget < 0 || req.InstantBudget > req.Limit || (req.InstantBudget > 0 && req.Tick <= 0):
+		return AdmitResult{}, fmt.Errorf("admit: instant budget %d is outside 0 … limit %d, or lasts %s", req.InstantBudget, req.Limit, req.Tick)
 	case req.FrontBudget < 0 || req.SweepBlocks < 0:
 		return AdmitResult{}, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
 	}
@@ -118,6 +126,7 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 	args := []any{
 		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
+		req.InstantBudget, req.Tick.Milliseconds(),
 	}
 	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq}, args...).Slice()
 	if err != nil {

@@ -159,7 +159,9 @@ type Position struct {
 
 // Enter puts the visitor at the back of the queue. A visitor already waiting keeps its place, and one
 // holding an unexpired pass keeps it (Admitted). A waiting visitor silent for longer than abandonAfter
-// has lost its place and starts again at the back.
+// has lost its place and starts again at the back. While nobody waits and the last tick left part of
+// its quota unused (AdmitRequest.InstantBudget), a new visitor is admitted at once: Admitted, with a
+// pass valid now.
 func (q *Queue) Enter(ctx context.Context, visitor string, abandonAfter time.Duration) (Position, error) {
 	p, err := q.visitorCall(ctx, opEnter, visitor, abandonAfter)
 	if err != nil {
@@ -195,7 +197,7 @@ func (o visitorOp) script() *redis.Script {
 
 func (q *Queue) keysFor(o visitorOp) []string {
 	if o == opEnter {
-		return []string{q.keys.wait, q.keys.seq, q.keys.totals}
+		return []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active}
 	}
 	return []string{q.keys.wait, q.keys.totals}
 }
@@ -271,8 +273,9 @@ type Stats struct {
 	Depth int64
 	// Active is the number of passes that have not expired.
 	Active int64
-	// AdmittedTotal and AbandonedTotal count since the queue was created.
-	AdmittedTotal, AbandonedTotal int64
+	// AdmittedTotal and AbandonedTotal count since the queue was created; InstantAdmittedTotal is
+	// the part of AdmittedTotal that Enter admitted at once.
+	AdmittedTotal, AbandonedTotal, InstantAdmittedTotal int64
 	// Now is Redis' clock.
 	Now time.Time
 }
@@ -283,10 +286,10 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
 	}
-	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4])}, nil
+	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]), InstantAdmittedTotal: res[5]}, nil
 }
 
 // Ping checks that the queue's Redis answers.

@@ -170,6 +170,7 @@ func TestEngine(t *testing.T) {
 			t.Run("concurrent entries get distinct positions and keep them", func(t *testing.T) { testConcurrentEnter(t, b) })
 			t.Run("admit takes exactly the oldest", func(t *testing.T) { testAdmitTakesTheOldest(t, b) })
 			t.Run("admit spreads whom it admits over the window, up to its limit", func(t *testing.T) { testAdmitLimitAndSpread(t, b) })
+			t.Run("enter admits at once what the last tick left unused while nobody waits", func(t *testing.T) { testInstantAdmission(t, b) })
 			t.Run("status", func(t *testing.T) { testStatus(t, b) })
 			t.Run("a status batch answers each visitor as if it came alone", func(t *testing.T) { testStatusBatch(t, b) })
 			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
@@ -344,6 +345,66 @@ func testAdmitLimitAndSpread(t *testing.T, b backend) {
 	}
 	if d, err := b.rdb.ZCard(ctx, q.keys.wait).Result(); err != nil || d != 5 {
 		t.Fatalf("after the refused calls %d wait (%v), want the 5 left", d, err)
+	}
+}
+
+func testInstantAdmission(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	tick := func(id int64, limit, budget int, lasts time.Duration) AdmitResult {
+		t.Helper()
+		res, err := q.Admit(ctx, AdmitRequest{TickID: id, Limit: limit, InstantBudget: budget, Tick: lasts, PassTTL: passTTL, AbandonAfter: longAbandon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// Before any tick there is no budget: the first visitor queues.
+	if p, err := q.Enter(ctx, "early", longAbandon); err != nil || p.State != Waiting {
+		t.Fatalf("Enter before any tick = %+v, %v; want Waiting", p, err)
+	}
+	// The tick admits the one waiting and leaves 13 of its 14 for whoever comes before the next.
+	if res := tick(1, 14, 14, time.Minute); len(res.Admitted) != 1 {
+		t.Fatalf("the tick admitted %d, want the 1 waiting", len(res.Admitted))
+	}
+	for i := range 13 {
+		p, err := q.Enter(ctx, fmt.Sprintf("instant-%02d", i), longAbandon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State != Admitted || !p.Pass.NotBefore.Equal(p.Now) || p.Pass.Expiry.Sub(p.Pass.NotBefore) != passTTL {
+			t.Fatalf("visitor %d with budget left = %+v, want a pass valid now for %s", i, p, passTTL)
+		}
+	}
+	// The budget is spent: the next one queues, and so does everyone behind it, budget or not.
+	if p, err := q.Enter(ctx, "after", longAbandon); err != nil || p.State != Waiting || p.Position != 1 {
+		t.Fatalf("Enter with the budget spent = %+v, %v; want Waiting at 1", p, err)
+	}
+	tick(2, 0, 0, time.Minute) // a tick that admits nobody leaves no budget
+	if p, err := q.Enter(ctx, "again", longAbandon); err != nil || p.State != Waiting || p.Position != 2 {
+		t.Fatalf("Enter after a tick without budget = %+v, %v; want Waiting at 2", p, err)
+	}
+	// Somebody waiting: no instant admission even with a budget, so nobody is overtaken.
+	tick(3, 1, 1, time.Minute) // admits "after" and leaves nothing
+	tick(4, 3, 3, time.Minute) // admits "again" and leaves 2
+	if p, err := q.Enter(ctx, "late", longAbandon); err != nil || p.State != Admitted {
+		t.Fatalf("Enter with nobody waiting and budget left = %+v, %v; want Admitted", p, err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AdmittedTotal != 17 || st.InstantAdmittedTotal != 14 || st.Depth != 0 || st.Active != 17 {
+		t.Fatalf("stats = %+v; want 17 admitted of which 14 at once, nobody waiting, 17 active", st)
+	}
+	// A budget no tick replaces lapses a second after its tick: a scheduler that stopped leaves none.
+	tick(5, 5, 5, 20*time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
+	if p, err := q.Enter(ctx, "stale", longAbandon); err != nil || p.State != Waiting {
+		t.Fatalf("Enter after the budget ran out of time = %+v, %v; want Waiting", p, err)
+	}
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 6, Limit: 2, InstantBudget: 3, Tick: time.Second, PassTTL: passTTL}); err == nil {
+		t.Fatal("Admit accepted an instant budget above its limit")
 	}
 }
 

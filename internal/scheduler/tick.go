@@ -43,6 +43,7 @@ type tickState struct {
 	publishAt time.Time
 	statsAt   time.Time
 	samples   []rateSample // admitted totals over the rate window
+	atOnce    int64        // the instant admissions total last read, -1 before the first read
 	notified  Snapshot
 	notifyAt  time.Time
 
@@ -70,7 +71,7 @@ type gridTick struct {
 func (r *runner) run(ctx context.Context) {
 	log := ctrl.LoggerFrom(ctx).WithName("scheduler").WithValues("waitingqueue", r.key.String())
 	rng := r.s.newRand()
-	st := &tickState{}
+	st := &tickState{atOnce: -1}
 	defer func() {
 		if st.release != nil {
 			st.release()
@@ -172,19 +173,23 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 // (docs/performance.md).
 func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource) error {
 	cfg := t.cfg
-	quota := int64(0)
+	quota, share := int64(0), int64(0)
 	if cfg.Admits() {
 		for range min(t.missed, maxCatchUpTicks) + 1 {
-			quota += st.carry.Next(cfg.Effective)
+			share = st.carry.Next(cfg.Effective)
+			quota += share
 		}
 	}
 	limit := min(quota, queue.MaxAdmitPerTick)
+	// What the queue does not take of this tick's own share, new visitors may take at once until the
+	// next tick; ticks made up for give no instant budget, so a late tick never opens a burst.
+	instant := min(share, limit)
 	seed := rng.Int64N(1 << 62)
 	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 	start := r.s.clock.Now()
 	res, err := st.q.Admit(callCtx, queue.AdmitRequest{
 		TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
-		PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+		InstantBudget: int(instant), Tick: st.tick, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
 	})
 	cancel()
 	labels := []string{r.key.Namespace, r.key.Name}
@@ -264,6 +269,10 @@ func (r *runner) readStats(ctx context.Context, st *tickState, now time.Time) er
 		rate = capacity.DecimalString(r)
 	}
 	labels := []string{r.key.Namespace, r.key.Name}
+	if st.atOnce >= 0 && stats.InstantAdmittedTotal > st.atOnce {
+		admittedAtOnceCounter.WithLabelValues(labels...).Add(float64(stats.InstantAdmittedTotal - st.atOnce))
+	}
+	st.atOnce = stats.InstantAdmittedTotal
 	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
 	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
 	r.update(func(s *Snapshot) {

@@ -11,13 +11,15 @@
 -- ARGV[1] key prefix, ARGV[2] tick id (increasing), ARGV[3] pass ttl ms, ARGV[4] abandon-after ms,
 -- ARGV[5] front budget (visitors examined beyond the limit), ARGV[6] sweep blocks,
 -- ARGV[7] limit (most visitors admitted), ARGV[8] jitter window ms, ARGV[9] lead ms,
--- ARGV[10] jitter seed (1 … 2147483646)
+-- ARGV[10] jitter seed (1 … 2147483646), ARGV[11] instant budget (most visitors enter may admit at
+-- once until the next tick, out of what this tick leaves unused), ARGV[12] tick ms
 -- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
 -- this tick id was already run.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
 local limit, window, lead, seed = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local instant_cap, tick_ms = tonumber(ARGV[11]), tonumber(ARGV[12])
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
@@ -169,6 +171,18 @@ for _ = 1, sweep_blocks do
     redis.call('HDEL', skey, unpack(stale))
   end
   cursor = cursor + 1
+end
+
+-- What the tick could not admit from the queue, enter may admit at once until the next tick replaces
+-- it, so that under light load nobody waits. It is this tick's own unused share, whenever it is
+-- claimed: ticks and instant admissions together never pass the plan. It lasts a second longer than
+-- the tick, so that a next tick a little late leaves no gap, and a scheduler that stopped leaves no
+-- budget behind for long.
+local left = math.min(limit - admitted, instant_cap)
+if left > 0 then
+  redis.call('HSET', KEYS[3], 'instant', int(now + tick_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[3])
+else
+  redis.call('HDEL', KEYS[3], 'instant')
 end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_s)

@@ -1,6 +1,9 @@
 -- Enter puts visitors at the back of the queue, or reports where they already are. The proxy sends
 -- the entries that arrive together in one call; each is handled as if it came alone, in order.
--- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash
+-- While nobody waits and the last tick left part of its quota unused (the instant budget the admit
+-- script writes), a new visitor is admitted at once instead: a pass valid now, no place, no poll.
+-- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
+-- KEYS[4] active set (score = pass expiry)
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass, else
 -- {2, position, depth, now}.
@@ -12,6 +15,33 @@ local now_s, silent_before = int(now), int(now - abandon_ms)
 
 -- The depth is read once per call and kept current: entries add one, abandoned visitors take one.
 local depth = redis.call('ZCARD', KEYS[1])
+
+-- The instant budget, "untilMs:left:passTtlMs", read at the first new visitor who finds nobody
+-- waiting; claims are written back once, at the end.
+local budget, claimed = nil, 0
+local function claim_instant()
+  if depth ~= 0 then
+    return nil
+  end
+  if budget == nil then
+    budget = false
+    local rec = redis.call('HGET', KEYS[3], 'instant')
+    if rec then
+      local a = string.find(rec, ':', 1, true)
+      local b = string.find(rec, ':', a + 1, true)
+      local until_s = string.sub(rec, 1, a - 1)
+      if earlier(now_s, until_s) then
+        budget = {until_s, tonumber(string.sub(rec, a + 1, b - 1)), tonumber(string.sub(rec, b + 1))}
+      end
+    end
+  end
+  if not budget or budget[2] <= 0 then
+    return nil
+  end
+  budget[2] = budget[2] - 1
+  claimed = claimed + 1
+  return budget[3]
+end
 
 local function enter(visitor)
   local nb, exp = read_pass(prefix, visitor, now_s)
@@ -31,6 +61,13 @@ local function enter(visitor)
     depth = depth - 1
     redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
   end
+  local ttl = claim_instant()
+  if ttl then
+    local exp_s = int(now + ttl)
+    redis.call('SET', prefix .. ':p:' .. visitor, now_s .. ':' .. exp_s, 'PXAT', exp_s)
+    redis.call('ZADD', KEYS[4], exp_s, visitor)
+    return '1', now_s, exp_s, now_s
+  end
   -- The sequence, not a clock, orders arrivals: strict FIFO across any number of proxies. Every
   -- waiting visitor holds an earlier number, so the new one's place is the back: the depth.
   seq = redis.call('INCR', KEYS[2])
@@ -46,5 +83,10 @@ end
 local parts, n = {}, 0
 for i = 3, #ARGV do
   n = add_reply(parts, n, enter(ARGV[i]))
+end
+if claimed > 0 then
+  redis.call('HSET', KEYS[3], 'instant', budget[1] .. ':' .. int(budget[2]) .. ':' .. int(budget[3]))
+  redis.call('HINCRBY', KEYS[3], 'admitted', int(claimed))
+  redis.call('HINCRBY', KEYS[3], 'instantAdmitted', int(claimed))
 end
 return table.concat(parts, ' ', 1, n)

@@ -1,12 +1,13 @@
 -- Stats reads the queue's counters in one round trip.
 -- KEYS[1] waiting set, KEYS[2] active set, KEYS[3] totals hash
--- Returns {depth, active, admittedTotal, abandonedTotal, now}.
+-- Returns {depth, active, admittedTotal, abandonedTotal, now, instantAdmittedTotal}.
 local now = now_ms()
-local totals = redis.call('HMGET', KEYS[3], 'admitted', 'abandoned')
+local totals = redis.call('HMGET', KEYS[3], 'admitted', 'abandoned', 'instantAdmitted')
 return {
   redis.call('ZCARD', KEYS[1]),
   redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%d', now), '+inf'),
   tonumber(totals[1]) or 0,
   tonumber(totals[2]) or 0,
   now,
+  tonumber(totals[3]) or 0,
 }
