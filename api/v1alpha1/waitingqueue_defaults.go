@@ -50,6 +50,34 @@ func (s *WaitingQueueSpec) EffectivePassTTL() time.Duration {
 	return durationOr(s.Pass.TTL, DefaultPassTTL)
 }
 
+// DefaultMaxSession is spec.pass.maxSession's default.
+const DefaultMaxSession = time.Hour
+
+// EffectivePassRenewal returns spec.pass.renewal.
+func (s *WaitingQueueSpec) EffectivePassRenewal() PassRenewal {
+	if s.Pass == nil || s.Pass.Renewal == "" {
+		return RenewalFixed
+	}
+	return s.Pass.Renewal
+}
+
+// EffectiveMaxSession returns spec.pass.maxSession, at least the pass's ttl.
+func (s *WaitingQueueSpec) EffectiveMaxSession() time.Duration {
+	d := DefaultMaxSession
+	if s.Pass != nil && s.Pass.MaxSession != nil {
+		d = s.Pass.MaxSession.Duration
+	}
+	return max(d, s.EffectivePassTTL())
+}
+
+// EffectiveMaxActive returns spec.capacity.maxActive, 0 when unset (no cap).
+func (s *WaitingQueueSpec) EffectiveMaxActive() int64 {
+	if s.Capacity.MaxActive == nil {
+		return 0
+	}
+	return int64(*s.Capacity.MaxActive)
+}
+
 // EffectivePolling returns spec.polling.minInterval and spec.polling.maxInterval.
 func (s *WaitingQueueSpec) EffectivePolling() (minInterval, maxInterval time.Duration) {
 	if s.Polling == nil {

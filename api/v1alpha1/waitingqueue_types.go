@@ -153,6 +153,15 @@ type CapacitySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	BatchSizeOverride *int32 `json:"batchSizeOverride,omitempty"`
+
+	// maxActive, when set, caps the visitors holding an active pass (admitted, not expired, not
+	// released): each tick admits at most maxActive minus the active ones, so capacity is a rate and
+	// a concurrency. The workload frees a slot by ending the session (see pass). Between 1 and
+	// 10,000,000; unset means no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	MaxActive *int32 `json:"maxActive,omitempty"`
 }
 
 // JitterMode says how the admissions of one tick are spread in time.
@@ -183,6 +192,8 @@ type JitterSpec struct {
 }
 
 // PassSpec configures the pass of an admitted visitor.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSession) || duration(self.maxSession) >= duration(has(self.ttl) ? self.ttl : '5m')",message="pass.maxSession must not be shorter than pass.ttl",fieldPath=".maxSession"
 type PassSpec struct {
 	// ttl is how long a pass stays valid after its not-before time. Between 10s and 24h. Defaults to 5m.
 	// +optional
@@ -192,7 +203,41 @@ type PassSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pass.ttl must be between 10s and 24h"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// renewal is Fixed (a pass lasts ttl from its not-before time) or Sliding (each request with the
+	// pass extends it to ttl from then, up to maxSession after its not-before time). Defaults to Fixed.
+	// +optional
+	// +kubebuilder:default=Fixed
+	Renewal PassRenewal `json:"renewal,omitempty"`
+
+	// maxSession bounds a Sliding pass: it never lasts longer than this after its not-before time.
+	// At least ttl and at most 24h. Defaults to 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="pass.maxSession must be at most 24h"
+	MaxSession *metav1.Duration `json:"maxSession,omitempty"`
+
+	// completionRoutes end the visitor's session: once the workload answers a request with a valid
+	// pass to one of them with a 2xx or 3xx status, the pass is released, as the Herdgate-Release
+	// response header releases it. At most 8 routes, written like protectedRoutes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	CompletionRoutes []ProtectedRoute `json:"completionRoutes,omitempty"`
 }
+
+// PassRenewal says whether activity extends a pass.
+// +kubebuilder:validation:Enum=Fixed;Sliding
+type PassRenewal string
+
+const (
+	// RenewalFixed: a pass lasts ttl from its not-before time, whatever the visitor does.
+	RenewalFixed PassRenewal = "Fixed"
+	// RenewalSliding: each request with the pass extends it to ttl from then, up to maxSession.
+	RenewalSliding PassRenewal = "Sliding"
+)
 
 // PollingSpec bounds the poll interval the proxy hands to waiting visitors. Visitors near the front
 // poll every minInterval; the others in proportion to their estimated wait, up to maxInterval.

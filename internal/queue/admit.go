@@ -46,6 +46,9 @@ type AdmitRequest struct {
 	InstantBudget int
 	// Tick is the scheduler's tick; the budget lapses a second after it, should no tick follow.
 	Tick time.Duration
+	// MaxActive, when positive, caps the active passes (admitted, not expired, not released): the
+	// call admits at most MaxActive minus the active ones.
+	MaxActive int64
 	// PassTTL is how long a pass stays valid after its not-before time.
 	PassTTL time.Duration
 	// AbandonAfter is how long a waiting visitor may stay silent.
@@ -126,9 +129,9 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 	args := []any{
 		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
-		req.InstantBudget, req.Tick.Milliseconds(),
+		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive),
 	}
-	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq}, args...).Slice()
+	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked}, args...).Slice()
 	if err != nil {
 		return AdmitResult{}, fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
 	}

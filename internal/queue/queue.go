@@ -13,6 +13,8 @@
 //	{hg:ns/name}:t        hash: admitted and abandoned totals, last tick id, sweep cursor
 //	{hg:ns/name}:plan     hash: the plan the scheduler publishes for the proxies
 //	{hg:ns/name}:proxies  hash: each proxy replica's report of the config it serves
+//	{hg:ns/name}:rev      sorted set: released passes not expired yet, scored by revocation sequence
+//	{hg:ns/name}:revseq   the revocation sequence (INCR)
 package queue
 
 import (
@@ -67,7 +69,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, revoked, revokedSeq string }
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -85,6 +87,8 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.totals = q.prefix + ":t"
 	q.keys.plan = q.prefix + ":plan"
 	q.keys.proxies = q.prefix + ":proxies"
+	q.keys.revoked = q.prefix + ":rev"
+	q.keys.revokedSeq = q.prefix + ":revseq"
 	return q, nil
 }
 
@@ -274,8 +278,8 @@ type Stats struct {
 	// Active is the number of passes that have not expired.
 	Active int64
 	// AdmittedTotal and AbandonedTotal count since the queue was created; InstantAdmittedTotal is
-	// the part of AdmittedTotal that Enter admitted at once.
-	AdmittedTotal, AbandonedTotal, InstantAdmittedTotal int64
+	// the part of AdmittedTotal that Enter admitted at once; ReleasedTotal the passes released.
+	AdmittedTotal, AbandonedTotal, InstantAdmittedTotal, ReleasedTotal int64
 	// Now is Redis' clock.
 	Now time.Time
 }
@@ -286,10 +290,11 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
 	}
-	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]), InstantAdmittedTotal: res[5]}, nil
+	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]),
+		InstantAdmittedTotal: res[5], ReleasedTotal: res[6]}, nil
 }
 
 // Ping checks that the queue's Redis answers.

@@ -171,6 +171,7 @@ func TestEngine(t *testing.T) {
 			t.Run("admit takes exactly the oldest", func(t *testing.T) { testAdmitTakesTheOldest(t, b) })
 			t.Run("admit spreads whom it admits over the window, up to its limit", func(t *testing.T) { testAdmitLimitAndSpread(t, b) })
 			t.Run("enter admits at once what the last tick left unused while nobody waits", func(t *testing.T) { testInstantAdmission(t, b) })
+			t.Run("a cap on active passes, released and renewed sessions", func(t *testing.T) { testMaxActiveAndSessions(t, b) })
 			t.Run("status", func(t *testing.T) { testStatus(t, b) })
 			t.Run("a status batch answers each visitor as if it came alone", func(t *testing.T) { testStatusBatch(t, b) })
 			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
@@ -405,6 +406,85 @@ func testInstantAdmission(t *testing.T, b backend) {
 	}
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 6, Limit: 2, InstantBudget: 3, Tick: time.Second, PassTTL: passTTL}); err == nil {
 		t.Fatal("Admit accepted an instant budget above its limit")
+	}
+}
+
+func testMaxActiveAndSessions(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, visitorIDs("c", 30)...)
+	tick := func(id int64, ttl time.Duration) AdmitResult {
+		t.Helper()
+		res, err := q.Admit(ctx, AdmitRequest{TickID: id, Limit: 20, MaxActive: 10, PassTTL: ttl, AbandonAfter: longAbandon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := tick(1, passTTL)
+	if len(first.Admitted) != 10 {
+		t.Fatalf("a tick of 20 under a cap of 10 admitted %d", len(first.Admitted))
+	}
+	if res := tick(2, passTTL); len(res.Admitted) != 0 {
+		t.Fatalf("a tick at the cap admitted %d", len(res.Admitted))
+	}
+	ref := func(a AdmittedVisitor) PassRef { return PassRef{Visitor: a.ID, NotBefore: a.Pass.NotBefore} }
+	released := []PassRef{ref(first.Admitted[0]), ref(first.Admitted[1]), ref(first.Admitted[2])}
+	res, err := q.Sessions(ctx, released, nil, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Released != 3 || len(res.Revoked) != 3 || res.Seq != 3 || res.Restarted {
+		t.Fatalf("releasing 3 = %+v; want 3 released and listed as revoked", res)
+	}
+	for i, r := range res.Revoked {
+		if r.PassRef != released[i] || !r.Expiry.Equal(first.Admitted[i].Pass.Expiry) || r.Seq != int64(i+1) {
+			t.Fatalf("revocation %d = %+v, want %+v expiring with its pass", i, r, released[i])
+		}
+	}
+	// A second release of the same pass, as another replica would send it, changes nothing.
+	if again, err := q.Sessions(ctx, released[:1], nil, res.Seq, 100); err != nil || again.Released != 0 || len(again.Revoked) != 0 {
+		t.Fatalf("releasing a released pass again = %+v, %v", again, err)
+	}
+	// The released slots go to the next tick, and a released visitor who comes back queues anew.
+	if res := tick(3, passTTL); len(res.Admitted) != 3 {
+		t.Fatalf("the tick after 3 releases admitted %d, want 3", len(res.Admitted))
+	}
+	if p, err := q.Enter(ctx, released[0].Visitor, longAbandon); err != nil || p.State != Waiting {
+		t.Fatalf("a released visitor entering again = %+v, %v; want a new place", p, err)
+	}
+	// Renewal extends the pass and its slot; an older expiry changes nothing.
+	holder := first.Admitted[5]
+	later := holder.Pass.Expiry.Add(time.Minute)
+	renew, err := q.Sessions(ctx, nil, []Renewal{{PassRef: ref(holder), Expiry: later}, {PassRef: ref(first.Admitted[6]), Expiry: first.Admitted[6].Pass.Expiry.Add(-time.Second)}}, res.Seq, 100)
+	if err != nil || renew.Renewed != 1 {
+		t.Fatalf("renewals = %+v, %v; want 1 renewed", renew, err)
+	}
+	if p, err := q.Status(ctx, holder.ID, longAbandon); err != nil || p.State != Admitted || !p.Pass.Expiry.Equal(later) {
+		t.Fatalf("the renewed pass reads %+v, %v; want expiry %s", p, err, later)
+	}
+	if score, err := b.rdb.ZScore(ctx, q.keys.active, holder.ID).Result(); err != nil || int64(score) != later.UnixMilli() {
+		t.Fatalf("the renewed slot expires at %v (%v), want %d", score, err, later.UnixMilli())
+	}
+	// Redis lost the sequence: the list starts over and says so.
+	if err := b.rdb.Del(ctx, q.keys.revokedSeq).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if lost, err := q.Sessions(ctx, nil, nil, res.Seq, 100); err != nil || !lost.Restarted || len(lost.Revoked) != 3 {
+		t.Fatalf("after the sequence was lost = %+v, %v; want a restart listing all 3", lost, err)
+	}
+	// Revocations of expired passes go at the next ticks.
+	short, err := q.Admit(ctx, AdmitRequest{TickID: 4, Limit: 1, PassTTL: 30 * time.Millisecond, AbandonAfter: longAbandon})
+	if err != nil || len(short.Admitted) != 1 {
+		t.Fatalf("admitting a short pass: %+v, %v", short, err)
+	}
+	if _, err := q.Sessions(ctx, []PassRef{ref(short.Admitted[0])}, nil, 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	tick(5, passTTL)
+	if n, err := b.rdb.ZCard(ctx, q.keys.revoked).Result(); err != nil || n != 3 {
+		t.Fatalf("%d revocations left (%v), want the 3 unexpired ones", n, err)
 	}
 }
 

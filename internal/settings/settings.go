@@ -43,6 +43,13 @@ type Settings struct {
 	Suspended          bool
 	// Mode is Queue, Passthrough or Closed.
 	Mode herdgatev1alpha1.Mode
+	// MaxActive caps the active passes; 0 means no cap.
+	MaxActive int64
+	// Sliding passes are extended by activity, up to MaxSession after their not-before time.
+	Sliding    bool
+	MaxSession time.Duration
+	// CompletionRoutes release the pass once the workload answers them with a 2xx or 3xx.
+	CompletionRoutes []route.Route
 
 	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
 	// header that identifies visitors; Upstream where requests go.
@@ -108,6 +115,8 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		JitterWindow: spec.EffectiveJitterWindow(), PassTTL: spec.EffectivePassTTL(),
 		AbandonAfter: spec.EffectiveAbandonAfter(), Suspended: spec.IsSuspended(),
 		FailurePolicy: spec.EffectiveFailurePolicy(), Mode: spec.EffectiveMode(),
+		MaxActive: spec.EffectiveMaxActive(), Sliding: spec.EffectivePassRenewal() == herdgatev1alpha1.RenewalSliding,
+		MaxSession: spec.EffectiveMaxSession(),
 	}
 	var err error
 	if s.Plan, err = PlanOf(spec); err != nil {
@@ -133,6 +142,14 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if s.Routes, err = Routes(spec.ProtectedRoutes); err != nil {
 		return nil, err
 	}
+	if spec.Pass != nil && len(spec.Pass.CompletionRoutes) > 0 {
+		if s.CompletionRoutes, err = compileRoutes("spec.pass.completionRoutes", spec.Pass.CompletionRoutes); err != nil {
+			return nil, err
+		}
+	}
+	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {
+		return nil, fieldErr("spec.pass.renewal", "%q is neither Fixed nor Sliding", r)
+	}
 	if spec.Identity != nil && spec.Identity.Header != "" {
 		if err := CheckIdentityHeader(spec.Identity.Header); err != nil {
 			return nil, fieldErr("spec.identity.header", "%v", err)
@@ -145,14 +162,19 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	return s, nil
 }
 
-// Routes compiles spec routes; an error names the route's field.
+// Routes compiles spec's protected routes; an error names the route's field.
 func Routes(spec []herdgatev1alpha1.ProtectedRoute) ([]route.Route, error) {
 	if len(spec) == 0 {
 		return nil, fieldErr("spec.protectedRoutes", "at least one route is required")
 	}
+	return compileRoutes("spec.protectedRoutes", spec)
+}
+
+// compileRoutes compiles the routes of the list at field.
+func compileRoutes(list string, spec []herdgatev1alpha1.ProtectedRoute) ([]route.Route, error) {
 	out := make([]route.Route, 0, len(spec))
 	for i, r := range spec {
-		field := fmt.Sprintf("spec.protectedRoutes[%d]", i)
+		field := fmt.Sprintf("%s[%d]", list, i)
 		var p string
 		prefix := false
 		switch {

@@ -7,12 +7,14 @@
 -- caller sends a limit, not one offset per slot, and the offsets are drawn here for the admitted only.
 -- Commands are grouped per last-seen block because each redis.call costs far more than its work.
 --
--- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence
+-- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence,
+-- KEYS[5] revocations (released passes)
 -- ARGV[1] key prefix, ARGV[2] tick id (increasing), ARGV[3] pass ttl ms, ARGV[4] abandon-after ms,
 -- ARGV[5] front budget (visitors examined beyond the limit), ARGV[6] sweep blocks,
 -- ARGV[7] limit (most visitors admitted), ARGV[8] jitter window ms, ARGV[9] lead ms,
 -- ARGV[10] jitter seed (1 … 2147483646), ARGV[11] instant budget (most visitors enter may admit at
--- once until the next tick, out of what this tick leaves unused), ARGV[12] tick ms
+-- once until the next tick, out of what this tick leaves unused), ARGV[12] tick ms, ARGV[13] the most
+-- active passes (0: no cap)
 -- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
 -- this tick id was already run.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
@@ -20,6 +22,7 @@ local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
 local limit, window, lead, seed = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local instant_cap, tick_ms = tonumber(ARGV[11]), tonumber(ARGV[12])
+local max_active = tonumber(ARGV[13])
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
@@ -68,6 +71,12 @@ local function pop(n)
     p[4] = seen[p[2]][p[3]]
   end
   return popped
+end
+
+-- A cap on active passes (admitted, not expired, not released) takes the room left under it.
+if max_active > 0 then
+  local active_now = redis.call('ZCOUNT', KEYS[2], '(' .. now_s, '+inf')
+  limit = math.max(0, math.min(limit, max_active - active_now))
 end
 
 local out = {1, now, 0}
@@ -186,6 +195,19 @@ else
 end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_s)
+-- Revocations of released passes outlive their passes for nothing: drop the oldest that expired, a
+-- bounded number per tick. An entry is "expiryMs|visitor|notBeforeMs", scored by its sequence.
+local rev = redis.call('ZRANGE', KEYS[5], 0, 15)
+local gone = {}
+for i = 1, #rev do
+  local exp = string.sub(rev[i], 1, string.find(rev[i], '|', 1, true) - 1)
+  if not earlier(now_s, exp) then
+    gone[#gone + 1] = rev[i]
+  end
+end
+if #gone > 0 then
+  redis.call('ZREM', KEYS[5], unpack(gone))
+end
 if cursor then
   redis.call('HSET', KEYS[3], 'tick', ARGV[2], 'sweep', int(cursor))
 else

@@ -1,8 +1,8 @@
 -- Stats reads the queue's counters in one round trip.
 -- KEYS[1] waiting set, KEYS[2] active set, KEYS[3] totals hash
--- Returns {depth, active, admittedTotal, abandonedTotal, now, instantAdmittedTotal}.
+-- Returns {depth, active, admittedTotal, abandonedTotal, now, instantAdmittedTotal, releasedTotal}.
 local now = now_ms()
-local totals = redis.call('HMGET', KEYS[3], 'admitted', 'abandoned', 'instantAdmitted')
+local totals = redis.call('HMGET', KEYS[3], 'admitted', 'abandoned', 'instantAdmitted', 'released')
 return {
   redis.call('ZCARD', KEYS[1]),
   redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%d', now), '+inf'),
@@ -10,4 +10,5 @@ return {
   tonumber(totals[2]) or 0,
   now,
   tonumber(totals[3]) or 0,
+  tonumber(totals[4]) or 0,
 }
