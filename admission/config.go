@@ -34,6 +34,11 @@ type Config struct {
 	// Mode is Queue, Passthrough or Closed.
 	Mode   herdgatev1alpha1.Mode
 	Signer *pass.Signer
+	// PassTTL, Sliding and MaxSession say how passes are extended; CompletionRoutes end a session.
+	PassTTL          time.Duration
+	Sliding          bool
+	MaxSession       time.Duration
+	CompletionRoutes []route.Route
 	// Plan, PollMin, PollMax and AbandonAfter come from the spec and apply until the scheduler
 	// publishes its plan in Redis. Plan is the plan ticks run, and admits nobody when the spec
 	// suspends the queue.
@@ -61,6 +66,7 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 	c := &Config{
 		Namespace: s.Namespace, Name: s.Name, Generation: s.Generation, Routes: s.Routes,
 		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Mode: s.Mode, Signer: signer,
+		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
 		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter,
 	}
 	if s.Admits() {

@@ -48,6 +48,7 @@ type Engine interface {
 	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
 	Ping(ctx context.Context) error
 	ReportProxy(ctx context.Context, r queue.ProxyReport) error
+	Sessions(ctx context.Context, releases []queue.PassRef, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
 }
 
 // Options tune a Proxy.
@@ -83,6 +84,7 @@ type Proxy struct {
 	redisDown atomic.Bool
 	draining  atomic.Bool
 	state     configState
+	sessions  *sessions
 }
 
 // NewProxy serves cfg's queue, stored in store.
@@ -108,7 +110,8 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
-	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand}
+	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
+		sessions: newSessions()}
 	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now
@@ -180,29 +183,51 @@ func (p *Proxy) redisResult(err error) {
 	}
 }
 
+// decision is what the gate decided of a request it lets through, for the transport that carries it.
+type decision struct {
+	// canonical is the normalised path; class "protected" or "open".
+	canonical, class string
+	// pass is the request's valid pass, when hasPass; completion says the route ends the session.
+	pass       pass.Pass
+	hasPass    bool
+	completion bool
+}
+
 // gate answers what the proxy answers itself (a bad path, the reserved endpoints, a protected route
-// without a valid pass) and otherwise returns the normalised path and route class to forward with.
-// Both transports decide here.
-func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool) (canonical, class string, forward bool) {
+// without a valid pass) and otherwise returns how to forward. Both transports decide here.
+func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool) (d decision, forward bool) {
 	if cfg == nil {
 		p.serveUnconfigured(x, escapedPath)
-		return "", "", false
+		return d, false
 	}
 	canonical, err := route.Normalize(escapedPath)
 	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
 	if err != nil || fragment {
 		p.replyBadPath(x)
-		return "", "", false
+		return d, false
 	}
 	if isReserved(canonical) {
 		p.serveReserved(x, cfg, canonical)
-		return "", "", false
+		return d, false
 	}
-	class = routeClass(cfg, x.Method(), canonical)
-	if class == "protected" && !p.admit(x, cfg, canonical) {
-		return "", "", false
+	d = decision{canonical: canonical, class: routeClass(cfg, x.Method(), canonical)}
+	if d.class == "protected" {
+		if !p.admit(x, cfg, &d) {
+			return d, false
+		}
+		d.completion = d.hasPass && matchesAny(cfg.CompletionRoutes, x.Method(), canonical)
 	}
-	return canonical, class, true
+	return d, true
+}
+
+func matchesAny(routes []route.Route, method, canonical string) bool {
+	method = strings.ToUpper(method)
+	for _, r := range routes {
+		if r.Matches(method, canonical) {
+			return true
+		}
+	}
+	return false
 }
 
 func isReserved(canonical string) bool {
@@ -249,8 +274,10 @@ func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
 	return id, true
 }
 
-// admit decides whether a request to a protected route may pass, and answers it when not.
-func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
+// admit decides whether a request to a protected route may pass, and answers it when not. A valid
+// pass goes into d.
+func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
+	canonical := d.canonical
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModePassthrough:
 		p.metrics.requests.WithLabelValues("protected", "passthrough").Inc()
@@ -273,9 +300,17 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 	if token == "" {
 		token = x.Cookie(PassCookie)
 	}
-	_, result := cfg.Signer.Verify(token, visitor, p.now())
+	now := p.now()
+	verified, result := cfg.Signer.Verify(token, visitor, now)
+	if result == pass.Valid && p.sessions.isRevoked(verified) {
+		result = pass.Released
+	}
 	p.metrics.verified(result)
 	if result == pass.Valid {
+		d.pass, d.hasPass = verified, true
+		if cfg.Sliding {
+			p.slide(x, cfg, verified, now)
+		}
 		return true
 	}
 	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() {
@@ -294,6 +329,26 @@ func (p *Proxy) admit(x exchange, cfg *Config, canonical string) bool {
 	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
 	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
 	return false
+}
+
+// slide extends a Sliding pass that has used half its time: to ttl from now, up to maxSession after
+// its not-before time. The visitor gets the new pass as a cookie and in the pass header of the
+// response; its slot in Redis follows at the next sync.
+func (p *Proxy) slide(x exchange, cfg *Config, verified pass.Pass, now time.Time) {
+	if verified.Expiry.Sub(now) > cfg.PassTTL/2 {
+		return
+	}
+	expiry := now.Add(cfg.PassTTL)
+	if limit := verified.NotBefore.Add(cfg.MaxSession); limit.Before(expiry) {
+		expiry = limit
+	}
+	expiry = expiry.Truncate(time.Millisecond)
+	if !expiry.After(verified.Expiry) {
+		return
+	}
+	pos := queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: verified.NotBefore, Expiry: expiry}}
+	x.SetHeader(PassHeader, p.setPassCookie(x, cfg, verified.Visitor, pos))
+	p.sessions.renew(verified, expiry)
 }
 
 // admitAtOnce enters a browser that asks for a protected page without a pass. While nobody waits and

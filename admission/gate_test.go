@@ -52,7 +52,12 @@ func (e *memoryEngine) ReadPlan(context.Context) (queue.Plan, error) {
 	return e.plan, nil
 }
 
-func (e *memoryEngine) Ping(context.Context) error                           { return e.err }
+func (e *memoryEngine) Ping(context.Context) error { return e.err }
+
+func (e *memoryEngine) Sessions(context.Context, []queue.PassRef, []queue.Renewal, int64, int) (queue.SessionsResult, error) {
+	return queue.SessionsResult{}, e.err
+}
+
 func (e *memoryEngine) ReportProxy(context.Context, queue.ProxyReport) error { return e.err }
 
 // roundTrips records the requests the gate sends upstream on the net/http transport.

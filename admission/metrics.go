@@ -21,6 +21,8 @@ type metrics struct {
 	// The config in force and refusals of newer ones.
 	configGeneration, configRefused prometheus.Gauge
 	configRefusals                  prometheus.Counter
+	// releases counts the sessions this replica ended and told Redis of.
+	releases prometheus.Counter
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
@@ -64,6 +66,10 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_config_refused",
 			Help: "1 while the newest WaitingQueue generation seen could not be applied (the config in force is older), else 0.",
 		}),
+		releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_sessions_released_total",
+			Help: "Sessions the workload ended through this replica (release header or completion route), sent to Redis.",
+		}),
 		configRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_config_refusals_total",
 			Help: "WaitingQueue changes that did not make a valid config and were not applied.",
@@ -75,7 +81,7 @@ func newMetrics() *metrics {
 	m.openUpstream = m.upstream.WithLabelValues("open")
 	m.validPasses = m.verifications.WithLabelValues(string(pass.Valid))
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
-		m.configGeneration, m.configRefused, m.configRefusals,
+		m.configGeneration, m.configRefused, m.configRefusals, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -112,9 +112,9 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 	}
 	cfg := f.p.cfg.Load()
 	target := ctx.Request.Header.RequestURI()
-	canonical, class, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
+	d, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 	if ok {
-		f.forward(ctx, cfg, canonical, class)
+		f.forward(ctx, cfg, d)
 	}
 }
 
@@ -142,11 +142,11 @@ func (f *Front) badRequest(ctx *fasthttp.RequestCtx, err error) {
 // forward carries the request upstream as the forwarding policy says and streams the answer back.
 // The visitor's request and response objects travel upstream and back themselves: no copy of headers
 // or body, and a small body goes in the same write as its headers.
-func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class string) {
+func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	up := f.client(cfg.Upstream)
 	req := &ctx.Request
 	fw := forwardingOf(cfg, inbound{
-		method: string(ctx.Method()), canonical: canonical, rawQuery: string(ctx.URI().QueryString()),
+		method: string(ctx.Method()), canonical: d.canonical, rawQuery: string(ctx.URI().QueryString()),
 		host: string(ctx.Host()), clientIP: clientIP(ctx), tls: ctx.IsTLS(),
 	})
 	// The server noted a visitor's Connection: close before this handler ran; the upstream
@@ -166,22 +166,30 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, canonical, class 
 		_ = ctx.SetReadDeadline(time.Time{})
 	}
 
-	// Cookies the gate set on the way (a pass issued at once) go out with the upstream's answer.
+	// Headers the gate set on the way (a pass issued at once or extended) go out with the upstream's
+	// answer, which replaces the response.
 	var gateCookies [][]byte
 	for _, c := range ctx.Response.Header.PeekAll("Set-Cookie") {
 		gateCookies = append(gateCookies, append([]byte(nil), c...))
 	}
+	gatePass := append([]byte(nil), ctx.Response.Header.Peek(PassHeader)...)
 	start := time.Now()
 	err := up.client.Do(req, &ctx.Response)
 	if err != nil {
 		ctx.Response.Reset()
-		f.p.upstreamFailed(fastExchange{ctx}, err, canonical)
+		f.p.upstreamFailed(fastExchange{ctx}, err, d.canonical)
 		return
 	}
+	f.p.metrics.forwarded(d.class, time.Since(start))
+	release := string(ctx.Response.Header.Peek(ReleaseHeader))
+	ctx.Response.Header.Del(ReleaseHeader)
+	f.p.afterUpstream(d, ctx.Response.StatusCode(), release)
 	for _, c := range gateCookies {
 		ctx.Response.Header.AddBytesV("Set-Cookie", c)
 	}
-	f.p.metrics.forwarded(class, time.Since(start))
+	if len(gatePass) > 0 {
+		ctx.Response.Header.SetBytesV(PassHeader, gatePass)
+	}
 	// The body streams from the upstream connection as the visitor reads it; a body of unknown
 	// length goes out chunked, flushed chunk by chunk, so streams stay live.
 	out := &ctx.Response.Header

@@ -31,13 +31,27 @@ func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, class, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	d, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	if !ok {
 		return
 	}
 	start := time.Now()
-	p.rp.ServeHTTP(w, r)
-	p.metrics.forwarded(class, time.Since(start))
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+	p.metrics.forwarded(d.class, time.Since(start))
+}
+
+// decisionKey carries the gate's decision from ServeHTTP to the upstream's response.
+type decisionKey struct{}
+
+// modifyResponse strips the release header from the upstream's answer and ends the session it asks
+// to end.
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	release := res.Header.Get(ReleaseHeader)
+	res.Header.Del(ReleaseHeader)
+	if d, ok := res.Request.Context().Value(decisionKey{}).(decision); ok {
+		p.afterUpstream(d, res.StatusCode, release)
+	}
+	return nil
 }
 
 func newReverseProxy(p *Proxy, transport http.RoundTripper) *httputil.ReverseProxy {
@@ -45,10 +59,11 @@ func newReverseProxy(p *Proxy, transport http.RoundTripper) *httputil.ReversePro
 		transport = NewUpstreamTransport()
 	}
 	return &httputil.ReverseProxy{
-		Rewrite:      p.rewrite,
-		Transport:    transport,
-		BufferPool:   bufferPool{},
-		ErrorHandler: p.upstreamError,
+		Rewrite:        p.rewrite,
+		ModifyResponse: p.modifyResponse,
+		Transport:      transport,
+		BufferPool:     bufferPool{},
+		ErrorHandler:   p.upstreamError,
 	}
 }
 

@@ -159,6 +159,12 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	}
 	if snap != nil && snap.HaveStats {
 		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, snap.AdmittedPerSecond
+		wq.Status.ReleasedPerSecond = snap.ReleasedPerSecond
+	}
+	wq.Status.MaxActive = nil
+	if s.MaxActive > 0 {
+		maxActive := s.MaxActive
+		wq.Status.MaxActive = &maxActive
 	}
 	setOpen(r, wq, s)
 	r.setReady(wq)

@@ -36,13 +36,15 @@ type Result string
 
 // The outcomes of Verify.
 const (
-	Valid        Result = "valid"
-	Missing      Result = "missing"
-	Oversized    Result = "oversized"
-	Malformed    Result = "malformed"
-	Tampered     Result = "tampered" // also another queue's pass: its MAC does not verify here
-	Expired      Result = "expired"
-	NotYetValid  Result = "not_yet_valid"
+	Valid       Result = "valid"
+	Missing     Result = "missing"
+	Oversized   Result = "oversized"
+	Malformed   Result = "malformed"
+	Tampered    Result = "tampered" // also another queue's pass: its MAC does not verify here
+	Expired     Result = "expired"
+	NotYetValid Result = "not_yet_valid"
+	// Released is not Verify's: the gate says it of a valid pass whose session the workload ended.
+	Released     Result = "released"
 	WrongVisitor Result = "wrong_visitor"
 )
 

@@ -55,6 +55,7 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(s.Proxy.Replicas).To(HaveValue(BeEquivalentTo(herdgatev1alpha1.DefaultProxyReplicas)))
 		Expect(s.Proxy.FailurePolicy).To(Equal(herdgatev1alpha1.FailClosed))
 		Expect(s.Mode).To(Equal(herdgatev1alpha1.ModeQueue))
+		Expect(s.Pass.Renewal).To(Equal(herdgatev1alpha1.RenewalFixed))
 		Expect(s.ProtectedRoutes).To(HaveLen(2))
 		Expect(*s.ProtectedRoutes[1].Path).To(Equal("/api/v1/orders/direct"))
 	})
@@ -97,6 +98,8 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(defaulted.EffectiveProxyReplicas()).To(Equal(unset.EffectiveProxyReplicas()))
 		Expect(defaulted.EffectiveFailurePolicy()).To(Equal(unset.EffectiveFailurePolicy()))
 		Expect(defaulted.EffectiveMode()).To(Equal(unset.EffectiveMode()))
+		Expect(defaulted.EffectivePassRenewal()).To(Equal(unset.EffectivePassRenewal()))
+		Expect(defaulted.EffectiveMaxSession()).To(Equal(unset.EffectiveMaxSession()))
 		Expect(defaulted.ProtectedRoutes[0].Methods).To(Equal(unset.ProtectedRoutes[0].EffectiveMethods()))
 		Expect(defaulted.Redis.SecretRef.Key).To(Equal(herdgatev1alpha1.DefaultRedisSecretKey))
 	})
@@ -209,6 +212,43 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}
 			},
 			"spec.protectedRoutes[0].methods[0]", "supported values"),
+		Entry("maxActive 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.MaxActive = ptr.To[int32](0) },
+			"spec.capacity.maxActive", "greater than or equal to 1"),
+		Entry("an unknown pass renewal",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Renewal: "Forever"}
+			},
+			"spec.pass.renewal", `supported values: "Fixed", "Sliding"`),
+		Entry("a maxSession shorter than the pass's ttl",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{TTL: duration(10 * time.Minute), MaxSession: duration(5 * time.Minute)}
+			},
+			"spec.pass.maxSession", "pass.maxSession must not be shorter than pass.ttl"),
+		Entry("a maxSession shorter than the default ttl",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{MaxSession: duration(time.Minute)}
+			},
+			"spec.pass.maxSession", "pass.maxSession must not be shorter than pass.ttl"),
+		Entry("a maxSession above 24 hours",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{MaxSession: duration(25 * time.Hour)}
+			},
+			"spec.pass.maxSession", "pass.maxSession must be at most 24h"),
+		Entry("a completion route that is not normalised",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{{Path: ptr.To("/checkout/done/")}}}
+			},
+			"spec.pass.completionRoutes[0].path", "path must be absolute and normalised"),
+		Entry("nine completion routes",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				routes := []herdgatev1alpha1.ProtectedRoute{}
+				for i := range 9 {
+					routes = append(routes, herdgatev1alpha1.ProtectedRoute{Path: ptr.To(fmt.Sprintf("/done%d", i))})
+				}
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: routes}
+			},
+			"spec.pass.completionRoutes", "must have at most 8 items"),
 		Entry("an unknown mode",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = "Maintenance" },
 			"spec.mode", `supported values: "Queue", "Passthrough", "Closed"`),
@@ -387,11 +427,11 @@ var _ = Describe("WaitingQueue documentation", func() {
 		GinkgoWriter.Println(out)
 		Expect(out).To(ContainSubstring("GROUP:      herdgate.io"))
 		descriptions := explainedFields(out)
-		for _, field := range []string{"poolSize", "requestLatency", "utilizationPercent", "batchSizeOverride"} {
+		for _, field := range []string{"poolSize", "requestLatency", "utilizationPercent", "batchSizeOverride", "maxActive"} {
 			Expect(descriptions).To(HaveKey(field), "kubectl explain does not list %s", field)
 			Expect(descriptions[field]).To(ContainSubstring(field), "the description of %s does not start with its name", field)
 		}
-		Expect(descriptions).To(HaveLen(4), "spec.capacity has a field this test does not know: %v", descriptions)
+		Expect(descriptions).To(HaveLen(5), "spec.capacity has a field this test does not know: %v", descriptions)
 	})
 
 	It("documents every field of the schema", func() {

@@ -66,15 +66,24 @@ type WaitingQueueStatus struct {
 	// +kubebuilder:default=0
 	QueueDepth int64 `json:"queueDepth"`
 
-	// activeVisitors is the number of admitted visitors whose pass has not expired.
+	// activeVisitors is the number of admitted visitors whose pass has not expired or been released.
 	// +optional
 	// +kubebuilder:default=0
 	ActiveVisitors int64 `json:"activeVisitors"`
+
+	// maxActive is the cap on activeVisitors in force (spec.capacity.maxActive); unset without one.
+	// +optional
+	MaxActive *int64 `json:"maxActive,omitempty"`
 
 	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
 	// like admissionsPerSecond.
 	// +optional
 	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
+
+	// releasedPerSecond is the observed rate of sessions the workload ended (passes released) over
+	// the last 10 seconds, as a decimal string like admissionsPerSecond.
+	// +optional
+	ReleasedPerSecond string `json:"releasedPerSecond,omitempty"`
 
 	// proxy reports the admission proxy Deployment.
 	// +optional

@@ -392,6 +392,8 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.plan.admissionsPerSecond`,description="Planned admissions per second"
 // +kubebuilder:printcolumn:name="Depth",type=integer,JSONPath=`.status.queueDepth`,description="Visitors waiting"
 // +kubebuilder:printcolumn:name="Admitted/s",type=string,JSONPath=`.status.admittedPerSecond`,description="Observed admissions per second over the last 10s"
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeVisitors`,description="Visitors holding an active pass",priority=1
+// +kubebuilder:printcolumn:name="Max Active",type=integer,JSONPath=`.status.maxActive`,description="The cap on active visitors",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.conditions[?(@.type=="Open")].reason`,description="Open, Passthrough or Closed"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

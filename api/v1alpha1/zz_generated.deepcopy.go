@@ -459,6 +459,11 @@ func (in *WaitingQueueStatus) DeepCopyInto(out *WaitingQueueStatus) {
 		*out = new(PlanStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.MaxActive != nil {
+		in, out := &in.MaxActive, &out.MaxActive
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Proxy != nil {
 		in, out := &in.Proxy, &out.Proxy
 		*out = new(ProxyStatus)

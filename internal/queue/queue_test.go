@@ -413,19 +413,19 @@ func testMaxActiveAndSessions(t *testing.T, b backend) {
 	ctx := context.Background()
 	q := queueOn(t, b)
 	enterAll(t, q, visitorIDs("c", 30)...)
-	tick := func(id int64, ttl time.Duration) AdmitResult {
+	tick := func(id int64) AdmitResult {
 		t.Helper()
-		res, err := q.Admit(ctx, AdmitRequest{TickID: id, Limit: 20, MaxActive: 10, PassTTL: ttl, AbandonAfter: longAbandon})
+		res, err := q.Admit(ctx, AdmitRequest{TickID: id, Limit: 20, MaxActive: 10, PassTTL: passTTL, AbandonAfter: longAbandon})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
-	first := tick(1, passTTL)
+	first := tick(1)
 	if len(first.Admitted) != 10 {
 		t.Fatalf("a tick of 20 under a cap of 10 admitted %d", len(first.Admitted))
 	}
-	if res := tick(2, passTTL); len(res.Admitted) != 0 {
+	if res := tick(2); len(res.Admitted) != 0 {
 		t.Fatalf("a tick at the cap admitted %d", len(res.Admitted))
 	}
 	ref := func(a AdmittedVisitor) PassRef { return PassRef{Visitor: a.ID, NotBefore: a.Pass.NotBefore} }
@@ -447,7 +447,7 @@ func testMaxActiveAndSessions(t *testing.T, b backend) {
 		t.Fatalf("releasing a released pass again = %+v, %v", again, err)
 	}
 	// The released slots go to the next tick, and a released visitor who comes back queues anew.
-	if res := tick(3, passTTL); len(res.Admitted) != 3 {
+	if res := tick(3); len(res.Admitted) != 3 {
 		t.Fatalf("the tick after 3 releases admitted %d, want 3", len(res.Admitted))
 	}
 	if p, err := q.Enter(ctx, released[0].Visitor, longAbandon); err != nil || p.State != Waiting {
@@ -482,7 +482,7 @@ func testMaxActiveAndSessions(t *testing.T, b backend) {
 		t.Fatal(err)
 	}
 	time.Sleep(60 * time.Millisecond)
-	tick(5, passTTL)
+	tick(5)
 	if n, err := b.rdb.ZCard(ctx, q.keys.revoked).Result(); err != nil || n != 3 {
 		t.Fatalf("%d revocations left (%v), want the 3 unexpired ones", n, err)
 	}

@@ -23,6 +23,10 @@ var (
 		Name: "herdgate_admitted_at_once_total",
 		Help: "Visitors the proxies admitted at once on entering, while nobody waited and a tick had budget left, as read from Redis.",
 	}, []string{"namespace", "name"})
+	releasedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herdgate_released_total",
+		Help: "Passes released because the workload ended the visitor's session, as read from Redis.",
+	}, []string{"namespace", "name"})
 	abandonedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herdgate_abandoned_total",
 		Help: "Waiting visitors dropped by this manager's scheduler for not polling within abandonAfter.",
@@ -40,7 +44,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, abandonedCounter,
+	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
 		tickDurationHistogram, tickLagHistogram)
 }
 
@@ -48,7 +52,7 @@ func init() {
 func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
-		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram,
+		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram,
 	} {
 		v.Delete(labels)
 	}

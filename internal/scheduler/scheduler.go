@@ -38,8 +38,9 @@ type Snapshot struct {
 	HaveStats bool
 	Depth     int64
 	Active    int64
-	// AdmittedPerSecond is the admission rate over the last 10 s, as a decimal string.
-	AdmittedPerSecond string
+	// AdmittedPerSecond and ReleasedPerSecond are the admission and release rates over the last
+	// 10 s, as decimal strings.
+	AdmittedPerSecond, ReleasedPerSecond string
 	// RedisError is the last Redis failure, empty after a success.
 	RedisError string
 	// RedisErrorSince is when Redis started failing.

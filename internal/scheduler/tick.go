@@ -44,6 +44,7 @@ type tickState struct {
 	statsAt   time.Time
 	samples   []rateSample // admitted totals over the rate window
 	atOnce    int64        // the instant admissions total last read, -1 before the first read
+	released  int64        // the released total last read, -1 before the first read
 	notified  Snapshot
 	notifyAt  time.Time
 
@@ -53,8 +54,8 @@ type tickState struct {
 }
 
 type rateSample struct {
-	at    time.Time
-	total int64
+	at                 time.Time
+	admitted, released int64
 }
 
 // gridTick is one tick's place on the grid: what the clock and the grid say when the timer fires.
@@ -71,7 +72,7 @@ type gridTick struct {
 func (r *runner) run(ctx context.Context) {
 	log := ctrl.LoggerFrom(ctx).WithName("scheduler").WithValues("waitingqueue", r.key.String())
 	rng := r.s.newRand()
-	st := &tickState{atOnce: -1}
+	st := &tickState{atOnce: -1, released: -1}
 	defer func() {
 		if st.release != nil {
 			st.release()
@@ -97,8 +98,7 @@ func (r *runner) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.fail(ctx, st, t.now, err)
-			continue
+			continue // admit recorded the failure
 		}
 		if err := r.publishPlan(ctx, st, t.cfg, t.now); err != nil {
 			r.fail(ctx, st, t.now, err)
@@ -189,25 +189,29 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	start := r.s.clock.Now()
 	res, err := st.q.Admit(callCtx, queue.AdmitRequest{
 		TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
-		InstantBudget: int(instant), Tick: st.tick, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+		InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
 	})
 	cancel()
 	labels := []string{r.key.Namespace, r.key.Name}
 	tickDurationHistogram.WithLabelValues(labels...).Observe(r.s.clock.Since(start).Seconds())
+	// The snapshot is current before the tick is reported, so an observer reads what the tick did.
+	if err != nil {
+		if ctx.Err() == nil {
+			r.fail(ctx, st, t.now, err)
+		}
+	} else {
+		st.backoff = 0
+		admittedCounter.WithLabelValues(labels...).Add(float64(len(res.Admitted)))
+		abandonedCounter.WithLabelValues(labels...).Add(float64(res.Abandoned))
+		r.update(func(s *Snapshot) {
+			s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = cfg.Generation, "", time.Time{}, t.now
+		})
+	}
 	if r.s.observe != nil {
 		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
 			Quota: quota, Limit: limit, Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Result: res, Err: err})
 	}
-	if err != nil {
-		return err
-	}
-	st.backoff = 0
-	admittedCounter.WithLabelValues(labels...).Add(float64(len(res.Admitted)))
-	abandonedCounter.WithLabelValues(labels...).Add(float64(res.Abandoned))
-	r.update(func(s *Snapshot) {
-		s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = cfg.Generation, "", time.Time{}, t.now
-	})
-	return nil
+	return err
 }
 
 func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {
@@ -258,25 +262,31 @@ func (r *runner) readStats(ctx context.Context, st *tickState, now time.Time) er
 		proxies = nil
 	}
 	st.statsAt = now.Add(statsInterval)
-	st.samples = append(st.samples, rateSample{at: now, total: stats.AdmittedTotal})
+	st.samples = append(st.samples, rateSample{at: now, admitted: stats.AdmittedTotal, released: stats.ReleasedTotal})
 	// Keep one sample at least rateWindow old as the window's start.
 	for len(st.samples) > 2 && now.Sub(st.samples[1].at) >= rateWindow {
 		st.samples = st.samples[1:]
 	}
-	rate := "0"
+	admittedRate, releasedRate := "0", "0"
 	if first := st.samples[0]; now.Sub(first.at) > 0 {
-		r := new(big.Rat).SetFrac64((stats.AdmittedTotal-first.total)*int64(time.Second), int64(now.Sub(first.at)))
-		rate = capacity.DecimalString(r)
+		perSecond := func(delta int64) string {
+			return capacity.DecimalString(new(big.Rat).SetFrac64(delta*int64(time.Second), int64(now.Sub(first.at))))
+		}
+		admittedRate, releasedRate = perSecond(stats.AdmittedTotal-first.admitted), perSecond(stats.ReleasedTotal-first.released)
 	}
 	labels := []string{r.key.Namespace, r.key.Name}
 	if st.atOnce >= 0 && stats.InstantAdmittedTotal > st.atOnce {
 		admittedAtOnceCounter.WithLabelValues(labels...).Add(float64(stats.InstantAdmittedTotal - st.atOnce))
 	}
-	st.atOnce = stats.InstantAdmittedTotal
+	if st.released >= 0 && stats.ReleasedTotal > st.released {
+		releasedCounter.WithLabelValues(labels...).Add(float64(stats.ReleasedTotal - st.released))
+	}
+	st.atOnce, st.released = stats.InstantAdmittedTotal, stats.ReleasedTotal
 	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
 	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
 	r.update(func(s *Snapshot) {
-		s.HaveStats, s.Depth, s.Active, s.AdmittedPerSecond, s.Proxies = true, stats.Depth, stats.Active, rate, proxies
+		s.HaveStats, s.Depth, s.Active, s.Proxies = true, stats.Depth, stats.Active, proxies
+		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
 	})
 	return nil
 }

@@ -106,6 +106,12 @@ func (b *QueueBuilder) PassTTL(d time.Duration) *QueueBuilder {
 	return b
 }
 
+// PassSpec replaces spec.pass.
+func (b *QueueBuilder) PassSpec(p *herdgatev1alpha1.PassSpec) *QueueBuilder {
+	b.wq.Spec.Pass = p.DeepCopy()
+	return b
+}
+
 // Suspend sets spec.suspend.
 func (b *QueueBuilder) Suspend(suspended bool) *QueueBuilder {
 	b.wq.Spec.Suspend = ptr.To(suspended)

@@ -1,0 +1,235 @@
+package admission
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herdgate/herdgate/admission/pass"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
+)
+
+// sessionRig is a queue on a real Redis served by two proxy replicas, in front of a workload that ends
+// the session of every order it takes.
+type sessionRig struct {
+	q        *queue.Queue
+	rdb      redis.UniversalClient
+	replicas [2]*Proxy
+	urls     [2]string
+	cfg      *Config
+}
+
+func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/orders" {
+			w.Header().Set(ReleaseHeader, "true") // the order is placed: the session is over
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	t.Cleanup(upstream.Close)
+	b := builder.Queue("shop", "orders").UID("uid-sessions").UpstreamURL(upstream.URL).Identity("X-User-Id").
+		Routes(builder.Route("/api/v1/orders", false, "POST"), builder.Route("/checkout", true, "GET", "POST"))
+	if change != nil {
+		change(b)
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg, err := NewConfig(b.Obj(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig := &sessionRig{cfg: cfg}
+	if rig.rdb, err = queue.NewClient(srv.URL(), queue.ClientOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rig.rdb.Close() })
+	store := queue.NewStore(rig.rdb, queue.StoreOptions{})
+	t.Cleanup(store.Close)
+	if rig.q, err = store.Queue("shop", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rig.replicas {
+		if rig.replicas[i], err = NewProxy(cfg, store, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		rig.urls[i] = serveFront(t, rig.replicas[i]).URL
+	}
+	return rig
+}
+
+// admitOne admits visitor and returns its pass, as the proxy would hand it out.
+func (rig *sessionRig) admitOne(t *testing.T, visitor string, tickID int64) (string, queue.AdmittedVisitor) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := rig.q.Enter(ctx, visitor, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rig.q.Admit(ctx, queue.AdmitRequest{TickID: tickID, Limit: 1, PassTTL: time.Minute, AbandonAfter: time.Hour})
+	if err != nil || len(res.Admitted) != 1 {
+		t.Fatalf("admitting %s: %+v, %v", visitor, res, err)
+	}
+	a := res.Admitted[0]
+	time.Sleep(time.Until(a.Pass.NotBefore))
+	return rig.cfg.Signer.Issue(visitor, a.Pass.NotBefore, a.Pass.Expiry), a
+}
+
+// answer is what a visitor saw of one request.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (rig *sessionRig) do(t *testing.T, replica int, method, path, visitor, token string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(method, rig.urls[replica]+path, nil)
+	req.Header.Set("X-User-Id", visitor)
+	if token != "" {
+		req.Header.Set(PassHeader, token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return answer{res.StatusCode, res.Header}
+}
+
+func TestAReleasedPassIsRefusedByEveryReplicaWithinATick(t *testing.T) {
+	rig := newSessionRig(t, nil)
+	ctx := context.Background()
+	token, admitted := rig.admitOne(t, "ada", 1)
+	if res := rig.do(t, 1, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusOK {
+		t.Fatalf("replica B with a valid pass: %d", res.StatusCode)
+	}
+
+	// The order ends the session: the workload says so, and the visitor never sees it said.
+	res := rig.do(t, 0, http.MethodPost, "/api/v1/orders", "ada", token)
+	if res.StatusCode != http.StatusOK || res.Header.Get(ReleaseHeader) != "" {
+		t.Fatalf("the order: %d, release header %q; want 200 and the header stripped", res.StatusCode, res.Header.Get(ReleaseHeader))
+	}
+	// Replica A refuses the pass at once ...
+	if res := rig.do(t, 0, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusForbidden || res.Header.Get("X-Herdgate-Pass-Result") != string(pass.Released) {
+		t.Fatalf("replica A after the release: %d %q", res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
+	}
+	// ... tells Redis once (its sync runs at once after a release; here it is driven by hand) ...
+	if err := rig.replicas[0].syncSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.replicas[0].syncSessions(ctx); err != nil { // nothing more to send
+		t.Fatal(err)
+	}
+	st, err := rig.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ReleasedTotal != 1 || st.Active != 0 {
+		t.Fatalf("stats after the release = %+v; want 1 released and the slot free", st)
+	}
+	if p, err := rig.q.Status(ctx, "ada", time.Hour); err != nil || p.State != queue.NotQueued {
+		t.Fatalf("the released visitor's state = %+v, %v; want no pass left", p, err)
+	}
+	// ... and replica B refuses it after its next tick's sync.
+	if res := rig.do(t, 1, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusOK {
+		t.Fatalf("replica B before its next sync: %d (it has not read the revocation yet)", res.StatusCode)
+	}
+	if err := rig.replicas[1].syncSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := rig.do(t, 1, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("replica B after one sync: %d, want the released pass refused", res.StatusCode)
+	}
+	// A second release of the same pass, from B, reaches Redis as nothing.
+	rig.replicas[1].afterUpstream(decision{class: "protected", pass: pass.Pass{Visitor: "ada", NotBefore: admitted.Pass.NotBefore, Expiry: admitted.Pass.Expiry}, hasPass: true}, 200, "true")
+	if err := rig.replicas[1].syncSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rig.q.Stats(ctx); err != nil || st.ReleasedTotal != 1 {
+		t.Fatalf("released total after a second release = %+v, %v; want 1", st, err)
+	}
+}
+
+func TestTheReplicasSessionLoopsRefuseAReleasedPassWithinATick(t *testing.T) {
+	rig := newSessionRig(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, p := range rig.replicas {
+		go p.keepSessions(ctx)
+	}
+	token, _ := rig.admitOne(t, "bea", 1)
+	rig.do(t, 0, http.MethodPost, "/api/v1/orders", "bea", token)
+	start := time.Now()
+	for rig.do(t, 1, http.MethodGet, "/checkout/cart", "bea", token).StatusCode != http.StatusForbidden {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("replica B never refused the released pass")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("replica B refused the pass %s after replica A forwarded the release (tick 100ms)", time.Since(start).Round(time.Millisecond))
+}
+
+func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
+	rig := newSessionRig(t, func(b *builder.QueueBuilder) {
+		b.PassSpec(&herdgatev1alpha1.PassSpec{
+			TTL:              &metav1.Duration{Duration: 20 * time.Second},
+			Renewal:          herdgatev1alpha1.RenewalSliding,
+			CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "POST")},
+		})
+	})
+	ctx := context.Background()
+	// A pass with 8 of its 20 s left, written as a tick would have.
+	now := time.Now().Truncate(time.Millisecond)
+	nb, exp := now.Add(-12*time.Second), now.Add(8*time.Second)
+	if err := rig.rdb.Set(ctx, rig.q.KeyPrefix()+":p:cy", strconv.FormatInt(nb.UnixMilli(), 10)+":"+strconv.FormatInt(exp.UnixMilli(), 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.rdb.ZAdd(ctx, rig.q.KeyPrefix()+":a", redis.Z{Score: float64(exp.UnixMilli()), Member: "cy"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	token := rig.cfg.Signer.Issue("cy", nb, exp)
+	res := rig.do(t, 0, http.MethodGet, "/checkout/cart", "cy", token)
+	renewed := res.Header.Get(PassHeader)
+	if res.StatusCode != http.StatusOK || renewed == "" {
+		t.Fatalf("a request with a pass past half its time: %d, renewed pass %q", res.StatusCode, renewed)
+	}
+	got, result := rig.cfg.Signer.Verify(renewed, "cy", time.Now())
+	if result != pass.Valid || time.Until(got.Expiry) < 19*time.Second || !got.NotBefore.Equal(nb) {
+		t.Fatalf("the renewed pass = %+v, %s; want 20 s from now, same not-before", got, result)
+	}
+	if err := rig.replicas[0].syncSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	score, err := rig.rdb.ZScore(ctx, rig.q.KeyPrefix()+":a", "cy").Result()
+	if err != nil || int64(score) != got.Expiry.UnixMilli() {
+		t.Fatalf("the slot in Redis expires at %v (%v), want the renewed %d", score, err, got.Expiry.UnixMilli())
+	}
+	// A Sliding pass never outlasts maxSession (1h by default) after its not-before time.
+	oldNB, oldExp := now.Add(-time.Hour+10*time.Second), now.Add(5*time.Second)
+	if err := rig.rdb.Set(ctx, rig.q.KeyPrefix()+":p:dee", strconv.FormatInt(oldNB.UnixMilli(), 10)+":"+strconv.FormatInt(oldExp.UnixMilli(), 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	capped := rig.do(t, 0, http.MethodGet, "/checkout/cart", "dee", rig.cfg.Signer.Issue("dee", oldNB, oldExp)).Header.Get(PassHeader)
+	if got, result := rig.cfg.Signer.Verify(capped, "dee", time.Now()); result != pass.Valid || !got.Expiry.Equal(oldNB.Add(time.Hour)) {
+		t.Fatalf("the renewal of a pass near maxSession = %+v, %s; want it to end at not-before + 1h", got, result)
+	}
+	// A completion route ends the session once the workload answers it.
+	if res := rig.do(t, 0, http.MethodPost, "/checkout/done", "cy", renewed); res.StatusCode != http.StatusOK {
+		t.Fatalf("the completion route: %d", res.StatusCode)
+	}
+	if res := rig.do(t, 0, http.MethodGet, "/checkout/cart", "cy", renewed); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("after the completion route: %d, want the pass released", res.StatusCode)
+	}
+}
