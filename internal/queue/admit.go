@@ -59,6 +59,10 @@ type AdmitRequest struct {
 	// SweepBlocks is how many blocks of last-seen records one call sweeps for silent visitors deeper
 	// in the queue; 0 means DefaultSweepBlocks.
 	SweepBlocks int
+	// Holding, while the pre-queue is drawn, admits only arrivals up to Through (DrawState.Settled):
+	// the visitors behind the part of the pre-queue already placed wait for the rest of it.
+	Holding bool
+	Through int64
 }
 
 // jitterSeed maps any seed onto the generator's state space, 1 … 2^31 − 2.
@@ -129,7 +133,10 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 	args := []any{
 		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
-		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive),
+		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1),
+	}
+	if req.Holding {
+		args[len(args)-1] = max(0, req.Through)
 	}
 	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked}, args...).Slice()
 	if err != nil {

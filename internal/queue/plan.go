@@ -1,9 +1,11 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,8 +15,42 @@ import (
 	"github.com/herdgate/herdgate/internal/capacity"
 )
 
+// Phase is where a room stands in its schedule. A room without a schedule is always Open.
+type Phase string
+
+// The phases, in order.
+const (
+	// PhaseScheduled: before the pre-queue; protected routes are closed to visitors without a pass.
+	PhaseScheduled Phase = "Scheduled"
+	// PhasePreQueue: visitors take pre-queue places, with no position yet.
+	PhasePreQueue Phase = "PreQueue"
+	// PhaseOpening: opened; the scheduler is drawing the pre-queue's order into the queue.
+	PhaseOpening Phase = "Opening"
+	// PhaseOpen: visitors queue and are admitted.
+	PhaseOpen Phase = "Open"
+	// PhaseClosed: after closesAt; no new visitor enters and the queue drains.
+	PhaseClosed Phase = "Closed"
+)
+
+// phaseCodes are the phases as the plan hash and the scripts hold them (PHASE_* in common.lua). A
+// plan without a phase, as an older scheduler wrote, is Open.
+var phaseCodes = map[Phase]int64{PhaseOpen: 0, PhaseScheduled: 1, PhasePreQueue: 2, PhaseOpening: 3, PhaseClosed: 4}
+
+func phaseOfCode(c int64) Phase {
+	for p, code := range phaseCodes {
+		if code == c {
+			return p
+		}
+	}
+	return PhaseOpen
+}
+
+// Before reports whether the room in phase p has not opened yet: Scheduled or PreQueue.
+func (p Phase) Before() bool { return p == PhaseScheduled || p == PhasePreQueue }
+
 // Plan is what the scheduler publishes for the proxies: the plan ticks run, which they estimate waits
-// and poll hints from, and the timings they hand to visitors. It is read back ready to use.
+// and poll hints from, the timings they hand to visitors, and the room's phase. It is read back ready
+// to use.
 type Plan struct {
 	// Quota is the admission plan ticks run. ReadPlan returns the zero Plan, which admits nobody,
 	// while Suspended.
@@ -25,9 +61,32 @@ type Plan struct {
 	AbandonAfter time.Duration
 	// Suspended is true while admissions are stopped.
 	Suspended bool
+	// Phase is the room's phase; the empty phase publishes Open. While a draw runs, the published
+	// phase is Opening whatever the scheduler sends.
+	Phase Phase
+	// PreQueueFrom, OpensAt and ClosesAt are the room's schedule, zero without one (ClosesAt also
+	// when it does not close), to the millisecond.
+	PreQueueFrom, OpensAt, ClosesAt time.Time
 }
 
 var planFields = []string{"num", "den", "tick", "pollMin", "pollMax", "abandonAfter", "suspended"}
+
+// scheduleFields may be missing, in a plan an older scheduler wrote.
+var scheduleFields = []string{"phase", "preQueueFrom", "opensAt", "closesAt"}
+
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func timeOrZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
 
 // PublishPlan stores p for the proxies.
 func (q *Queue) PublishPlan(ctx context.Context, p Plan) error {
@@ -35,16 +94,21 @@ func (q *Queue) PublishPlan(ctx context.Context, p Plan) error {
 	if den <= 0 || p.Quota.Tick() <= 0 {
 		return fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, num, den, p.Quota.Tick())
 	}
+	phase, ok := phaseCodes[cmp.Or(p.Phase, PhaseOpen)]
+	if !ok {
+		return fmt.Errorf("publishing plan of queue %s: unknown phase %q", q.prefix, p.Phase)
+	}
 	suspended := 0
 	if p.Suspended {
 		suspended = 1
 	}
-	values := []any{
-		"num", num, "den", den, "tick", int64(p.Quota.Tick()),
+	args := []any{
+		phase, "num", num, "den", den, "tick", int64(p.Quota.Tick()),
 		"pollMin", int64(p.PollMin), "pollMax", int64(p.PollMax), "abandonAfter", int64(p.AbandonAfter),
-		"suspended", suspended,
+		"suspended", suspended, "preQueueFrom", unixMilliOrZero(p.PreQueueFrom), "opensAt", unixMilliOrZero(p.OpensAt),
+		"closesAt", unixMilliOrZero(p.ClosesAt),
 	}
-	if err := q.rdb.HSet(ctx, q.keys.plan, values...).Err(); err != nil {
+	if err := planScript.Run(ctx, q.rdb, []string{q.keys.plan, q.keys.draw}, args...).Err(); err != nil {
 		return fmt.Errorf("publishing plan of queue %s: %w", q.prefix, err)
 	}
 	return nil
@@ -55,21 +119,26 @@ var ErrNoPlan = errors.New("no plan published yet")
 
 // ReadPlan reads the published plan, or ErrNoPlan.
 func (q *Queue) ReadPlan(ctx context.Context) (Plan, error) {
-	vals, err := q.rdb.HMGet(ctx, q.keys.plan, planFields...).Result()
+	vals, err := q.rdb.HMGet(ctx, q.keys.plan, append(slices.Clone(planFields), scheduleFields...)...).Result()
 	if err != nil {
 		return Plan{}, fmt.Errorf("reading plan of queue %s: %w", q.prefix, err)
 	}
-	ints := make([]int64, len(planFields))
+	ints := make([]int64, len(vals))
 	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {
-			return Plan{}, ErrNoPlan
+			if i < len(planFields) {
+				return Plan{}, ErrNoPlan
+			}
+			continue
 		}
 		if ints[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			return Plan{}, fmt.Errorf("plan of queue %s: field %s is %q: %w", q.prefix, planFields[i], s, err)
+			field := append(slices.Clone(planFields), scheduleFields...)[i]
+			return Plan{}, fmt.Errorf("plan of queue %s: field %s is %q: %w", q.prefix, field, s, err)
 		}
 	}
-	p := Plan{PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]), AbandonAfter: time.Duration(ints[5]), Suspended: ints[6] != 0}
+	p := Plan{PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]), AbandonAfter: time.Duration(ints[5]), Suspended: ints[6] != 0,
+		Phase: phaseOfCode(ints[7]), PreQueueFrom: timeOrZero(ints[8]), OpensAt: timeOrZero(ints[9]), ClosesAt: timeOrZero(ints[10])}
 	if !p.Suspended {
 		if p.Quota, err = capacity.FromQuota(ints[0], ints[1], time.Duration(ints[2]), false); err != nil {
 			return Plan{}, fmt.Errorf("plan of queue %s: %w", q.prefix, err)

@@ -15,6 +15,9 @@
 //	{hg:ns/name}:proxies  hash: each proxy replica's report of the config it serves
 //	{hg:ns/name}:rev      sorted set: released passes not expired yet, scored by revocation sequence
 //	{hg:ns/name}:revseq   the revocation sequence (INCR)
+//	{hg:ns/name}:pre      sorted set: pre-queue places of a scheduled opening, scored by arrival sequence
+//	{hg:ns/name}:draw     hash: how far the draw of the pre-queue went
+//	{hg:ns/name}:drawn    list: the draw's record, "arrival place" per visitor placed
 package queue
 
 import (
@@ -51,6 +54,10 @@ var (
 	admitLua string
 	//go:embed lua/stats.lua
 	statsLua string
+	//go:embed lua/draw.lua
+	drawLua string
+	//go:embed lua/plan.lua
+	planLua string
 
 	// redis.Script runs EVALSHA and falls back to EVAL (which loads the script) on NOSCRIPT, so the
 	// scripts survive SCRIPT FLUSH, a restart and a failover.
@@ -58,6 +65,8 @@ var (
 	statusScript = redis.NewScript(commonLua + statusLua)
 	admitScript  = redis.NewScript(commonLua + admitLua)
 	statsScript  = redis.NewScript(commonLua + statsLua)
+	drawScript   = redis.NewScript(commonLua + drawLua)
+	planScript   = redis.NewScript(commonLua + planLua)
 )
 
 // ErrInvalidVisitor is returned for a visitor ID the engine refuses to store.
@@ -69,7 +78,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies, revoked, revokedSeq string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, revoked, revokedSeq, pre, draw, drawn string }
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -89,6 +98,9 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.proxies = q.prefix + ":proxies"
 	q.keys.revoked = q.prefix + ":rev"
 	q.keys.revokedSeq = q.prefix + ":revseq"
+	q.keys.pre = q.prefix + ":pre"
+	q.keys.draw = q.prefix + ":draw"
+	q.keys.drawn = q.prefix + ":drawn"
 	return q, nil
 }
 
@@ -133,6 +145,14 @@ const (
 	Admitted
 	// Waiting: the visitor is in the queue.
 	Waiting
+	// TurnedAway: the room takes no new visitor in its phase (Scheduled, or Closed); Position.Phase
+	// says which. Only Enter answers it.
+	TurnedAway
+	// PreQueued: the visitor holds a pre-queue place, which has no position until the draw at
+	// opening; Position.Arrival is its arrival number and Depth the pre-queue's length.
+	PreQueued
+	// Drawing: the room is opening and the draw has not settled the visitor's place yet.
+	Drawing
 )
 
 func (s State) String() string {
@@ -143,6 +163,12 @@ func (s State) String() string {
 		return "Admitted"
 	case Waiting:
 		return "Waiting"
+	case TurnedAway:
+		return "TurnedAway"
+	case PreQueued:
+		return "PreQueued"
+	case Drawing:
+		return "Drawing"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
@@ -150,14 +176,20 @@ func (s State) String() string {
 // Position is a visitor's answer from Enter or Status.
 type Position struct {
 	State State
-	// Position is the 1-based place in the queue and Depth the queue's length, when Waiting.
+	// Position is the 1-based place in the queue and Depth the queue's length, when Waiting; while
+	// the pre-queue is drawn, Depth counts the part not placed yet.
 	Position, Depth int64
+	// Arrival is the visitor's arrival number when PreQueued: what its drawn place is computed from.
+	Arrival int64
+	// Phase is the room's phase when NotQueued or TurnedAway.
+	Phase Phase
 	// Pass is set when Admitted.
 	Pass Pass
 	// Now is Redis' clock when it answered.
 	Now time.Time
 	// PreviousPoll is when the visitor last entered or polled before this Status call, when Waiting;
-	// zero when unknown. The proxy refuses polls that come sooner than it allowed.
+	// zero when unknown. The proxy refuses polls that come sooner than it allowed. Also set when
+	// PreQueued or Drawing.
 	PreviousPoll time.Time
 }
 
@@ -165,7 +197,9 @@ type Position struct {
 // holding an unexpired pass keeps it (Admitted). A waiting visitor silent for longer than abandonAfter
 // has lost its place and starts again at the back. While nobody waits and the last tick left part of
 // its quota unused (AdmitRequest.InstantBudget), a new visitor is admitted at once: Admitted, with a
-// pass valid now.
+// pass valid now. The published phase changes what a new visitor gets: a pre-queue place
+// (PreQueued) in PhasePreQueue, a place behind the pre-queue (Drawing) in PhaseOpening, nothing
+// (TurnedAway) in PhaseScheduled and PhaseClosed.
 func (q *Queue) Enter(ctx context.Context, visitor string, abandonAfter time.Duration) (Position, error) {
 	p, err := q.visitorCall(ctx, opEnter, visitor, abandonAfter)
 	if err != nil {
@@ -201,9 +235,9 @@ func (o visitorOp) script() *redis.Script {
 
 func (q *Queue) keysFor(o visitorOp) []string {
 	if o == opEnter {
-		return []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active}
+		return []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw}
 	}
-	return []string{q.keys.wait, q.keys.totals}
+	return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw}
 }
 
 func (q *Queue) argsFor(abandon int64, visitors []string) []any {
@@ -247,28 +281,47 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 }
 
 func decodePosition(res []int64) (Position, error) {
+	bad := func() (Position, error) { return Position{}, fmt.Errorf("unexpected script reply %v", res) }
 	if len(res) < 2 {
-		return Position{}, fmt.Errorf("unexpected script reply %v", res)
+		return bad()
+	}
+	previous := func(i int) time.Time {
+		if len(res) > i && res[i] > 0 {
+			return time.UnixMilli(res[i])
+		}
+		return time.Time{}
 	}
 	switch State(res[0]) {
 	case NotQueued:
-		return Position{State: NotQueued, Now: time.UnixMilli(res[1])}, nil
+		p := Position{State: NotQueued, Now: time.UnixMilli(res[1]), Phase: PhaseOpen}
+		if len(res) > 2 {
+			p.Phase = phaseOfCode(res[2])
+		}
+		return p, nil
 	case Admitted:
 		if len(res) != 4 {
-			return Position{}, fmt.Errorf("unexpected script reply %v", res)
+			return bad()
 		}
 		return Position{State: Admitted, Pass: Pass{time.UnixMilli(res[1]), time.UnixMilli(res[2])}, Now: time.UnixMilli(res[3])}, nil
 	case Waiting:
 		if len(res) < 4 {
-			return Position{}, fmt.Errorf("unexpected script reply %v", res)
+			return bad()
 		}
-		p := Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3])}
-		if len(res) > 4 && res[4] > 0 {
-			p.PreviousPoll = time.UnixMilli(res[4])
+		return Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
+	case TurnedAway:
+		if len(res) != 3 {
+			return bad()
 		}
-		return p, nil
+		return Position{State: TurnedAway, Phase: phaseOfCode(res[1]), Now: time.UnixMilli(res[2])}, nil
+	case PreQueued:
+		if len(res) < 4 {
+			return bad()
+		}
+		return Position{State: PreQueued, Phase: PhasePreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
+	case Drawing:
+		return Position{State: Drawing, Phase: PhaseOpening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
 	}
-	return Position{}, fmt.Errorf("unexpected script reply %v", res)
+	return bad()
 }
 
 // Stats are a queue's counters.
@@ -280,21 +333,23 @@ type Stats struct {
 	// AdmittedTotal and AbandonedTotal count since the queue was created; InstantAdmittedTotal is
 	// the part of AdmittedTotal that Enter admitted at once; ReleasedTotal the passes released.
 	AdmittedTotal, AbandonedTotal, InstantAdmittedTotal, ReleasedTotal int64
+	// PreQueued is the number of pre-queue places not drawn yet.
+	PreQueued int64
 	// Now is Redis' clock.
 	Now time.Time
 }
 
 // Stats reads the counters in one round trip.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	res, err := statsScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals}).Int64Slice()
+	res, err := statsScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre}).Int64Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
 	}
 	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]),
-		InstantAdmittedTotal: res[5], ReleasedTotal: res[6]}, nil
+		InstantAdmittedTotal: res[5], ReleasedTotal: res[6], PreQueued: res[7]}, nil
 }
 
 // Ping checks that the queue's Redis answers.

@@ -183,6 +183,7 @@ func TestEngine(t *testing.T) {
 			t.Run("scripts reload after SCRIPT FLUSH", func(t *testing.T) { testScriptFlush(t, b) })
 			t.Run("stats", func(t *testing.T) { testStats(t, b) })
 			t.Run("plan", func(t *testing.T) { testPlan(t, b) })
+			t.Run("a schedule: turned away, pre-queue, the draw in chunks, queue behind it, closed", func(t *testing.T) { testScheduleAndDraw(t, b) })
 			t.Run("proxy reports", func(t *testing.T) { testProxyReports(t, b) })
 			t.Run("delete leaves no key", func(t *testing.T) { testDelete(t, b) })
 		})
@@ -959,7 +960,7 @@ func testPlan(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Plan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute}
+	want := Plan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute, Phase: PhaseOpen}
 	if err := q.PublishPlan(ctx, want); err != nil {
 		t.Fatal(err)
 	}

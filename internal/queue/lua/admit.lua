@@ -14,7 +14,8 @@
 -- ARGV[7] limit (most visitors admitted), ARGV[8] jitter window ms, ARGV[9] lead ms,
 -- ARGV[10] jitter seed (1 … 2147483646), ARGV[11] instant budget (most visitors enter may admit at
 -- once until the next tick, out of what this tick leaves unused), ARGV[12] tick ms, ARGV[13] the most
--- active passes (0: no cap)
+-- active passes (0: no cap), ARGV[14] the last arrival sequence that may be admitted (-1: any; while
+-- the pre-queue is drawn, the visitors behind the part already placed wait)
 -- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
 -- this tick id was already run.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
@@ -23,6 +24,7 @@ local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
 local limit, window, lead, seed = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local instant_cap, tick_ms = tonumber(ARGV[11]), tonumber(ARGV[12])
 local max_active = tonumber(ARGV[13])
+local max_seq = tonumber(ARGV[14]) or -1
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
@@ -85,6 +87,10 @@ local chosen = {}
 -- Examine at most limit + front_budget front visitors, so a queue of silent visitors cannot make
 -- one tick unbounded.
 local budget = limit + front_budget
+if max_seq >= 0 then
+  -- ZPOPMIN takes the front, so popping no more than the visitors up to max_seq never passes it.
+  budget = math.min(budget, redis.call('ZCOUNT', KEYS[1], '-inf', max_seq))
+end
 while #chosen < limit and budget > 0 do
   local popped = pop(math.min(limit - #chosen, budget))
   if #popped == 0 then

@@ -57,6 +57,16 @@ local function read_pass(prefix, visitor, now)
   return string.sub(rec, 1, sep - 1), exp
 end
 
+-- The room's phase as the plan hash holds it (phase_code in plan.go); a plan without one is Open.
+local PHASE_OPEN, PHASE_SCHEDULED, PHASE_PREQUEUE, PHASE_OPENING, PHASE_CLOSED = '0', '1', '2', '3', '4'
+
+-- drawn_through is the last arrival sequence the running draw has settled: the pre-queue is placed
+-- from base + 1 on, and everyone up to base + placed holds a final place (draw.lua).
+local function drawn_through(draw_key)
+  local d = redis.call('HMGET', draw_key, 'base', 'placed')
+  return (tonumber(d[1]) or 0) + (tonumber(d[2]) or 0)
+end
+
 -- forget removes a waiting visitor and its last-seen slot.
 local function forget(wait_key, visitor, skey, sfield)
   redis.call('ZREM', wait_key, visitor)

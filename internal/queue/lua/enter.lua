@@ -2,25 +2,43 @@
 -- the entries that arrive together in one call; each is handled as if it came alone, in order.
 -- While nobody waits and the last tick left part of its quota unused (the instant budget the admit
 -- script writes), a new visitor is admitted at once instead: a pass valid now, no place, no poll.
+-- What a new visitor gets depends on the room's phase, which the scheduler publishes in the plan
+-- (see phase_code in plan.go): in PreQueue a pre-queue place, whose order is drawn at opening; in
+-- Opening a place behind the whole pre-queue; in Scheduled and Closed nothing.
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
--- KEYS[4] active set (score = pass expiry)
+-- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
+-- arrival sequence), KEYS[7] draw state hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
--- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass, else
--- {2, position, depth, now}.
+-- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
+-- {2, position, depth, now} for one waiting with its place known, {3, phase, now} for one turned
+-- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
+-- whose place the draw has not settled yet.
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
 
+local phase = redis.call('HGET', KEYS[5], 'phase') or PHASE_OPEN
+-- While the pre-queue is drawn, arrivals up to settled hold their final place.
+local settled = nil
+if phase == PHASE_OPENING then
+  settled = drawn_through(KEYS[7])
+end
+
 -- The depth is read once per call and kept current: entries add one, abandoned visitors take one.
+-- While the draw runs, the pre-queue not placed yet is ahead of every new visitor.
 local depth = redis.call('ZCARD', KEYS[1])
+local pre_depth = nil
+if phase == PHASE_PREQUEUE or phase == PHASE_OPENING then
+  pre_depth = redis.call('ZCARD', KEYS[6])
+end
 
 -- The instant budget, "untilMs:left:passTtlMs", read at the first new visitor who finds nobody
 -- waiting; claims are written back once, at the end.
 local budget, claimed = nil, 0
 local function claim_instant()
-  if depth ~= 0 then
+  if depth ~= 0 or phase ~= PHASE_OPEN then
     return nil
   end
   if budget == nil then
@@ -54,12 +72,30 @@ local function enter(visitor)
     local seen = redis.call('HGET', skey, sfield)
     if not (seen and earlier(seen, silent_before)) then
       redis.call('HSET', skey, sfield, now_s)
-      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth), now_s
+      if settled and tonumber(seq) > settled then
+        return '5', now_s
+      end
+      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s
     end
     -- Silent too long: the old place is gone, the visitor starts again at the back.
     forget(KEYS[1], visitor, skey, sfield)
     depth = depth - 1
     redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
+  end
+  if pre_depth then
+    -- A pre-queue place has no order to lose: coming back refreshes it, however long the silence.
+    local arrival = redis.call('ZSCORE', KEYS[6], visitor)
+    if arrival then
+      local skey, sfield = seen_slot(stem, arrival)
+      redis.call('HSET', skey, sfield, now_s)
+      if phase == PHASE_PREQUEUE then
+        return '4', arrival, int(pre_depth), now_s
+      end
+      return '5', now_s
+    end
+  end
+  if phase == PHASE_SCHEDULED or phase == PHASE_CLOSED then
+    return '3', phase, now_s
   end
   local ttl = claim_instant()
   if ttl then
@@ -72,10 +108,18 @@ local function enter(visitor)
   -- waiting visitor holds an earlier number, so the new one's place is the back: the depth.
   seq = redis.call('INCR', KEYS[2])
   local seq_s = int(seq)
-  redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
   local skey, sfield = seen_slot(stem, seq_s)
   redis.call('HSET', skey, sfield, now_s)
+  if phase == PHASE_PREQUEUE then
+    redis.call('ZADD', KEYS[6], 'NX', seq_s, visitor)
+    pre_depth = pre_depth + 1
+    return '4', seq_s, int(pre_depth), now_s
+  end
+  redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
   depth = depth + 1
+  if settled then
+    return '5', now_s
+  end
   local depth_s = int(depth)
   return '2', depth_s, depth_s, now_s
 end

@@ -1,17 +1,32 @@
 -- Status reports where visitors stand and refreshes their last-seen times. The proxy sends the polls
 -- that arrive together in one call; each is handled as if it came alone, in order.
--- KEYS[1] waiting set, KEYS[2] totals hash
+-- KEYS[1] waiting set, KEYS[2] totals hash, KEYS[3] plan hash, KEYS[4] pre-queue set, KEYS[5] draw
+-- state hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
--- Returns one reply per visitor: {0, now} when not queued, {1, notBefore, expiry, now} when holding a
--- pass, {2, position, depth, now, previousPoll} when waiting (previousPoll 0 when unknown).
+-- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
+-- holding a pass, {2, position, depth, now, previousPoll} when waiting with its place known,
+-- {4, arrival, preQueueDepth, now, previousPoll} when holding a pre-queue place, {5, now,
+-- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- A visitor last seen before this is silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
+
+local phase = redis.call('HGET', KEYS[3], 'phase') or PHASE_OPEN
+-- While the pre-queue is drawn (see enter.lua), arrivals up to settled hold their final place, and
+-- the part of the pre-queue not placed yet counts in the depth.
+local settled, pre_depth = nil, nil
+if phase == PHASE_OPENING then
+  settled = drawn_through(KEYS[5])
+end
+if phase == PHASE_PREQUEUE or phase == PHASE_OPENING then
+  pre_depth = redis.call('ZCARD', KEYS[4])
+end
+
 -- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
 local depth = redis.call('ZCARD', KEYS[1])
-local depth_s = int(depth)
+local depth_s = int(depth + (pre_depth or 0))
 
 -- Under a herd this loop is what Redis spends its time on: it makes no table per visitor and
 -- formats one number per waiting visitor (see int in common.lua).
@@ -27,21 +42,37 @@ for i = 3, #ARGV do
     if seen and earlier(seen, silent_before) then
       forget(wait_key, visitor, skey, sfield)
       depth = depth - 1
-      depth_s = int(depth)
+      depth_s = int(depth + (pre_depth or 0))
       call('HINCRBY', KEYS[2], 'abandoned', 1)
-      n = add_reply(parts, n, '0', now_s)
+      n = add_reply(parts, n, '0', now_s, phase)
     else
       -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
       -- client that polls too fast is refused until it waits the interval it was told.
       call('HSET', skey, sfield, now_s)
-      n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0')
+      if settled and tonumber(seq) > settled then
+        n = add_reply(parts, n, '5', now_s, seen or '0')
+      else
+        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0')
+      end
     end
   else
-    local nb, exp = read_pass(prefix, visitor, now_s)
-    if nb then
-      n = add_reply(parts, n, '1', nb, exp, now_s)
+    local arrival = pre_depth and call('ZSCORE', KEYS[4], visitor)
+    if arrival then
+      local skey, sfield = seen_slot(stem, arrival)
+      local seen = call('HGET', skey, sfield)
+      call('HSET', skey, sfield, now_s)
+      if phase == PHASE_PREQUEUE then
+        n = add_reply(parts, n, '4', arrival, int(pre_depth), now_s, seen or '0')
+      else
+        n = add_reply(parts, n, '5', now_s, seen or '0')
+      end
     else
-      n = add_reply(parts, n, '0', now_s)
+      local nb, exp = read_pass(prefix, visitor, now_s)
+      if nb then
+        n = add_reply(parts, n, '1', nb, exp, now_s)
+      else
+        n = add_reply(parts, n, '0', now_s, phase)
+      end
     end
   end
 end
