@@ -122,7 +122,9 @@ func ParseSeed(s string) ([]byte, error) {
 func WriteRecord(w io.Writer, record []Result) error {
 	bw := bufio.NewWriter(w)
 	for _, r := range record {
-		bw.WriteString(strconv.FormatInt(r.Arrival, 10) + " " + strconv.FormatInt(r.Place, 10) + "\n")
+		if _, err := fmt.Fprintf(bw, "%d %d\n", r.Arrival, r.Place); err != nil {
+			return err
+		}
 	}
 	return bw.Flush()
 }

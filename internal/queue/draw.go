@@ -17,8 +17,8 @@ import (
 // million in the pre-queue (docs/performance.md), and Enter and Status answer between chunks.
 const MaxPlaceChunk = 256
 
-// drawPage is how many pre-queue places one DrawArrivals call reads.
-const drawPage = 4096
+// DrawPage is how many pre-queue places one DrawArrivals call reads.
+const DrawPage = 4096
 
 // DrawState is how far the draw of a pre-queue went. A draw is named by the opening it belongs to.
 type DrawState struct {
@@ -115,7 +115,7 @@ func (q *Queue) ReadDrawState(ctx context.Context) (DrawState, error) {
 // the start), in ascending order; fewer than a page means the end.
 func (q *Queue) DrawArrivals(ctx context.Context, after int64) ([]int64, error) {
 	zs, err := q.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
-		Key: q.keys.pre, ByScore: true, Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: drawPage,
+		Key: q.keys.pre, ByScore: true, Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: DrawPage,
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the pre-queue of queue %s: %w", q.prefix, err)
@@ -137,7 +137,7 @@ func (q *Queue) PreQueueArrivals(ctx context.Context) ([]int64, error) {
 			return nil, err
 		}
 		all = append(all, page...)
-		if len(page) < drawPage {
+		if len(page) < DrawPage {
 			return all, nil
 		}
 		after = page[len(page)-1]
@@ -181,8 +181,8 @@ func (q *Queue) PlaceDrawn(ctx context.Context, st DrawState, arrivals []int64, 
 func (q *Queue) WriteDrawRecord(ctx context.Context, w io.Writer) (int64, error) {
 	bw := bufio.NewWriter(w)
 	var n int64
-	for start := int64(0); ; start += drawPage {
-		lines, err := q.rdb.LRange(ctx, q.keys.drawn, start, start+drawPage-1).Result()
+	for start := int64(0); ; start += DrawPage {
+		lines, err := q.rdb.LRange(ctx, q.keys.drawn, start, start+DrawPage-1).Result()
 		if err != nil {
 			return n, fmt.Errorf("reading the draw record of queue %s: %w", q.prefix, err)
 		}
@@ -192,7 +192,7 @@ func (q *Queue) WriteDrawRecord(ctx context.Context, w io.Writer) (int64, error)
 			}
 		}
 		n += int64(len(lines))
-		if len(lines) < drawPage {
+		if len(lines) < DrawPage {
 			return n, bw.Flush()
 		}
 	}

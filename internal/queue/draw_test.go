@@ -20,18 +20,21 @@ func publishPhase(t *testing.T, q *Queue, phase Phase) {
 	}
 }
 
-func mustEnter(t *testing.T, q *Queue, visitor string, abandon time.Duration) Position {
+// drawAbandon is how long a silent visitor keeps a place in these tests.
+const drawAbandon = time.Minute
+
+func mustEnter(t *testing.T, q *Queue, visitor string) Position {
 	t.Helper()
-	p, err := q.Enter(context.Background(), visitor, abandon)
+	p, err := q.Enter(context.Background(), visitor, drawAbandon)
 	if err != nil {
 		t.Fatalf("Enter(%s): %v", visitor, err)
 	}
 	return p
 }
 
-func mustStatus(t *testing.T, q *Queue, visitor string, abandon time.Duration) Position {
+func mustStatus(t *testing.T, q *Queue, visitor string) Position {
 	t.Helper()
-	p, err := q.Status(context.Background(), visitor, abandon)
+	p, err := q.Status(context.Background(), visitor, drawAbandon)
 	if err != nil {
 		t.Fatalf("Status(%s): %v", visitor, err)
 	}
@@ -63,13 +66,13 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	ctx := context.Background()
 	q := queueOn(t, b)
 	seed := []byte("a seed of thirty-two bytes, ok!!")
-	const abandon = time.Minute
+	const abandon = drawAbandon
 
 	publishPhase(t, q, PhaseScheduled)
-	if p := mustEnter(t, q, "early", abandon); p.State != TurnedAway || p.Phase != PhaseScheduled {
+	if p := mustEnter(t, q, "early"); p.State != TurnedAway || p.Phase != PhaseScheduled {
 		t.Fatalf("Enter while Scheduled = %+v, want TurnedAway (Scheduled)", p)
 	}
-	if p := mustStatus(t, q, "early", abandon); p.State != NotQueued || p.Phase != PhaseScheduled {
+	if p := mustStatus(t, q, "early"); p.State != NotQueued || p.Phase != PhaseScheduled {
 		t.Fatalf("Status while Scheduled = %+v, want NotQueued (Scheduled)", p)
 	}
 
@@ -81,15 +84,15 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	publishPhase(t, q, PhasePreQueue)
 	visitors := visitorIDs("pre", 40)
 	for i, v := range visitors {
-		p := mustEnter(t, q, v, abandon)
+		p := mustEnter(t, q, v)
 		if p.State != PreQueued || p.Arrival != int64(i+1) || p.Depth != int64(i+1) {
 			t.Fatalf("Enter(%s) in the pre-queue = %+v, want PreQueued, arrival and depth %d", v, p, i+1)
 		}
 	}
-	if p := mustEnter(t, q, visitors[3], abandon); p.State != PreQueued || p.Arrival != 4 || p.Depth != 40 {
+	if p := mustEnter(t, q, visitors[3]); p.State != PreQueued || p.Arrival != 4 || p.Depth != 40 {
 		t.Fatalf("Enter again in the pre-queue = %+v, want arrival 4 of 40", p)
 	}
-	if p := mustStatus(t, q, visitors[5], abandon); p.State != PreQueued || p.Arrival != 6 || p.PreviousPoll.IsZero() {
+	if p := mustStatus(t, q, visitors[5]); p.State != PreQueued || p.Arrival != 6 || p.PreviousPoll.IsZero() {
 		t.Fatalf("Status in the pre-queue = %+v, want PreQueued with arrival 6 and the previous poll", p)
 	}
 	if st, err := q.Stats(ctx); err != nil || st.PreQueued != 40 || st.Depth != 0 || st.AdmittedTotal != 0 {
@@ -111,10 +114,10 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	if plan, err := q.ReadPlan(ctx); err != nil || plan.Phase != PhaseOpening {
 		t.Fatalf("the plan while drawing says %q (%v), want Opening", plan.Phase, err)
 	}
-	if p := mustEnter(t, q, "opening-1", abandon); p.State != Drawing {
+	if p := mustEnter(t, q, "opening-1"); p.State != Drawing {
 		t.Fatalf("Enter while drawing = %+v, want Drawing", p)
 	}
-	if p := mustStatus(t, q, visitors[0], abandon); p.State != Drawing || p.PreviousPoll.IsZero() {
+	if p := mustStatus(t, q, visitors[0]); p.State != Drawing || p.PreviousPoll.IsZero() {
 		t.Fatalf("Status of a pre-queue visitor not placed yet = %+v, want Drawing", p)
 	}
 
@@ -138,11 +141,11 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 		}
 	}
 	for i, v := range placedFirst {
-		if p := mustStatus(t, q, v, abandon); p.State != Waiting || p.Position != int64(i+1) {
+		if p := mustStatus(t, q, v); p.State != Waiting || p.Position != int64(i+1) {
 			t.Fatalf("Status of the visitor drawn %d-th = %+v, want Waiting at %d", i+1, p, i+1)
 		}
 	}
-	if p := mustStatus(t, q, "opening-1", abandon); p.State != Drawing {
+	if p := mustStatus(t, q, "opening-1"); p.State != Drawing {
 		t.Fatalf("Status of a visitor behind the pre-queue while drawing = %+v, want Drawing", p)
 	}
 	// Ticks while drawing admit from the placed part only, never the visitor behind it.
@@ -183,8 +186,8 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 		t.Fatalf("the draw's record does not verify: %v", err)
 	}
 	// Behind the pre-queue, strictly in arrival order.
-	late := mustEnter(t, q, "opening-2", abandon)
-	if p := mustStatus(t, q, "opening-1", abandon); p.State != Waiting || p.Position != 38-int64(len(placedFirst))+1 || late.Position != p.Position+1 {
+	late := mustEnter(t, q, "opening-2")
+	if p := mustStatus(t, q, "opening-1"); p.State != Waiting || p.Position != 38-int64(len(placedFirst))+1 || late.Position != p.Position+1 {
 		t.Fatalf("after the draw, the first visitor behind the pre-queue = %+v and the next %+v", p, late)
 	}
 	if stats, _ := q.Stats(ctx); stats.AbandonedTotal != 2 || stats.PreQueued != 0 {
@@ -193,10 +196,10 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 
 	// Closed: no newcomer; the queue keeps its places and drains.
 	publishPhase(t, q, PhaseClosed)
-	if p := mustEnter(t, q, "too-late", abandon); p.State != TurnedAway || p.Phase != PhaseClosed {
+	if p := mustEnter(t, q, "too-late"); p.State != TurnedAway || p.Phase != PhaseClosed {
 		t.Fatalf("Enter after closing = %+v, want TurnedAway (Closed)", p)
 	}
-	if p := mustEnter(t, q, "opening-2", abandon); p.State != Waiting {
+	if p := mustEnter(t, q, "opening-2"); p.State != Waiting {
 		t.Fatalf("Enter of a waiting visitor after closing = %+v, want Waiting", p)
 	}
 	if res, err := q.Admit(ctx, AdmitRequest{TickID: 3, Limit: 100, PassTTL: passTTL, AbandonAfter: abandon}); err != nil || len(res.Admitted) != 38-len(placedFirst)+2 {
@@ -206,7 +209,7 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	// A second opening draws its own pre-queue, behind nobody, with a record of its own.
 	publishPhase(t, q, PhasePreQueue)
 	for _, v := range visitorIDs("second", 5) {
-		if p := mustEnter(t, q, v, abandon); p.State != PreQueued {
+		if p := mustEnter(t, q, v); p.State != PreQueued {
 			t.Fatalf("Enter in the second pre-queue = %+v", p)
 		}
 	}
