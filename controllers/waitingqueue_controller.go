@@ -58,6 +58,8 @@ type WaitingQueueReconciler struct {
 	DefaultRedisURL string
 	// ProxyImage is the admission proxy's container image.
 	ProxyImage string
+	// Now is the reconciler's clock; nil means time.Now.
+	Now func() time.Time
 
 	mu       sync.Mutex
 	attempts map[types.UID]int // failed Redis cleanups per deleted queue
@@ -108,19 +110,23 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.setProgrammed(wq, nil, nil)
 		return ctrl.Result{RequeueAfter: failingResync}, r.patchStatus(ctx, before, wq)
 	}
-	applyErr := r.ensureSecret(ctx, wq, redisURL)
+	seed, applyErr := r.ensureSecret(ctx, wq, redisURL)
 	if applyErr != nil {
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
 	} else if err := r.ensureProxy(ctx, wq, redisURL); err != nil {
 		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)
 	}
-	r.Scheduler.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL})
+	if s.Schedule == nil || seed != nil {
+		// A scheduled queue runs only with the seed of its draw; without the Secret it waits.
+		r.Scheduler.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL, DrawSeed: seed})
+	}
 
 	if err := r.observeProxy(ctx, wq); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the proxy Deployment: %w", err)
 	}
 	snap := snapshotPtr(r.Scheduler.Snapshot(wq.UID))
 	r.setStatus(wq, s, snap, nil)
+	r.setDrawStatus(wq, s, snap, seed)
 	r.setProgrammed(wq, applyErr, snap)
 	if err := r.patchStatus(ctx, before, wq); err != nil {
 		return ctrl.Result{}, err
@@ -134,6 +140,13 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{RequeueAfter: failingResync}, nil
 	}
 	return ctrl.Result{RequeueAfter: secretResync}, nil
+}
+
+func (r *WaitingQueueReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // finalize stops the queue's scheduler, deletes its Redis keys and releases the finalizer. When Redis

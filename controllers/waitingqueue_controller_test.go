@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/test/builder"
@@ -391,6 +393,96 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}
 		back := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = herdgatev1alpha1.ModeQueue })
 		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), back)) }, timeout, interval).Should(BeNumerically(">=", 14))
+	})
+
+	It("publishes the seed's commitment before the pre-queue, draws the pre-queue at opening and reveals the seed", func() {
+		now := time.Now()
+		preQueueFrom, opensAt := now.Add(8*time.Second), now.Add(12*time.Second)
+		wq := builder.Queue(mainNamespace, "orders-launch").Schedule(preQueueFrom, opensAt, time.Time{}).Obj()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		q := engineQueue(wq)
+
+		By("committing to the seed while the room is Scheduled")
+		var commitment string
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			open := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen)
+			g.Expect(open).NotTo(BeNil())
+			g.Expect(open.Reason).To(Equal(herdgatev1alpha1.ReasonScheduled))
+			g.Expect(open.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(st.SeedCommitment).To(HaveLen(64))
+			g.Expect(st.Seed).To(BeEmpty())
+			commitment = st.SeedCommitment
+		}, timeout, interval).Should(Succeed())
+		// The engine learns the phase from the plan the first tick publishes.
+		Eventually(func() int { return len(ticks.of(keyOf(wq))) }, timeout, interval).Should(BeNumerically(">=", 1))
+		p, err := q.Enter(ctx, "too-early", time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(time.Now().Before(preQueueFrom)).To(BeTrue(), "the commitment came after the pre-queue opened")
+		Expect(p.State).To(Equal(queue.TurnedAway))
+
+		By("taking pre-queue places once the pre-queue opens")
+		Eventually(func() string { return condition(wq, herdgatev1alpha1.ConditionOpen).Reason }, timeout, interval).
+			Should(Equal(herdgatev1alpha1.ReasonPreQueue))
+		const n = 300
+		arrivals := map[int64]string{}
+		for i := range n {
+			id := fmt.Sprintf("early-%03d", i)
+			p, err := q.Enter(ctx, id, time.Hour)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(p.State).To(Equal(queue.PreQueued), "visitor %s at %s", id, time.Now())
+			arrivals[p.Arrival] = id
+		}
+		Eventually(func() int64 { return get(wq).Status.PreQueueDepth }, timeout, interval).Should(BeEquivalentTo(n))
+		Expect(get(wq).Status.Seed).To(BeEmpty(), "the seed was revealed before the opening")
+
+		By("opening: the seed is revealed, hashes to the commitment and orders the admissions")
+		var seed []byte
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen).Reason).To(Equal(herdgatev1alpha1.ReasonOpen))
+			g.Expect(st.Seed).NotTo(BeEmpty())
+			seed, err = draw.ParseSeed(st.Seed)
+			g.Expect(err).NotTo(HaveOccurred())
+		}, timeout, interval).Should(Succeed())
+		Expect(draw.Commitment(seed)).To(Equal(commitment))
+		Expect(get(wq).Status.SeedCommitment).To(Equal(commitment))
+
+		var admitted []string
+		Eventually(func() int {
+			admitted = admitted[:0]
+			for _, r := range ticks.of(keyOf(wq)) {
+				for _, a := range r.Result.Admitted {
+					admitted = append(admitted, a.ID)
+				}
+			}
+			return len(admitted)
+		}, timeout, interval).Should(Equal(n))
+		order := make([]int64, 0, n)
+		for a := range arrivals {
+			order = append(order, a)
+		}
+		draw.Order(seed, order)
+		want := make([]string, n)
+		for i, a := range order {
+			want[i] = arrivals[a]
+		}
+		Expect(admitted).To(Equal(want), "the admissions do not follow the drawn order")
+
+		Eventually(func(g Gomega) {
+			list := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
+			reasons := map[string]bool{}
+			for _, e := range list.Items {
+				if e.Regarding.Name == wq.Name && (e.Reason == "PhaseChanged" || e.Reason == "SeedRevealed") {
+					reasons[e.Reason+" "+strings.SplitN(e.Note, ":", 2)[0]] = true
+				}
+			}
+			g.Expect(reasons).To(HaveKey("PhaseChanged " + herdgatev1alpha1.ReasonPreQueue))
+			g.Expect(reasons).To(HaveKey("PhaseChanged " + herdgatev1alpha1.ReasonOpen))
+			g.Expect(reasons).To(HaveKey("SeedRevealed The pre-queue's draw began; its seed is " + hex.EncodeToString(seed) + " (SHA-256 " + commitment + ", as committed in status.seedCommitment)"))
+		}, timeout, interval).Should(Succeed())
 	})
 
 	It("deletes the queue's Redis keys and owns every object it made", func() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/draw"
 )
 
 // errRedisConfig marks a Redis URL that cannot be used; retrying will not help until something changes.
@@ -50,50 +52,83 @@ func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alp
 }
 
 // ensureSecret creates the per-queue Secret with a fresh HMAC key once and never replaces that key;
-// it keeps the Redis URL current.
-func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) error {
+// it keeps the Redis URL current. A scheduled queue's Secret also holds the seed of its draw, which
+// it returns: made once per opening, kept when opensAt moves before the seed was revealed, and made
+// anew for an opensAt after a reveal (a revealed seed would let anyone predict the next draw).
+func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) ([]byte, error) {
+	newKey := func() ([]byte, error) {
+		key := make([]byte, 32)
+		_, err := rand.Read(key)
+		return key, err
+	}
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
 	if apierrors.IsNotFound(err) {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return err
+		key, err := newKey()
+		if err != nil {
+			return nil, err
 		}
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: wq.SecretName(), Namespace: wq.Namespace, Labels: proxyLabels(wq)},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{herdgatev1alpha1.SecretHMACKey: key, herdgatev1alpha1.SecretRedisURL: []byte(redisURL)},
 		}
-		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
-			return err
+		seed, err := r.drawSeed(wq, secret)
+		if err != nil {
+			return nil, err
 		}
-		return r.Create(ctx, secret)
+		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
+			return nil, err
+		}
+		return seed, r.Create(ctx, secret)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	patch := client.MergeFrom(secret.DeepCopy())
-	changed := false
-	if string(secret.Data[herdgatev1alpha1.SecretRedisURL]) != redisURL {
-		if secret.Data == nil {
-			secret.Data = map[string][]byte{}
-		}
-		secret.Data[herdgatev1alpha1.SecretRedisURL] = []byte(redisURL)
-		changed = true
+	before := secret.DeepCopy()
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
 	}
+	secret.Data[herdgatev1alpha1.SecretRedisURL] = []byte(redisURL)
 	if len(secret.Data[herdgatev1alpha1.SecretHMACKey]) < 32 {
 		// Someone removed the key: a new one is the only way on (existing passes become invalid).
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return err
+		if secret.Data[herdgatev1alpha1.SecretHMACKey], err = newKey(); err != nil {
+			return nil, err
 		}
-		secret.Data[herdgatev1alpha1.SecretHMACKey] = key
-		changed = true
 	}
-	if !changed {
-		return nil
+	seed, err := r.drawSeed(wq, secret)
+	if err != nil || equality.Semantic.DeepEqual(before.Data, secret.Data) {
+		return seed, err
 	}
-	return r.Patch(ctx, secret, patch)
+	return seed, r.Patch(ctx, secret, patch)
+}
+
+// drawSeed puts the seed of the queue's next draw in secret.Data and returns it; nil without a
+// schedule.
+func (r *WaitingQueueReconciler) drawSeed(wq *herdgatev1alpha1.WaitingQueue, secret *corev1.Secret) ([]byte, error) {
+	sc := wq.Spec.Schedule
+	if sc == nil {
+		return nil, nil
+	}
+	opensAt := sc.OpensAt.UTC().Format(time.RFC3339Nano)
+	seed := secret.Data[herdgatev1alpha1.SecretDrawSeed]
+	if was := string(secret.Data[herdgatev1alpha1.SecretDrawSeedFor]); len(seed) == draw.SeedBytes && was != opensAt {
+		// The seed was made for another opening: it still serves unless that opening came and its
+		// seed may have been revealed.
+		if prev, err := time.Parse(time.RFC3339Nano, was); err != nil || !r.now().Before(prev) {
+			seed = nil
+		}
+	}
+	if len(seed) != draw.SeedBytes {
+		var err error
+		if seed, err = draw.NewSeed(); err != nil {
+			return nil, err
+		}
+	}
+	secret.Data[herdgatev1alpha1.SecretDrawSeed] = seed
+	secret.Data[herdgatev1alpha1.SecretDrawSeedFor] = []byte(opensAt)
+	return seed, nil
 }
 
 // ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
 )
@@ -159,30 +162,80 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	}
 	if snap != nil && snap.HaveStats {
 		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, snap.AdmittedPerSecond
-		wq.Status.ReleasedPerSecond = snap.ReleasedPerSecond
+		wq.Status.ReleasedPerSecond, wq.Status.PreQueueDepth = snap.ReleasedPerSecond, snap.PreQueued
 	}
 	wq.Status.MaxActive = nil
 	if s.MaxActive > 0 {
 		maxActive := s.MaxActive
 		wq.Status.MaxActive = &maxActive
 	}
-	setOpen(r, wq, s)
+	r.setOpen(wq, s, snap)
 	r.setReady(wq)
 }
 
-// setOpen says whether the protected routes are open; the reason is the room's phase.
-func setOpen(r *WaitingQueueReconciler, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
+// setOpen says whether the protected routes are open; the reason is the room's phase: the mode's,
+// else the schedule's as the scheduler last ticked it (the schedule's at this time until it has).
+func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot) {
 	const open = herdgatev1alpha1.ConditionOpen
 	switch s.Mode {
 	case herdgatev1alpha1.ModeClosed:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed,
 			"spec.mode is Closed: the protected routes are closed to everyone; browsers see the closed page, API clients get 503")
+		return
 	case herdgatev1alpha1.ModePassthrough:
 		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonPassthrough,
 			"spec.mode is Passthrough: the protected routes are open to everyone, without a pass")
+		return
+	}
+	sc := s.Schedule
+	if sc == nil {
+		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpen, "visitors queue and reach the protected routes with a pass")
+		return
+	}
+	phase := s.PhaseAt(r.now())
+	if snap != nil && snap.Phase != "" {
+		phase = snap.Phase
+	}
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch phase {
+	case queue.PhaseScheduled:
+		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonScheduled,
+			fmt.Sprintf("opens at %s; the pre-queue opens at %s; until then the protected routes are closed to visitors without a pass", at(sc.OpensAt), at(sc.PreQueueFrom)))
+	case queue.PhasePreQueue:
+		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonPreQueue,
+			fmt.Sprintf("visitors take pre-queue places until %s, when their order is drawn", at(sc.OpensAt)))
+	case queue.PhaseOpening:
+		msg := "drawing the pre-queue's order"
+		if snap != nil && snap.DrawError != "" {
+			msg = "cannot draw the pre-queue: " + snap.DrawError
+		} else if snap != nil && snap.Draw != nil {
+			msg = fmt.Sprintf("drawing the pre-queue's order: %d of %d placed", snap.Draw.Placed+snap.Draw.Dropped, snap.Draw.Size)
+		}
+		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpening, msg)
+	case queue.PhaseClosed:
+		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed,
+			fmt.Sprintf("closed to new visitors since %s; those in the queue are still admitted", at(sc.ClosesAt)))
 	default:
 		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpen, "visitors queue and reach the protected routes with a pass")
 	}
+}
+
+// setDrawStatus publishes the commitment to the draw's seed as soon as the queue has a schedule, and
+// the seed once this opening's draw began (the pre-queue is frozen by then, so knowing the seed
+// helps nobody). A seed in status stays while it is the current one.
+func (r *WaitingQueueReconciler) setDrawStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot, seed []byte) {
+	if s.Schedule == nil || seed == nil {
+		wq.Status.SeedCommitment, wq.Status.Seed = "", ""
+		return
+	}
+	wq.Status.SeedCommitment = draw.Commitment(seed)
+	revealed := hex.EncodeToString(seed)
+	began := snap != nil && snap.Draw != nil && snap.Draw.OpensAt.Equal(s.Schedule.OpensAt)
+	if !began && wq.Status.Seed != revealed {
+		wq.Status.Seed = ""
+		return
+	}
+	wq.Status.Seed = revealed
 }
 
 // setReady sums the other conditions up.
@@ -219,6 +272,14 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 	if p := wq.Status.Plan; p != nil && !equality.Semantic.DeepEqual(before.Status.Plan, p) {
 		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "PlanChanged", "Plan",
 			"Admitting %s per second: %d per %s tick (%s)", p.AdmissionsPerSecond, p.BatchSize, wq.Spec.EffectiveTick(), p.Source)
+	}
+	wasOpen := meta.FindStatusCondition(before.Status.Conditions, herdgatev1alpha1.ConditionOpen)
+	if open := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionOpen); open != nil && (wasOpen == nil || wasOpen.Reason != open.Reason) {
+		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "PhaseChanged", "Phase", "%s: %s", open.Reason, open.Message)
+	}
+	if wq.Status.Seed != "" && before.Status.Seed != wq.Status.Seed {
+		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "SeedRevealed", "Draw",
+			"The pre-queue's draw began; its seed is %s (SHA-256 %s, as committed in status.seedCommitment)", wq.Status.Seed, wq.Status.SeedCommitment)
 	}
 	was := meta.FindStatusCondition(before.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)
 	now := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)

@@ -21,8 +21,9 @@ const (
 	// ConditionProxyAvailable is True when at least one admission proxy pod is ready.
 	ConditionProxyAvailable = "ProxyAvailable"
 	// ConditionOpen says whether the protected routes are open, and its reason is the room's phase,
-	// shown in kubectl get wq: Open (visitors queue and pass with a pass), Passthrough (no pass needed)
-	// or Closed (closed to everyone).
+	// shown in kubectl get wq: Scheduled (before the pre-queue), PreQueue (visitors take pre-queue
+	// places), Opening (the pre-queue is being drawn), Open (visitors queue and pass with a pass),
+	// Passthrough (no pass needed) or Closed (closed to new visitors, or to everyone in mode Closed).
 	ConditionOpen = "Open"
 )
 
@@ -49,6 +50,9 @@ const (
 	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.
 	ReasonTickLimited = "TickLimited"
 	// Reasons of the Open condition: the room's phase.
+	ReasonScheduled   = "Scheduled"
+	ReasonPreQueue    = "PreQueue"
+	ReasonOpening     = "Opening"
 	ReasonOpen        = "Open"
 	ReasonPassthrough = "Passthrough"
 	ReasonClosed      = "Closed"

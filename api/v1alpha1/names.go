@@ -18,4 +18,9 @@ const (
 	SecretHMACKey = "hmac-key"
 	// SecretRedisURL holds the Redis URL the proxy connects to.
 	SecretRedisURL = "redis-url"
+	// SecretDrawSeed holds the 32-byte seed that draws the pre-queue at opening (spec.schedule),
+	// secret until the draw begins; the proxy never mounts it.
+	SecretDrawSeed = "draw-seed"
+	// SecretDrawSeedFor holds the opensAt, in RFC 3339, the seed is for.
+	SecretDrawSeedFor = "draw-seed-opens-at"
 )

@@ -33,6 +33,11 @@ func sampleQueue() *herdgatev1alpha1.WaitingQueue {
 
 func duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
+// at is a fixed instant d after 2027-03-01T00:00:00Z, in whole seconds as the API stores them.
+func at(d time.Duration) metav1.Time {
+	return metav1.NewTime(time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC).Add(d))
+}
+
 var _ = Describe("WaitingQueue validation", func() {
 	It("accepts the sample and fills in every default", func() {
 		wq := sampleQueue()
@@ -58,6 +63,27 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(s.Pass.Renewal).To(Equal(herdgatev1alpha1.RenewalFixed))
 		Expect(s.ProtectedRoutes).To(HaveLen(2))
 		Expect(*s.ProtectedRoutes[1].Path).To(Equal("/api/v1/orders/direct"))
+	})
+
+	It("accepts a schedule whose pre-queue is exactly 24 hours long, and one without preQueueFrom or closesAt", func() {
+		for i, sc := range []*herdgatev1alpha1.ScheduleSpec{
+			{OpensAt: at(30 * time.Hour), PreQueueFrom: ptr.To(at(6 * time.Hour)), ClosesAt: ptr.To(at(31 * time.Hour))},
+			{OpensAt: at(30 * time.Hour)},
+		} {
+			wq := sampleQueue()
+			wq.Name = fmt.Sprintf("scheduled-%d", i)
+			wq.Spec.Schedule = sc
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+			got := &herdgatev1alpha1.WaitingQueue{}
+			Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
+			Expect(got.Spec.Schedule.OpensAt.Equal(&sc.OpensAt)).To(BeTrue())
+			want := sc.OpensAt.Add(-herdgatev1alpha1.DefaultPreQueue)
+			if sc.PreQueueFrom != nil {
+				want = sc.PreQueueFrom.Time
+			}
+			Expect(got.Spec.EffectivePreQueueFrom().Equal(want)).To(BeTrue())
+		}
 	})
 
 	It("fills the same defaults as the Go accessors when only the required fields are given", func() {
@@ -215,6 +241,26 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("maxActive 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.MaxActive = ptr.To[int32](0) },
 			"spec.capacity.maxActive", "greater than or equal to 1"),
+		Entry("a schedule that closes before it opens",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: at(10 * time.Hour), ClosesAt: ptr.To(at(9 * time.Hour))}
+			},
+			"spec.schedule.closesAt", "schedule.opensAt must be before schedule.closesAt"),
+		Entry("a schedule that closes as it opens",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: at(10 * time.Hour), ClosesAt: ptr.To(at(10 * time.Hour))}
+			},
+			"spec.schedule.closesAt", "schedule.opensAt must be before schedule.closesAt"),
+		Entry("a pre-queue that opens after the room",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: at(10 * time.Hour), PreQueueFrom: ptr.To(at(11 * time.Hour))}
+			},
+			"spec.schedule.preQueueFrom", "schedule.preQueueFrom must be before schedule.opensAt"),
+		Entry("a pre-queue more than 24 hours long",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: at(30 * time.Hour), PreQueueFrom: ptr.To(at(5*time.Hour + time.Second))}
+			},
+			"spec.schedule.preQueueFrom", "schedule.preQueueFrom must be at most 24h before schedule.opensAt"),
 		Entry("an unknown pass renewal",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Renewal: "Forever"}

@@ -50,6 +50,20 @@ func (s *WaitingQueueSpec) EffectivePassTTL() time.Duration {
 	return durationOr(s.Pass.TTL, DefaultPassTTL)
 }
 
+// DefaultPreQueue is how long before opensAt the pre-queue opens when spec.schedule.preQueueFrom is unset.
+const DefaultPreQueue = 15 * time.Minute
+
+// EffectivePreQueueFrom returns spec.schedule.preQueueFrom; the zero time without a schedule.
+func (s *WaitingQueueSpec) EffectivePreQueueFrom() time.Time {
+	if s.Schedule == nil {
+		return time.Time{}
+	}
+	if s.Schedule.PreQueueFrom != nil {
+		return s.Schedule.PreQueueFrom.Time
+	}
+	return s.Schedule.OpensAt.Add(-DefaultPreQueue)
+}
+
 // DefaultMaxSession is spec.pass.maxSession's default.
 const DefaultMaxSession = time.Hour
 

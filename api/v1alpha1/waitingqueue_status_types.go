@@ -71,6 +71,10 @@ type WaitingQueueStatus struct {
 	// +kubebuilder:default=0
 	ActiveVisitors int64 `json:"activeVisitors"`
 
+	// preQueueDepth is the number of pre-queue places (spec.schedule) not drawn yet.
+	// +optional
+	PreQueueDepth int64 `json:"preQueueDepth,omitempty"`
+
 	// maxActive is the cap on activeVisitors in force (spec.capacity.maxActive); unset without one.
 	// +optional
 	MaxActive *int64 `json:"maxActive,omitempty"`
@@ -88,6 +92,19 @@ type WaitingQueueStatus struct {
 	// proxy reports the admission proxy Deployment.
 	// +optional
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
+
+	// seedCommitment is the SHA-256, in hex, of the seed that draws the pre-queue's order at opening
+	// (spec.schedule). It is published as soon as the queue has a schedule, before the pre-queue
+	// opens, so that nobody, the operator included, can pick the draw afterwards. A new opensAt after
+	// a reveal gets a new seed, and a new commitment.
+	// +optional
+	SeedCommitment string `json:"seedCommitment,omitempty"`
+
+	// seed is that seed, in hex, revealed once the draw began at opening: with the draw's record
+	// anyone can recompute every drawn place (herd verify-shuffle) and check it against
+	// seedCommitment.
+	// +optional
+	Seed string `json:"seed,omitempty"`
 
 	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
 	// RedisAvailable, Admitting, ProxyAvailable and Open.

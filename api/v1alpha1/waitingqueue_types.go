@@ -80,6 +80,14 @@ type WaitingQueueSpec struct {
 	// +kubebuilder:default=Queue
 	Mode Mode `json:"mode,omitempty"`
 
+	// schedule opens the room at a set time, for a launch: before opensAt the protected routes are
+	// closed to visitors without a pass; from preQueueFrom, visitors who come hold a place in a
+	// pre-queue, whose order is drawn at opening from a seed committed to in status beforehand (so
+	// arriving early wins nothing, and anyone can check the draw); later visitors queue behind it in
+	// arrival order; after closesAt no new visitor enters and the queue drains.
+	// +optional
+	Schedule *ScheduleSpec `json:"schedule,omitempty"`
+
 	// upstream is where the admission proxy forwards requests: exactly one of service or url.
 	// +required
 	Upstream UpstreamSpec `json:"upstream"`
@@ -106,6 +114,28 @@ type WaitingQueueSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Proxy *ProxySpec `json:"proxy,omitempty"`
+}
+
+// ScheduleSpec is when the room opens and closes.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.closesAt) || timestamp(self.opensAt) < timestamp(self.closesAt)",message="schedule.opensAt must be before schedule.closesAt",fieldPath=".closesAt"
+// +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.preQueueFrom) < timestamp(self.opensAt)",message="schedule.preQueueFrom must be before schedule.opensAt",fieldPath=".preQueueFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.opensAt) - timestamp(self.preQueueFrom) <= duration('24h')",message="schedule.preQueueFrom must be at most 24h before schedule.opensAt",fieldPath=".preQueueFrom"
+type ScheduleSpec struct {
+	// opensAt is when the room opens, in RFC 3339, for example "2027-03-01T10:00:00Z": the pre-queue is
+	// drawn and admissions begin.
+	// +required
+	OpensAt metav1.Time `json:"opensAt"`
+
+	// preQueueFrom is when visitors begin to take places in the pre-queue, in RFC 3339. Before
+	// opensAt and at most 24h before it. Defaults to 15 minutes before opensAt.
+	// +optional
+	PreQueueFrom *metav1.Time `json:"preQueueFrom,omitempty"`
+
+	// closesAt, when set, is when the room stops taking new visitors, in RFC 3339; those in the queue
+	// are still admitted. After opensAt.
+	// +optional
+	ClosesAt *metav1.Time `json:"closesAt,omitempty"`
 }
 
 // Mode says whether the waiting room gates the protected routes.

@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // The scheduler's metrics, served on the manager's metrics endpoint next to controller-runtime's.
@@ -36,6 +39,19 @@ var (
 		Help:    "Duration of one scheduler tick: the Admit call to Redis.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15), // 100 µs … 1.6 s
 	}, []string{"namespace", "name"})
+	preQueueDepthGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_pre_queue_depth",
+		Help: "Pre-queue places of a scheduled opening not drawn yet, as of the last stats read (every 2 s).",
+	}, []string{"namespace", "name"})
+	phaseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_phase",
+		Help: "1 for the room's phase at the last tick (Scheduled, PreQueue, Opening, Open or Closed), 0 for the others.",
+	}, []string{"namespace", "name", "phase"})
+	drawCallHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herdgate_draw_call_duration_seconds",
+		Help:    "Duration of one Redis call of the pre-queue's draw at opening: beginning it, reading a page of the pre-queue, placing a chunk.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15),
+	}, []string{"namespace", "name"})
 	tickLagHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herdgate_tick_lag_seconds",
 		Help:    "How late a scheduler tick started after its scheduled time.",
@@ -45,7 +61,20 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
-		tickDurationHistogram, tickLagHistogram)
+		tickDurationHistogram, tickLagHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram)
+}
+
+var phases = []queue.Phase{queue.PhaseScheduled, queue.PhasePreQueue, queue.PhaseOpening, queue.PhaseOpen, queue.PhaseClosed}
+
+// setPhaseMetric sets herdgate_phase: 1 for phase, 0 for the others.
+func setPhaseMetric(namespace, name string, phase queue.Phase) {
+	for _, p := range phases {
+		v := 0.0
+		if p == phase {
+			v = 1
+		}
+		phaseGauge.WithLabelValues(namespace, name, string(p)).Set(v)
+	}
 }
 
 // forgetQueueMetrics drops the series of a deleted queue.
@@ -53,7 +82,9 @@ func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
 		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram,
+		preQueueDepthGauge, drawCallHistogram,
 	} {
 		v.Delete(labels)
 	}
+	phaseGauge.DeletePartialMatch(labels)
 }

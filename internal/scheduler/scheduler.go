@@ -23,6 +23,8 @@ import (
 type Queue struct {
 	*settings.Settings
 	RedisURL string
+	// DrawSeed draws the pre-queue's order at opening (internal/draw); a scheduled queue needs one.
+	DrawSeed []byte
 }
 
 // Key names the queue's WaitingQueue.
@@ -38,6 +40,14 @@ type Snapshot struct {
 	HaveStats bool
 	Depth     int64
 	Active    int64
+	// PreQueued is the number of pre-queue places not drawn yet.
+	PreQueued int64
+	// Phase is the room's phase at the last tick: its schedule's, Opening while the draw runs.
+	Phase queue.Phase
+	// Draw is the latest draw of the pre-queue this scheduler saw; nil before any. DrawError says
+	// why the draw cannot run, when it cannot.
+	Draw      *DrawProgress
+	DrawError string
 	// AdmittedPerSecond and ReleasedPerSecond are the admission and release rates over the last
 	// 10 s, as decimal strings.
 	AdmittedPerSecond, ReleasedPerSecond string
@@ -66,8 +76,10 @@ type TickReport struct {
 	// (queue.JitterOffsets).
 	Window, Lead time.Duration
 	Seed         int64
-	Result       queue.AdmitResult
-	Err          error
+	// Phase is the room's phase at the tick.
+	Phase  queue.Phase
+	Result queue.AdmitResult
+	Err    error
 }
 
 // RandSource draws jitter seeds; *math/rand/v2.Rand satisfies it.
@@ -235,7 +247,12 @@ func (r *runner) stop() {
 func (r *runner) snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.snap
+	s := r.snap
+	if s.Draw != nil {
+		d := *s.Draw
+		s.Draw = &d
+	}
+	return s
 }
 
 func (r *runner) update(f func(*Snapshot)) {

@@ -58,7 +58,7 @@ func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
 	wq := b.Obj()
 	s := builder.Queue("test", name).UID(types.UID(name)).Generation(max(1, wq.Generation)).
 		Polling(500*time.Millisecond, 5*time.Second).PassTTL(time.Minute).AbandonAfter(time.Hour).Obj()
-	s.Spec.Capacity, s.Spec.Tick, s.Spec.Suspend = wq.Spec.Capacity, wq.Spec.Tick, wq.Spec.Suspend
+	s.Spec.Capacity, s.Spec.Tick, s.Spec.Suspend, s.Spec.Schedule = wq.Spec.Capacity, wq.Spec.Tick, wq.Spec.Suspend, wq.Spec.Schedule
 	derived, err := settings.Derive(s)
 	if err != nil {
 		h.t.Fatal(err)
@@ -70,20 +70,27 @@ func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
 
 func (h *schedulerHarness) fill(name string, n int) {
 	h.t.Helper()
-	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer rdb.Close()
-	q, err := queue.New(rdb, "test", name)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	q := h.engine(name)
 	for i := range n {
 		if _, err := q.Enter(context.Background(), fmt.Sprintf("v%05d", i), time.Hour); err != nil {
 			h.t.Fatal(err)
 		}
 	}
+}
+
+// engine is the queue name on the harness's Redis, as a proxy sees it.
+func (h *schedulerHarness) engine(name string) *queue.Queue {
+	h.t.Helper()
+	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = rdb.Close() })
+	q, err := queue.New(rdb, "test", name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return q
 }
 
 // move waits until the queue goroutine waits on its timer (it is not in the middle of a tick), then

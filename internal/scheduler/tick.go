@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"reflect"
 	"time"
@@ -47,6 +48,8 @@ type tickState struct {
 	released  int64        // the released total last read, -1 before the first read
 	notified  Snapshot
 	notifyAt  time.Time
+	draw      *drawRun  // the pre-queue's draw under way
+	drawnFor  time.Time // the opening whose draw is done
 
 	url     string
 	q       *queue.Queue
@@ -94,13 +97,30 @@ func (r *runner) run(ctx context.Context) {
 			r.fail(ctx, st, t.now, err)
 			continue
 		}
-		if err := r.admit(ctx, st, t, rng); err != nil {
+		if scheduled := t.cfg.PhaseAt(t.latest); st.drawing(t.cfg, scheduled) {
+			// The draw takes up to half a tick, so the tick's admission still runs on time.
+			err := r.drawStep(ctx, st, t.cfg, scheduled, st.tick/2)
+			drawErr := ""
+			if errors.Is(err, errNoSeed) {
+				drawErr, err = err.Error(), nil
+			}
+			r.update(func(s *Snapshot) { s.DrawError = drawErr })
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.fail(ctx, st, t.now, err)
+				continue
+			}
+		}
+		phase := r.phase(st, t)
+		if err := r.admit(ctx, st, t, rng, phase); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			continue // admit recorded the failure
 		}
-		if err := r.publishPlan(ctx, st, t.cfg, t.now); err != nil {
+		if err := r.publishPlan(ctx, st, t.cfg, phase, t.now); err != nil {
 			r.fail(ctx, st, t.now, err)
 			continue
 		}
@@ -168,13 +188,26 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 	return nil
 }
 
+// phase is the room's phase at the tick's grid point: the schedule's, with Opening while the draw of
+// the pre-queue runs.
+func (r *runner) phase(st *tickState, t gridTick) queue.Phase {
+	phase := t.cfg.PhaseAt(t.latest)
+	if st.drawing(t.cfg, phase) {
+		phase = queue.PhaseOpening
+	}
+	r.update(func(s *Snapshot) { s.Phase = phase })
+	setPhaseMetric(r.key.Namespace, r.key.Name, phase)
+	return phase
+}
+
 // admit runs the tick in Redis. Its work follows whom it can admit, never the plan's size: Redis
 // gets a limit and draws the offsets for the admitted alone, and the limit is capped
 // (docs/performance.md).
-func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource) error {
+func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase queue.Phase) error {
 	cfg := t.cfg
 	quota, share := int64(0), int64(0)
-	if cfg.Admits() {
+	// Before opening nobody is admitted, and no quota piles up for the opening.
+	if cfg.Admits() && !phase.Before() {
 		for range min(t.missed, maxCatchUpTicks) + 1 {
 			share = st.carry.Next(cfg.Effective)
 			quota += share
@@ -184,12 +217,21 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	// What the queue does not take of this tick's own share, new visitors may take at once until the
 	// next tick; ticks made up for give no instant budget, so a late tick never opens a burst.
 	instant := min(share, limit)
+	if phase != queue.PhaseOpen {
+		instant = 0
+	}
+	// While the draw runs, only the part of the pre-queue already placed can be admitted.
+	holding, through := phase == queue.PhaseOpening, int64(0)
+	if st.draw != nil {
+		through = st.draw.state.Settled()
+	}
 	seed := rng.Int64N(1 << 62)
 	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 	start := r.s.clock.Now()
 	res, err := st.q.Admit(callCtx, queue.AdmitRequest{
 		TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 		InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+		Holding: holding, Through: through,
 	})
 	cancel()
 	labels := []string{r.key.Namespace, r.key.Name}
@@ -209,7 +251,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	}
 	if r.s.observe != nil {
 		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
-			Quota: quota, Limit: limit, Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Result: res, Err: err})
+			Quota: quota, Limit: limit, Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
 	}
 	return err
 }
@@ -232,8 +274,15 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 }
 
 // publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
-func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
-	p := queue.Plan{Quota: cfg.Effective, PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits()}
+func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, phase queue.Phase, now time.Time) error {
+	p := queue.Plan{Quota: cfg.Effective, PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
+	if sc := cfg.Schedule; sc != nil {
+		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.
+		p.PreQueueFrom, p.OpensAt = sc.PreQueueFrom.Truncate(time.Millisecond), sc.OpensAt.Truncate(time.Millisecond)
+		if !sc.ClosesAt.IsZero() {
+			p.ClosesAt = sc.ClosesAt.Truncate(time.Millisecond)
+		}
+	}
 	if st.published != nil && *st.published == p && now.Before(st.publishAt) {
 		return nil
 	}
@@ -283,9 +332,10 @@ func (r *runner) readStats(ctx context.Context, st *tickState, now time.Time) er
 	}
 	st.atOnce, st.released = stats.InstantAdmittedTotal, stats.ReleasedTotal
 	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
+	preQueueDepthGauge.WithLabelValues(labels...).Set(float64(stats.PreQueued))
 	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
 	r.update(func(s *Snapshot) {
-		s.HaveStats, s.Depth, s.Active, s.Proxies = true, stats.Depth, stats.Active, proxies
+		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
 		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
 	})
 	return nil

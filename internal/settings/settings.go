@@ -50,6 +50,8 @@ type Settings struct {
 	MaxSession time.Duration
 	// CompletionRoutes release the pass once the workload answers them with a 2xx or 3xx.
 	CompletionRoutes []route.Route
+	// Schedule, when set, is when the room's pre-queue opens, when it opens and when it closes.
+	Schedule *Schedule
 
 	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
 	// header that identifies visitors; Upstream where requests go.
@@ -57,6 +59,28 @@ type Settings struct {
 	IdentityHeader string
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
+}
+
+// Schedule is when a launch happens; ClosesAt is zero when it does not close.
+type Schedule struct {
+	PreQueueFrom, OpensAt, ClosesAt time.Time
+}
+
+// PhaseAt is the phase the schedule gives time t. The scheduler asks it on its tick grid, and
+// replaces Open by Opening while it draws the pre-queue.
+func (s *Settings) PhaseAt(t time.Time) queue.Phase {
+	switch sc := s.Schedule; {
+	case sc == nil:
+		return queue.PhaseOpen
+	case t.Before(sc.PreQueueFrom):
+		return queue.PhaseScheduled
+	case t.Before(sc.OpensAt):
+		return queue.PhasePreQueue
+	case !sc.ClosesAt.IsZero() && !t.Before(sc.ClosesAt):
+		return queue.PhaseClosed
+	default:
+		return queue.PhaseOpen
+	}
 }
 
 // Admits reports whether ticks admit visitors: the queue is in Queue mode and not suspended.
@@ -145,6 +169,20 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if spec.Pass != nil && len(spec.Pass.CompletionRoutes) > 0 {
 		if s.CompletionRoutes, err = compileRoutes("spec.pass.completionRoutes", spec.Pass.CompletionRoutes); err != nil {
 			return nil, err
+		}
+	}
+	if sc := spec.Schedule; sc != nil {
+		s.Schedule = &Schedule{PreQueueFrom: spec.EffectivePreQueueFrom(), OpensAt: sc.OpensAt.Time}
+		if sc.ClosesAt != nil {
+			s.Schedule.ClosesAt = sc.ClosesAt.Time
+		}
+		switch {
+		case sc.OpensAt.IsZero():
+			return nil, fieldErr("spec.schedule.opensAt", "is required")
+		case !s.Schedule.PreQueueFrom.Before(s.Schedule.OpensAt) || s.Schedule.OpensAt.Sub(s.Schedule.PreQueueFrom) > 24*time.Hour:
+			return nil, fieldErr("spec.schedule.preQueueFrom", "must be before opensAt and at most 24h before it")
+		case !s.Schedule.ClosesAt.IsZero() && !s.Schedule.OpensAt.Before(s.Schedule.ClosesAt):
+			return nil, fieldErr("spec.schedule.closesAt", "must be after opensAt")
 		}
 	}
 	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {

@@ -100,6 +100,14 @@ func TestDeriveNamesTheField(t *testing.T) {
 		{"a jitter window beyond the tick", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Window: &metav1.Duration{Duration: time.Second}}
 		}, "spec.jitter.window", "between 0 and tick"},
+		{"a schedule that closes before it opens", func(wq *herdgatev1alpha1.WaitingQueue) {
+			opens := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
+			wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(opens), ClosesAt: ptr.To(metav1.NewTime(opens))}
+		}, "spec.schedule.closesAt", "after opensAt"},
+		{"a pre-queue of a day and a second", func(wq *herdgatev1alpha1.WaitingQueue) {
+			opens := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
+			wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(opens), PreQueueFrom: ptr.To(metav1.NewTime(opens.Add(-24*time.Hour - time.Second)))}
+		}, "spec.schedule.preQueueFrom", "at most 24h"},
 		{"no name", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "" }, "metadata", "required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,5 +122,47 @@ func TestDeriveNamesTheField(t *testing.T) {
 				t.Fatalf("Derive = %q, want field %s and a detail containing %q", err, tc.field, tc.detail)
 			}
 		})
+	}
+}
+
+func TestPhaseAtFollowsTheSchedule(t *testing.T) {
+	opens := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
+	pre, closes := opens.Add(-time.Hour), opens.Add(2*time.Hour)
+	wq := builder.Queue("shop", "orders").Schedule(pre, opens, closes).Obj()
+	s, err := settings.Derive(wq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want queue.Phase
+	}{
+		{pre.Add(-time.Millisecond), queue.PhaseScheduled},
+		{pre, queue.PhasePreQueue},
+		{opens.Add(-time.Millisecond), queue.PhasePreQueue},
+		{opens, queue.PhaseOpen},
+		{closes.Add(-time.Millisecond), queue.PhaseOpen},
+		{closes, queue.PhaseClosed},
+	} {
+		if got := s.PhaseAt(tc.at); got != tc.want {
+			t.Errorf("PhaseAt(%s) = %s, want %s", tc.at.Format(time.RFC3339Nano), got, tc.want)
+		}
+	}
+
+	wq.Spec.Schedule.PreQueueFrom, wq.Spec.Schedule.ClosesAt = nil, nil
+	if s, err = settings.Derive(wq); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue - time.Millisecond)); got != queue.PhaseScheduled {
+		t.Errorf("just before the default pre-queue: %s, want Scheduled", got)
+	}
+	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue)); got != queue.PhasePreQueue {
+		t.Errorf("at the default pre-queue: %s, want PreQueue", got)
+	}
+	if got := s.PhaseAt(opens.Add(1000 * time.Hour)); got != queue.PhaseOpen {
+		t.Errorf("long after an opening without closesAt: %s, want Open", got)
+	}
+	if got := (&settings.Settings{}).PhaseAt(pre); got != queue.PhaseOpen {
+		t.Errorf("without a schedule: %s, want Open", got)
 	}
 }

@@ -118,6 +118,19 @@ func (b *QueueBuilder) Suspend(suspended bool) *QueueBuilder {
 	return b
 }
 
+// Schedule sets spec.schedule; a zero preQueueFrom or closesAt leaves it unset.
+func (b *QueueBuilder) Schedule(preQueueFrom, opensAt, closesAt time.Time) *QueueBuilder {
+	sc := &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(opensAt)}
+	if !preQueueFrom.IsZero() {
+		sc.PreQueueFrom = ptr.To(metav1.NewTime(preQueueFrom))
+	}
+	if !closesAt.IsZero() {
+		sc.ClosesAt = ptr.To(metav1.NewTime(closesAt))
+	}
+	b.wq.Spec.Schedule = sc
+	return b
+}
+
 // UpstreamURL sends requests to url instead of the orders Service.
 func (b *QueueBuilder) UpstreamURL(url string) *QueueBuilder {
 	b.wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To(url)}

@@ -1,0 +1,177 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// DrawProgress is what the scheduler observed of the latest draw of a queue's pre-queue.
+type DrawProgress struct {
+	// OpensAt names the opening the draw belongs to.
+	OpensAt time.Time
+	// Size is how many pre-queue places the draw found; Placed and Dropped how many it placed in
+	// the queue and dropped for silence so far.
+	Size, Placed, Dropped int64
+	Done                  bool
+	// Began and Finished are when this scheduler began and finished it (zero when another
+	// scheduler did).
+	Began, Finished time.Time
+	// Calls counts this scheduler's Redis calls for the draw, and LongestCall is the longest of
+	// them: the longest Redis stayed busy with the draw at a stretch.
+	Calls       int
+	LongestCall time.Duration
+}
+
+// errNoSeed: the room opened but the scheduler was given no seed to draw the pre-queue with. The
+// room stays Opening, admitting nobody, rather than let anyone ahead of the pre-queue.
+var errNoSeed = errors.New("the room opened but the pre-queue's draw seed is missing")
+
+// drawRun is a draw under way: the pre-queue in drawn order and how far the placing went.
+type drawRun struct {
+	state queue.DrawState
+	order []int64
+	next  int
+}
+
+// drawing tells whether the queue's schedule wants a draw now: it has opened (its phase is Open or
+// Closed) and this opening's draw is not done.
+func (st *tickState) drawing(cfg *Queue, phase queue.Phase) bool {
+	sc := cfg.Schedule
+	if sc == nil || (phase != queue.PhaseOpen && phase != queue.PhaseClosed) {
+		return st.draw != nil // a draw once begun is finished, whatever the schedule says now
+	}
+	return st.draw != nil || !st.drawnFor.Equal(sc.OpensAt)
+}
+
+// drawStep begins the draw of the pre-queue when the room has just opened, loads the pre-queue and
+// orders it by the seed, then places it in the queue a chunk per Redis call until budget has passed.
+// Every call is short (queue.MaxPlaceChunk visitors), so Enter and Status answer between them. When
+// a call finds the draw moved on (a retry that had been applied, a second scheduler), the draw is
+// reloaded at the next tick; visitors already placed keep their place and the rest keep their order.
+func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase queue.Phase, budget time.Duration) error {
+	start := r.s.clock.Now()
+	timed := func(f func(context.Context) error) error {
+		callCtx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		// Wall time, whatever clock the grid runs on: this is how long Redis was busy.
+		began := time.Now()
+		err := f(callCtx)
+		d := time.Since(began)
+		drawCallHistogram.WithLabelValues(r.key.Namespace, r.key.Name).Observe(d.Seconds())
+		r.update(func(s *Snapshot) {
+			if s.Draw != nil {
+				s.Draw.Calls++
+				s.Draw.LongestCall = max(s.Draw.LongestCall, d)
+			}
+		})
+		return err
+	}
+	if st.draw == nil {
+		if len(cfg.DrawSeed) != draw.SeedBytes {
+			return fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
+		}
+		after := queue.PhaseOpen
+		if phase == queue.PhaseClosed {
+			after = queue.PhaseClosed
+		}
+		opensAt := cfg.Schedule.OpensAt
+		r.update(func(s *Snapshot) {
+			if s.Draw == nil || !s.Draw.OpensAt.Equal(opensAt) {
+				s.Draw = &DrawProgress{OpensAt: opensAt}
+			}
+		})
+		var ds queue.DrawState
+		err := timed(func(ctx context.Context) (err error) {
+			ds, err = st.q.BeginDraw(ctx, opensAt, after)
+			return err
+		})
+		if err != nil && !errors.Is(err, queue.ErrDrawMoved) {
+			return err
+		}
+		if ds.Done {
+			st.drawnFor = ds.OpensAt
+			r.progress(ds, r.s.clock.Now())
+			return nil
+		}
+		if errors.Is(err, queue.ErrDrawMoved) {
+			ctrl.LoggerFrom(ctx).Info("Finishing the draw of an earlier opening first", "waitingqueue", r.key.String(), "opensAt", ds.OpensAt)
+		}
+		var order []int64
+		for after := int64(0); ; {
+			var page []int64
+			if err := timed(func(ctx context.Context) (err error) {
+				page, err = st.q.DrawArrivals(ctx, after)
+				return err
+			}); err != nil {
+				return err
+			}
+			order = append(order, page...)
+			if len(page) == 0 || len(page) < queue.DrawPage {
+				break
+			}
+			after = page[len(page)-1]
+		}
+		draw.Order(cfg.DrawSeed, order)
+		st.draw = &drawRun{state: ds, order: order}
+		r.progress(ds, time.Time{})
+		r.update(func(s *Snapshot) {
+			if s.Draw.Began.IsZero() {
+				s.Draw.Began = start
+			}
+		})
+	}
+	d := st.draw
+	for d.next < len(d.order) {
+		chunk := d.order[d.next:min(d.next+queue.MaxPlaceChunk, len(d.order))]
+		after := queue.PhaseOpen
+		if phase == queue.PhaseClosed {
+			after = queue.PhaseClosed
+		}
+		var next queue.DrawState
+		err := timed(func(ctx context.Context) (err error) {
+			next, err = st.q.PlaceDrawn(ctx, d.state, chunk, cfg.AbandonAfter, after)
+			return err
+		})
+		if errors.Is(err, queue.ErrDrawMoved) {
+			st.draw = nil
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		d.state, d.next = next, d.next+len(chunk)
+		r.progress(next, time.Time{})
+		if next.Done {
+			st.draw, st.drawnFor = nil, next.OpensAt
+			r.progress(next, r.s.clock.Now())
+			ctrl.LoggerFrom(ctx).Info("Drew the pre-queue", "waitingqueue", r.key.String(), "placed", next.Placed, "dropped", next.Dropped)
+			return nil
+		}
+		if r.s.clock.Since(start) >= budget {
+			return nil
+		}
+	}
+	// Everyone loaded was placed and the pre-queue is not empty: reload it at the next tick.
+	st.draw = nil
+	return nil
+}
+
+// progress records the draw's state in the snapshot; finished, when set, is when it was done.
+func (r *runner) progress(ds queue.DrawState, finished time.Time) {
+	r.update(func(s *Snapshot) {
+		if s.Draw == nil || !s.Draw.OpensAt.Equal(ds.OpensAt) {
+			s.Draw = &DrawProgress{OpensAt: ds.OpensAt}
+		}
+		s.Draw.Size, s.Draw.Placed, s.Draw.Dropped, s.Draw.Done = ds.Size, ds.Placed, ds.Dropped, ds.Done
+		if !finished.IsZero() && s.Draw.Finished.IsZero() && !s.Draw.Began.IsZero() {
+			s.Draw.Finished = finished
+		}
+	})
+}
