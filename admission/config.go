@@ -45,6 +45,8 @@ type Config struct {
 	Plan             capacity.Plan
 	PollMin, PollMax time.Duration
 	AbandonAfter     time.Duration
+	// Schedule, when set, opens the room at a set time (see phase.go).
+	Schedule *settings.Schedule
 }
 
 // NewConfig builds the proxy's config from a WaitingQueue and its HMAC key with settings.Derive, the
@@ -67,7 +69,7 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 		Namespace: s.Namespace, Name: s.Name, Generation: s.Generation, Routes: s.Routes,
 		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Mode: s.Mode, Signer: signer,
 		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
-		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter,
+		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter, Schedule: s.Schedule,
 	}
 	if s.Admits() {
 		c.Plan = s.Effective

@@ -19,11 +19,17 @@ type positionBody struct {
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds"`
 	NextPollMs           int64  `json:"nextPollMs"`
 	Admitted             bool   `json:"admitted"`
-	// Phase is the room's phase: Open (visitors queue), Passthrough (no pass needed) or Closed.
+	// Phase is the room's phase: Open (visitors queue), Passthrough (no pass needed) or Closed; with
+	// a schedule also Scheduled, PreQueue and Opening (see phase.go).
 	Phase string `json:"phase"`
+	// Arrival is the visitor's arrival number while it holds a pre-queue place: what its drawn place
+	// is computed from (herd verify-shuffle).
+	Arrival int64 `json:"arrival,omitempty"`
 	// Pass and PassExpiresAt are set when Admitted; the pass is also set as the herdgate_pass cookie.
 	Pass          string     `json:"pass,omitempty"`
 	PassExpiresAt *time.Time `json:"passExpiresAt,omitempty"`
+	// The schedule, when the queue has one.
+	scheduleTimes
 }
 
 func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
@@ -96,6 +102,23 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 			return
 		}
 	}
+	r := p.room(x.Context(), cfg)
+	if enter && cfg.Schedule != nil {
+		switch {
+		case r.phase == queue.PhaseScheduled && cfg.phaseAt(p.now()) == queue.PhaseScheduled:
+			// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
+			p.replyNotOpen(x, cfg, r, class)
+			return
+		case !r.known:
+			// The scheduler has not published this schedule's phase yet; the engine would take the
+			// visitor as if the room had no schedule.
+			p.metrics.requests.WithLabelValues(class, "starting").Inc()
+			retryAfter(x, time.Second)
+			replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: string(r.phase),
+				Message: "the waiting room is getting ready; try again shortly"})
+			return
+		}
+	}
 	visitor, ok := p.identify(x, cfg, enter)
 	if !ok {
 		p.metrics.requests.WithLabelValues(class, "identity_required").Inc()
@@ -106,14 +129,13 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		}
 		return
 	}
-	abandonAfter, pollMin, pollMax, cp := p.timings(x.Context(), cfg)
 
 	var pos queue.Position
 	var err error
 	if enter {
-		pos, err = p.q.Enter(x.Context(), visitor, abandonAfter)
+		pos, err = p.q.Enter(x.Context(), visitor, r.abandonAfter)
 	} else {
-		pos, err = p.q.Status(x.Context(), visitor, abandonAfter)
+		pos, err = p.q.Status(x.Context(), visitor, r.abandonAfter)
 	}
 	if err != nil {
 		if errors.Is(err, queue.ErrInvalidVisitor) {
@@ -136,67 +158,95 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
 		p.metrics.requests.WithLabelValues(class, "closed").Inc()
 		replyJSON(x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phaseClosed,
-			NextPollMs: p.spread(pollMax).Milliseconds()})
+			NextPollMs: p.spread(r.pollMax).Milliseconds(), scheduleTimes: cfg.scheduleTimes()})
 		return
+	}
+	phase := phaseOpen
+	if cfg.Schedule != nil {
+		phase = string(r.phase)
 	}
 	switch pos.State {
 	case queue.NotQueued:
 		p.metrics.requests.WithLabelValues(class, "not_queued").Inc()
-		replyJSON(x, http.StatusNotFound, errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"})
-	case queue.Admitted:
-		p.serveAdmitted(x, cfg, class, visitor, pos)
-	case queue.Waiting:
-		if !enter && !pos.PreviousPoll.IsZero() {
-			// The shortest interval this visitor could have been told, less room for jitter.
-			allowed := time.Duration(tooEarlyShare * float64(capacity.PollHint(cp, pos.Position, pollMin, pollMax, zeroRand{})))
-			if gap := pos.Now.Sub(pos.PreviousPoll); gap < allowed {
-				// This poll counts as the visitor's sign of life, so the next one is allowed a whole
-				// interval after it: a client that waits as told is answered.
-				p.metrics.tooEarly.Inc()
-				p.metrics.requests.WithLabelValues(class, "too_early").Inc()
-				retryAfter(x, allowed)
-				replyJSON(x, http.StatusTooManyRequests, errorBody{
-					Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
-					RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
-				})
-				return
-			}
+		body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
+		if cfg.Schedule != nil {
+			body.Phase = string(pos.Phase)
 		}
-		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phaseOpen}
-		if wait, ok := cp.EstimatedWait(pos.Position); ok {
+		replyJSON(x, http.StatusNotFound, body)
+	case queue.TurnedAway:
+		if pos.Phase == queue.PhaseClosed {
+			p.replyScheduleClosed(x, cfg, class)
+			return
+		}
+		r.phase = pos.Phase
+		p.replyNotOpen(x, cfg, r, class)
+	case queue.PreQueued, queue.Drawing:
+		drawing := pos.State == queue.Drawing
+		hint, shortest := p.preQueuePoll(r, drawing)
+		if p.pollTooEarly(x, class, enter, pos, shortest) {
+			return
+		}
+		body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: cfg.scheduleTimes()}
+		outcome := "pre_queued"
+		if drawing {
+			body.Phase, outcome = phaseOpening, "drawing"
+		}
+		p.metrics.requests.WithLabelValues(class, outcome).Inc()
+		replyJSON(x, http.StatusOK, body)
+	case queue.Admitted:
+		p.serveAdmitted(x, cfg, class, visitor, pos, phase)
+	case queue.Waiting:
+		// The shortest interval this visitor could have been told.
+		if p.pollTooEarly(x, class, enter, pos, capacity.PollHint(r.plan, pos.Position, r.pollMin, r.pollMax, zeroRand{})) {
+			return
+		}
+		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase, scheduleTimes: cfg.scheduleTimes()}
+		if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 			s := int64(wait / time.Second)
 			body.EstimatedWaitSeconds = &s
 		}
-		body.NextPollMs = capacity.PollHint(cp, pos.Position, pollMin, pollMax, p.rand).Milliseconds()
+		body.NextPollMs = capacity.PollHint(r.plan, pos.Position, r.pollMin, r.pollMax, p.rand).Milliseconds()
 		p.metrics.requests.WithLabelValues(class, "waiting").Inc()
 		replyJSON(x, http.StatusOK, body)
 	}
 }
 
-// timings are the queue's timings and plan as the scheduler published them; until it has, the spec's
-// own are the best estimate.
-func (p *Proxy) timings(ctx context.Context, cfg *Config) (abandonAfter, pollMin, pollMax time.Duration, plan capacity.Plan) {
-	published, err := p.plans.Get(ctx)
-	if err != nil {
-		return cfg.AbandonAfter, cfg.PollMin, cfg.PollMax, cfg.Plan
+// pollTooEarly answers a status poll that came sooner than tooEarlyShare of shortest, the shortest
+// interval the visitor could have been told (the rest is room for network jitter), with 429.
+func (p *Proxy) pollTooEarly(x exchange, class string, enter bool, pos queue.Position, shortest time.Duration) bool {
+	if enter || pos.PreviousPoll.IsZero() {
+		return false
 	}
-	return published.AbandonAfter, published.PollMin, published.PollMax, published.Quota
+	allowed := time.Duration(tooEarlyShare * float64(shortest))
+	if gap := pos.Now.Sub(pos.PreviousPoll); gap >= allowed {
+		return false
+	}
+	// This poll counts as the visitor's sign of life, so the next one is allowed a whole interval
+	// after it: a client that waits as told is answered.
+	p.metrics.tooEarly.Inc()
+	p.metrics.requests.WithLabelValues(class, "too_early").Inc()
+	retryAfter(x, allowed)
+	replyJSON(x, http.StatusTooManyRequests, errorBody{
+		Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
+		RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
+	})
+	return true
 }
 
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
-func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, pos queue.Position) {
+func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, pos queue.Position, phase string) {
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
-		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Phase: phaseOpen, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
+		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
 		return
 	}
 	token := p.setPassCookie(x, cfg, visitor, pos)
 	expiry := pos.Pass.Expiry.UTC()
 	zero := int64(0)
 	p.metrics.requests.WithLabelValues(class, "admitted").Inc()
-	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phaseOpen, Pass: token, PassExpiresAt: &expiry})
+	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
 }
 
 // setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
@@ -208,13 +258,6 @@ func (p *Proxy) setPassCookie(x exchange, cfg *Config, visitor string, pos queue
 	})
 	return token
 }
-
-// The phases a visitor is told, in the JSON contract and on the waiting page.
-const (
-	phaseOpen        = "Open"
-	phasePassthrough = "Passthrough"
-	phaseClosed      = "Closed"
-)
 
 // replyClosed answers a request the closed room turns away: 503, to try again after the longest poll
 // interval.

@@ -313,14 +313,29 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 		}
 		return true
 	}
-	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() {
+	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() && cfg.phaseAt(now) == queue.PhaseOpen {
+		// Never before the schedule opens the room, nor after it closes.
 		p.metrics.failOpen.Inc()
 		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
 		return true
 	}
 	x.SetHeader("X-Herdgate-Pass-Result", string(result))
-	if isBrowserPage(x) {
-		if p.admitAtOnce(x, cfg) {
+	r := p.room(x.Context(), cfg)
+	browser := isBrowserPage(x)
+	switch {
+	case r.beforeOpening():
+		if browser {
+			p.redirectToPage(x, canonical, "not_open")
+		} else {
+			p.replyNotOpen(x, cfg, r, "protected")
+		}
+		return false
+	case r.phase == queue.PhaseClosed && !browser:
+		p.replyScheduleClosed(x, cfg, "protected")
+		return false
+	case browser:
+		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
+		if r.phase == queue.PhaseOpen && r.known && p.admitAtOnce(x, cfg, r) {
 			return true
 		}
 		p.redirectToPage(x, canonical, "redirected")
@@ -354,13 +369,12 @@ func (p *Proxy) slide(x exchange, cfg *Config, verified pass.Pass, now time.Time
 // admitAtOnce enters a browser that asks for a protected page without a pass. While nobody waits and
 // the tick's budget has room, the queue admits it at once: it goes on to the page with its pass and
 // never sees the waiting page. Otherwise it holds a place, which the waiting page then shows.
-func (p *Proxy) admitAtOnce(x exchange, cfg *Config) bool {
+func (p *Proxy) admitAtOnce(x exchange, cfg *Config, r room) bool {
 	visitor, ok := p.identify(x, cfg, true)
 	if !ok || queue.ValidateVisitorID(visitor) != nil {
 		return false
 	}
-	abandonAfter, _, _, _ := p.timings(x.Context(), cfg)
-	pos, err := p.q.Enter(x.Context(), visitor, abandonAfter)
+	pos, err := p.q.Enter(x.Context(), visitor, r.abandonAfter)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.redisResult(err)

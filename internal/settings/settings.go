@@ -68,8 +68,11 @@ type Schedule struct {
 
 // PhaseAt is the phase the schedule gives time t. The scheduler asks it on its tick grid, and
 // replaces Open by Opening while it draws the pre-queue.
-func (s *Settings) PhaseAt(t time.Time) queue.Phase {
-	switch sc := s.Schedule; {
+func (s *Settings) PhaseAt(t time.Time) queue.Phase { return s.Schedule.PhaseAt(t) }
+
+// PhaseAt is the phase the schedule gives time t; Open for the nil schedule.
+func (sc *Schedule) PhaseAt(t time.Time) queue.Phase {
+	switch {
 	case sc == nil:
 		return queue.PhaseOpen
 	case t.Before(sc.PreQueueFrom):

@@ -1,0 +1,144 @@
+package admission
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// The phases a visitor is told, in the JSON contract and on the waiting page: the schedule's
+// (Scheduled, PreQueue, Opening, Open, Closed) or the mode's (Passthrough, Closed).
+const (
+	phaseScheduled   = "Scheduled"
+	phasePreQueue    = "PreQueue"
+	phaseOpening     = "Opening"
+	phaseOpen        = "Open"
+	phasePassthrough = "Passthrough"
+	phaseClosed      = "Closed"
+)
+
+// maxNotOpenRetry bounds how long a visitor who came before the pre-queue is told to wait before
+// asking again, so that a schedule moved earlier reaches the page in time.
+const maxNotOpenRetry = 5 * time.Minute
+
+// room is what the proxy knows of its queue's state: the timings and plan the scheduler published
+// (the spec's until it has) and the room's phase.
+type room struct {
+	abandonAfter, pollMin, pollMax time.Duration
+	plan                           capacity.Plan
+	phase                          queue.Phase
+	// known says the phase is the one the scheduler published for this config's schedule. Without
+	// it the phase comes from the proxy's clock, and a room the clock calls open is Opening: only the
+	// scheduler knows when the draw is done.
+	known bool
+}
+
+// room reads the published plan (cached for planTTL) and tells the room's phase from it.
+func (p *Proxy) room(ctx context.Context, cfg *Config) room {
+	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Plan, phase: queue.PhaseOpen, known: true}
+	published, err := p.plans.Get(ctx)
+	if err == nil {
+		r.abandonAfter, r.pollMin, r.pollMax, r.plan = published.AbandonAfter, published.PollMin, published.PollMax, published.Quota
+	}
+	sc := cfg.Schedule
+	if sc == nil {
+		return r
+	}
+	// A plan of Redis is good for the phase, even stale after an error, once it is of this schedule.
+	if !published.OpensAt.IsZero() && published.OpensAt.UnixMilli() == sc.OpensAt.UnixMilli() {
+		r.phase = published.Phase
+		if r.phase == "" {
+			r.phase = queue.PhaseOpen
+		}
+		return r
+	}
+	r.known = false
+	r.phase = cfg.phaseAt(p.now())
+	if r.phase == queue.PhaseOpen {
+		r.phase = queue.PhaseOpening
+	}
+	return r
+}
+
+// before says the room has not opened: visitors without a pass do not reach the protected routes,
+// and nobody is admitted.
+func (r room) beforeOpening() bool {
+	return r.phase == queue.PhaseScheduled || r.phase == queue.PhasePreQueue
+}
+
+// scheduleTimes are the schedule's instants as the JSON contract states them; nil without one.
+type scheduleTimes struct {
+	PreQueueFrom *time.Time `json:"preQueueFrom,omitempty"`
+	OpensAt      *time.Time `json:"opensAt,omitempty"`
+	ClosesAt     *time.Time `json:"closesAt,omitempty"`
+}
+
+func (c *Config) scheduleTimes() scheduleTimes {
+	sc := c.Schedule
+	if sc == nil {
+		return scheduleTimes{}
+	}
+	utc := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
+	return scheduleTimes{PreQueueFrom: utc(sc.PreQueueFrom), OpensAt: utc(sc.OpensAt), ClosesAt: utc(sc.ClosesAt)}
+}
+
+// phaseAt is the schedule's phase at t; Open without a schedule.
+func (c *Config) phaseAt(t time.Time) queue.Phase { return c.Schedule.PhaseAt(t) }
+
+// replyNotOpen answers a visitor who came before the room opened: 403 not_open, with the schedule,
+// and, once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask
+// again: at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not
+// all come in the same millisecond.
+func (p *Proxy) replyNotOpen(x exchange, cfg *Config, r room, class string) {
+	body := notOpenBody{Error: "not_open", Phase: string(r.phase), scheduleTimes: cfg.scheduleTimes()}
+	if r.phase == queue.PhasePreQueue {
+		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
+		body.Enter = reservedPrefix + "/enter"
+	} else {
+		body.Message = "the room opens at opensAt; the pre-queue opens at preQueueFrom"
+		wait := cfg.Schedule.PreQueueFrom.Sub(p.now()) + time.Duration(p.rand.Float64()*float64(r.pollMin))
+		wait = min(max(wait, r.pollMin), maxNotOpenRetry)
+		retryAfter(x, wait)
+		body.RetryAfterMs = wait.Milliseconds()
+	}
+	p.metrics.requests.WithLabelValues(class, "not_open").Inc()
+	replyJSON(x, http.StatusForbidden, body)
+}
+
+// notOpenBody is the 403 of a room that has not opened.
+type notOpenBody struct {
+	Error        string `json:"error"`
+	Message      string `json:"message"`
+	Phase        string `json:"phase"`
+	Enter        string `json:"enter,omitempty"`
+	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
+	scheduleTimes
+}
+
+// replyScheduleClosed answers a newcomer after closesAt: 503 closed, without Retry-After (the room
+// does not reopen by itself).
+func (p *Proxy) replyScheduleClosed(x exchange, cfg *Config, class string) {
+	p.metrics.requests.WithLabelValues(class, "closed").Inc()
+	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phaseClosed, scheduleTimes: cfg.scheduleTimes(),
+		Message: "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
+}
+
+// preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting
+// for the draw to give it one (around pollMin); shortest is the shortest hint it could have had.
+func (p *Proxy) preQueuePoll(r room, drawing bool) (hint, shortest time.Duration) {
+	d := r.pollMax
+	if drawing {
+		d = r.pollMin
+	}
+	return p.spread(d), time.Duration(math.Floor(float64(d) * (1 - capacity.PollSpread)))
+}
