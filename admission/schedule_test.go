@@ -168,8 +168,8 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 		t.Fatalf("the visitor who came during the draw: %v, want position %d", body, len(arrivals)+1)
 	}
 
-	// Ticks admit in the drawn order; the first drawn gets its pass and reaches the workload.
-	h.admit(1, 0)
+	// A tick admits in the drawn order; the first drawn gets its pass and reaches the workload.
+	h.admit(2, 0)
 	first := byArrival[arrivals[0]]
 	time.Sleep(100 * time.Millisecond)
 	body := first.status().json(t)
@@ -193,9 +193,9 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	if res := late.do(http.MethodPost, "/api/v1/orders", nil); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("an order without a pass after closing: %d, want 503", res.StatusCode)
 	}
-	second := byArrival[arrivals[1]]
+	third := byArrival[arrivals[2]]
 	time.Sleep(600 * time.Millisecond)
-	if res := second.status(); res.StatusCode != http.StatusOK || res.json(t)["position"] != 1.0 {
+	if res := third.status(); res.StatusCode != http.StatusOK || res.json(t)["position"] != 1.0 {
 		t.Fatalf("a queued visitor after closing: %d %s, want position 1", res.StatusCode, res.body)
 	}
 }
