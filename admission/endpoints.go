@@ -158,7 +158,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
 		p.metrics.requests.WithLabelValues(class, "closed").Inc()
 		replyJSON(x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phaseClosed,
-			NextPollMs: p.spread(r.pollMax).Milliseconds(), scheduleTimes: cfg.scheduleTimes()})
+			NextPollMs: p.spread(r.pollMax).Milliseconds()})
 		return
 	}
 	phase := phaseOpen

@@ -3,6 +3,8 @@
 //	herd backend     run the stand-in orders service (40 connections, 200 ms per order, 30 s pool wait)
 //	herd run         let a herd of virtual visitors through a waiting room and print what they measured
 //	herd experiment  run the reference experiment in this process and write a report with charts
+//	herd export-draw     write a queue's pre-queue draw record from Redis
+//	herd verify-shuffle  recompute a draw from its seed and check its record and commitment
 package main
 
 import (
@@ -38,6 +40,8 @@ commands:
   backend     run the stand-in orders service
   run         send a herd of virtual visitors through a waiting room
   experiment  run the reference experiment and write docs/herd
+  export-draw     write a queue's pre-queue draw record from Redis
+  verify-shuffle  recompute a draw from its seed and check the record and the commitment
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -52,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "experiment":
 		return experimentCmd(ctx, args[1:], stdout, stderr)
+	case "export-draw":
+		return exportDrawCmd(ctx, args[1:], stdout, stderr)
+	case "verify-shuffle":
+		return verifyShuffleCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
