@@ -186,7 +186,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		if p.pollTooEarly(x, class, enter, pos, shortest) {
 			return
 		}
-		body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: cfg.scheduleTimes()}
+		body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(cfg)}
 		outcome := "pre_queued"
 		if drawing {
 			body.Phase, outcome = phaseOpening, "drawing"
@@ -200,7 +200,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		if p.pollTooEarly(x, class, enter, pos, capacity.PollHint(r.plan, pos.Position, r.pollMin, r.pollMax, zeroRand{})) {
 			return
 		}
-		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase, scheduleTimes: cfg.scheduleTimes()}
+		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase, scheduleTimes: p.scheduleTimes(cfg)}
 		if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 			s := int64(wait / time.Second)
 			body.EstimatedWaitSeconds = &s

@@ -19,10 +19,20 @@ var waitingHTML string
 
 var (
 	waitingPage = template.Must(template.New("waiting").Parse(waitingHTML))
-	// The page's only script and style are inline; the policy allows exactly them.
+	// The page's only script and style are inline; the policy allows exactly them, as the template
+	// renders them (it drops comments from scripts, for one).
 	pagePolicy = "default-src 'none'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; " +
-		"script-src " + inlineHash(waitingHTML, "script") + "; style-src " + inlineHash(waitingHTML, "style")
+		"script-src " + inlineHash(renderedPage(), "script") + "; style-src " + inlineHash(renderedPage(), "style")
 )
+
+// renderedPage is the waiting page as served; its script and style do not depend on the return path.
+func renderedPage() string {
+	var buf bytes.Buffer
+	if err := waitingPage.Execute(&buf, struct{ Return string }{"/"}); err != nil {
+		panic(err)
+	}
+	return buf.String()
+}
 
 func inlineHash(page, tag string) string {
 	m := regexp.MustCompile(`(?s)<` + tag + `>(.*?)</` + tag + `>`).FindStringSubmatch(page)

@@ -71,13 +71,16 @@ func (r room) beforeOpening() bool {
 }
 
 // scheduleTimes are the schedule's instants as the JSON contract states them; nil without one.
+// OpensInMs is how long until opensAt by the proxy's clock, while the room has not opened: a page
+// counts down from it, whatever its own clock says.
 type scheduleTimes struct {
 	PreQueueFrom *time.Time `json:"preQueueFrom,omitempty"`
 	OpensAt      *time.Time `json:"opensAt,omitempty"`
 	ClosesAt     *time.Time `json:"closesAt,omitempty"`
+	OpensInMs    int64      `json:"opensInMs,omitempty"`
 }
 
-func (c *Config) scheduleTimes() scheduleTimes {
+func (p *Proxy) scheduleTimes(c *Config) scheduleTimes {
 	sc := c.Schedule
 	if sc == nil {
 		return scheduleTimes{}
@@ -89,7 +92,11 @@ func (c *Config) scheduleTimes() scheduleTimes {
 		t = t.UTC()
 		return &t
 	}
-	return scheduleTimes{PreQueueFrom: utc(sc.PreQueueFrom), OpensAt: utc(sc.OpensAt), ClosesAt: utc(sc.ClosesAt)}
+	st := scheduleTimes{PreQueueFrom: utc(sc.PreQueueFrom), OpensAt: utc(sc.OpensAt), ClosesAt: utc(sc.ClosesAt)}
+	if left := sc.OpensAt.Sub(p.now()); left > 0 {
+		st.OpensInMs = max(1, left.Milliseconds())
+	}
+	return st
 }
 
 // phaseAt is the schedule's phase at t; Open without a schedule.
@@ -100,7 +107,7 @@ func (c *Config) phaseAt(t time.Time) queue.Phase { return c.Schedule.PhaseAt(t)
 // again: at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not
 // all come in the same millisecond.
 func (p *Proxy) replyNotOpen(x exchange, cfg *Config, r room, class string) {
-	body := notOpenBody{Error: "not_open", Phase: string(r.phase), scheduleTimes: cfg.scheduleTimes()}
+	body := notOpenBody{Error: "not_open", Phase: string(r.phase), scheduleTimes: p.scheduleTimes(cfg)}
 	if r.phase == queue.PhasePreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
 		body.Enter = reservedPrefix + "/enter"
@@ -129,7 +136,7 @@ type notOpenBody struct {
 // does not reopen by itself).
 func (p *Proxy) replyScheduleClosed(x exchange, cfg *Config, class string) {
 	p.metrics.requests.WithLabelValues(class, "closed").Inc()
-	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phaseClosed, scheduleTimes: cfg.scheduleTimes(),
+	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phaseClosed, scheduleTimes: p.scheduleTimes(cfg),
 		Message: "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
 }
 

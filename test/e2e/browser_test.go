@@ -50,43 +50,7 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 	wq := builder.Queue("browser", "shop").BatchSizeOverride(2).Tick(500 * time.Millisecond).UpstreamURL(upstream.URL).
 		Routes(builder.Route("/checkout", true, "GET")).Obj()
 	createQueue(t, wq)
-	secret := &corev1.Secret{}
-	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := admission.NewConfig(wq, secret.Data[herdgatev1alpha1.SecretHMACKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	store := queue.NewStore(rdb, queue.StoreOptions{})
-	defer store.Close()
-	proxy, err := admission.NewProxy(cfg, store, admission.Options{Log: ctrl.Log.WithName("proxy")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The browser talks to the server herdgate-proxy runs.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := admission.NewFront(proxy, admission.FrontOptions{})
-	go func() { _ = front.Serve(ln) }()
-	defer func() {
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = front.Shutdown(shutdownCtx)
-	}()
-	frontURL := "http://" + ln.Addr().String()
-
-	q, err := store.Queue(wq.Namespace, wq.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	frontURL, q := serveQueue(t, wq)
 	for i := range 10 {
 		if _, err := q.Enter(ctx, fmt.Sprintf("ahead-%02d", i), time.Hour); err != nil {
 			t.Fatal(err)
@@ -102,34 +66,7 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	browserCtx, cancelTimeout := context.WithTimeout(browserCtx, 90*time.Second)
-	defer cancelTimeout()
-	var consoleErrors []string
-	if err := chromedp.Listen(browserCtx, func(ev any) {
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			mu.Lock()
-			consoleErrors = append(consoleErrors, e.ExceptionDetails.Text)
-			mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatalf("starting Chromium: %v", err)
-	}
-
+	browserCtx, consoleErrors := startBrowser(t, chromium)
 	target := frontURL + "/checkout?item=42"
 	step := func(what string, err error) {
 		t.Helper()
@@ -182,11 +119,11 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 	if location != target || landed != "Checkout page" {
 		t.Fatalf("the browser ended at %s showing %q, want %s", location, landed, target)
 	}
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("the waiting page threw: %v", errs)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(consoleErrors) > 0 {
-		t.Errorf("the waiting page threw: %v", consoleErrors)
-	}
 	found := false
 	for _, s := range upstreamSaw {
 		if strings.HasPrefix(s, "GET /checkout?item=42 ") {
@@ -210,4 +147,85 @@ func findChromium(t *testing.T) string {
 	}
 	t.Fatal("no Chromium found; run 'make toolchain' (Debian package chromium)")
 	return ""
+}
+
+// serveQueue serves the queue made by createQueue through a proxy on the front herdgate-proxy runs,
+// with the HMAC key of the Secret the operator made; it returns the proxy's URL and the engine.
+func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue.Queue) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := admission.NewConfig(wq, secret.Data[herdgatev1alpha1.SecretHMACKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	t.Cleanup(store.Close)
+	proxy, err := admission.NewProxy(cfg, store, admission.Options{Log: ctrl.Log.WithName("proxy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := admission.NewFront(proxy, admission.FrontOptions{})
+	served := make(chan error, 1)
+	go func() { served <- front.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = front.Shutdown(ctx)
+		<-served
+	})
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + ln.Addr().String(), q
+}
+
+// startBrowser starts headless Chromium for at most 90 s; consoleErrors returns what pages threw.
+func startBrowser(t *testing.T, chromium string) (browserCtx context.Context, consoleErrors func() []string) {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	t.Cleanup(cancelAlloc)
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	browserCtx, cancelTimeout := context.WithTimeout(browserCtx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	var mu sync.Mutex
+	var thrown []string
+	if err := chromedp.Listen(browserCtx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			mu.Lock()
+			thrown = append(thrown, e.ExceptionDetails.Text)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	return browserCtx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), thrown...)
+	}
 }
