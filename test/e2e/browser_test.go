@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -182,8 +183,9 @@ func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = front.Shutdown(ctx)
-		<-served
+		if err := errors.Join(front.Shutdown(ctx), <-served); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("front: %v", err)
+		}
 	})
 	q, err := store.Queue(wq.Namespace, wq.Name)
 	if err != nil {
