@@ -164,6 +164,10 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	phase := phaseOpen
 	if cfg.Schedule != nil {
 		phase = string(r.phase)
+		if r.beforeOpening() {
+			// The engine placed the visitor, so the room opened since the plan was cached.
+			phase = phaseOpening
+		}
 	}
 	switch pos.State {
 	case queue.NotQueued:
