@@ -59,11 +59,12 @@ func launchCall(method, url, visitor, pass string) (int, map[string]any, error) 
 	return res.StatusCode, body, nil
 }
 
-func ms(body map[string]any, key string, otherwise time.Duration) time.Duration {
+// ms is the body's key in milliseconds; a second when it is missing.
+func ms(body map[string]any, key string) time.Duration {
 	if v, ok := body[key].(float64); ok && v > 0 {
 		return time.Duration(v) * time.Millisecond
 	}
-	return otherwise
+	return time.Second
 }
 
 // visit plays one visitor as a well-behaved client: it enters (in the pre-queue when it comes before
@@ -81,7 +82,7 @@ func (v *launchVisitor) visit(ctx context.Context, base string, opensAt time.Tim
 			v.err = err
 			return
 		}
-		wait := time.Second
+		var wait time.Duration
 		switch {
 		case code == http.StatusOK && body["admitted"] == true:
 			pass, _ := body["pass"].(string)
@@ -107,18 +108,18 @@ func (v *launchVisitor) visit(ctx context.Context, base string, opensAt time.Tim
 				code, refused, err := launchCall(http.MethodPost, base+"/api/v1/orders", v.id, "")
 				v.blocked = err == nil && code == http.StatusForbidden && refused["error"] == "not_open"
 			}
-			wait = ms(body, "nextPollMs", time.Second)
+			wait = ms(body, "nextPollMs")
 		case code == http.StatusOK:
 			enter = false
 			if p, _ := body["position"].(float64); p > 0 && v.firstPosition == 0 {
 				v.firstPosition = int64(p)
 			}
-			wait = ms(body, "nextPollMs", time.Second)
+			wait = ms(body, "nextPollMs")
 		case code == http.StatusForbidden || code == http.StatusServiceUnavailable || code == http.StatusNotFound:
 			enter = true // not open yet, the room getting ready, or the place was lost
-			wait = ms(body, "retryAfterMs", time.Second)
+			wait = ms(body, "retryAfterMs")
 		case code == http.StatusTooManyRequests:
-			wait = ms(body, "retryAfterMs", time.Second)
+			wait = ms(body, "retryAfterMs")
 		default:
 			v.err = fmt.Errorf("%s %s: %d %v", method, path, code, body)
 			return
@@ -198,13 +199,17 @@ func TestALaunch(t *testing.T) {
 			visitors[preQueued+i] = v
 			// Enter synchronously, so that the order of entry is known, then poll apart.
 			code, body, err := launchCall(http.MethodPost, base+"/.herdgate/enter", v.id, "")
-			if err != nil || code != http.StatusOK {
-				v.err = fmt.Errorf("late enter: %d %v %v", code, body, err)
+			if err != nil {
+				v.err = err
+				continue
+			}
+			if code != http.StatusOK {
+				v.err = fmt.Errorf("late enter: %d %v", code, body)
 				continue
 			}
 			v.firstPosition = int64(body["position"].(float64))
 			lateGroup.Go(func() {
-				time.Sleep(ms(body, "nextPollMs", time.Second) + time.Duration(rand.IntN(100))*time.Millisecond)
+				time.Sleep(ms(body, "nextPollMs") + time.Duration(rand.IntN(100))*time.Millisecond)
 				v.visit(ctx, base, opensAt)
 			})
 		}
