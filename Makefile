@@ -127,9 +127,11 @@ fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make te
 .PHONY: bench-queue
 bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on one redis-server; print ratios.
 	@mkdir -p $(ARTIFACTS)
-	@echo "[bench-queue] Enter and Status (each with redis-benchmark right after it), Admit ticks, memory; raw output in $(ARTIFACTS)/bench-queue.txt"
+	@echo "[bench-queue] Enter and Status (each with redis-benchmark right after it), Admit ticks, memory, a draw of 10^6; raw output in $(ARTIFACTS)/bench-queue.txt"
 	go test -run '^$$' -bench 'Enter|Status|Admit14|AdmitLimit' -benchtime $(BENCHTIME) -benchmem -count 1 ./internal/queue | tee $(ARTIFACTS)/bench-queue.txt
 	go test -run '^$$' -bench 'MemoryPerWaitingVisitor' -benchtime 1x -count 1 ./internal/queue | tee -a $(ARTIFACTS)/bench-queue.txt
+	@echo "[bench-queue] drawing a pre-queue of 10^6 (about 2 minutes)"
+	go test -run '^$$' -bench 'DrawPreQueue' -benchtime 1x -count 1 -timeout 20m ./internal/queue | tee -a $(ARTIFACTS)/bench-queue.txt
 	go run ./test/bench/queue < $(ARTIFACTS)/bench-queue.txt
 
 .PHONY: bench-scheduler

@@ -76,7 +76,7 @@ func hexID() string {
 }
 
 // fill enters n visitors with pipelined script calls and returns their IDs.
-func fill(b *testing.B, q *Queue, n int, id func() string) []string {
+func fill(b testing.TB, q *Queue, n int, id func() string) []string {
 	b.Helper()
 	ctx := context.Background()
 	ids := make([]string, n)

@@ -14,8 +14,9 @@ import (
 
 // MaxPlaceChunk is the most pre-queue visitors one PlaceDrawn call moves into the queue. Each costs a
 // handful of Redis commands, so a chunk holds Redis for a few milliseconds at most even with a
-// million in the pre-queue (docs/performance.md), and Enter and Status answer between chunks.
-const MaxPlaceChunk = 256
+// million in the pre-queue (docs/performance.md, make bench-queue), and Enter and Status answer
+// between chunks.
+const MaxPlaceChunk = 64
 
 // DrawPage is how many pre-queue places one DrawArrivals call reads.
 const DrawPage = 4096

@@ -998,7 +998,7 @@ func testPlan(t *testing.T, b backend) {
 	}
 }
 
-func mustQuota(t *testing.T, num, den int64, tick time.Duration) capacity.Plan {
+func mustQuota(t testing.TB, num, den int64, tick time.Duration) capacity.Plan {
 	t.Helper()
 	p, err := capacity.FromQuota(num, den, tick, false)
 	if err != nil {

@@ -28,7 +28,8 @@ if ARGV[1] == 'begin' then
   if size > 0 then
     redis.call('INCRBY', KEYS[3], size)
   end
-  redis.call('DEL', KEYS[6])
+  -- UNLINK frees the last opening's record (up to the whole pre-queue) off Redis' main thread.
+  redis.call('UNLINK', KEYS[6])
   local done = size == 0 and '1' or '0'
   local s = {ARGV[2], int(base), int(size), '0', '0', done, '0'}
   redis.call('HSET', KEYS[4], 'opensAt', s[1], 'base', s[2], 'size', s[3], 'placed', '0', 'step', '0', 'done', done, 'dropped', '0')
