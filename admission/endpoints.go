@@ -125,7 +125,11 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		if cfg.IdentityHeader != "" {
 			replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
 		} else {
-			replyJSON(x, http.StatusNotFound, errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"})
+			body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
+			if cfg.Schedule != nil {
+				body.Phase = string(r.phase)
+			}
+			replyJSON(x, http.StatusNotFound, body)
 		}
 		return
 	}
@@ -174,7 +178,11 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		p.metrics.requests.WithLabelValues(class, "not_queued").Inc()
 		body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
 		if cfg.Schedule != nil {
-			body.Phase = string(pos.Phase)
+			// The engine's phase is the freshest, once the scheduler has published this schedule.
+			body.Phase = string(r.phase)
+			if r.known {
+				body.Phase = string(pos.Phase)
+			}
 		}
 		replyJSON(x, http.StatusNotFound, body)
 	case queue.TurnedAway:

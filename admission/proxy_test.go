@@ -862,3 +862,52 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 		})
 	}
 }
+
+// A connection that sends nothing, or not a whole request, in time is closed without an answer: a
+// client keeping it idle would read an answer as unsolicited.
+func TestFrontClosesSilentConnectionsWithoutAnAnswer(t *testing.T) {
+	h := newHarness(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := NewFront(h.proxy, FrontOptions{HeaderTimeout: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- front.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := errors.Join(front.Shutdown(ctx), <-done); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("front: %v", err)
+		}
+	})
+	for name, sent := range map[string]string{"nothing": "", "half a request": "GET /open HTTP/1.1\r\nHost: sh"} {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, sent); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(conn)
+		_ = conn.Close()
+		if len(got) != 0 || err != nil {
+			t.Errorf("a connection that sent %s: read %q, %v; want it closed with nothing", name, got, err)
+		}
+	}
+	// A whole request is still answered.
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /open HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("a whole request: %v, %v", res, err)
+	}
+	_ = res.Body.Close()
+}

@@ -106,6 +106,11 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 		t.Fatalf("enter before the scheduler published the schedule: %d %s", res.StatusCode, res.body)
 	}
 
+	// Nor does status say Open, though the engine, without this schedule's plan, would.
+	if res := v0.status(); res.StatusCode != http.StatusNotFound || res.json(t)["phase"] != phasePreQueue {
+		t.Fatalf("status before the scheduler published the schedule: %d %s", res.StatusCode, res.body)
+	}
+
 	h.publishPhase(queue.PhasePreQueue)
 	visitors := make([]*visitor, 30)
 	byArrival := map[int64]*visitor{}

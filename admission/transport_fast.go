@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -58,6 +59,8 @@ type upstreamClient struct {
 type FrontOptions struct {
 	// ErrorLog receives the servers' own errors (malformed requests, failed handovers).
 	ErrorLog *log.Logger
+	// HeaderTimeout bounds the wait for a request's headers; 10 s when zero.
+	HeaderTimeout time.Duration
 }
 
 // NewFront is the visitor-facing server of p.
@@ -69,7 +72,7 @@ func NewFront(p *Proxy, o FrontOptions) *Front {
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
 		ReadBufferSize:               MaxHeaderBytes,
-		ReadTimeout:                  10 * time.Second, // to the end of the headers; lifted for bodies
+		ReadTimeout:                  cmp.Or(o.HeaderTimeout, 10*time.Second), // to the end of the headers; lifted for bodies
 		IdleTimeout:                  120 * time.Second,
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
@@ -130,6 +133,13 @@ func (f *Front) recoverPanic(ctx *fasthttp.RequestCtx) {
 }
 
 func (f *Front) badRequest(ctx *fasthttp.RequestCtx, err error) {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		// No request came in time: a connection a client opened and kept idle, or headers too slow.
+		// Close it without an answer, as net/http does: a client takes an answer on a connection it
+		// sent nothing on for an unsolicited response.
+		_ = ctx.Conn().Close()
+		return
+	}
 	status := http.StatusBadRequest
 	var tooBig *fasthttp.ErrSmallBuffer
 	if errors.As(err, &tooBig) {

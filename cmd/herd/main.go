@@ -3,6 +3,7 @@
 //	herd backend     run the stand-in orders service (40 connections, 200 ms per order, 30 s pool wait)
 //	herd run         let a herd of virtual visitors through a waiting room and print what they measured
 //	herd experiment  run the reference experiment in this process and write a report with charts
+//	herd launch      run a launch (scheduled opening, pre-queue draw, sessions) and write its report
 //	herd export-draw     write a queue's pre-queue draw record from Redis
 //	herd verify-shuffle  recompute a draw from its seed and check its record and commitment
 package main
@@ -24,10 +25,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/herdgate/herdgate/test/herd"
 )
 
 func main() {
+	// The scheduler and the proxy log through controller-runtime; the load tool reports on its own.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -40,6 +46,7 @@ commands:
   backend     run the stand-in orders service
   run         send a herd of virtual visitors through a waiting room
   experiment  run the reference experiment and write docs/herd
+  launch      run a launch in this process and write docs/herd/launch.md
   export-draw     write a queue's pre-queue draw record from Redis
   verify-shuffle  recompute a draw from its seed and check the record and the commitment
 `
@@ -56,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "experiment":
 		return experimentCmd(ctx, args[1:], stdout, stderr)
+	case "launch":
+		return launchCmd(ctx, args[1:], stdout, stderr)
 	case "export-draw":
 		return exportDrawCmd(ctx, args[1:], stdout, stderr)
 	case "verify-shuffle":
@@ -200,5 +209,57 @@ func experimentCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 1
 	}
 	_, _ = stdout.Write(report.Bytes())
+	return 0
+}
+
+func launchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd launch", flag.ContinueOnError)
+	out := fs.String("out", "docs/herd", "folder for launch.md")
+	spec := herd.LaunchSpec{}
+	fs.IntVar(&spec.PreQueued, "visitors", 2000, "visitors arriving during the pre-queue")
+	fs.IntVar(&spec.Late, "late", 200, "visitors arriving one after another once the room is open")
+	fs.IntVar(&spec.Trickle, "trickle", 50, "visitors arriving at 10/s once the crowd is through")
+	fs.DurationVar(&spec.PreQueue, "pre-queue", 20*time.Second, "how long the pre-queue is open before the opening")
+	maxActive := fs.Int("max-active", 50, "the cap on active visitors; 0 for none")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	switch {
+	case spec.PreQueued < 2 || spec.Late < 0 || spec.Trickle < 0:
+		fmt.Fprintln(stderr, "herd launch: flag --visitors must be at least 2, --late and --trickle not negative")
+		return 2
+	case spec.PreQueue < 2*time.Second || spec.PreQueue > time.Hour:
+		fmt.Fprintln(stderr, "herd launch: flag --pre-queue must be between 2s and 1h")
+		return 2
+	case *maxActive < 0 || *maxActive > 1_000_000:
+		fmt.Fprintln(stderr, "herd launch: flag --max-active must be between 0 and 1000000")
+		return 2
+	}
+	spec.MaxActive = int32(*maxActive)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "flag --out: %v\n", err)
+		return 2
+	}
+	res, err := herd.Launch(ctx, spec, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "herd launch:", err)
+		return 1
+	}
+	var report bytes.Buffer
+	fmt.Fprintf(&report, "# A launch\n\nMeasured by `make herd-launch` on %s, %s.\n\n", time.Now().UTC().Format("2006-01-02"), herd.Machine())
+	fmt.Fprintf(&report, "The reference queue (40 connections, 200 ms per order, 70 %%: 14 per 100 ms tick) with a schedule: the "+
+		"pre-queue opens, visitors arrive in the order of their numbers, the room opens and the scheduler draws the "+
+		"pre-queue, later visitors queue behind it, and the orders service answers every order with "+
+		"`Herdgate-Release: true`. Everything runs in one process on loopback: Redis, the scheduler, herdgate-proxy's "+
+		"front and the visitors.\n\n")
+	herd.LaunchReport(&report, res)
+	if err := os.WriteFile(filepath.Join(*out, "launch.md"), report.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "herd launch:", err)
+		return 1
+	}
+	_, _ = stdout.Write(report.Bytes())
+	if res.VerifyErr != nil || res.OrdersBeforeOpening > 0 {
+		return 1
+	}
 	return 0
 }

@@ -67,23 +67,11 @@ func Matrix() []RunSpec {
 // Experiment runs each spec against a fresh service, queue and proxy (one Redis, one scheduler) in
 // this process, and returns the measurements. Progress goes to log.
 func Experiment(ctx context.Context, specs []RunSpec, log io.Writer) ([]RunResult, error) {
-	dir, err := os.MkdirTemp("", "herdgate-herd-")
+	redis, store, stop, err := startRedis()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	redis, err := testenv.NewRedis(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer redis.Stop()
-	rdb, err := queue.NewClient(redis.URL(), queue.ClientOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer rdb.Close()
-	store := queue.NewStore(rdb, queue.StoreOptions{})
-	defer store.Close()
+	defer stop()
 
 	sched := scheduler.New(&queue.Pool{})
 	schedCtx, stopSched := context.WithCancel(ctx)
@@ -171,4 +159,29 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 
 	results := Run(ctx, Scenario{Name: "Test " + spec.Test, Visitors: spec.Visitors, Target: frontURL, OrderPath: "/api/v1/orders", GiveUp: 2 * time.Minute})
 	return RunResult{RunSpec: spec, Visitors: results, Backend: backend.Stats()}, nil
+}
+
+// startRedis starts a redis-server of the tool's own and a Store on it; stop ends both.
+func startRedis() (redis *testenv.Redis, store *queue.Store, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "herdgate-herd-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if redis, err = testenv.NewRedis(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	rdb, err := queue.NewClient(redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		redis.Stop()
+		_ = os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	store = queue.NewStore(rdb, queue.StoreOptions{})
+	return redis, store, func() {
+		store.Close()
+		_ = rdb.Close()
+		redis.Stop()
+		_ = os.RemoveAll(dir)
+	}, nil
 }

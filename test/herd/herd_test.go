@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +77,35 @@ func TestExperimentRunsAHerdThroughTheWaitingRoom(t *testing.T) {
 	}
 	if r.Visitors.PassWaitP95 <= 0 || r.Visitors.RequestP95 <= 0 {
 		t.Fatalf("visitors measured nothing: %+v", r.Visitors)
+	}
+}
+
+// A small launch: the report's measures come from a real draw, proxy, scheduler and Redis.
+func TestALaunchReportsTheDrawAndTheCap(t *testing.T) {
+	res, err := Launch(context.Background(), LaunchSpec{PreQueued: 300, Late: 30, Trickle: 5, PreQueue: 3 * time.Second, MaxActive: 20}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VerifyErr != nil || res.OrdersBeforeOpening != 0 {
+		t.Fatalf("the draw: %v; %d orders before the opening", res.VerifyErr, res.OrdersBeforeOpening)
+	}
+	if res.RhoPreQueue < -0.25 || res.RhoPreQueue > 0.25 || res.RhoLate < 0.9 {
+		t.Fatalf("ρ pre-queue %.3f (want near 0), after the opening %.3f (want near 1)", res.RhoPreQueue, res.RhoLate)
+	}
+	if res.PeakActive == 0 || res.PeakActive > int64(res.MaxActive) {
+		t.Fatalf("peak active %d, cap %d", res.PeakActive, res.MaxActive)
+	}
+	if res.AtOnce != res.Trickle {
+		t.Fatalf("%d of %d trickling visitors were admitted at once", res.AtOnce, res.Trickle)
+	}
+	if res.Draw.Size != 300 || !res.Draw.Done || res.Draw.Calls == 0 || res.Draw.LongestCall <= 0 {
+		t.Fatalf("the scheduler's draw: %+v", res.Draw)
+	}
+	var report strings.Builder
+	LaunchReport(&report, res)
+	for _, want := range []string{"every place recomputed from the seed matches the record", "of `maxActive` 20", "5 of 5"} {
+		if !strings.Contains(report.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, report.String())
+		}
 	}
 }
