@@ -16,10 +16,10 @@ import (
 // handful of Redis commands, so a chunk holds Redis for a few milliseconds at most even with a
 // million in the pre-queue (docs/performance.md, make bench-queue), and Enter and Status answer
 // between chunks.
-const MaxPlaceChunk = 64
+const MaxPlaceChunk = 32
 
 // DrawPage is how many pre-queue places one DrawArrivals call reads.
-const DrawPage = 4096
+const DrawPage = 1024
 
 // DrawState is how far the draw of a pre-queue went. A draw is named by the opening it belongs to.
 type DrawState struct {

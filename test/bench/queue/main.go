@@ -95,12 +95,14 @@ func report(w io.Writer, b map[string]metrics) {
 		fmt.Fprintf(w, "%-34s %10.1f %10.1f   %s\n", form.label, m.get("usage-B/visitor"), m.get("used_memory-B/visitor"), form.goal)
 	}
 	if d, ok := b["BenchmarkDrawPreQueue"]; ok {
-		fmt.Fprintf(w, "\n%-34s %10s %10s %10s %10s   %s\n", "draw of a 10^6 pre-queue", "p50 µs", "p99 µs", "max µs", "client µs", "goal")
-		fmt.Fprintln(w, "(a draw call by Redis' clock, from the slow log; client: the longest as the scheduler waits for it)")
+		fmt.Fprintf(w, "\n%-34s %10s %10s %10s %10s   %s\n", "draw of a 10^6 pre-queue", "p50 µs", "p99 µs", "max µs", "Redis µs", "goal")
+		fmt.Fprintln(w, "(a draw call as the scheduler waits for it; Redis: the longest by Redis' own clock, from its slow log)")
 		fmt.Fprintf(w, "%-34s %10.0f %10.0f %10.0f %10.0f   %s\n", fmt.Sprintf("%.0f calls, %.1f s (ordering %.2f s)", d.get("calls"), d.get("draw-s"), d.get("order-s")),
-			d.get("redis-draw-call-p50-µs"), d.get("redis-draw-call-p99-µs"), d.get("redis-longest-draw-call-µs"), d.get("longest-call-µs"), "max <= 5000 µs")
+			d.get("call-p50-µs"), d.get("call-p99-µs"), d.get("longest-call-µs"), max(d.get("redis-longest-draw-call-µs"), d.get("redis-longest-read-µs")), "Redis <= 5000 µs")
 		fmt.Fprintf(w, "%-34s %10.0f %10.0f %10.0f\n", "polls during the draw", d.get("poll-p50-µs"), d.get("poll-p99-µs"), d.get("poll-max-µs"))
 		fmt.Fprintf(w, "%-34s %10.0f %10.0f\n", "polls before it (baseline)", d.get("idle-poll-p50-µs"), d.get("idle-poll-p99-µs"))
+		fmt.Fprintf(w, "(by Redis' clock: the longest chunk placed %.0f µs, the longest page read %.0f µs, %.0f calls over 1 ms)\n",
+			d.get("redis-longest-draw-call-µs"), d.get("redis-longest-read-µs"), d.get("calls-over-1ms"))
 	}
 	fmt.Fprintf(w, "\nallocations per Status call: direct %.0f, batched %.0f (waiting=10000)\n",
 		b["BenchmarkStatus/direct/waiting=10000"].get("allocs/op"), b["BenchmarkStatus/batched/waiting=10000"].get("allocs/op"))
