@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/internal/draw"
 )
 
 // MaxPlaceChunk is the most pre-queue visitors one PlaceDrawn call moves into the queue. Each costs a
@@ -175,6 +178,15 @@ func (q *Queue) PlaceDrawn(ctx context.Context, st DrawState, arrivals []int64, 
 		return next, ErrDrawMoved
 	}
 	return next, nil
+}
+
+// ReadDrawRecord reads the latest draw's record, for a check with draw.Verify.
+func (q *Queue) ReadDrawRecord(ctx context.Context) ([]draw.Result, error) {
+	var buf bytes.Buffer
+	if _, err := q.WriteDrawRecord(ctx, &buf); err != nil {
+		return nil, err
+	}
+	return draw.ParseRecord(&buf)
 }
 
 // WriteDrawRecord writes the latest draw's record, one "arrival place" line per visitor placed, in the

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -162,36 +160,16 @@ func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	store := queue.NewStore(rdb, queue.StoreOptions{})
-	t.Cleanup(store.Close)
+	store := newStore(t)
 	proxy, err := admission.NewProxy(cfg, store, admission.Options{Log: ctrl.Log.WithName("proxy")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := admission.NewFront(proxy, admission.FrontOptions{})
-	served := make(chan error, 1)
-	go func() { served <- front.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := errors.Join(front.Shutdown(ctx), <-served); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("front: %v", err)
-		}
-	})
 	q, err := store.Queue(wq.Namespace, wq.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "http://" + ln.Addr().String(), q
+	return serveFront(t, proxy), q
 }
 
 // startBrowser starts headless Chromium for at most 90 s; consoleErrors returns what pages threw.

@@ -4,7 +4,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,8 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -145,4 +150,38 @@ func updateSpec(t *testing.T, c client.Client, wq *herdgatev1alpha1.WaitingQueue
 	if err != nil {
 		t.Fatalf("updating %s/%s: %v", wq.Namespace, wq.Name, err)
 	}
+}
+
+// newStore is a Store on the suite's Redis, closed when the test ends.
+func newStore(t *testing.T) *queue.Store {
+	t.Helper()
+	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	t.Cleanup(store.Close)
+	return store
+}
+
+// serveFront serves p on the front herdgate-proxy runs, on a loopback port, until the test ends, and
+// returns its base URL.
+func serveFront(t *testing.T, p *admission.Proxy) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := admission.NewFront(p, admission.FrontOptions{})
+	served := make(chan error, 1)
+	go func() { served <- front.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := errors.Join(front.Shutdown(ctx), <-served); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("front: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }

@@ -61,14 +61,9 @@ func startCapRig(t *testing.T, name string, maxActive int32, releases bool) *cap
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for i := range 2 {
-		rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rdb.Close() })
-		store := queue.NewStore(rdb, queue.StoreOptions{})
-		t.Cleanup(store.Close)
+		store := newStore(t)
 		if i == 0 {
+			var err error
 			if rig.q, err = store.Queue(wq.Namespace, wq.Name); err != nil {
 				t.Fatal(err)
 			}

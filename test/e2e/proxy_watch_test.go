@@ -25,7 +25,6 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -156,13 +155,7 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 // and returns its address.
 func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, keyFile, replica string) (*admission.Proxy, string) {
 	t.Helper()
-	rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	store := queue.NewStore(rdb, queue.StoreOptions{})
-	t.Cleanup(store.Close)
+	store := newStore(t)
 	log := ctrl.Log.WithName(replica)
 	p, err := admission.NewUnconfiguredProxy(wq.Namespace, wq.Name, store, admission.Options{Log: log, Replica: replica})
 	if err != nil {

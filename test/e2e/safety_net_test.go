@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -45,13 +43,7 @@ func startSafetyNet(t *testing.T, name string, upstreamURL string) *safetyNet {
 	}
 	s := &safetyNet{}
 	for i := range 2 {
-		rdb, err := queue.NewClient(redisSrv.URL(), queue.ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rdb.Close() })
-		store := queue.NewStore(rdb, queue.StoreOptions{})
-		t.Cleanup(store.Close)
+		store := newStore(t)
 		if i == 0 {
 			if s.q, err = store.Queue(wq.Namespace, wq.Name); err != nil {
 				t.Fatal(err)
@@ -62,21 +54,7 @@ func startSafetyNet(t *testing.T, name string, upstreamURL string) *safetyNet {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		front := admission.NewFront(p, admission.FrontOptions{})
-		served := make(chan error, 1)
-		go func() { served <- front.Serve(ln) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := errors.Join(front.Shutdown(ctx), <-served); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("front: %v", err)
-			}
-		})
-		s.replicas = append(s.replicas, "http://"+ln.Addr().String())
+		s.replicas = append(s.replicas, serveFront(t, p))
 	}
 	sched := scheduler.New(&queue.Pool{})
 	ctx, cancel := context.WithCancel(context.Background())

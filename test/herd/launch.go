@@ -369,10 +369,8 @@ func Launch(ctx context.Context, spec LaunchSpec, log io.Writer) (LaunchResult, 
 	if snap, ok := sched.Snapshot(wq.UID); ok && snap.Draw != nil {
 		res.Draw = *snap.Draw
 	}
-	var record []draw.Result
-	pr, pw := io.Pipe()
-	go func() { _, err := q.WriteDrawRecord(context.Background(), pw); pw.CloseWithError(err) }()
-	if record, err = draw.ParseRecord(pr); err != nil {
+	record, err := q.ReadDrawRecord(context.Background())
+	if err != nil {
 		return res, err
 	}
 	res.VerifyErr = draw.Verify(seed, draw.Commitment(seed), record)
