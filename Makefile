@@ -97,6 +97,39 @@ CONTAINER_TOOL ?= docker
 docker-build: ## Build the image (manager and proxy) with a container engine: make docker-build IMG=<image>.
 	$(CONTAINER_TOOL) build -t $(IMG) .
 
+##@ Node
+
+IMAGES ?= $(LOCALBIN)/images
+REDIS_IMAGE ?= docker.io/library/redis:7.2-alpine
+PAUSE_IMAGE ?= registry.k8s.io/pause:3.10
+WORKLOAD_IMAGE ?= ghcr.io/herdgate/herd:0.1.0
+
+.PHONY: images
+images: build ## Build OCI image archives into bin/images/ without a container engine (herdgate, pause, Redis, the workload).
+	hack/ensure-packages.sh redis-server=redis-server
+	@mkdir -p $(IMAGES)
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/herdgate-proxy ./cmd/herdgate-proxy
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/herd ./cmd/herd
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/pause ./hack/ociimage/pause
+	go run ./hack/ociimage -o $(IMAGES)/herdgate.tar -name $(IMG) -nonroot -ca-bundle /etc/ssl/certs/ca-certificates.crt \
+		-add /manager=$(IMAGES)/manager -add /herdgate-proxy=$(IMAGES)/herdgate-proxy -user 65532:65532 -entrypoint /manager
+	go run ./hack/ociimage -o $(IMAGES)/pause.tar -name $(PAUSE_IMAGE) -add /pause=$(IMAGES)/pause -user 65535:65535 -entrypoint /pause
+	go run ./hack/ociimage -o $(IMAGES)/herd.tar -name $(WORKLOAD_IMAGE) -nonroot -add /herd=$(IMAGES)/herd -user 65532:65532 -entrypoint /herd
+	@# Debian's redis-server with its libraries; the upstream image builds protected mode off, so this one does too.
+	go run ./hack/ociimage -o $(IMAGES)/redis.tar -name $(REDIS_IMAGE) -with-libs -workdir /data -dir /data:1777 \
+		-add /usr/local/bin/redis-server=$$(readlink -f $$(command -v redis-server)) \
+		-entrypoint "/usr/local/bin/redis-server --protected-mode no"
+	@ls -l $(IMAGES)/*.tar
+
+.PHONY: node-up
+node-up: images ## Start a real single-node cluster in a network namespace of its own (root, Linux); builds what is missing.
+	hack/node.sh start
+
+.PHONY: node-down
+node-down: ## Stop the node and remove its processes, namespace, cgroups and state.
+	hack/node.sh stop
+
 ##@ Test
 
 .PHONY: toolchain

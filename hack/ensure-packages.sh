@@ -4,13 +4,18 @@
 #
 # usage: hack/ensure-packages.sh <command>=<package> ...
 #   e.g. hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools
+#   A <command> with a slash is a file that must exist (e.g. /usr/lib/cni/bridge=containernetworking-plugins).
 set -euo pipefail
 
 missing=()
 for pair in "$@"; do
   cmd="${pair%%=*}"
   pkg="${pair#*=}"
-  command -v "${cmd}" >/dev/null 2>&1 || missing+=("${pkg}")
+  if [[ "${cmd}" == */* ]]; then
+    [[ -e "${cmd}" ]] || missing+=("${pkg}")
+  else
+    command -v "${cmd}" >/dev/null 2>&1 || missing+=("${pkg}")
+  fi
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
