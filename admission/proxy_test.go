@@ -581,6 +581,10 @@ func TestReservedEndpoints(t *testing.T) {
 	if res := v.do(http.MethodGet, "/.herdgate/readyz", nil); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while draining: %d", res.StatusCode)
 	}
+	// While draining every answer closes its connection, so that clients reconnect elsewhere.
+	if res := v.do(http.MethodGet, "/.herdgate/status", nil); !res.Close {
+		t.Fatalf("status while draining kept the connection open (Connection %q)", res.Header.Get("Connection"))
+	}
 	if calls := h.upstream.all(); len(calls) != 0 {
 		t.Fatalf("reserved paths reached the upstream: %v", calls)
 	}

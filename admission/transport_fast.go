@@ -109,6 +109,11 @@ func (f *Front) Shutdown(ctx context.Context) error {
 
 func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 	defer f.recoverPanic(ctx)
+	if f.p.draining.Load() {
+		// Clients move to another replica after this answer, before the front stops accepting and
+		// closes idle connections (a request sent on one as it closes would fail).
+		ctx.SetConnectionClose()
+	}
 	if len(ctx.Request.Header.Peek("Upgrade")) > 0 {
 		f.escalate(ctx) // net/http decides for it, as for every request on that connection after it
 		return

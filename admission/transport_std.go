@@ -31,6 +31,9 @@ func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.draining.Load() {
+		w.Header().Set("Connection", "close") // as the fast front does while draining
+	}
 	d, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	if !ok {
 		return

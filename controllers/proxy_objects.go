@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -11,6 +12,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -136,6 +138,12 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(wq.Spec.EffectiveProxyReplicas()).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(proxySelector(wq))).
+			// A rollout adds a ready pod before it takes one away: the gate never serves on fewer replicas.
+			WithStrategy(appsv1ac.DeploymentStrategy().
+				WithType(appsv1.RollingUpdateDeploymentStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(proxyLabels(wq)).
 				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash(redisURL, image)}).
@@ -149,11 +157,36 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					// The proxy drains for up to 25 s on SIGTERM.
 					WithTerminationGracePeriodSeconds(30).
+					// Replicas on different nodes and zones where the cluster has them; one node still
+					// runs them all.
+					WithTopologySpreadConstraints(
+						spreadOver("kubernetes.io/hostname", proxySelector(wq)),
+						spreadOver("topology.kubernetes.io/zone", proxySelector(wq))).
 					WithVolumes(corev1ac.Volume().WithName("secret").WithSecret(corev1ac.SecretVolumeSource().
 						WithSecretName(wq.SecretName()).
 						WithItems(corev1ac.KeyToPath().WithKey(herdgatev1alpha1.SecretHMACKey).WithPath(herdgatev1alpha1.SecretHMACKey)).
 						WithDefaultMode(0o440))).
 					WithContainers(container))))
+}
+
+func spreadOver(topologyKey string, selector map[string]string) *corev1ac.TopologySpreadConstraintApplyConfiguration {
+	return corev1ac.TopologySpreadConstraint().
+		WithTopologyKey(topologyKey).
+		WithMaxSkew(1).
+		WithWhenUnsatisfiable(corev1.ScheduleAnyway).
+		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selector))
+}
+
+// proxyDisruptionBudget keeps all but one proxy pod through a voluntary disruption (a node drain):
+// the gate never goes down at once. With one replica there is nothing to keep, and a budget would
+// block the drain, so the operator deletes it.
+func proxyDisruptionBudget(wq *herdgatev1alpha1.WaitingQueue) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	return policyv1ac.PodDisruptionBudget(wq.ProxyName(), wq.Namespace).
+		WithLabels(proxyLabels(wq)).
+		WithOwnerReferences(ownerRef(wq)).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
+			WithMaxUnavailable(intstr.FromInt32(1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(proxySelector(wq))))
 }
 
 // proxyResources are the spec's resources, or modest defaults sized for a proxy that mostly waits on

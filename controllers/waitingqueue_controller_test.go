@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -165,6 +166,20 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/.herdgate/readyz"))
 		Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/.herdgate/healthz"))
 		Expect(deploy.Spec.Template.Annotations).To(HaveKey(controllers.ConfigHashAnnotation))
+		Expect(deploy.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue()).To(BeZero(), "a rollout never serves on fewer replicas")
+		Expect(deploy.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()).To(Equal(1))
+		Expect(pod.TopologySpreadConstraints).To(HaveLen(2))
+		for _, spread := range pod.TopologySpreadConstraints {
+			Expect(spread.LabelSelector.MatchLabels).To(Equal(deploy.Spec.Selector.MatchLabels))
+			Expect(spread.WhenUnsatisfiable).To(Equal(corev1.ScheduleAnyway), "one node must still run every replica")
+		}
+
+		By("keeping all proxy pods but one through a voluntary disruption while there are two or more")
+		pdb := &policyv1.PodDisruptionBudget{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, pdb)).To(Succeed())
+		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
+		Expect(pdb.Spec.Selector.MatchLabels).To(Equal(deploy.Spec.Selector.MatchLabels))
+		Expect(metav1.IsControlledBy(pdb, get(wq))).To(BeTrue())
 
 		svc := &corev1.Service{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ServiceName()}, svc)).To(Succeed())
@@ -198,6 +213,18 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]).To(Equal(hash), "a replica change must not restart pods")
 		Expect(k8sClient.Get(ctx, keyOf(secret), secret)).To(Succeed())
 		Expect(secret.Data[herdgatev1alpha1.SecretHMACKey]).To(Equal(key))
+
+		By("dropping the disruption budget at one replica, where it would only block a node's drain")
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy.Replicas = ptr.To[int32](1) })
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(pdb), &policyv1.PodDisruptionBudget{}))
+		}, timeout, interval).Should(BeTrue())
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy.Replicas = ptr.To[int32](3) })
+		Eventually(func() error { return k8sClient.Get(ctx, keyOf(pdb), &policyv1.PodDisruptionBudget{}) }, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, keyOf(deploy), deploy)).To(Succeed())
+			g.Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+		}, timeout, interval).Should(Succeed())
 
 		By("reporting the proxy ready once its Deployment is")
 		deploy.Status.Replicas, deploy.Status.ReadyReplicas = 3, 3

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,15 +132,33 @@ func (r *WaitingQueueReconciler) drawSeed(wq *herdgatev1alpha1.WaitingQueue, sec
 	return seed, nil
 }
 
-// ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service.
+// ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service, and its
+// PodDisruptionBudget while it runs more than one replica.
 func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) error {
-	for _, obj := range []runtime.ApplyConfiguration{
+	objs := []runtime.ApplyConfiguration{
 		proxyServiceAccount(wq),
 		proxyRole(wq),
 		proxyRoleBinding(wq),
 		proxyDeployment(wq, r.ProxyImage, redisURL),
 		proxyService(wq),
-	} {
+	}
+	if wq.Spec.EffectiveProxyReplicas() > 1 {
+		objs = append(objs, proxyDisruptionBudget(wq))
+	} else {
+		// Read from the cache first: most reconciles find none, and need no call to the API server.
+		pdb := &policyv1.PodDisruptionBudget{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, pdb)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("reading the proxy's PodDisruptionBudget: %w", err)
+		case metav1.IsControlledBy(pdb, wq):
+			if err := r.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting the proxy's PodDisruptionBudget: %w", err)
+			}
+		}
+	}
+	for _, obj := range objs {
 		if err := r.Apply(ctx, obj, FieldOwner, client.ForceOwnership); err != nil {
 			return err
 		}

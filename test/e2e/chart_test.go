@@ -137,12 +137,23 @@ func TestHelmChart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("helm template: %v\n%s", err, out)
 		}
-		for _, want := range []string{"kind: CustomResourceDefinition", "helm.sh/resource-policy: keep", "kind: ClusterRole", "--leader-elect=true", "kind: Service\n"} {
+		for _, want := range []string{"kind: CustomResourceDefinition", "helm.sh/resource-policy: keep", "kind: ClusterRole", "--leader-elect=true", "kind: Service\n",
+			"kind: PodDisruptionBudget", "topologyKey: kubernetes.io/hostname"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("rendered chart lacks %q", want)
 			}
 		}
 		tl.apply(t, out)
+	})
+
+	t.Run("one replica has no disruption budget, which would only block a node's drain", func(t *testing.T) {
+		out, err := tl.run(t, tl.helm, "template", "hg", tl.chart, "--namespace", "hg-system", "--set", "redis.url=redis://redis:6379", "--set", "replicaCount=1")
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		if strings.Contains(out, "kind: PodDisruptionBudget") {
+			t.Error("replicaCount=1 renders a PodDisruptionBudget")
+		}
 	})
 
 	t.Run("every option on renders and applies", func(t *testing.T) {
@@ -160,6 +171,9 @@ func TestHelmChart(t *testing.T) {
 			"--set", "nodeSelector.kubernetes\\.io/os=linux",
 			"--set", "tolerations[0].key=dedicated",
 			"--set", "tolerations[0].operator=Exists",
+			"--set", "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+			"--set", "topologySpreadConstraints[0].maxSkew=2",
+			"--set", "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
 			"--set", "priorityClassName=system-cluster-critical",
 			"--set", "metrics.serviceMonitor.enabled=true",
 			"--set", "metrics.serviceMonitor.labels.release=prometheus",
@@ -167,7 +181,7 @@ func TestHelmChart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("helm template: %v\n%s", err, out)
 		}
-		for _, want := range []string{"kind: ServiceMonitor", "name: full-herdgate-redis", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
+		for _, want := range []string{"kind: ServiceMonitor", "name: full-herdgate-redis", "maxSkew: 2", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("rendered chart lacks %q", want)
 			}
