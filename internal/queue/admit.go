@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultFrontBudget is how many silent visitors one Admit call may drop at the front beyond its batch.
@@ -165,4 +167,17 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 		res.Admitted = append(res.Admitted, AdmittedVisitor{ID: id, Pass: Pass{time.UnixMilli(nb), time.UnixMilli(exp)}})
 	}
 	return res, nil
+}
+
+// LastTick is the TickID of the last tick the queue ran (the scheduler's grid point in Unix
+// milliseconds), or 0 when it never ran one, or its Redis lost it.
+func (q *Queue) LastTick(ctx context.Context) (int64, error) {
+	last, err := q.rdb.HGet(ctx, q.keys.totals, "tick").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the last tick of queue %s: %w", q.prefix, err)
+	}
+	return last, nil
 }

@@ -28,7 +28,8 @@ type ClientOptions struct {
 //	redis+cluster://host:port[?addr=host2:port&addr=host3:port...]    a Redis Cluster
 //	rediss+cluster://...                                               a Redis Cluster over TLS
 //
-// Options are go-redis' URL options (dial_timeout, pool_size, skip_verify, ...). Unless the URL sets
+// Options are go-redis' URL options (dial_timeout, pool_size, skip_verify, ...). Calls end at their
+// context's deadline, not only at the client's timeouts, so that a caller bounds its own wait. Unless the URL sets
 // max_retries, the client does not retry a command on its own: a retried status poll would look like
 // a second poll, so callers decide when to retry. Errors never repeat the URL's password.
 func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error) {
@@ -55,6 +56,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
 		}
 		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		plain := *u
@@ -68,6 +70,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
 		}
 		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
 	case "":
 		return nil, fmt.Errorf("redis URL %s has no scheme; start it with redis://, rediss://, redis+cluster:// or rediss+cluster://", u.Redacted())

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +25,15 @@ type StoreOptions struct {
 	Pipelines int
 	// MaxBatch is the most visitor calls one round trip carries; 0 means 256.
 	MaxBatch int
+	// RoundTripTimeout bounds one round trip, dials included, and a caller's wait is bounded by
+	// twice it (one round trip in flight before its own); 0 means DefaultRoundTripTimeout. Without
+	// it a Redis that went away holds every visitor for the client's dial retries (tens of seconds)
+	// where they should be told 503 and come back.
+	RoundTripTimeout time.Duration
 }
+
+// DefaultRoundTripTimeout bounds a round trip of a store's visitor calls.
+const DefaultRoundTripTimeout = 2 * time.Second
 
 // Store is one Redis (a server or a cluster) holding any number of queues. Its queues coalesce
 // concurrent Enter and Status calls: the calls that arrive while the round trips in flight are busy
@@ -35,6 +45,7 @@ type Store struct {
 	rdb      redis.UniversalClient
 	queue    chan *visitorCall
 	maxBatch int
+	timeout  time.Duration
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -53,6 +64,7 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	if s.maxBatch <= 0 {
 		s.maxBatch = 256
 	}
+	s.timeout = cmp.Or(opts.RoundTripTimeout, DefaultRoundTripTimeout)
 	pipelines := opts.Pipelines
 	if pipelines <= 0 {
 		pipelines = 2
@@ -103,6 +115,8 @@ type visitorReply struct {
 
 // run sends one visitor call with the next round trip and waits for its reply or ctx.
 func (s *Store) run(ctx context.Context, q *Queue, op visitorOp, abandon int64, visitor string) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.timeout)
+	defer cancel()
 	c := &visitorCall{q: q, op: op, abandon: abandon, visitor: visitor, done: make(chan visitorReply, 1)}
 	select {
 	case s.queue <- c:
@@ -178,8 +192,9 @@ func groupCalls(batch []*visitorCall) []*group {
 
 func (s *Store) send(groups []*group) {
 	// The callers' contexts only bound their own wait: one caller giving up must not fail the others
-	// that share its round trip. The client's timeouts bound the round trip.
-	ctx := context.Background()
+	// that share its round trip. The store's timeout bounds the round trip.
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
 	if len(groups) == 1 {
 		g := groups[0]
 		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, visitorsOf(g.calls)).Result()

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -91,6 +93,64 @@ func TestStoreCallerContextAndClose(t *testing.T) {
 	// Admit never goes through the pipelines: it still works on the client.
 	if res, err := q.Admit(context.Background(), AdmitRequest{TickID: 1, Limit: 1, PassTTL: time.Minute, AbandonAfter: time.Hour}); err != nil || len(res.Admitted) != 1 {
 		t.Fatalf("Admit after Close = %+v, %v", res, err)
+	}
+}
+
+// A Redis that accepts connections and never answers (a host gone without a reset, a partition)
+// must not hold visitors for the client's own timeouts and dial retries: the store gives up on the
+// round trip and every caller hears an error it can turn into a 503.
+func TestStoreGivesUpOnARedisThatDoesNotAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	// The client's own read timeout is far beyond the store's, so only the store can end the wait.
+	rdb, err := NewClient("redis://"+ln.Addr().String()+"?read_timeout=1h&write_timeout=1h&dial_timeout=1h", ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	store := NewStore(rdb, StoreOptions{RoundTripTimeout: 100 * time.Millisecond})
+	defer store.Close()
+	q, err := store.Queue("test", "silent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			_, err := q.Enter(context.Background(), fmt.Sprintf("v%d", i), time.Hour)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil {
+			t.Fatal("Enter against a Redis that never answers succeeded")
+		}
 	}
 }
 

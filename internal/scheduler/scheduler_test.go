@@ -226,6 +226,48 @@ func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	}
 }
 
+// A scheduler that takes a queue over (a new leader, a restarted manager) carries on from the last
+// tick in Redis: the grid points nobody ran are made up for, within a late tick's bound, and the
+// tick the old one ran is not run again.
+func TestSchedulerTakesOverFromTheLastTick(t *testing.T) {
+	h := newHarness(t)
+	h.fill("takeover", 2000)
+	q := h.queue("takeover", builder.Queue("", ""))
+	h.s.Ensure(q)
+	h.mustStep(100 * time.Millisecond)
+	if r := h.mustStep(100 * time.Millisecond); !r.Scheduled.Equal(gridStart.Add(200 * time.Millisecond)) {
+		t.Fatalf("second tick scheduled %s", r.Scheduled)
+	}
+	h.s.Remove(q.UID)
+	// Nobody ticks for +300 … +700; a new runner starts and its first tick is +800.
+	h.clock.Step(550 * time.Millisecond)
+	h.s.Ensure(q)
+	r := h.mustStep(100 * time.Millisecond)
+	if !r.Scheduled.Equal(gridStart.Add(800*time.Millisecond)) || r.Quota != 14*6 || len(r.Result.Admitted) != 14*6 {
+		t.Fatalf("first tick after the takeover: scheduled %s, quota %d, admitted %d; want +800ms making up five ticks: 84",
+			r.Scheduled, r.Quota, len(r.Result.Admitted))
+	}
+	if r := h.mustStep(100 * time.Millisecond); r.Quota != 14 {
+		t.Fatalf("the tick after: quota %d, want 14", r.Quota)
+	}
+	stats, err := h.engine("takeover").Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ticks +100, +200, +300 … +800 (made up) and +900: nine ticks of 14, exactly the plan's rate.
+	if stats.AdmittedTotal != 9*14 {
+		t.Fatalf("admitted %d over nine grid points, want %d", stats.AdmittedTotal, 9*14)
+	}
+
+	// A takeover after a long gap makes up no more than a late tick does.
+	h.s.Remove(q.UID)
+	h.clock.Step(time.Minute)
+	h.s.Ensure(q)
+	if r := h.mustStep(100 * time.Millisecond); r.Quota != 14*(maxCatchUpTicks+1) {
+		t.Fatalf("takeover after a minute: quota %d, want %d", r.Quota, 14*(maxCatchUpTicks+1))
+	}
+}
+
 func TestSchedulerDrawsJitterFromItsSource(t *testing.T) {
 	h := newHarness(t)
 	h.fill("jitter", 20)

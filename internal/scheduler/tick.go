@@ -42,6 +42,7 @@ type tickState struct {
 	backoff   time.Duration
 	published *queue.Plan
 	publishAt time.Time
+	resumed   bool // the last tick in Redis was read, so that this runner carries on from it
 	statsAt   time.Time
 	samples   []rateSample // admitted totals over the rate window
 	atOnce    int64        // the instant admissions total last read, -1 before the first read
@@ -96,6 +97,11 @@ func (r *runner) run(ctx context.Context) {
 		if err := r.connect(st, t.cfg); err != nil {
 			r.fail(ctx, st, t.now, err)
 			continue
+		}
+		if !st.resumed {
+			// A failed read leaves it for the next tick; this one's admit meets the same Redis and
+			// reports what failed.
+			_ = r.resume(ctx, st, &t)
 		}
 		if scheduled := t.cfg.PhaseAt(t.latest); st.drawing(t.cfg, scheduled) {
 			// The draw takes up to half a tick, so the tick's admission still runs on time.
@@ -166,6 +172,24 @@ func (r *runner) onGrid(st *tickState) gridTick {
 	return t
 }
 
+// resume makes a runner that just started (on a new leader, after a restart) carry on from the last
+// tick any scheduler ran on the queue: the grid points missed in between are made up for, within the
+// same bound as a late tick's, so that a failover costs no admissions beyond that bound.
+func (r *runner) resume(ctx context.Context, st *tickState, t *gridTick) error {
+	last, err := st.q.LastTick(ctx)
+	if err != nil {
+		return err
+	}
+	st.resumed = true
+	lastAt := time.UnixMilli(last)
+	if last <= 0 || !lastAt.Before(t.latest) {
+		return nil
+	}
+	// Grid points strictly between the last tick and this one.
+	t.missed = max(t.missed, int64(t.latest.Sub(lastAt)/st.tick)-1)
+	return nil
+}
+
 // connect makes sure st talks to cfg's Redis, switching clients when the URL changed.
 func (r *runner) connect(st *tickState, cfg *Queue) error {
 	if st.q != nil && st.url == cfg.RedisURL {
@@ -175,6 +199,7 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 		st.release()
 		st.q, st.release, st.published = nil, nil, nil
 	}
+	st.resumed = false // another Redis keeps its own last tick
 	store, release, err := r.s.pool.Acquire(cfg.RedisURL)
 	if err != nil {
 		return err
