@@ -77,10 +77,10 @@ verify: generate manifests ## Regenerate everything and fail if the tree differs
 ##@ Demo
 
 .PHONY: demo
-demo: envtest build ## Run a whole waiting room locally and send a herd through it (ARGS=--once to exit after).
+demo: envtest build $(HELM) ## Run a waiting room on a real single-node cluster (or locally) and send a herd through it (ARGS=--once to exit after).
 	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools
 	go build -o $(LOCALBIN)/demo ./test/demo
-	$(LOCALBIN)/demo $(ARGS)
+	HERDGATE_HELM=$(HELM) test/demo/run.sh $(ARGS)
 
 ##@ Build
 
@@ -147,6 +147,11 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 		$(GOTESTSUM) --format pkgname-and-test-fails --junitfile $(ARTIFACTS)/junit.xml -- \
 		-timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+	$(MAKE) --no-print-directory test-node
+
+.PHONY: test-node
+test-node: images $(GOTESTSUM) $(HELM) ## Start the node, drill the chart's pods under faults, stop the node (skips where it cannot run).
+	HERDGATE_HELM=$(HELM) GOTESTSUM=$(GOTESTSUM) test/node/run.sh
 
 .PHONY: fuzz
 fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make test runs them briefly).

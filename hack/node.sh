@@ -10,6 +10,7 @@
 #        hack/node.sh stop      stop everything and remove the node's namespace, cgroups and state
 #        hack/node.sh status    say whether the node runs (exit 0) or not (exit 1)
 #        hack/node.sh exec CMD  run CMD inside the node's network namespace with KUBECONFIG set
+#        hack/node.sh restart-kubelet   kill the kubelet and start a new one (the pods keep running)
 #        hack/node.sh check     say why the node cannot run here (exit 1), or nothing (exit 0)
 #
 # Environment: NODE_IMAGES (folder of OCI archives to import; default bin/images), NODE_LOGS (default
@@ -273,8 +274,33 @@ cgroups() {
   done
 }
 
+kubelet_command() {
+  exec "${KUBE_BIN}/kubelet" --config "${STATE}/etc/kubelet.yaml" \
+    --kubeconfig "${STATE}/pki/kubelet.kubeconfig" --hostname-override "${NODE_NAME}" --node-ip "${NODE_IP}" \
+    --root-dir "${STATE}/kubelet" --cert-dir "${STATE}/kubelet-pki" --v 1
+}
+
+# restart_kubelet kills the kubelet and starts another in the node's namespaces and cgroup, as a
+# kubelet restarts on a real node; the containers, children of containerd's shims, keep running.
+restart_kubelet() {
+  running || die "the node is not running; start it with hack/node.sh start"
+  local old supervisor
+  old="$(cat "${RUN}/kubelet.pid")"
+  supervisor="$(cat "${RUN}/supervisor.pid")"
+  kill -9 "${old}" 2>/dev/null || true
+  while kill -0 "${old}" 2>/dev/null && [[ "$(ps -o stat= -p "${old}")" != Z* ]]; do sleep 0.05; done
+  (
+    for d in $(cgroup_dirs); do echo "${BASHPID}" >"${d}/system/cgroup.procs"; done
+    exec setsid nsenter --target "${supervisor}" --mount --net -- "${BASH_SOURCE[0]}" _kubelet \
+      </dev/null >>"${NODE_LOGS}/kubelet.log" 2>&1
+  ) &
+  echo $! >"${RUN}/kubelet.pid"
+  log "kubelet restarted (pid ${old} killed, pid $(cat "${RUN}/kubelet.pid") started)"
+}
+
 # inside runs in the node's network and private mount namespaces and supervises the components.
 inside() {
+  echo $$ >"${RUN}/supervisor.pid"
   local s
   for s in vm/overcommit_memory kernel/panic kernel/panic_on_oops; do
     mount --bind "${STATE}/sysctl/${s#*/}" "/proc/sys/${s}"
@@ -326,9 +352,7 @@ inside() {
   start_component containerd containerd --config "${STATE}/etc/containerd.toml"
   wait_for containerd ctr --address "${RUN}/containerd.sock" version
   start_component coredns "${KUBE_BIN}/coredns" -conf "${STATE}/etc/Corefile"
-  start_component kubelet "${KUBE_BIN}/kubelet" --config "${STATE}/etc/kubelet.yaml" \
-    --kubeconfig "${pki}/kubelet.kubeconfig" --hostname-override "${NODE_NAME}" --node-ip "${NODE_IP}" \
-    --root-dir "${STATE}/kubelet" --cert-dir "${STATE}/kubelet-pki" --v 1
+  start_component kubelet kubelet_command
   start_component kube-proxy "${KUBE_BIN}/kube-proxy" --config "${STATE}/etc/kube-proxy.yaml"
   touch "${RUN}/started"
   # The supervisor stays, so that the mount namespace lives as long as the node; stop kills the cgroup.
@@ -411,6 +435,8 @@ case "${1:-}" in
   status) if running; then log "running"; else log "not running"; exit 1; fi ;;
   exec) shift; running || die "the node is not running; start it with hack/node.sh start"; in_node "$@" ;;
   check) why="$(why_not)"; [[ -z "${why}" ]] || { echo "${why}"; exit 1; } ;;
+  restart-kubelet) restart_kubelet ;;
   _inside) inside ;;
+  _kubelet) kubelet_command ;;
   *) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# make demo: the demo on the real single-node cluster of hack/node.sh where it can run (root, Linux),
+# else on a local control plane with the proxy as a local process. Ctrl-C, an error or the end of
+# the demo stops the node and leaves nothing behind.
+#
+# usage: test/demo/run.sh [--once] [--visitors N]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "${root}"
+
+if ! why="$(hack/node.sh check)"; then
+  echo "==> The node cannot run here (${why}): running the demo on a local control plane, the proxy as a local process"
+  exec bin/demo "$@"
+fi
+"${MAKE:-make}" --no-print-directory images >/dev/null
+trap 'hack/node.sh stop' EXIT
+trap 'exit 130' INT TERM
+echo "==> Starting a single-node cluster (hack/node.sh start; logs in _artifacts/node)"
+hack/node.sh start
+hack/node.sh exec env HERDGATE_HELM="${HERDGATE_HELM:-}" bin/demo --on-node "$@"
