@@ -17,13 +17,15 @@ import (
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
-// The drills' queue: 10 connections × 50 % ÷ 200 ms = 25 admissions per second, 5 per 200 ms tick.
+// The drills' queue: 10 connections × 50 % ÷ 200 ms = 25 admissions per second, 10 per 400 ms tick.
+// A new leader makes up at most ten missed ticks, 4 s at this tick: more than a takeover takes (the
+// lease is retried every 2 s), so that the leader drill can hold the count to rate × time.
 const (
 	drillNamespace = "drills"
 	drillQueue     = "drills"
 	drillRate      = 25.0
-	drillBatch     = 5
-	drillTick      = 200 * time.Millisecond
+	drillBatch     = 10
+	drillTick      = 400 * time.Millisecond
 	// leaseDuration is controller-runtime's default, which the manager keeps.
 	leaseDuration = 15 * time.Second
 	orderPath     = "/api/v1/orders"
@@ -34,7 +36,7 @@ kind: WaitingQueue
 metadata: {name: %s, namespace: %s}
 spec:
   capacity: {poolSize: 10, requestLatency: 200ms, utilizationPercent: 50}
-  tick: 200ms
+  tick: 400ms
   upstream: {service: {name: orders, port: 8080}}
   proxy: {replicas: 2}
   protectedRoutes:
