@@ -34,6 +34,12 @@ KUBE_BIN="${root}/bin/k8s/$(sed -n 's/^[[:space:]]*k8s.io\/api v0\.\([0-9.]*\)$/
 NODE_IMAGES="${NODE_IMAGES:-${root}/bin/images}"
 NODE_LOGS="${NODE_LOGS:-${root}/_artifacts/node}"
 KUBECONFIG_ADMIN="${STATE}/pki/admin.kubeconfig"
+# Paths the kubelet, containerd's CNI cache and iptables use whatever they are told: inside the node's
+# mount namespace each is a bind mount of a folder (or file) in the node's state, so that nothing is
+# written to the host's. A mount needs its mountpoint: start creates the missing ones, empty, and stop
+# removes what start created.
+HOST_DIRS=(/var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers)
+HOST_FILES=(/run/xtables.lock)
 
 log() { printf '[node] %s\n' "$*" >&2; }
 die() { printf '[node] error: %s\n' "$*" >&2; exit 1; }
@@ -94,7 +100,33 @@ stop() {
   for m in $(awk -v s="${STATE}" -v r="${RUN}" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
     umount -l "${m}" 2>/dev/null || true
   done
+  # The pods' logs, for whoever reads the run afterwards.
+  if [[ -d "${STATE}/host/var/log/pods" ]]; then
+    rm -rf "${NODE_LOGS}/pods"
+    mkdir -p "${NODE_LOGS}"
+    cp -r "${STATE}/host/var/log/pods" "${NODE_LOGS}/pods" 2>/dev/null || true
+  fi
+  if [[ -f "${STATE}/created-on-host" ]]; then
+    local p
+    while read -r p; do
+      if [[ -d "${p}" ]]; then rmdir "${p}" 2>/dev/null || log "warning: ${p} is not empty; left in place"; else rm -f "${p}"; fi
+    done <"${STATE}/created-on-host"
+  fi
   rm -rf "${STATE}" "${RUN}"
+}
+
+# host_paths prepares the mountpoints of HOST_DIRS and HOST_FILES and their folders in the state.
+host_paths() {
+  local p
+  for p in "${HOST_DIRS[@]}"; do
+    [[ -e "${p}" ]] || { mkdir -p "${p}"; echo "${p}" >>"${STATE}/created-on-host"; }
+    mkdir -p "${STATE}/host${p}"
+  done
+  for p in "${HOST_FILES[@]}"; do
+    [[ -e "${p}" ]] || { touch "${p}"; echo "${p}" >>"${STATE}/created-on-host"; }
+    mkdir -p "$(dirname "${STATE}/host${p}")"
+    touch "${STATE}/host${p}"
+  done
 }
 
 # pki writes a CA, the API server's serving certificate, client certificates and the service-account key.
@@ -305,6 +337,9 @@ inside() {
   for s in vm/overcommit_memory kernel/panic kernel/panic_on_oops; do
     mount --bind "${STATE}/sysctl/${s#*/}" "/proc/sys/${s}"
   done
+  for s in "${HOST_DIRS[@]}" "${HOST_FILES[@]}"; do
+    mount --bind "${STATE}/host${s}" "${s}"
+  done
   cd "${STATE}"
   local pki="${STATE}/pki"
   start_component() { # name args...
@@ -401,6 +436,7 @@ start() {
   rm -f "${NODE_LOGS}"/*.log
   pki
   configs
+  host_paths
   network
   cgroups
   log "starting the node's components (logs in ${NODE_LOGS})"

@@ -167,10 +167,9 @@ func TestALaunch(t *testing.T) {
 		if i == 0 {
 			continue
 		}
+		// Their order shows in when they were admitted, not in the positions they were told: a tick
+		// that admits between two of their entries moves everyone up by its batch.
 		prev := visitors[preQueued+i-1]
-		if v.FirstPosition <= prev.FirstPosition-1 {
-			t.Errorf("late visitor %s was told position %d after %s was told %d", v.ID, v.FirstPosition, prev.ID, prev.FirstPosition)
-		}
 		if v.Expires.Before(prev.Expires.Add(-window)) {
 			t.Errorf("late visitor %s was admitted at %s, before %s who came earlier (%s)", v.ID, v.Expires, prev.ID, prev.Expires)
 		}
