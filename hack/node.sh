@@ -38,7 +38,7 @@ KUBECONFIG_ADMIN="${STATE}/pki/admin.kubeconfig"
 # mount namespace each is a bind mount of a folder (or file) in the node's state, so that nothing is
 # written to the host's. A mount needs its mountpoint: start creates the missing ones, empty, and stop
 # removes what start created.
-HOST_DIRS=(/var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers)
+HOST_DIRS=(/var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /run/containerd)
 HOST_FILES=(/run/xtables.lock)
 
 log() { printf '[node] %s\n' "$*" >&2; }
@@ -71,7 +71,11 @@ node_pids() {
 
 running() { [[ -e "${NETNS}" ]] && [[ -n "$(node_pids)" ]]; }
 
-in_node() { nsenter --net="${NETNS}" -- env KUBECONFIG="${KUBECONFIG_ADMIN}" PATH="${KUBE_BIN}:${PATH}" "$@"; }
+# Commands in the node keep kubectl's discovery cache in the node's state, not in the caller's home.
+in_node() {
+  nsenter --net="${NETNS}" -- env KUBECONFIG="${KUBECONFIG_ADMIN}" KUBECACHEDIR="${RUN}/kube-cache" \
+    PATH="${KUBE_BIN}:${PATH}" "$@"
+}
 
 kubectl_node() { in_node "${KUBE_BIN}/kubectl" "$@"; }
 
@@ -108,7 +112,15 @@ stop() {
   fi
   if [[ -f "${STATE}/created-on-host" ]]; then
     local p
+    # Mounts first, in the order they were made, then the folders and files.
     while read -r p; do
+      if [[ "${p}" == "mount "* ]]; then
+        p="${p#mount }"
+        [[ -z "$(ls -A "${p}" 2>/dev/null)" ]] && umount "${p}" 2>/dev/null || true
+      fi
+    done <"${STATE}/created-on-host"
+    while read -r p; do
+      [[ "${p}" == "mount "* ]] && continue
       if [[ -d "${p}" ]]; then rmdir "${p}" 2>/dev/null || log "warning: ${p} is not empty; left in place"; else rm -f "${p}"; fi
     done <"${STATE}/created-on-host"
   fi
@@ -280,6 +292,9 @@ EOF
 }
 
 network() {
+  # ip netns makes /run/netns a mount of its own; stop undoes that (and the folder) when start did it.
+  [[ -d /run/netns ]] || echo /run/netns >>"${STATE}/created-on-host"
+  grep -q ' /run/netns ' /proc/mounts || echo "mount /run/netns" >>"${STATE}/created-on-host"
   ip netns add "${NAME}"
   ip -n "${NAME}" link set lo up
   # Both ends of the pair stay inside: the node gets an address, and nothing routes out of the namespace.
