@@ -17,6 +17,8 @@ type exchange interface {
 	Method() string
 	// Header is the first value of a request header, "" when absent.
 	Header(name string) string
+	// HeaderCount is how many times the request carries the header.
+	HeaderCount(name string) int
 	// Cookie is the value of the first request cookie with that name, "" when absent.
 	Cookie(name string) string
 	RawQuery() string

@@ -3,6 +3,8 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httputil"
@@ -200,6 +202,18 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 		p.serveUnconfigured(x, escapedPath)
 		return d, false
 	}
+	if strings.EqualFold(x.Method(), http.MethodConnect) {
+		// A gateway in front of one workload tunnels nothing.
+		p.metrics.requests.WithLabelValues("open", "method_not_allowed").Inc()
+		replyJSON(x, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "CONNECT is not served"})
+		return d, false
+	}
+	if cfg.IdentityHeader != "" && x.HeaderCount(cfg.IdentityHeader) > 1 {
+		// Which of two identities a hop behind us would pick is anybody's guess: refuse both.
+		p.metrics.requests.WithLabelValues("open", "bad_identity").Inc()
+		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: "the identity header " + cfg.IdentityHeader + " is repeated", Header: cfg.IdentityHeader})
+		return d, false
+	}
 	canonical, err := route.Normalize(escapedPath)
 	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
 	if err != nil || fragment {
@@ -210,7 +224,7 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 		p.serveReserved(x, cfg, canonical)
 		return d, false
 	}
-	d = decision{canonical: canonical, class: routeClass(cfg, x.Method(), canonical)}
+	d = decision{canonical: canonical, class: routeClassOf(cfg, x, canonical)}
 	if d.class == "protected" {
 		if !p.admit(x, cfg, &d) {
 			return d, false
@@ -218,6 +232,11 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 		d.completion = d.hasPass && matchesAny(cfg.CompletionRoutes, x.Method(), canonical)
 	}
 	return d, true
+}
+
+// isWebSocketUpgrade: the Upgrade header asks for WebSocket, the one upgrade the gate honours.
+func isWebSocketUpgrade(upgrade string) bool {
+	return strings.EqualFold(strings.TrimSpace(upgrade), "websocket")
 }
 
 func matchesAny(routes []route.Route, method, canonical string) bool {
@@ -232,6 +251,57 @@ func matchesAny(routes []route.Route, method, canonical string) bool {
 
 func isReserved(canonical string) bool {
 	return canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/")
+}
+
+// methodOverrides are the headers through which frameworks let a request act as another method.
+var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// routeClassOf judges the request as every method it may act as upstream: its own, the one an
+// override header or a _method query parameter names, and — for a form body, which may carry a
+// _method field the gate does not read — any method. It is protected when a protected route matches
+// one of them; overrides then reach the upstream unchanged, judged.
+func routeClassOf(cfg *Config, x exchange, canonical string) string {
+	if routeClass(cfg, x.Method(), canonical) == "protected" {
+		return "protected"
+	}
+	anyMethod := false
+	for _, h := range methodOverrides {
+		switch x.HeaderCount(h) {
+		case 0:
+		case 1:
+			if routeClass(cfg, strings.TrimSpace(x.Header(h)), canonical) == "protected" {
+				return "protected"
+			}
+		default:
+			anyMethod = true // which one a framework reads is its business: judge them all
+		}
+	}
+	if q := x.RawQuery(); q != "" && strings.Contains(strings.ToLower(q), "_method") {
+		values, err := url.ParseQuery(q)
+		if err != nil {
+			anyMethod = true
+		}
+		for key, vs := range values {
+			if strings.EqualFold(key, "_method") {
+				for _, v := range vs {
+					if routeClass(cfg, v, canonical) == "protected" {
+						return "protected"
+					}
+				}
+			}
+		}
+	}
+	if ct := strings.ToLower(x.Header("Content-Type")); strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "multipart/form-data") {
+		anyMethod = true
+	}
+	if anyMethod {
+		for _, r := range cfg.Routes {
+			if r.MatchesPath(canonical) {
+				return "protected"
+			}
+		}
+	}
+	return "open"
 }
 
 // routeClass is "protected" when a protected route matches the method and normalised path.
@@ -410,9 +480,34 @@ func (p *Proxy) upstreamFailed(x exchange, err error, path string) {
 	if errors.Is(err, context.Canceled) {
 		return // the visitor went away
 	}
+	if errors.Is(err, errVisitorBody) {
+		// The visitor's own body was malformed (a bad chunk): its fault, not the upstream's.
+		p.metrics.requests.WithLabelValues("open", "bad_body").Inc()
+		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"})
+		return
+	}
 	p.log.Error(err, "Forwarding upstream failed", "path", path)
 	p.metrics.requests.WithLabelValues("open", "upstream_error").Inc()
 	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
+}
+
+// errVisitorBody marks an error reading the visitor's request body while it went upstream.
+var errVisitorBody = errors.New("reading the request body")
+
+// visitorBody reads a visitor's body on its way upstream and keeps what went wrong reading it, so
+// that a malformed body is answered 400 rather than taken for an upstream failure.
+type visitorBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *visitorBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.err = fmt.Errorf("%w: %w", errVisitorBody, err)
+		return n, b.err
+	}
+	return n, err
 }
 
 // errorBody is the JSON of every error answer.

@@ -383,7 +383,7 @@ func TestIdentityHeader(t *testing.T) {
 }
 
 func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
-	// A richer upstream: streams, counts uploads, upgrades to an echo protocol.
+	// A richer upstream: streams, counts uploads, upgrades to WebSocket (and echoes).
 	streamed := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -402,7 +402,7 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 				_, _ = w.Write(make([]byte, 100000))
 			}
 		case "/ws":
-			if r.Header.Get("Upgrade") != "echo" {
+			if r.Header.Get("Upgrade") != "websocket" {
 				http.Error(w, "upgrade required", http.StatusUpgradeRequired)
 				return
 			}
@@ -411,7 +411,7 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 				return
 			}
 			defer conn.Close()
-			_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+			_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 			_ = brw.Flush()
 			_, _ = io.Copy(conn, brw)
 		default:
@@ -492,7 +492,7 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprint(conn, "GET /ws HTTP/1.1\r\nHost: shop\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	fmt.Fprint(conn, "GET /ws HTTP/1.1\r\nHost: shop\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 	br := bufio.NewReader(conn)
 	upgrade, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101 has no body: the connection itself is the stream
 	if err != nil || upgrade.StatusCode != http.StatusSwitchingProtocols {

@@ -80,6 +80,9 @@ func NewFront(p *Proxy, o FrontOptions) *Front {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{o.ErrorLog},
 	}
+	// A request that asks to send its body only once it may is judged before the 100 Continue: a
+	// refused one gets its refusal instead, and its body is never read.
+	f.server.ExpectHandler = f.expect
 	f.escalated = NetHTTPServer(p, o.ErrorLog)
 	return f
 }
@@ -107,6 +110,29 @@ func (f *Front) Shutdown(ctx context.Context) error {
 	return errors.Join(f.server.ShutdownWithContext(ctx), f.escalated.Shutdown(ctx))
 }
 
+// decidedKey holds, on a request judged before its 100 Continue, the gate's decision, so that the
+// handler carries it on instead of judging the request again.
+const decidedKey = "herdgate.decided"
+
+func (f *Front) expect(ctx *fasthttp.RequestCtx) int {
+	if !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 {
+		return fasthttp.StatusContinue // the handler refuses or hands over as for any request
+	}
+	cfg := f.p.cfg.Load()
+	target := ctx.Request.Header.RequestURI()
+	d, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
+	if !ok {
+		return ctx.Response.StatusCode() // the gate's answer is in the response; the body stays unread
+	}
+	ctx.SetUserValue(decidedKey, decidedRequest{cfg: cfg, d: d})
+	return fasthttp.StatusContinue
+}
+
+type decidedRequest struct {
+	cfg *Config
+	d   decision
+}
+
 func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 	defer f.recoverPanic(ctx)
 	if f.p.draining.Load() {
@@ -114,12 +140,35 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 		// closes idle connections (a request sent on one as it closes would fail).
 		ctx.SetConnectionClose()
 	}
-	if len(ctx.Request.Header.Peek("Upgrade")) > 0 {
-		f.escalate(ctx) // net/http decides for it, as for every request on that connection after it
+	if !validHeaderNames(&ctx.Request.Header) {
+		// fasthttp's parser lets through names the grammar forbids, which net/http refuses.
+		ctx.SetConnectionClose()
+		replyJSON(fastExchange{ctx}, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "a header name or line is malformed"})
+		return
+	}
+	if decided, ok := ctx.UserValue(decidedKey).(decidedRequest); ok {
+		f.forward(ctx, decided.cfg, decided.d)
 		return
 	}
 	cfg := f.p.cfg.Load()
 	target := ctx.Request.Header.RequestURI()
+	if upgrade := ctx.Request.Header.Peek("Upgrade"); len(upgrade) > 0 {
+		if !isWebSocketUpgrade(string(upgrade)) {
+			// Only WebSocket upgrades are honoured: any other (h2c, ...) goes on as a plain request.
+			ctx.Request.Header.Del("Upgrade")
+			ctx.Request.Header.Del("HTTP2-Settings")
+		} else {
+			// The gate decides before the connection is handed over (and before any of its body is
+			// read); net/http carries the upgrade, deciding again on the same request.
+			if _, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0); !ok {
+				ctx.SetConnectionClose()
+				return
+			}
+			ctx.Response.Reset()
+			f.escalate(ctx) // net/http carries it, as every request on that connection after it
+			return
+		}
+	}
 	d, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 	if ok {
 		f.forward(ctx, cfg, d)
@@ -168,17 +217,26 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	// connection stays open either way.
 	removeHopHeaders(&req.Header, string(req.Header.Peek("Connection")))
 	req.Header.ResetConnectionClose()
+	req.Header.SetNoDefaultContentType(true) // the upstream gets the visitor's Content-Type or none
 	req.Header.SetProtocol("HTTP/1.1")
 	if m := ctx.Method(); !isUpper(m) {
 		req.Header.SetMethod(fw.Method)
 	}
 	req.SetRequestURI(fw.RequestURI())
 	req.URI().DisablePathNormalizing = true
+	// The client writes the URI's host as Host: set both, so that the upstream gets its own, once.
+	req.URI().SetHost(fw.Host)
 	req.Header.SetHost(fw.Host)
 	fw.apply(fastHeader{&req.Header})
 	if n := req.Header.ContentLength(); n == -1 || n > streamedBodyFrom {
 		// A long body takes as long as it takes: that is the upstream's business.
 		_ = ctx.SetReadDeadline(time.Time{})
+	}
+	var body *visitorBody
+	if req.Header.ContentLength() == -1 {
+		// A chunked body is decoded as it goes: a bad chunk shows only on the way.
+		body = &visitorBody{r: ctx.RequestBodyStream()}
+		req.SetBodyStream(body, -1)
 	}
 
 	// Headers the gate set on the way (a pass issued at once or extended) go out with the upstream's
@@ -190,7 +248,14 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	gatePass := append([]byte(nil), ctx.Response.Header.Peek(PassHeader)...)
 	start := time.Now()
 	err := up.client.Do(req, &ctx.Response)
+	if err == nil && body != nil && body.err != nil {
+		err = body.err
+	}
 	if err != nil {
+		if body != nil && body.err != nil {
+			err = body.err
+			ctx.SetConnectionClose() // the rest of the body cannot be told from the next request
+		}
 		ctx.Response.Reset()
 		f.p.upstreamFailed(fastExchange{ctx}, err, d.canonical)
 		return
@@ -210,6 +275,32 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	out := &ctx.Response.Header
 	removeHopHeaders(out, string(out.Peek("Connection")))
 	out.ResetConnectionClose()
+}
+
+// validHeaderNames reports whether every header line is a token, a colon and a value, with no line
+// folded onto the one before it (RFC 9110 §5.1, RFC 9112 §5.2).
+func validHeaderNames(h *fasthttp.RequestHeader) bool {
+	raw := h.RawHeaders()
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			continue
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return false // a folded continuation, or no name
+		}
+		for _, c := range line[:colon] {
+			if !isTokenChar(c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // fastHeader is a fasthttp request header as the forwarding policy changes it.
@@ -363,8 +454,9 @@ func (x fastExchange) Method() string           { return string(x.ctx.Method()) 
 func (x fastExchange) Header(name string) string {
 	return string(x.ctx.Request.Header.Peek(name))
 }
-func (x fastExchange) Cookie(name string) string { return string(x.ctx.Request.Header.Cookie(name)) }
-func (x fastExchange) RawQuery() string          { return string(x.ctx.URI().QueryString()) }
+func (x fastExchange) HeaderCount(name string) int { return len(x.ctx.Request.Header.PeekAll(name)) }
+func (x fastExchange) Cookie(name string) string   { return string(x.ctx.Request.Header.Cookie(name)) }
+func (x fastExchange) RawQuery() string            { return string(x.ctx.URI().QueryString()) }
 func (x fastExchange) Secure() bool {
 	return x.ctx.IsTLS() || string(x.ctx.Request.Header.Peek("X-Forwarded-Proto")) == "https"
 }

@@ -34,11 +34,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.draining.Load() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
 	}
+	if !isWebSocketUpgrade(r.Header.Get("Upgrade")) {
+		// Only WebSocket upgrades are honoured: any other (h2c, ...) goes on as a plain request.
+		r.Header.Del("Upgrade")
+		r.Header.Del("HTTP2-Settings")
+	}
 	d, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	if !ok {
 		return
 	}
 	start := time.Now()
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = readCloser{&visitorBody{r: r.Body}, r.Body}
+	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
 	p.metrics.forwarded(d.class, time.Since(start))
 }
@@ -82,6 +90,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Method = f.Method
 	pr.Out.URL = f.URL()
 	pr.Out.Host = f.Host
+	// ReverseProxy keeps "TE: trailers" for gRPC; the fast front drops TE with the other hop-by-hop
+	// headers, and so does this one.
+	pr.Out.Header.Del("Te")
 	f.apply(stdHeader(pr.Out.Header))
 }
 
@@ -115,6 +126,11 @@ func (h stdHeader) DelCookie(name string) {
 	}
 }
 
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	p.upstreamFailed(stdExchange{w, r}, err, r.URL.Path)
 }
@@ -123,11 +139,13 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 // connections to one host, no proxy from the environment, bounded dial and handshake times.
 func NewUpstreamTransport() *http.Transport {
 	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		// The upstream gets the visitor's Accept-Encoding, or none: the transport adds no gzip of its own.
+		DisableCompression:    true,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,
 	}
@@ -147,12 +165,13 @@ type stdExchange struct {
 	r *http.Request
 }
 
-func (x stdExchange) Context() context.Context  { return x.r.Context() }
-func (x stdExchange) Method() string            { return x.r.Method }
-func (x stdExchange) Header(name string) string { return x.r.Header.Get(name) }
-func (x stdExchange) RawQuery() string          { return x.r.URL.RawQuery }
-func (x stdExchange) SetHeader(name, v string)  { x.w.Header().Set(name, v) }
-func (x stdExchange) SetCookie(c *http.Cookie)  { http.SetCookie(x.w, c) }
+func (x stdExchange) Context() context.Context    { return x.r.Context() }
+func (x stdExchange) Method() string              { return x.r.Method }
+func (x stdExchange) Header(name string) string   { return x.r.Header.Get(name) }
+func (x stdExchange) HeaderCount(name string) int { return len(x.r.Header.Values(name)) }
+func (x stdExchange) RawQuery() string            { return x.r.URL.RawQuery }
+func (x stdExchange) SetHeader(name, v string)    { x.w.Header().Set(name, v) }
+func (x stdExchange) SetCookie(c *http.Cookie)    { http.SetCookie(x.w, c) }
 
 func (x stdExchange) Cookie(name string) string {
 	if c, err := x.r.Cookie(name); err == nil {

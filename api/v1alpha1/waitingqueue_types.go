@@ -365,6 +365,13 @@ type ProtectedRoute struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="pathPrefix must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
 	PathPrefix *string `json:"pathPrefix,omitempty"`
+
+	// exactCase matches path or pathPrefix letter for letter. By default a route matches whatever the
+	// letter case of the request ("/API/V1/Orders" is "/api/v1/orders"), because many servers route
+	// without regard to it and a gate that did not would let such spellings through without a pass.
+	// Set it only for an upstream known to route by exact case.
+	// +optional
+	ExactCase bool `json:"exactCase,omitempty"`
 }
 
 // IdentitySpec says how the proxy tells visitors apart.

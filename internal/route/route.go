@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrBadPath is returned for a request path that cannot be normalised (a bad escape, a NUL byte).
@@ -112,6 +113,10 @@ type Route struct {
 	Methods map[string]bool
 	Path    string // exact match when Prefix is false
 	Prefix  bool
+	// ExactCase matches the path letter for letter; by default a route matches whatever the letter
+	// case of the request, since many servers route without regard to it.
+	ExactCase bool
+	folded    string // Path, case-folded
 }
 
 // New compiles a route for path (a prefix when prefix is set) and methods, in upper case. Protecting
@@ -133,7 +138,27 @@ func New(p string, prefix bool, methods []string) (Route, error) {
 	if set["GET"] {
 		set["HEAD"] = true
 	}
-	return Route{Methods: set, Path: p, Prefix: prefix}, nil
+	return Route{Methods: set, Path: p, Prefix: prefix, folded: Fold(p)}, nil
+}
+
+// Fold is p with its letter case folded, so that two spellings that differ only in case compare
+// equal: ASCII without an allocation when p has no capital, other scripts through upper and then lower
+// case (which also folds the long s and the Kelvin sign to their ASCII letters).
+func Fold(p string) string {
+	upper := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c >= utf8.RuneSelf {
+			return strings.ToLower(strings.ToUpper(p))
+		}
+		if 'A' <= c && c <= 'Z' {
+			upper = true
+		}
+	}
+	if !upper {
+		return p
+	}
+	return strings.ToLower(p)
 }
 
 func isMethod(m string) bool {
@@ -147,11 +172,20 @@ func isMethod(m string) bool {
 
 // Matches reports whether a request with this upper-case method and normalised path is protected.
 func (r Route) Matches(method, p string) bool {
-	if !r.Methods[method] {
-		return false
+	return r.Methods[method] && r.MatchesPath(p)
+}
+
+// MatchesPath reports whether the normalised path is the route's, whatever the method.
+func (r Route) MatchesPath(p string) bool {
+	want := r.Path
+	if !r.ExactCase {
+		p, want = Fold(p), r.folded
+		if want == "" {
+			want = Fold(r.Path) // a Route built without New
+		}
 	}
 	if !r.Prefix {
-		return p == r.Path
+		return p == want
 	}
-	return p == r.Path || r.Path == "/" || strings.HasPrefix(p, r.Path+"/")
+	return p == want || want == "/" || strings.HasPrefix(p, want+"/")
 }

@@ -58,6 +58,11 @@ func TestRouteMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	exactCase, err := New("/Api/Orders", true, []string{"POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exactCase.ExactCase = true
 	for _, tc := range []struct {
 		r            Route
 		method, path string
@@ -70,10 +75,27 @@ func TestRouteMatches(t *testing.T) {
 		{prefix, "HEAD", "/checkout/pay", true},
 		{prefix, "GET", "/checkout-archive", false},
 		{root, "DELETE", "/anything/at/all", true},
+		// Whatever the letter case, by default.
+		{exact, "POST", "/API/Orders", true},
+		{exact, "POST", "/api/ORDERS", true},
+		{prefix, "GET", "/CheckOut/Pay", true},
+		{prefix, "GET", "/CHECKOUT-archive", false},
+		{exact, "POST", "/api/order\u017f", true}, // the long s folds to s: "/api/orders"
+		{exact, "POST", "/api/ordeRS", true},
+		// Letter for letter when the route says so.
+		{exactCase, "POST", "/Api/Orders/1", true},
+		{exactCase, "POST", "/api/orders/1", false},
+		{exactCase, "POST", "/API/ORDERS", false},
 	} {
 		if got := tc.r.Matches(tc.method, tc.path); got != tc.want {
 			t.Errorf("%+v.Matches(%s, %s) = %v, want %v", tc.r, tc.method, tc.path, got, tc.want)
 		}
+	}
+	if got := Fold("/api/orders"); got != "/api/orders" {
+		t.Errorf("Fold of a lower-case path = %q", got)
+	}
+	if got := Fold("/\u212Aey/\u017Fale"); got != "/key/sale" {
+		t.Errorf("Fold of the Kelvin sign and the long s = %q, want /key/sale", got)
 	}
 	if _, err := New("/x", false, []string{"TRACE"}); err == nil {
 		t.Error("New accepted TRACE")

@@ -234,6 +234,7 @@ func compileRoutes(list string, spec []herdgatev1alpha1.ProtectedRoute) ([]route
 		if err != nil {
 			return nil, fieldErr(field, "%q %v", p, err)
 		}
+		compiled.ExactCase = r.ExactCase
 		out = append(out, compiled)
 	}
 	return out, nil
