@@ -364,7 +364,34 @@ func testForwardsOnlyWhatItMatched(t *testing.T) {
 		}
 	})
 
+	t.Run("a body framed twice or oddly is refused", func(t *testing.T) {
+		for name, req := range map[string]string{
+			"two lengths":              "POST /open HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 40\r\n" + user + "\r\nabcd",
+			"an unknown coding":        "POST /open HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n" + user + "\r\n0\r\n\r\n",
+			"chunked, then identity":   "POST /open HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n" + user + "\r\n0\r\n\r\n",
+			"a negative length":        "POST /open HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n" + user + "\r\n",
+			"a signed length":          "POST /open HTTP/1.1\r\nHost: a\r\nContent-Length: +4\r\n" + user + "\r\nabcd",
+			"a space before the colon": "POST /open HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n" + user + "\r\n0\r\n\r\n",
+		} {
+			t.Run(name, func(t *testing.T) {
+				h, up := edgeHarness(t)
+				res, body, _, _ := h.send(req)
+				if res.StatusCode < 400 || len(up.all()) != 0 {
+					t.Fatalf("%d %s; upstream got %+v", res.StatusCode, body, up.all())
+				}
+			})
+		}
+	})
+
 	if harnessFront == "fast" {
+		t.Run("both Content-Length and Transfer-Encoding are 400", func(t *testing.T) {
+			h, up := edgeHarness(t)
+			res, body, _, _ := h.send("POST /open HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n" + user + "\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+			if res.StatusCode != http.StatusBadRequest || len(up.all()) != 0 {
+				t.Fatalf("%d %s; upstream got %+v", res.StatusCode, body, up.all())
+			}
+		})
+
 		t.Run("a folded header line is 400", func(t *testing.T) {
 			h, up := edgeHarness(t)
 			res, body, _, _ := h.send("GET /open HTTP/1.1\r\nHost: a\r\nX-Thing: a\r\n b\r\n" + user + "\r\n")

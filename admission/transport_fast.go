@@ -278,9 +278,12 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 }
 
 // validHeaderNames reports whether every header line is a token, a colon and a value, with no line
-// folded onto the one before it (RFC 9110 §5.1, RFC 9112 §5.2).
+// folded onto the one before it (RFC 9110 §5.1, RFC 9112 §5.2), and the body's framing is one:
+// a request with both Content-Length and Transfer-Encoding is how requests are smuggled past a
+// proxy that reads one and an upstream that reads the other (RFC 9112 §6.1).
 func validHeaderNames(h *fasthttp.RequestHeader) bool {
 	raw := h.RawHeaders()
+	length, chunked := false, false
 	for line := range bytes.SplitSeq(raw, []byte("\n")) {
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if len(line) == 0 {
@@ -290,13 +293,16 @@ func validHeaderNames(h *fasthttp.RequestHeader) bool {
 		if colon <= 0 {
 			return false // a folded continuation, or no name
 		}
-		for _, c := range line[:colon] {
+		name := line[:colon]
+		for _, c := range name {
 			if !isTokenChar(c) {
 				return false
 			}
 		}
+		length = length || bytes.EqualFold(name, []byte("Content-Length"))
+		chunked = chunked || bytes.EqualFold(name, []byte("Transfer-Encoding"))
 	}
-	return true
+	return !length || !chunked
 }
 
 func isTokenChar(c byte) bool {
