@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"time"
@@ -47,6 +48,10 @@ type Config struct {
 	AbandonAfter     time.Duration
 	// Schedule, when set, opens the room at a set time (see phase.go).
 	Schedule *settings.Schedule
+	// Entry, when set, bounds the places one client takes; TrustedProxies say whose X-Forwarded-For
+	// names the client (see client.go).
+	Entry          *settings.EntryLimit
+	TrustedProxies []netip.Prefix
 }
 
 // NewConfig builds the proxy's config from a WaitingQueue and its HMAC key with settings.Derive, the
@@ -70,6 +75,7 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Mode: s.Mode, Signer: signer,
 		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
 		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter, Schedule: s.Schedule,
+		Entry: s.Entry, TrustedProxies: s.TrustedProxies,
 	}
 	if s.Admits() {
 		c.Plan = s.Effective

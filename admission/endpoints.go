@@ -137,7 +137,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	var pos queue.Position
 	var err error
 	if enter {
-		pos, err = p.q.Enter(x.Context(), visitor, r.abandonAfter)
+		pos, err = p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, p.entryLimit(x, cfg))
 	} else {
 		pos, err = p.q.Status(x.Context(), visitor, r.abandonAfter)
 	}
@@ -174,6 +174,12 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		}
 	}
 	switch pos.State {
+	case queue.RateLimited:
+		// The client took its burst of places: it may come back when it has earned one.
+		p.metrics.requests.WithLabelValues(class, "rate_limited").Inc()
+		retryAfter(x, pos.RetryAfter)
+		replyJSON(x, http.StatusTooManyRequests, errorBody{Error: "too_many_entries",
+			Message: "this address took its share of places; try again later", RetryAfterMs: max(1, pos.RetryAfter.Milliseconds())})
 	case queue.NotQueued:
 		p.metrics.requests.WithLabelValues(class, "not_queued").Inc()
 		body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -17,8 +18,11 @@ type exchange interface {
 	Method() string
 	// Header is the first value of a request header, "" when absent.
 	Header(name string) string
-	// HeaderCount is how many times the request carries the header.
+	// HeaderCount is how many times the request carries the header; HeaderValues its values.
 	HeaderCount(name string) int
+	HeaderValues(name string) []string
+	// RemoteAddr is the address of the connection's peer.
+	RemoteAddr() netip.Addr
 	// Cookie is the value of the first request cookie with that name, "" when absent.
 	Cookie(name string) string
 	RawQuery() string

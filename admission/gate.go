@@ -46,7 +46,7 @@ const (
 // give it one in memory.
 type Engine interface {
 	queue.PlanReader
-	Enter(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
+	EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit queue.EntryLimit) (queue.Position, error)
 	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
 	Ping(ctx context.Context) error
 	ReportProxy(ctx context.Context, r queue.ProxyReport) error
@@ -444,7 +444,7 @@ func (p *Proxy) admitAtOnce(x exchange, cfg *Config, r room) bool {
 	if !ok || queue.ValidateVisitorID(visitor) != nil {
 		return false
 	}
-	pos, err := p.q.Enter(x.Context(), visitor, r.abandonAfter)
+	pos, err := p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, p.entryLimit(x, cfg))
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.redisResult(err)

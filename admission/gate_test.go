@@ -37,7 +37,7 @@ func (e *memoryEngine) call(visitor string) (queue.Position, error) {
 	return e.positions[visitor], nil
 }
 
-func (e *memoryEngine) Enter(_ context.Context, v string, _ time.Duration) (queue.Position, error) {
+func (e *memoryEngine) EnterFrom(_ context.Context, v string, _ time.Duration, _ queue.EntryLimit) (queue.Position, error) {
 	return e.call(v)
 }
 

@@ -12,6 +12,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strings"
@@ -211,7 +212,7 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	req := &ctx.Request
 	fw := forwardingOf(cfg, inbound{
 		method: string(ctx.Method()), canonical: d.canonical, rawQuery: string(ctx.URI().QueryString()),
-		host: string(ctx.Host()), clientIP: clientIP(ctx), tls: ctx.IsTLS(),
+		host: string(ctx.Host()), clientIP: forwardedClient(fastExchange{ctx}, cfg), tls: ctx.IsTLS(),
 	})
 	// The server noted a visitor's Connection: close before this handler ran; the upstream
 	// connection stays open either way.
@@ -351,14 +352,6 @@ func removeHopHeaders(h header, connection string) {
 	}
 }
 
-func clientIP(ctx *fasthttp.RequestCtx) string {
-	if addr, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		return addr.IP.String()
-	}
-	host, _, _ := net.SplitHostPort(ctx.RemoteAddr().String())
-	return host
-}
-
 // requestPath is the escaped path of a request target, in origin form or absolute form.
 func requestPath(target []byte) string {
 	if i := bytes.IndexByte(target, '?'); i >= 0 {
@@ -461,8 +454,19 @@ func (x fastExchange) Header(name string) string {
 	return string(x.ctx.Request.Header.Peek(name))
 }
 func (x fastExchange) HeaderCount(name string) int { return len(x.ctx.Request.Header.PeekAll(name)) }
-func (x fastExchange) Cookie(name string) string   { return string(x.ctx.Request.Header.Cookie(name)) }
-func (x fastExchange) RawQuery() string            { return string(x.ctx.URI().QueryString()) }
+func (x fastExchange) HeaderValues(name string) []string {
+	var out []string
+	for _, v := range x.ctx.Request.Header.PeekAll(name) {
+		out = append(out, string(v))
+	}
+	return out
+}
+func (x fastExchange) RemoteAddr() netip.Addr {
+	a, _ := netip.AddrFromSlice(x.ctx.RemoteIP())
+	return a.Unmap()
+}
+func (x fastExchange) Cookie(name string) string { return string(x.ctx.Request.Header.Cookie(name)) }
+func (x fastExchange) RawQuery() string          { return string(x.ctx.URI().QueryString()) }
 func (x fastExchange) Secure() bool {
 	return x.ctx.IsTLS() || string(x.ctx.Request.Header.Peek("X-Forwarded-Proto")) == "https"
 }

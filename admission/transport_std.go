@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -83,9 +84,10 @@ func newReverseProxy(p *Proxy, transport http.RoundTripper) *httputil.ReversePro
 // successfully; normalising again here is the allocation-free fast path for most requests.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	canonical, _ := route.Normalize(pr.In.URL.EscapedPath())
-	clientIP, _, _ := net.SplitHostPort(pr.In.RemoteAddr)
-	f := forwardingOf(p.cfg.Load(), inbound{
-		method: pr.In.Method, canonical: canonical, rawQuery: pr.In.URL.RawQuery, host: pr.In.Host, clientIP: clientIP, tls: pr.In.TLS != nil,
+	cfg := p.cfg.Load()
+	f := forwardingOf(cfg, inbound{
+		method: pr.In.Method, canonical: canonical, rawQuery: pr.In.URL.RawQuery, host: pr.In.Host,
+		clientIP: forwardedClient(stdExchange{nil, pr.In}, cfg), tls: pr.In.TLS != nil,
 	})
 	pr.Out.Method = f.Method
 	pr.Out.URL = f.URL()
@@ -165,13 +167,21 @@ type stdExchange struct {
 	r *http.Request
 }
 
-func (x stdExchange) Context() context.Context    { return x.r.Context() }
-func (x stdExchange) Method() string              { return x.r.Method }
-func (x stdExchange) Header(name string) string   { return x.r.Header.Get(name) }
-func (x stdExchange) HeaderCount(name string) int { return len(x.r.Header.Values(name)) }
-func (x stdExchange) RawQuery() string            { return x.r.URL.RawQuery }
-func (x stdExchange) SetHeader(name, v string)    { x.w.Header().Set(name, v) }
-func (x stdExchange) SetCookie(c *http.Cookie)    { http.SetCookie(x.w, c) }
+func (x stdExchange) Context() context.Context          { return x.r.Context() }
+func (x stdExchange) Method() string                    { return x.r.Method }
+func (x stdExchange) Header(name string) string         { return x.r.Header.Get(name) }
+func (x stdExchange) HeaderCount(name string) int       { return len(x.r.Header.Values(name)) }
+func (x stdExchange) HeaderValues(name string) []string { return x.r.Header.Values(name) }
+func (x stdExchange) RemoteAddr() netip.Addr {
+	ap, err := netip.ParseAddrPort(x.r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+func (x stdExchange) RawQuery() string         { return x.r.URL.RawQuery }
+func (x stdExchange) SetHeader(name, v string) { x.w.Header().Set(name, v) }
+func (x stdExchange) SetCookie(c *http.Cookie) { http.SetCookie(x.w, c) }
 
 func (x stdExchange) Cookie(name string) string {
 	if c, err := x.r.Cookie(name); err == nil {

@@ -142,6 +142,21 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("pool size 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 0 },
 			"spec.capacity.poolSize", "greater than or equal to 1"),
+		Entry("a trusted proxy that is no CIDR",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"10.0.0.0/8", "10.0.0.300/8"}}
+			},
+			"spec.entry.trustedProxies[1]", "must be CIDRs"),
+		Entry("an entry burst of 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](0)}}
+			},
+			"spec.entry.perClient.burst", "greater than or equal to 1"),
+		Entry("an IPv4 client of 4 bits",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{IPv4PrefixLength: ptr.To[int32](4)}}
+			},
+			"spec.entry.perClient.ipv4PrefixLength", "greater than or equal to 8"),
 		Entry("pool size above a million",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 1_000_001 },
 			"spec.capacity.poolSize", "less than or equal to 1000000"),

@@ -148,3 +148,28 @@ func durationOr(d *metav1.Duration, fallback time.Duration) time.Duration {
 	}
 	return d.Duration
 }
+
+// Defaults of spec.entry.perClient.
+const (
+	DefaultEntryBurst            = 10
+	DefaultEntryPerMinute        = 30
+	DefaultEntryIPv4PrefixLength = 32
+	DefaultEntryIPv6PrefixLength = 64
+)
+
+// EffectivePerClient returns spec.entry.perClient with its defaults: burst, perMinute and the IPv4 and
+// IPv6 prefix lengths; ok is false when no limit is set.
+func (s *WaitingQueueSpec) EffectivePerClient() (burst, perMinute, v4Bits, v6Bits int, ok bool) {
+	if s.Entry == nil || s.Entry.PerClient == nil {
+		return 0, 0, 0, 0, false
+	}
+	l := s.Entry.PerClient
+	or := func(p *int32, d int) int {
+		if p == nil {
+			return d
+		}
+		return int(*p)
+	}
+	return or(l.Burst, DefaultEntryBurst), or(l.PerMinute, DefaultEntryPerMinute),
+		or(l.IPv4PrefixLength, DefaultEntryIPv4PrefixLength), or(l.IPv6PrefixLength, DefaultEntryIPv6PrefixLength), true
+}

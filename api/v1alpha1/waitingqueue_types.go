@@ -88,6 +88,11 @@ type WaitingQueueSpec struct {
 	// +optional
 	Schedule *ScheduleSpec `json:"schedule,omitempty"`
 
+	// entry bounds who takes places and how fast: a limit per client address, counted in Redis and
+	// shared by every proxy replica, and the load balancers whose X-Forwarded-For the proxy believes.
+	// +optional
+	Entry *EntrySpec `json:"entry,omitempty"`
+
 	// upstream is where the admission proxy forwards requests: exactly one of service or url.
 	// +required
 	Upstream UpstreamSpec `json:"upstream"`
@@ -457,4 +462,61 @@ type WaitingQueueList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []WaitingQueue `json:"items"`
+}
+
+// EntrySpec bounds the places visitors take.
+type EntrySpec struct {
+	// perClient limits the places one client address takes: a token bucket of burst places that
+	// refills at perMinute. Over it, enter answers 429 with Retry-After; places already held are kept.
+	// Unset: no limit.
+	// +optional
+	PerClient *PerClientLimit `json:"perClient,omitempty"`
+
+	// trustedProxies are the CIDRs of the load balancers in front of the proxy, such as
+	// "10.0.0.0/8". When a request comes from one, the client is the last X-Forwarded-For hop that
+	// is not itself trusted; otherwise the client is the connection's peer and X-Forwarded-For is
+	// ignored. At most 32.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	TrustedProxies []CIDR `json:"trustedProxies,omitempty"`
+}
+
+// CIDR is an IPv4 or IPv6 network in CIDR notation, such as "10.0.0.0/8" or "fd00::/8".
+// +kubebuilder:validation:MaxLength=49
+// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="trustedProxies entries must be CIDRs such as 10.0.0.0/8 or fd00::/8"
+type CIDR string
+
+// PerClientLimit is a token bucket per client address.
+type PerClientLimit struct {
+	// burst is how many places one client takes at once. Between 1 and 100000; defaults to 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	Burst *int32 `json:"burst,omitempty"`
+
+	// perMinute is how many places a client earns back each minute. Between 1 and 600000; defaults
+	// to 30.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=600000
+	PerMinute *int32 `json:"perMinute,omitempty"`
+
+	// ipv4PrefixLength: IPv4 addresses that share this many leading bits are one client. Between 8
+	// and 32; defaults to 32 (each address).
+	// +optional
+	// +kubebuilder:default=32
+	// +kubebuilder:validation:Minimum=8
+	// +kubebuilder:validation:Maximum=32
+	IPv4PrefixLength *int32 `json:"ipv4PrefixLength,omitempty"`
+
+	// ipv6PrefixLength: IPv6 addresses that share this many leading bits are one client. Between 16
+	// and 128; defaults to 64 (one subscriber's network).
+	// +optional
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=128
+	IPv6PrefixLength *int32 `json:"ipv6PrefixLength,omitempty"`
 }

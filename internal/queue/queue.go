@@ -153,7 +153,22 @@ const (
 	PreQueued
 	// Drawing: the room is opening and the draw has not settled the visitor's place yet.
 	Drawing
+	// RateLimited: the visitor's client took its burst of places and has not earned another yet;
+	// Position.RetryAfter says when it will. Only EnterFrom answers it, and nothing was taken.
+	RateLimited
 )
+
+// EntryLimit bounds the places one client takes: a token bucket of Burst places per Client that
+// refills at PerMinute, kept in Redis beside the queue, so every proxy replica shares it. Only a new
+// place (or a pass given at once) takes a token: a visitor who already holds one keeps it.
+type EntryLimit struct {
+	// Client names the client, e.g. its address prefix "203.0.113.7/32"; empty means no limit.
+	Client string
+	// Burst is how many places a client takes at once; PerMinute how many it earns back a minute.
+	Burst, PerMinute int
+}
+
+func (l EntryLimit) active() bool { return l.Client != "" && l.Burst > 0 && l.PerMinute > 0 }
 
 func (s State) String() string {
 	switch s {
@@ -169,6 +184,8 @@ func (s State) String() string {
 		return "PreQueued"
 	case Drawing:
 		return "Drawing"
+	case RateLimited:
+		return "RateLimited"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
@@ -187,6 +204,8 @@ type Position struct {
 	Pass Pass
 	// Now is Redis' clock when it answered.
 	Now time.Time
+	// RetryAfter is how long until the visitor's client earns a place again, when RateLimited.
+	RetryAfter time.Duration
 	// PreviousPoll is when the visitor last entered or polled before this Status call, when Waiting;
 	// zero when unknown. The proxy refuses polls that come sooner than it allowed. Also set when
 	// PreQueued or Drawing.
@@ -201,7 +220,16 @@ type Position struct {
 // (PreQueued) in PhasePreQueue, a place behind the pre-queue (Drawing) in PhaseOpening, nothing
 // (TurnedAway) in PhaseScheduled and PhaseClosed.
 func (q *Queue) Enter(ctx context.Context, visitor string, abandonAfter time.Duration) (Position, error) {
-	p, err := q.visitorCall(ctx, opEnter, visitor, abandonAfter)
+	return q.EnterFrom(ctx, visitor, abandonAfter, EntryLimit{})
+}
+
+// EnterFrom is Enter for a visitor whose client limit bounds the places it takes: a new place when the
+// client has no token left is RateLimited, in the same call to Redis.
+func (q *Queue) EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit EntryLimit) (Position, error) {
+	if limit.active() && !validClient(limit.Client) {
+		return Position{}, fmt.Errorf("entering queue %s: client %q is not an address prefix", q.prefix, limit.Client)
+	}
+	p, err := q.visitorCall(ctx, opEnter, visitor, abandonAfter, limit)
 	if err != nil {
 		return Position{}, fmt.Errorf("entering queue %s: %w", q.prefix, err)
 	}
@@ -211,7 +239,7 @@ func (q *Queue) Enter(ctx context.Context, visitor string, abandonAfter time.Dur
 // Status tells where the visitor stands and refreshes its last-seen time. A visitor never queued, or
 // dropped for silence, is NotQueued: not an error.
 func (q *Queue) Status(ctx context.Context, visitor string, abandonAfter time.Duration) (Position, error) {
-	p, err := q.visitorCall(ctx, opStatus, visitor, abandonAfter)
+	p, err := q.visitorCall(ctx, opStatus, visitor, abandonAfter, EntryLimit{})
 	if err != nil {
 		return Position{}, fmt.Errorf("reading status in queue %s: %w", q.prefix, err)
 	}
@@ -240,34 +268,64 @@ func (q *Queue) keysFor(o visitorOp) []string {
 	return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw}
 }
 
-func (q *Queue) argsFor(abandon int64, visitors []string) []any {
-	args := make([]any, 0, 2+len(visitors))
-	args = append(args, q.prefix, abandon)
-	for _, v := range visitors {
-		args = append(args, v)
+// argsFor is the script's arguments: for status the visitors, for enter the entry limit and each
+// visitor with its client ("" when unlimited).
+func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors, clients []string) []any {
+	if o != opEnter {
+		args := make([]any, 0, 2+len(visitors))
+		args = append(args, q.prefix, abandon)
+		for _, v := range visitors {
+			args = append(args, v)
+		}
+		return args
+	}
+	args := make([]any, 0, 4+2*len(visitors))
+	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute)
+	for i, v := range visitors {
+		client := ""
+		if clients != nil {
+			client = clients[i]
+		}
+		args = append(args, v, client)
 	}
 	return args
 }
 
 // runVisitors runs op for visitors in one script call.
-func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, visitors []string) *redis.Cmd {
-	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(abandon, visitors)...)
+func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors, clients []string) *redis.Cmd {
+	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(o, abandon, limit, visitors, clients)...)
+}
+
+// validClient: a client name is an address prefix, as the proxy writes it, and nothing else reaches a key.
+func validClient(c string) bool {
+	if c == "" || len(c) > 64 {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		if !strings.ContainsRune("0123456789abcdefABCDEF.:/", rune(c[i])) {
+			return false
+		}
+	}
+	return true
 }
 
 // visitorCall runs op for one visitor, through the store's round trips when there is a store.
-func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, abandonAfter time.Duration) (Position, error) {
+func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, abandonAfter time.Duration, limit EntryLimit) (Position, error) {
 	if err := ValidateVisitorID(visitor); err != nil {
 		return Position{}, err
 	}
+	if !limit.active() {
+		limit = EntryLimit{}
+	}
 	var reply []int64
 	if q.store != nil {
-		r, err := q.store.run(ctx, q, o, abandonAfter.Milliseconds(), visitor)
+		r, err := q.store.run(ctx, q, o, abandonAfter.Milliseconds(), limit, visitor)
 		if err != nil {
 			return Position{}, err
 		}
 		reply = r
 	} else {
-		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), []string{visitor}).Result()
+		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []string{limit.Client}).Result()
 		if err != nil {
 			return Position{}, err
 		}
@@ -320,6 +378,11 @@ func decodePosition(res []int64) (Position, error) {
 		return Position{State: PreQueued, Phase: PhasePreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
 	case Drawing:
 		return Position{State: Drawing, Phase: PhaseOpening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
+	case RateLimited:
+		if len(res) != 3 {
+			return bad()
+		}
+		return Position{State: RateLimited, RetryAfter: time.Duration(res[1]) * time.Millisecond, Now: time.UnixMilli(res[2])}, nil
 	}
 	return bad()
 }

@@ -104,6 +104,7 @@ type visitorCall struct {
 	q       *Queue
 	op      visitorOp
 	abandon int64 // ms
+	limit   EntryLimit
 	visitor string
 	done    chan visitorReply // buffered: the round trip never waits for a caller that gave up
 }
@@ -114,10 +115,10 @@ type visitorReply struct {
 }
 
 // run sends one visitor call with the next round trip and waits for its reply or ctx.
-func (s *Store) run(ctx context.Context, q *Queue, op visitorOp, abandon int64, visitor string) ([]int64, error) {
+func (s *Store) run(ctx context.Context, q *Queue, op visitorOp, abandon int64, limit EntryLimit, visitor string) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*s.timeout)
 	defer cancel()
-	c := &visitorCall{q: q, op: op, abandon: abandon, visitor: visitor, done: make(chan visitorReply, 1)}
+	c := &visitorCall{q: q, op: op, abandon: abandon, limit: limit, visitor: visitor, done: make(chan visitorReply, 1)}
 	select {
 	case s.queue <- c:
 	case <-ctx.Done():
@@ -138,8 +139,10 @@ type group struct {
 	q       *Queue
 	op      visitorOp
 	abandon int64
-	calls   []*visitorCall
-	cmd     *redis.Cmd
+	// burst and perMinute of the calls' entry limit; each call names its own client.
+	burst, perMinute int
+	calls            []*visitorCall
+	cmd              *redis.Cmd
 }
 
 // pipeline takes one call, adds whatever else is waiting (up to maxBatch), sends them as one script
@@ -171,17 +174,18 @@ func (s *Store) pipeline() {
 
 func groupCalls(batch []*visitorCall) []*group {
 	type key struct {
-		prefix  string
-		op      visitorOp
-		abandon int64
+		prefix           string
+		op               visitorOp
+		abandon          int64
+		burst, perMinute int
 	}
 	index := map[key]*group{}
 	var groups []*group
 	for _, c := range batch {
-		k := key{c.q.prefix, c.op, c.abandon}
+		k := key{c.q.prefix, c.op, c.abandon, c.limit.Burst, c.limit.PerMinute}
 		g := index[k]
 		if g == nil {
-			g = &group{q: c.q, op: c.op, abandon: c.abandon}
+			g = &group{q: c.q, op: c.op, abandon: c.abandon, burst: c.limit.Burst, perMinute: c.limit.PerMinute}
 			index[k] = g
 			groups = append(groups, g)
 		}
@@ -197,20 +201,20 @@ func (s *Store) send(groups []*group) {
 	defer cancel()
 	if len(groups) == 1 {
 		g := groups[0]
-		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, visitorsOf(g.calls)).Result()
+		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), clientsOf(g.calls)).Result()
 		g.deliver(v, err)
 		return
 	}
 	pipe := s.rdb.Pipeline()
 	for _, g := range groups {
-		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op), g.q.argsFor(g.abandon, visitorsOf(g.calls))...)
+		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op), g.q.argsFor(g.op, g.abandon, g.limit(), visitorsOf(g.calls), clientsOf(g.calls))...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for _, g := range groups {
 		v, err := g.cmd.Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// The server lost its script cache (SCRIPT FLUSH, restart, failover): Run loads it again.
-			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, visitorsOf(g.calls)).Result()
+			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), clientsOf(g.calls)).Result()
 		}
 		g.deliver(v, err)
 	}
@@ -228,6 +232,16 @@ func (g *group) deliver(v any, err error) {
 		}
 		c.done <- visitorReply{reply: replies[i]}
 	}
+}
+
+func (g *group) limit() EntryLimit { return EntryLimit{Burst: g.burst, PerMinute: g.perMinute} }
+
+func clientsOf(calls []*visitorCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.limit.Client
+	}
+	return out
 }
 
 func visitorsOf(calls []*visitorCall) []string {

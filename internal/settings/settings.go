@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -52,6 +53,10 @@ type Settings struct {
 	CompletionRoutes []route.Route
 	// Schedule, when set, is when the room's pre-queue opens, when it opens and when it closes.
 	Schedule *Schedule
+	// Entry, when set, bounds the places one client takes.
+	Entry *EntryLimit
+	// TrustedProxies are the load balancers whose X-Forwarded-For names the client.
+	TrustedProxies []netip.Prefix
 
 	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
 	// header that identifies visitors; Upstream where requests go.
@@ -59,6 +64,12 @@ type Settings struct {
 	IdentityHeader string
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
+}
+
+// EntryLimit is spec.entry.perClient: a bucket of Burst places per client, refilled at PerMinute;
+// a client is an IPv4 address cut to V4Bits leading bits, or an IPv6 one cut to V6Bits.
+type EntryLimit struct {
+	Burst, PerMinute, V4Bits, V6Bits int
 }
 
 // Schedule is when a launch happens; ClosesAt is zero when it does not close.
@@ -186,6 +197,28 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 			return nil, fieldErr("spec.schedule.preQueueFrom", "must be before opensAt and at most 24h before it")
 		case !s.Schedule.ClosesAt.IsZero() && !s.Schedule.OpensAt.Before(s.Schedule.ClosesAt):
 			return nil, fieldErr("spec.schedule.closesAt", "must be after opensAt")
+		}
+	}
+	if burst, perMinute, v4, v6, ok := spec.EffectivePerClient(); ok {
+		switch {
+		case burst < 1 || burst > 100000:
+			return nil, fieldErr("spec.entry.perClient.burst", "%d is outside 1 … 100000", burst)
+		case perMinute < 1 || perMinute > 600000:
+			return nil, fieldErr("spec.entry.perClient.perMinute", "%d is outside 1 … 600000", perMinute)
+		case v4 < 8 || v4 > 32:
+			return nil, fieldErr("spec.entry.perClient.ipv4PrefixLength", "%d is outside 8 … 32", v4)
+		case v6 < 16 || v6 > 128:
+			return nil, fieldErr("spec.entry.perClient.ipv6PrefixLength", "%d is outside 16 … 128", v6)
+		}
+		s.Entry = &EntryLimit{Burst: burst, PerMinute: perMinute, V4Bits: v4, V6Bits: v6}
+	}
+	if spec.Entry != nil {
+		for i, c := range spec.Entry.TrustedProxies {
+			p, err := netip.ParsePrefix(string(c))
+			if err != nil {
+				return nil, fieldErr(fmt.Sprintf("spec.entry.trustedProxies[%d]", i), "%q is not a CIDR such as 10.0.0.0/8", c)
+			}
+			s.TrustedProxies = append(s.TrustedProxies, p.Masked())
 		}
 	}
 	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {

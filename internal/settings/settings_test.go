@@ -108,6 +108,15 @@ func TestDeriveNamesTheField(t *testing.T) {
 			opens := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
 			wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(opens), PreQueueFrom: ptr.To(metav1.NewTime(opens.Add(-24*time.Hour - time.Second)))}
 		}, "spec.schedule.preQueueFrom", "at most 24h"},
+		{"a trusted proxy that is no CIDR", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"10.0.0.0/8", "10.0.0.1"}}
+		}, "spec.entry.trustedProxies[1]", "not a CIDR"},
+		{"an entry burst of 0", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](0)}}
+		}, "spec.entry.perClient.burst", "outside"},
+		{"an IPv6 client of 8 bits", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{IPv6PrefixLength: ptr.To[int32](8)}}
+		}, "spec.entry.perClient.ipv6PrefixLength", "outside"},
 		{"no name", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "" }, "metadata", "required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,12 +8,15 @@
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
 -- arrival sequence), KEYS[7] draw state hash
--- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
+-- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
+-- (0: no limit), ARGV[5..] each visitor followed by its client ("" for none)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
 -- {2, position, depth, now} for one waiting with its place known, {3, phase, now} for one turned
 -- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
--- whose place the draw has not settled yet.
+-- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
+-- place left to take (nothing was taken).
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
+local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
@@ -61,7 +64,30 @@ local function claim_instant()
   return budget[3]
 end
 
-local function enter(visitor)
+-- take_place takes one token of the client's bucket: burst tokens, refilled at per_minute, kept as
+-- "tokens:atMs" and expiring once full again. Returns nil when taken, or the ms until one is.
+local function take_place(client)
+  if burst <= 0 or per_minute <= 0 or client == '' then
+    return nil
+  end
+  local key = prefix .. ':c:' .. client
+  local tokens, at = burst, now
+  local rec = redis.call('GET', key)
+  if rec then
+    local sep = string.find(rec, ':', 1, true)
+    tokens, at = tonumber(string.sub(rec, 1, sep - 1)), tonumber(string.sub(rec, sep + 1))
+    tokens = math.min(burst, tokens + math.max(0, now - at) * per_minute / 60000)
+  end
+  if tokens < 1 then
+    return math.ceil((1 - tokens) * 60000 / per_minute)
+  end
+  tokens = tokens - 1
+  local full_in = math.ceil((burst - tokens) * 60000 / per_minute)
+  redis.call('SET', key, string.format('%.6f', tokens) .. ':' .. now_s, 'PX', full_in + 1000)
+  return nil
+end
+
+local function enter(visitor, client)
   local nb, exp = read_pass(prefix, visitor, now_s)
   if nb then
     return '1', nb, exp, now_s
@@ -97,6 +123,11 @@ local function enter(visitor)
   if phase == PHASE_SCHEDULED or phase == PHASE_CLOSED then
     return '3', phase, now_s
   end
+  -- From here on the visitor takes something new: a pass at once or a place.
+  local wait = take_place(client)
+  if wait then
+    return '6', int(wait), now_s
+  end
   local ttl = claim_instant()
   if ttl then
     local exp_s = int(now + ttl)
@@ -125,8 +156,8 @@ local function enter(visitor)
 end
 
 local parts, n = {}, 0
-for i = 3, #ARGV do
-  n = add_reply(parts, n, enter(ARGV[i]))
+for i = 5, #ARGV, 2 do
+  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1]))
 end
 if claimed > 0 then
   redis.call('HSET', KEYS[3], 'instant', budget[1] .. ':' .. int(budget[2]) .. ':' .. int(budget[3]))
