@@ -136,6 +136,12 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 
 	var pos queue.Position
 	var err error
+	if p.redisResting() {
+		p.metrics.requests.WithLabelValues(class, "unavailable").Inc()
+		retryAfter(x, 2*time.Second)
+		replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"})
+		return
+	}
 	if enter {
 		pos, err = p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, p.entryLimit(x, cfg))
 	} else {

@@ -85,8 +85,10 @@ type Proxy struct {
 
 	redisDown atomic.Bool
 	draining  atomic.Bool
-	state     configState
-	sessions  *sessions
+	// redisRetryAt is when, after a failed Redis call, visitor calls try Redis again (UnixNano).
+	redisRetryAt atomic.Int64
+	state        configState
+	sessions     *sessions
 }
 
 // NewProxy serves cfg's queue, stored in store.
@@ -159,6 +161,16 @@ func (p *Proxy) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{})
 }
 
+// redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once
+// instead of calling: while Redis is away each call would wait out its bound, and the visitors with
+// it. The first call after it tries Redis again (and the proxy's own check every second does too).
+const redisRetryAfterError = 500 * time.Millisecond
+
+// redisResting says Redis failed a moment ago: enter and status answer 503 without calling it.
+func (p *Proxy) redisResting() bool {
+	return p.redisDown.Load() && p.now().UnixNano() < p.redisRetryAt.Load()
+}
+
 // StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
 func (p *Proxy) StartDrain() { p.draining.Store(true) }
 
@@ -171,6 +183,9 @@ func (p *Proxy) CheckRedis(ctx context.Context) error {
 
 func (p *Proxy) redisResult(err error) {
 	down := err != nil && !errors.Is(err, context.Canceled)
+	if down {
+		p.redisRetryAt.Store(p.now().Add(redisRetryAfterError).UnixNano())
+	}
 	if p.redisDown.Swap(down) != down {
 		if down {
 			p.log.Error(err, "Redis is unreachable")

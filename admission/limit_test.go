@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 
@@ -171,5 +172,40 @@ func TestTheUpstreamLearnsTheClientATrustedProxyNames(t *testing.T) {
 				t.Fatalf("X-Forwarded-For upstream %q, want [198.51.100.1]", got)
 			}
 		})
+	}
+}
+
+// After a failed Redis call, enter and status answer 503 at once for a moment instead of each waiting
+// out its own bound; then they try again, and recover.
+func TestAFailedRedisCallRestsTheQueueForAMoment(t *testing.T) {
+	h := newHarness(t, nil)
+	v := h.visitor()
+	h.redis.Stop()
+	if res := v.enter(); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("enter with Redis away: %d %s", res.StatusCode, res.body)
+	}
+	_, before := h.store.PipelineStats()
+	for range 5 {
+		if res := v.enter(); res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("enter while resting: %d %s", res.StatusCode, res.body)
+		}
+	}
+	if _, after := h.store.PipelineStats(); after != before {
+		t.Fatalf("%d calls to Redis while resting, want none", after-before)
+	}
+	if err := h.redis.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	h.publishPlan()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := v.enter()
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("enter after Redis came back: %d %s", res.StatusCode, res.body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

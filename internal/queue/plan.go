@@ -159,7 +159,14 @@ type PlanCache struct {
 	err     error
 	fetched time.Time
 	valid   bool
+	// failed and retryAt: the last read failed, and the next one waits until retryAt.
+	failed  error
+	retryAt time.Time
 }
+
+// planRetryAfterError is how long a failed read of the plan is not tried again: every request that
+// needs the plan would otherwise wait its turn on the cache's lock for a Redis that is away.
+const planRetryAfterError = time.Second
 
 // PlanReader reads a queue's published plan; *Queue is one.
 type PlanReader interface {
@@ -176,19 +183,28 @@ func NewPlanCache(q PlanReader, ttl time.Duration) *PlanCache {
 func (c *PlanCache) Get(ctx context.Context) (Plan, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.valid && c.now().Sub(c.fetched) < c.ttl {
+	now := c.now()
+	if c.valid && now.Sub(c.fetched) < c.ttl {
 		return c.plan, c.err
 	}
-	p, err := c.q.ReadPlan(ctx)
+	if c.failed != nil && now.Before(c.retryAt) {
+		return c.plan, c.failed
+	}
+	// Bounded like a store's round trip: the lock is held meanwhile.
+	callCtx, cancel := context.WithTimeout(ctx, DefaultRoundTripTimeout)
+	p, err := c.q.ReadPlan(callCtx)
+	cancel()
 	switch {
 	case err == nil:
 		c.plan, c.err = p, nil
 	case errors.Is(err, ErrNoPlan) || errors.Is(err, redis.Nil):
 		c.plan, c.err = Plan{}, ErrNoPlan
 	default:
-		// Keep the last good plan, and retry at the next call rather than after a full TTL.
+		// Keep the last good plan, and retry after a short pause rather than after a full TTL.
+		c.failed, c.retryAt = err, c.now().Add(planRetryAfterError)
 		return c.plan, err
 	}
+	c.failed = nil
 	c.fetched, c.valid = c.now(), true
 	return c.plan, c.err
 }

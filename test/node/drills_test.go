@@ -374,7 +374,16 @@ func TestDrillsOnTheNode(t *testing.T) {
 			}
 			stopUsing := holder.useWhile(ctx, r, &during)
 			defer stopUsing()
-			if _, err := r.c.Kubectl(ctx, "delete", "pod", "-n", Namespace, old[0].Name, "--grace-period=1"); err != nil {
+			// Stopped for a few seconds, then started again: a restart the herd cannot miss.
+			deploy := "deployment/" + Release + "-redis"
+			if _, err := r.c.Kubectl(ctx, "scale", "-n", Namespace, deploy, "--replicas=0"); err != nil {
+				return err
+			}
+			if _, err := r.c.Kubectl(ctx, "wait", "-n", Namespace, "pod/"+old[0].Name, "--for=delete", "--timeout=60s"); err != nil {
+				return err
+			}
+			time.Sleep(3 * time.Second)
+			if _, err := r.c.Kubectl(ctx, "scale", "-n", Namespace, deploy, "--replicas=1"); err != nil {
 				return err
 			}
 			_, err = r.c.WaitPodsReady(ctx, Namespace, redisSelector, 1, 2*time.Minute)

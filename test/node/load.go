@@ -28,6 +28,7 @@ type Herd struct {
 	client  *http.Client
 	wg      sync.WaitGroup
 	stop    chan struct{}
+	began   time.Time
 	stopped sync.Once
 
 	mu       sync.Mutex
@@ -51,6 +52,7 @@ type visitor struct {
 func (h *Herd) Start(ctx context.Context) {
 	h.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
 	h.stop = make(chan struct{})
+	h.began = time.Now()
 	gap := time.Second / time.Duration(max(1, h.PerSecond))
 	h.wg.Go(func() {
 		t := time.NewTicker(gap)
@@ -83,7 +85,8 @@ func (h *Herd) fail(format string, a ...any) {
 	h.mu2.Lock()
 	defer h.mu2.Unlock()
 	if len(h.failures) < 8 {
-		h.failures = append(h.failures, fmt.Sprintf(format, a...))
+		// When, in the herd's time, so that a failure can be set against the drill's fault.
+		h.failures = append(h.failures, fmt.Sprintf("at %s: ", time.Since(h.began).Round(10*time.Millisecond))+fmt.Sprintf(format, a...))
 	}
 }
 
@@ -190,7 +193,7 @@ func (h *Herd) order(ctx context.Context, jar http.CookieJar, v *visitor, pass s
 		if i > 0 && !h.sleep(ctx, h.OrderGap) {
 			return
 		}
-		code, _, _, err := h.call(ctx, jar, http.MethodPost, h.OrderPath, pass)
+		code, a, _, err := h.call(ctx, jar, http.MethodPost, h.OrderPath, pass)
 		h.mu.Lock()
 		if err == nil && code == http.StatusOK {
 			v.ordersOK++
@@ -201,7 +204,7 @@ func (h *Herd) order(ctx context.Context, jar http.CookieJar, v *visitor, pass s
 		if err != nil {
 			h.fail("order: %v", err)
 		} else if code != http.StatusOK {
-			h.fail("order: %d", code)
+			h.fail("order: %d %s", code, a.Error)
 		}
 	}
 }
