@@ -261,22 +261,9 @@ func run(ctx context.Context, once bool, visitors int) error {
 	say("Plan: %s", plan)
 
 	say("Sending a herd of %d visitors at once: enter, poll as told, order with the pass", visitors)
-	reset, err := http.Post(backend+"/reset", "", nil)
-	if err != nil {
+	if _, err := sendHerd(ctx, proxy, backend, visitors); err != nil {
 		return err
 	}
-	reset.Body.Close()
-	results := herd.Run(ctx, herd.Scenario{Name: "Demo herd", Visitors: visitors, Target: proxy, OrderPath: "/api/v1/orders", GiveUp: 5 * time.Minute})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	stats, err := backendStats(backend)
-	if err != nil {
-		return err
-	}
-	fmt.Println()
-	herd.Summary(os.Stdout, herd.RunResult{RunSpec: herd.RunSpec{Test: "demo", Visitors: visitors, Batch: 14}, Visitors: results, Backend: stats})
-	fmt.Println()
 	if out, err = d.kubectl("get", "wq"); err == nil {
 		fmt.Print(out)
 	}
@@ -328,6 +315,28 @@ func waitFor(ctx context.Context, what string, ok func() bool) error {
 		}
 	}
 	return nil
+}
+
+// sendHerd resets the orders service at backend, sends visitors through the proxy at once and prints
+// the results table.
+func sendHerd(ctx context.Context, proxy, backend string, visitors int) (herd.Results, error) {
+	reset, err := http.Post(backend+"/reset", "", nil)
+	if err != nil {
+		return herd.Results{}, err
+	}
+	_ = reset.Body.Close()
+	results := herd.Run(ctx, herd.Scenario{Name: "Demo herd", Visitors: visitors, Target: proxy, OrderPath: "/api/v1/orders", GiveUp: 5 * time.Minute})
+	if err := ctx.Err(); err != nil {
+		return results, err
+	}
+	stats, err := backendStats(backend)
+	if err != nil {
+		return results, err
+	}
+	fmt.Println()
+	herd.Summary(os.Stdout, herd.RunResult{RunSpec: herd.RunSpec{Test: "demo", Visitors: visitors, Batch: 14}, Visitors: results, Backend: stats})
+	fmt.Println()
+	return results, nil
 }
 
 func backendStats(url string) (herd.BackendStats, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -58,22 +57,10 @@ func runOnNode(ctx context.Context, once bool, visitors int) error {
 	proxy, backend := "http://"+proxyIP, "http://"+ordersIP+":8080"
 
 	say("Sending a herd of %d visitors at once through the proxy's Service %s: enter, poll as told, order with the pass", visitors, proxy)
-	reset, err := http.Post(backend+"/reset", "", nil)
+	results, err := sendHerd(ctx, proxy, backend, visitors)
 	if err != nil {
 		return err
 	}
-	_ = reset.Body.Close()
-	results := herd.Run(ctx, herd.Scenario{Name: "Demo herd", Visitors: visitors, Target: proxy, OrderPath: "/api/v1/orders", GiveUp: 5 * time.Minute})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	stats, err := backendStats(backend)
-	if err != nil {
-		return err
-	}
-	fmt.Println()
-	herd.Summary(os.Stdout, herd.RunResult{RunSpec: herd.RunSpec{Test: "demo", Visitors: visitors, Batch: 14}, Visitors: results, Backend: stats})
-	fmt.Println()
 	if err := show(ctx, c); err != nil {
 		return err
 	}

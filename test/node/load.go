@@ -41,11 +41,10 @@ type Herd struct {
 }
 
 type visitor struct {
-	entered    bool
-	admittedAt time.Time
-	passes     int
-	ordersOK   int
-	ordersBad  int
+	entered, admitted bool
+	admittedAt        time.Time
+	ordersOK          int
+	ordersBad         int
 }
 
 // Start lets the herd loose until Stop.
@@ -151,7 +150,7 @@ func (h *Herd) visit(ctx context.Context, v *visitor) {
 		switch {
 		case code == http.StatusOK && a.Admitted:
 			h.mu.Lock()
-			v.entered, v.passes, v.admittedAt = true, v.passes+1, time.Now()
+			v.entered, v.admitted, v.admittedAt = true, true, time.Now()
 			h.mu.Unlock()
 			h.order(ctx, jar, v, a.Pass)
 			return
@@ -224,8 +223,8 @@ type Counts struct {
 	Failures                                                          []string
 }
 
-// Counts tallies the visitors; engineAdmitted is what the engine admitted over the same visitors
-// (negative when unknown).
+// Counts tallies the visitors; engineAdmitted is what the engine admitted over the visitors admitted
+// from admittedAfter on.
 func (h *Herd) Counts(engineAdmitted int64, admittedAfter time.Time) Counts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -238,11 +237,8 @@ func (h *Herd) Counts(engineAdmitted int64, admittedAfter time.Time) Counts {
 		if v.entered {
 			c.Entered++
 		}
-		if v.passes > 0 {
+		if v.admitted {
 			c.Admitted++
-			if v.passes > 1 {
-				c.AdmittedTwice += v.passes - 1
-			}
 			if !v.admittedAt.Before(admittedAfter) {
 				seen++
 			}
@@ -252,8 +248,9 @@ func (h *Herd) Counts(engineAdmitted int64, admittedAfter time.Time) Counts {
 		c.OrdersOK += v.ordersOK
 		c.OrdersFailed += v.ordersBad
 	}
-	if engineAdmitted >= 0 && engineAdmitted > int64(seen) {
-		c.AdmittedTwice += int(engineAdmitted) - seen
+	// A visitor stops at its first pass, so a second admission shows only in the engine's count.
+	if engineAdmitted > int64(seen) {
+		c.AdmittedTwice = int(engineAdmitted) - seen
 	}
 	h.mu2.Lock()
 	c.Failures = append([]string(nil), h.failures...)
