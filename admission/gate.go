@@ -291,7 +291,7 @@ func routeClassOf(cfg *Config, x exchange, canonical string) string {
 			anyMethod = true // which one a framework reads is its business: judge them all
 		}
 	}
-	if q := x.RawQuery(); q != "" && strings.Contains(strings.ToLower(q), "_method") {
+	if q := x.RawQuery(); q != "" && containsFold(q, "_method") {
 		values, err := url.ParseQuery(q)
 		if err != nil {
 			anyMethod = true
@@ -306,7 +306,7 @@ func routeClassOf(cfg *Config, x exchange, canonical string) string {
 			}
 		}
 	}
-	if ct := strings.ToLower(x.Header("Content-Type")); strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "multipart/form-data") {
+	if ct := x.Header("Content-Type"); hasPrefixFold(ct, "application/x-www-form-urlencoded") || hasPrefixFold(ct, "multipart/form-data") {
 		anyMethod = true
 	}
 	if anyMethod {
@@ -317,6 +317,21 @@ func routeClassOf(cfg *Config, x exchange, canonical string) string {
 		}
 	}
 	return "open"
+}
+
+// hasPrefixFold and containsFold compare ASCII without regard to case and without a lower-cased copy:
+// they run on every request to an open route.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // routeClass is "protected" when a protected route matches the method and normalised path.
