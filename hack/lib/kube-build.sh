@@ -23,11 +23,11 @@ prepare_kube_module() {
   local staging
   staging="$(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "${upstream_mod}")"
   [[ -n "${staging}" ]] || die "found no staging replacements in k8s.io/kubernetes@v${KUBE_VERSION}'s go.mod"
-  local args=()
+  local args=() m
   for m in ${staging}; do args+=("-replace=${m}=${m}@${staging_version}"); done
   go mod edit "${args[@]}" "-require=k8s.io/kubernetes@v${KUBE_VERSION}"
   log "resolving dependencies ($(wc -w <<<"${staging}") staging modules pinned to ${staging_version})"
-  local pkgs=()
+  local pkgs=() name
   for name in "${KUBE_COMMANDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/${name}@v${KUBE_VERSION}"); done
   go get "${pkgs[@]}" >"${kube_mod}/get.log" 2>&1 \
     || { cat "${kube_mod}/get.log" >&2; die "resolving k8s.io/kubernetes commands failed"; }
