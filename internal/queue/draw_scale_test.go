@@ -58,6 +58,12 @@ func measureDraw(tb testing.TB, q *Queue, poller *Queue, seed []byte, pollers []
 		}
 		m.calls++
 	}
+	start := time.Now()
+	opensAt := time.UnixMilli(start.UnixMilli())
+	var st DrawState
+	timed(nil, func() (err error) { st, err = q.BeginDraw(ctx, opensAt, PhaseOpen); return err })
+	// The poller starts once the draw has begun: a newcomer entering before would take a pre-queue
+	// place and be drawn too.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -82,10 +88,6 @@ func measureDraw(tb testing.TB, q *Queue, poller *Queue, seed []byte, pollers []
 		}
 	})
 
-	start := time.Now()
-	opensAt := time.UnixMilli(start.UnixMilli())
-	var st DrawState
-	timed(nil, func() (err error) { st, err = q.BeginDraw(ctx, opensAt, PhaseOpen); return err })
 	var arrivals []int64
 	for after := int64(0); ; {
 		var page []int64
