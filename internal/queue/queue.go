@@ -156,7 +156,17 @@ const (
 	// RateLimited: the visitor's client took its burst of places and has not earned another yet;
 	// Position.RetryAfter says when it will. Only EnterFrom answers it, and nothing was taken.
 	RateLimited
+	// TokenSpent: a single-use token of the entry (EntryLimit.SingleUse) entered another visitor
+	// already; Position.Token is its index. Only EnterFrom answers it, and nothing was taken.
+	TokenSpent
 )
+
+// SingleUse is a token that enters one visitor only: the first that presents it, until Until. ID
+// names it in Redis (lower-case hex, such as a hash of the token; at most 64 characters).
+type SingleUse struct {
+	ID    string
+	Until time.Time
+}
 
 // EntryLimit bounds the places one client takes: a token bucket of Burst places per Client that
 // refills at PerMinute, kept in Redis beside the queue, so every proxy replica shares it. Only a new
@@ -166,6 +176,9 @@ type EntryLimit struct {
 	Client string
 	// Burst is how many places a client takes at once; PerMinute how many it earns back a minute.
 	Burst, PerMinute int
+	// SingleUse are the entry's single-use tokens (an invitation, a proof of work): checked and
+	// bound to the visitor in the same call, whether or not a client limit applies.
+	SingleUse []SingleUse
 }
 
 func (l EntryLimit) active() bool { return l.Client != "" && l.Burst > 0 && l.PerMinute > 0 }
@@ -186,6 +199,8 @@ func (s State) String() string {
 		return "Drawing"
 	case RateLimited:
 		return "RateLimited"
+	case TokenSpent:
+		return "TokenSpent"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
@@ -206,6 +221,8 @@ type Position struct {
 	Now time.Time
 	// RetryAfter is how long until the visitor's client earns a place again, when RateLimited.
 	RetryAfter time.Duration
+	// Token is the index in EntryLimit.SingleUse of the token another visitor spent, when TokenSpent.
+	Token int
 	// PreviousPoll is when the visitor last entered or polled before this Status call, when Waiting;
 	// zero when unknown. The proxy refuses polls that come sooner than it allowed. Also set when
 	// PreQueued or Drawing.
@@ -228,6 +245,11 @@ func (q *Queue) Enter(ctx context.Context, visitor string, abandonAfter time.Dur
 func (q *Queue) EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit EntryLimit) (Position, error) {
 	if limit.active() && !validClient(limit.Client) {
 		return Position{}, fmt.Errorf("entering queue %s: client %q is not an address prefix", q.prefix, limit.Client)
+	}
+	for _, t := range limit.SingleUse {
+		if !validTokenID(t.ID) {
+			return Position{}, fmt.Errorf("entering queue %s: single-use token %q is not lower-case hex of at most 64 characters", q.prefix, t.ID)
+		}
 	}
 	p, err := q.visitorCall(ctx, opEnter, visitor, abandonAfter, limit)
 	if err != nil {
@@ -269,8 +291,8 @@ func (q *Queue) keysFor(o visitorOp) []string {
 }
 
 // argsFor is the script's arguments: for status the visitors, for enter the entry limit and each
-// visitor with its client ("" when unlimited).
-func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors, clients []string) []any {
+// visitor with its client ("" when unlimited) and its single-use tokens ("" when none).
+func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors, clients, tokens []string) []any {
 	if o != opEnter {
 		args := make([]any, 0, 2+len(visitors))
 		args = append(args, q.prefix, abandon)
@@ -279,21 +301,54 @@ func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors, 
 		}
 		return args
 	}
-	args := make([]any, 0, 4+2*len(visitors))
+	args := make([]any, 0, 4+3*len(visitors))
 	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute)
 	for i, v := range visitors {
-		client := ""
+		client, token := "", ""
 		if clients != nil {
 			client = clients[i]
 		}
-		args = append(args, v, client)
+		if tokens != nil {
+			token = tokens[i]
+		}
+		args = append(args, v, client, token)
 	}
 	return args
 }
 
+// tokenArg is the script's form of an entry's single-use tokens: "id:untilMs" separated by spaces.
+func tokenArg(tokens []SingleUse) string {
+	if len(tokens) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, t := range tokens {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.ID)
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatInt(t.Until.UnixMilli(), 10))
+	}
+	return b.String()
+}
+
+// validTokenID: a token ID is lower-case hex, so that nothing else reaches a key.
+func validTokenID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !strings.ContainsRune("0123456789abcdef", rune(id[i])) {
+			return false
+		}
+	}
+	return true
+}
+
 // runVisitors runs op for visitors in one script call.
-func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors, clients []string) *redis.Cmd {
-	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(o, abandon, limit, visitors, clients)...)
+func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors, clients, tokens []string) *redis.Cmd {
+	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(o, abandon, limit, visitors, clients, tokens)...)
 }
 
 // validClient: a client name is an address prefix, as the proxy writes it, and nothing else reaches a key.
@@ -315,7 +370,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		return Position{}, err
 	}
 	if !limit.active() {
-		limit = EntryLimit{}
+		limit = EntryLimit{SingleUse: limit.SingleUse}
 	}
 	var reply []int64
 	if q.store != nil {
@@ -325,7 +380,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		}
 		reply = r
 	} else {
-		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []string{limit.Client}).Result()
+		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []string{limit.Client}, []string{tokenArg(limit.SingleUse)}).Result()
 		if err != nil {
 			return Position{}, err
 		}
@@ -383,6 +438,11 @@ func decodePosition(res []int64) (Position, error) {
 			return bad()
 		}
 		return Position{State: RateLimited, RetryAfter: time.Duration(res[1]) * time.Millisecond, Now: time.UnixMilli(res[2])}, nil
+	case TokenSpent:
+		if len(res) != 3 || res[1] < 1 {
+			return bad()
+		}
+		return Position{State: TokenSpent, Token: int(res[1] - 1), Now: time.UnixMilli(res[2])}, nil
 	}
 	return bad()
 }

@@ -9,12 +9,14 @@
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
 -- arrival sequence), KEYS[7] draw state hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
--- (0: no limit), ARGV[5..] each visitor followed by its client ("" for none)
+-- (0: no limit), ARGV[5..] each visitor followed by its client ("" for none) and its single-use
+-- tokens ("id:untilMs" separated by spaces, "" for none)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
 -- {2, position, depth, now} for one waiting with its place known, {3, phase, now} for one turned
 -- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
--- place left to take (nothing was taken).
+-- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
+-- (1-based index in its list) that another visitor entered with (nothing was taken).
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local stem = seen_stem(prefix)
@@ -87,7 +89,36 @@ local function take_place(client)
   return nil
 end
 
-local function enter(visitor, client)
+-- spend_tokens binds each single-use token to the first visitor that enters with it, until the
+-- token's own expiry; the same visitor may present it again (enter is idempotent), another may not.
+-- Returns the index of a token spent by someone else, after binding nothing.
+local function spend_tokens(visitor, tokens)
+  if tokens == '' then
+    return nil
+  end
+  local fresh, i = {}, 0
+  for id, until_ms in string.gmatch(tokens, '([0-9a-f]+):([0-9]+)') do
+    i = i + 1
+    local key = prefix .. ':u:' .. id
+    local owner = redis.call('GET', key)
+    if owner and owner ~= visitor then
+      return i
+    end
+    if not owner then
+      fresh[#fresh + 1] = {key, until_ms}
+    end
+  end
+  for _, t in ipairs(fresh) do
+    redis.call('SET', t[1], visitor, 'PXAT', t[2])
+  end
+  return nil
+end
+
+local function enter(visitor, client, tokens)
+  local spent = spend_tokens(visitor, tokens)
+  if spent then
+    return '7', int(spent), now_s
+  end
   local nb, exp = read_pass(prefix, visitor, now_s)
   if nb then
     return '1', nb, exp, now_s
@@ -156,8 +187,8 @@ local function enter(visitor, client)
 end
 
 local parts, n = {}, 0
-for i = 5, #ARGV, 2 do
-  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1]))
+for i = 5, #ARGV, 3 do
+  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2]))
 end
 if claimed > 0 then
   redis.call('HSET', KEYS[3], 'instant', budget[1] .. ':' .. int(budget[2]) .. ':' .. int(budget[3]))
