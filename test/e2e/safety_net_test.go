@@ -146,6 +146,8 @@ func TestTheSafetyNet(t *testing.T) {
 		// 150 entries a second over both replicas, against 140 admissions a second.
 		ctx, cancel := context.WithCancel(context.Background())
 		var sent atomic.Int64
+		// wg holds the workers and every entry they started: the replicas stop only after the last
+		// answer, so that no entry meets a server shutting down.
 		var wg sync.WaitGroup
 		for w := range 6 {
 			wg.Go(func() {
@@ -157,7 +159,7 @@ func TestTheSafetyNet(t *testing.T) {
 						return
 					case <-tick.C:
 						n := sent.Add(1)
-						go s.enter(t, w%2, fmt.Sprintf("steady-%06d", n))
+						wg.Go(func() { s.enter(t, w%2, fmt.Sprintf("steady-%06d", n)) })
 					}
 				}
 			})
