@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/herdgate/herdgate/admission/pass"
@@ -52,11 +53,37 @@ type Config struct {
 	// names the client (see client.go).
 	Entry          *settings.EntryLimit
 	TrustedProxies []netip.Prefix
+	// Invitation, ProofOfWork and External, when set, are what an entry must bring (invitation.go,
+	// challenge.go); Bypass the rules that need no pass (bypass.go).
+	Invitation  *invitationCheck
+	ProofOfWork *proofOfWork
+	External    *externalChallenge
+	Bypass      []bypassRule
+	// bypassHeaders are the bypass rules' headers, which never reach the upstream.
+	bypassHeaders []string
+}
+
+// SecretValues reads the copy of a value a spec field refers to, by its key in the queue's Secret
+// (herdgatev1alpha1.SecretRefKey); the proxy finds it beside the HMAC key in its mount.
+type SecretValues func(key string) ([]byte, error)
+
+// SecretFiles reads values from the files of dir, as mounted from the queue's Secret.
+func SecretFiles(dir string) SecretValues {
+	return func(key string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(dir, key))
+	}
 }
 
 // NewConfig builds the proxy's config from a WaitingQueue and its HMAC key with settings.Derive, the
-// checks the manager runs too; an error names the field.
+// checks the manager runs too; an error names the field. A queue whose fields refer to Secrets needs
+// NewConfigWithSecrets.
 func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, error) {
+	return NewConfigWithSecrets(wq, hmacKey, nil)
+}
+
+// NewConfigWithSecrets is NewConfig for a queue whose fields refer to Secret values, read with
+// values; an error names the field whose value is missing or unfit.
+func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, values SecretValues) (*Config, error) {
 	s, err := settings.Derive(wq)
 	if err != nil {
 		return nil, err
@@ -80,7 +107,57 @@ func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, erro
 	if s.Admits() {
 		c.Plan = s.Effective
 	}
+	if err := c.applyEdge(s, hmacKey, values); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// applyEdge fills the entry's checks and the bypass rules, reading the values they refer to.
+func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretValues) error {
+	read := func(ref settings.SecretRef, least int) ([]byte, error) {
+		if values == nil {
+			return nil, fmt.Errorf("%s: Secret %s key %s: no Secret values to read", ref.Field, ref.Name, ref.Key)
+		}
+		v, err := values(herdgatev1alpha1.SecretRefKey(ref.Name, ref.Key))
+		if err != nil {
+			return nil, fmt.Errorf("%s: Secret %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
+		}
+		if len(v) < least {
+			return nil, fmt.Errorf("%s: Secret %s key %s holds %d bytes, at least %d required", ref.Field, ref.Name, ref.Key, len(v), least)
+		}
+		return v, nil
+	}
+	if inv := s.Invitation; inv != nil {
+		key, err := read(inv.Key, minInvitationKey)
+		if err != nil {
+			return err
+		}
+		c.Invitation = &invitationCheck{key: key, audience: s.Namespace + "/" + s.Name, singleUse: inv.SingleUse}
+	}
+	if pow := s.ProofOfWork; pow != nil {
+		c.ProofOfWork = newProofOfWork(*pow, hmacKey, s.Namespace+"/"+s.Name)
+	}
+	if ext := s.External; ext != nil {
+		secret, err := read(ext.Secret, 1)
+		if err != nil {
+			return err
+		}
+		c.External = &externalChallenge{verifyURL: ext.VerifyURL, secret: string(secret), timeout: ext.Timeout}
+	}
+	for _, b := range s.Bypass {
+		rule := bypassRule{name: b.Name, cidrs: b.CIDRs, header: b.Header, path: b.Path}
+		if b.Header != "" {
+			v, err := read(b.HeaderValue, minBypassValue)
+			if err != nil {
+				return err
+			}
+			rule.value = v
+			c.bypassHeaders = append(c.bypassHeaders, b.Header)
+		}
+		c.Bypass = append(c.Bypass, rule)
+	}
+	return nil
 }
 
 // FileConfig is the proxy's config file: the WaitingQueue as it would be applied, the Redis URL and
@@ -92,6 +169,26 @@ type FileConfig struct {
 	RedisURL string `json:"redisURL"`
 	// HMACKey is the base64 key (at least 32 bytes) that signs passes; the scheduler does not need it.
 	HMACKey string `json:"hmacKey"`
+	// Secrets are the values the queue's fields refer to (spec.entry.invitation.keySecretRef and
+	// the like), by Secret name and key, as in a Secret's stringData.
+	Secrets map[string]map[string]string `json:"secrets,omitempty"`
+}
+
+// values reads the file's Secrets as the proxy reads its mount.
+func (fc *FileConfig) values() SecretValues {
+	byKey := map[string][]byte{}
+	for name, keys := range fc.Secrets {
+		for key, v := range keys {
+			byKey[herdgatev1alpha1.SecretRefKey(name, key)] = []byte(v)
+		}
+	}
+	return func(key string) ([]byte, error) {
+		v, ok := byKey[key]
+		if !ok {
+			return nil, errors.New("not in the config file's secrets")
+		}
+		return v, nil
+	}
 }
 
 // LoadFile reads and checks a config file. Errors name the file and the field.
@@ -114,7 +211,7 @@ func LoadFile(path string) (*Config, string, error) {
 	if len(key) < 32 {
 		return nil, "", fmt.Errorf("%s: hmacKey: %d bytes, at least 32 required", path, len(key))
 	}
-	cfg, err := NewConfig(&fc.WaitingQueue, key)
+	cfg, err := NewConfigWithSecrets(&fc.WaitingQueue, key, fc.values())
 	if err != nil {
 		if errors.As(err, new(*settings.FieldError)) {
 			return nil, "", fmt.Errorf("%s: waitingQueue.%w", path, err)

@@ -44,6 +44,11 @@ func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
 			return
 		}
 		p.serveEnterOrStatus(x, cfg, false)
+	case reservedPrefix + "/challenge":
+		if !allow(x, http.MethodGet) {
+			return
+		}
+		p.serveChallenge(x, cfg)
 	case reservedPrefix:
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
@@ -143,7 +148,15 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		return
 	}
 	if enter {
-		pos, err = p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, p.entryLimit(x, cfg))
+		limit := p.entryLimit(x, cfg)
+		tokens, refused := p.checkEntry(x, cfg, visitor)
+		if refused != nil {
+			p.metrics.requests.WithLabelValues(class, refused.body.Error).Inc()
+			replyJSON(x, refused.status, refused.body)
+			return
+		}
+		limit.SingleUse = tokens
+		pos, err = p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, limit)
 	} else {
 		pos, err = p.q.Status(x.Context(), visitor, r.abandonAfter)
 	}
@@ -180,6 +193,17 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		}
 	}
 	switch pos.State {
+	case queue.TokenSpent:
+		// A single-use invitation or a solution that entered another visitor already.
+		body := errorBody{Error: "invitation_used", Message: "the invitation entered another visitor already", Header: InvitationHeader}
+		if pos.Token >= p.invitationTokens(cfg) {
+			body = errorBody{Error: "challenge_reused", Message: "the solution entered another visitor already; solve a new challenge", Header: ProofHeader}
+			if cfg.External != nil {
+				body.Header = ChallengeResponseHeader
+			}
+		}
+		p.metrics.requests.WithLabelValues(class, body.Error).Inc()
+		replyJSON(x, http.StatusConflict, body)
 	case queue.RateLimited:
 		// The client took its burst of places: it may come back when it has earned one.
 		p.metrics.requests.WithLabelValues(class, "rate_limited").Inc()
@@ -301,3 +325,54 @@ func (p *Proxy) spread(d time.Duration) time.Duration {
 type zeroRand struct{}
 
 func (zeroRand) Float64() float64 { return 0 }
+
+// checkEntry runs the entry's checks the queue configures, before the engine is asked: the
+// invitation, then the challenge. It returns the single-use tokens the engine binds, or the refusal.
+func (p *Proxy) checkEntry(x exchange, cfg *Config, visitor string) ([]queue.SingleUse, *refusal) {
+	var tokens []queue.SingleUse
+	now := p.now()
+	if cfg.Invitation != nil {
+		t, refused := cfg.Invitation.verify(x.Header(InvitationHeader), visitor, now)
+		if refused != nil {
+			return nil, refused
+		}
+		tokens = append(tokens, t...)
+	}
+	switch {
+	case cfg.ProofOfWork != nil:
+		cfg.ProofOfWork.rate.add(now)
+		t, refused := cfg.ProofOfWork.verify(x.Header(ProofHeader), now)
+		if refused != nil {
+			return nil, refused
+		}
+		tokens = append(tokens, t...)
+	case cfg.External != nil:
+		t, refused := cfg.External.verify(p.verifier, x.Header(ChallengeResponseHeader), forwardedClient(x, cfg), now)
+		if refused != nil {
+			return nil, refused
+		}
+		tokens = append(tokens, t...)
+	}
+	return tokens, nil
+}
+
+// invitationTokens is how many of an entry's single-use tokens come from its invitation.
+func (p *Proxy) invitationTokens(cfg *Config) int {
+	if cfg.Invitation != nil && cfg.Invitation.singleUse {
+		return 1
+	}
+	return 0
+}
+
+// serveChallenge answers GET /.herdgate/challenge with a fresh proof-of-work challenge.
+func (p *Proxy) serveChallenge(x exchange, cfg *Config) {
+	if cfg.ProofOfWork == nil {
+		p.metrics.requests.WithLabelValues("challenge", "not_found").Inc()
+		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_challenge", Message: "this queue asks no proof of work"})
+		return
+	}
+	c := cfg.ProofOfWork.issue(p.now())
+	p.metrics.difficulty.Set(float64(c.Difficulty))
+	p.metrics.requests.WithLabelValues("challenge", "issued").Inc()
+	replyJSON(x, http.StatusOK, c)
+}

@@ -27,6 +27,8 @@ type forwarding struct {
 	// ForwardedFor, ForwardedHost and ForwardedProto are the X-Forwarded-* headers: the visitor's
 	// address, the Host it asked for, and whether it came over TLS.
 	ForwardedFor, ForwardedHost, ForwardedProto string
+	// Strip are the bypass rules' headers, whose secret values never reach the upstream.
+	Strip []string
 }
 
 // inbound is what the forwarding policy needs of the visitor's request.
@@ -46,6 +48,7 @@ func forwardingOf(cfg *Config, in inbound) forwarding {
 		Host:          up.Host,
 		ForwardedFor:  in.clientIP,
 		ForwardedHost: in.host,
+		Strip:         cfg.bypassHeaders,
 	}
 	f.EscapedPath = escapedPath(f.Path)
 	f.ForwardedProto = "http"
@@ -84,6 +87,9 @@ func (f forwarding) apply(h outboundHeader) {
 	h.DelCookie(PassCookie)
 	h.DelCookie(VisitorCookie)
 	h.Del("Forwarded")
+	for _, name := range f.Strip {
+		h.Del(name)
+	}
 	h.Set("X-Forwarded-For", f.ForwardedFor)
 	h.Set("X-Forwarded-Host", f.ForwardedHost)
 	h.Set("X-Forwarded-Proto", f.ForwardedProto)

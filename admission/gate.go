@@ -89,6 +89,8 @@ type Proxy struct {
 	redisRetryAt atomic.Int64
 	state        configState
 	sessions     *sessions
+	// verifier calls an external challenge's provider.
+	verifier *http.Client
 }
 
 // NewProxy serves cfg's queue, stored in store.
@@ -115,7 +117,7 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: newSessions()}
+		sessions: newSessions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now
@@ -241,6 +243,12 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 	}
 	d = decision{canonical: canonical, class: routeClassOf(cfg, x, canonical)}
 	if d.class == "protected" {
+		if rule := p.bypass(x, cfg, canonical); rule != "" {
+			// A bypass lane: no pass, no queue, whatever the mode.
+			p.metrics.bypassed.WithLabelValues(rule).Inc()
+			d.class = "bypass"
+			return d, true
+		}
 		if !p.admit(x, cfg, &d) {
 			return d, false
 		}

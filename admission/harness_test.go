@@ -77,6 +77,18 @@ func testQueue(upstream string) *herdgatev1alpha1.WaitingQueue {
 
 func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harness {
 	t.Helper()
+	return newHarnessWith(t, harnessOptions{}, change)
+}
+
+// harnessOptions are what some tests give the harness's proxy beyond the queue: the Secret values its
+// fields refer to (by Secret name and key) and a clock.
+type harnessOptions struct {
+	secrets map[string]map[string]string
+	now     func() time.Time
+}
+
+func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1alpha1.WaitingQueue)) *harness {
+	t.Helper()
 	h := &harness{t: t, redis: testenv.StartRedis(t), upstream: &recorder{}, key: make([]byte, 32)}
 	_, _ = rand.Read(h.key)
 	up := httptest.NewServer(h.upstream)
@@ -85,7 +97,8 @@ func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harn
 	if change != nil {
 		change(h.wq)
 	}
-	cfg, err := NewConfig(h.wq, h.key)
+	fc := FileConfig{Secrets: opts.secrets}
+	cfg, err := NewConfigWithSecrets(h.wq, h.key, fc.values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +112,7 @@ func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harn
 	if h.q, err = h.store.Queue("shop", "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if h.proxy, err = NewProxy(cfg, h.store, Options{Rand: fixedRand(0.5)}); err != nil {
+	if h.proxy, err = NewProxy(cfg, h.store, Options{Rand: fixedRand(0.5), Now: opts.now}); err != nil {
 		t.Fatal(err)
 	}
 	h.server = serveFront(t, h.proxy)

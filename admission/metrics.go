@@ -23,6 +23,10 @@ type metrics struct {
 	configRefusals                  prometheus.Counter
 	// releases counts the sessions this replica ended and told Redis of.
 	releases prometheus.Counter
+	// bypassed counts the requests each bypass rule let through; difficulty is the proof of work's
+	// difficulty of the last challenge issued.
+	bypassed   *prometheus.CounterVec
+	difficulty prometheus.Gauge
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
@@ -70,6 +74,14 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_sessions_released_total",
 			Help: "Sessions the workload ended through this replica (release header or completion route), sent to Redis.",
 		}),
+		bypassed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herdgate_proxy_bypass_requests_total",
+			Help: "Requests to protected routes let through without a pass by a spec.bypass rule, by rule.",
+		}, []string{"rule"}),
+		difficulty: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herdgate_proxy_challenge_difficulty",
+			Help: "Leading zero bits asked by the last proof-of-work challenge this replica issued (raised under load when configured).",
+		}),
 		configRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_config_refusals_total",
 			Help: "WaitingQueue changes that did not make a valid config and were not applied.",
@@ -81,16 +93,22 @@ func newMetrics() *metrics {
 	m.openUpstream = m.upstream.WithLabelValues("open")
 	m.validPasses = m.verifications.WithLabelValues(string(pass.Valid))
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
-		m.configGeneration, m.configRefused, m.configRefusals, m.releases,
+		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // forwarded counts one request forwarded upstream and the time to its response headers.
 func (m *metrics) forwarded(class string, d time.Duration) {
-	if class == "protected" {
+	switch class {
+	case "protected":
 		m.protectedForwarded.Inc()
 		m.protectedUpstream.Observe(d.Seconds())
+		return
+	case "open":
+	default:
+		m.requests.WithLabelValues(class, "forwarded").Inc()
+		m.upstream.WithLabelValues(class).Observe(d.Seconds())
 		return
 	}
 	m.openForwarded.Inc()

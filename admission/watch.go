@@ -1,9 +1,10 @@
 package admission
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"hash"
 	"os"
 	"time"
 
@@ -27,6 +28,9 @@ type WatchOptions struct {
 	// HMACKey returns the queue's HMAC key; it is read again for every config built. KeyFile reads it
 	// from the file the operator's Deployment mounts from the queue's Secret.
 	HMACKey func() ([]byte, error)
+	// Values reads the copies of the Secret values the queue's fields refer to; SecretFiles reads
+	// them from the directory the HMAC key is mounted in. It may be nil for queues that refer to none.
+	Values SecretValues
 	// Apply receives every new valid config, starting with the first.
 	Apply func(*Config)
 	// Refuse receives a WaitingQueue generation that does not make a valid config, and why; the
@@ -117,9 +121,10 @@ type queueWatch struct {
 	opts WatchOptions
 	key  types.NamespacedName
 	read client.Reader
-	// What the config in force was built from.
+	// What the config in force was built from: the WaitingQueue's version and a digest of the key and
+	// the Secret values read.
 	version string
-	hmacKey []byte
+	secrets [sha256.Size]byte
 }
 
 func (w *queueWatch) update(ctx context.Context) {
@@ -131,12 +136,16 @@ func (w *queueWatch) update(ctx context.Context) {
 		return
 	}
 	hmacKey, err := w.opts.HMACKey()
-	if err == nil && w.version == wq.ResourceVersion && bytes.Equal(hmacKey, w.hmacKey) {
-		return // nothing new
-	}
 	var cfg *Config
+	digest := sha256.New()
 	if err == nil {
-		cfg, err = NewConfig(wq, hmacKey)
+		digest.Write(hmacKey)
+		cfg, err = NewConfigWithSecrets(wq, hmacKey, w.recording(digest))
+	}
+	var secrets [sha256.Size]byte
+	digest.Sum(secrets[:0])
+	if err == nil && w.version == wq.ResourceVersion && secrets == w.secrets {
+		return // nothing new
 	}
 	if err != nil {
 		if w.opts.Refuse != nil {
@@ -144,7 +153,26 @@ func (w *queueWatch) update(ctx context.Context) {
 		}
 		return
 	}
-	w.version, w.hmacKey = wq.ResourceVersion, hmacKey
+	w.version, w.secrets = wq.ResourceVersion, secrets
 	w.opts.Log.Info("Applying the WaitingQueue", "generation", wq.Generation)
 	w.opts.Apply(cfg)
+}
+
+// recording reads values through the watch's reader and adds each to digest, so that a changed value
+// makes a new config.
+func (w *queueWatch) recording(digest hash.Hash) SecretValues {
+	if w.opts.Values == nil {
+		return nil
+	}
+	return func(key string) ([]byte, error) {
+		v, err := w.opts.Values(key)
+		if err != nil {
+			return nil, err
+		}
+		digest.Write([]byte(key))
+		digest.Write([]byte{0})
+		digest.Write(v)
+		digest.Write([]byte{0})
+		return v, nil
+	}
 }

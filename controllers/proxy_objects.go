@@ -36,8 +36,9 @@ const (
 	LabelWaitingQueue = "herdgate.io/waitingqueue"
 
 	proxyUID = 65532
-	// keyMountPath is where the proxy container finds the queue's Secret: only its HMAC key is
-	// mounted, so the proxy needs no access to Secrets through the API.
+	// keyMountPath is where the proxy container finds the queue's Secret: only its HMAC key and the
+	// copies of the values the spec refers to are mounted, so the proxy needs no access to Secrets
+	// through the API (and never sees the Redis URL's file or the draw's seed).
 	keyMountPath = "/etc/herdgate/secret"
 )
 
@@ -90,16 +91,22 @@ func proxyRoleBinding(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleBindingAp
 }
 
 // configHash hashes what the proxy reads only at start.
-func configHash(redisURL, image string) string {
+func configHash(redisURL, image string, refKeys []string) string {
 	h := sha256.New()
-	for _, part := range []string{redisURL, image} {
+	for _, part := range append([]string{redisURL, image}, refKeys...) {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) *appsv1ac.DeploymentApplyConfiguration {
+// proxyDeployment is the proxy's Deployment; refKeys are the keys of the queue's Secret that hold
+// copies of values the spec refers to, mounted beside the HMAC key.
+func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string, refKeys []string) *appsv1ac.DeploymentApplyConfiguration {
+	items := []*corev1ac.KeyToPathApplyConfiguration{corev1ac.KeyToPath().WithKey(herdgatev1alpha1.SecretHMACKey).WithPath(herdgatev1alpha1.SecretHMACKey)}
+	for _, k := range refKeys {
+		items = append(items, corev1ac.KeyToPath().WithKey(k).WithPath(k))
+	}
 	probe := func(path string, period int32) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().
 			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("http"))).
@@ -146,7 +153,7 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 					WithMaxSurge(intstr.FromInt32(1)))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(proxyLabels(wq)).
-				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash(redisURL, image)}).
+				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash(redisURL, image, refKeys)}).
 				WithSpec(corev1ac.PodSpec().
 					WithServiceAccountName(wq.ProxyName()).
 					WithSecurityContext(corev1ac.PodSecurityContext().
@@ -164,7 +171,7 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string) 
 						spreadOver("topology.kubernetes.io/zone", proxySelector(wq))).
 					WithVolumes(corev1ac.Volume().WithName("secret").WithSecret(corev1ac.SecretVolumeSource().
 						WithSecretName(wq.SecretName()).
-						WithItems(corev1ac.KeyToPath().WithKey(herdgatev1alpha1.SecretHMACKey).WithPath(herdgatev1alpha1.SecretHMACKey)).
+						WithItems(items...).
 						WithDefaultMode(0o440))).
 					WithContainers(container))))
 }

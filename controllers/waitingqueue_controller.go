@@ -5,6 +5,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -111,11 +112,18 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.setProgrammed(wq, nil, nil)
 		return ctrl.Result{RequeueAfter: failingResync}, r.patchStatus(ctx, before, wq)
 	}
-	seed, applyErr := r.ensureSecret(ctx, wq, redisURL)
+	refs, refErr := r.referencedValues(ctx, wq, s)
+	if refErr != nil && !errors.As(refErr, new(errSecretValue)) {
+		return ctrl.Result{}, fmt.Errorf("reading the Secrets the spec refers to: %w", refErr)
+	}
+	seed, held, applyErr := r.ensureSecret(ctx, wq, redisURL, refs)
 	if applyErr != nil {
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
-	} else if err := r.ensureProxy(ctx, wq, redisURL); err != nil {
+	} else if err := r.ensureProxy(ctx, wq, redisURL, held); err != nil {
 		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)
+	} else if refErr != nil {
+		// The proxies keep the values copied last, or refuse the spec until the value comes.
+		applyErr = refErr
 	}
 	if s.Schedule == nil || seed != nil {
 		// A scheduled queue runs only with the seed of its draw; without the Secret it waits.
@@ -131,6 +139,10 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.setProgrammed(wq, applyErr, snap)
 	if err := r.patchStatus(ctx, before, wq); err != nil {
 		return ctrl.Result{}, err
+	}
+	if errors.As(applyErr, new(errSecretValue)) {
+		// Waiting for a Secret the user makes: looked at again soon, without backoff.
+		return ctrl.Result{RequeueAfter: failingResync}, nil
 	}
 	if applyErr != nil && !apierrors.IsInvalid(applyErr) && !apierrors.IsBadRequest(applyErr) {
 		// Transient (a conflict, a timeout, a missing permission being fixed): retry with backoff.

@@ -610,6 +610,94 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 	})
 
+	It("copies the Secret values the spec refers to for the proxy, and keeps the last copy while one is missing", func() {
+		wq := sampleQueue(mainNamespace, "orders-refs")
+		wq.Spec.Suspend = ptr.To(true)
+		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{
+			KeySecretRef: herdgatev1alpha1.SecretValueRef{Name: "orders-invites", Key: "signing-key"}}}
+		wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "monitor", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Monitor",
+			ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: "orders-monitor", Key: "token"}}}}
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		inviteKey := herdgatev1alpha1.SecretRefKey("orders-invites", "signing-key")
+		monitorKey := herdgatev1alpha1.SecretRefKey("orders-monitor", "token")
+		queueSecret := func() map[string][]byte {
+			GinkgoHelper()
+			s := &corev1.Secret{}
+			Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, s)).To(Succeed())
+			return s.Data
+		}
+		mounted := func() []string {
+			GinkgoHelper()
+			deploy := &appsv1.Deployment{}
+			Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy)).To(Succeed())
+			var keys []string
+			for _, v := range deploy.Spec.Template.Spec.Volumes {
+				if v.Secret != nil {
+					for _, item := range v.Secret.Items {
+						keys = append(keys, item.Key)
+					}
+				}
+			}
+			return keys
+		}
+		programmed := func(g Gomega, status metav1.ConditionStatus, reason, message string) {
+			c := condition(wq, herdgatev1alpha1.ConditionProgrammed)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(status))
+			g.Expect(c.Reason).To(Equal(reason))
+			g.Expect(c.Message).To(ContainSubstring(message))
+		}
+
+		By("naming the field whose Secret does not exist")
+		Eventually(func(g Gomega) {
+			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueMissing,
+				"spec.entry.invitation.keySecretRef: Secret orders-invites does not exist")
+		}, timeout, interval).Should(Succeed())
+		Expect(mounted()).To(Equal([]string{herdgatev1alpha1.SecretHMACKey}), "nothing to mount yet but the pass key")
+
+		By("copying the values once the Secrets exist, and mounting only them beside the key")
+		invites := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mainNamespace, Name: "orders-invites"},
+			StringData: map[string]string{"signing-key": "the site's invitation key, 32 bytes or more"}}
+		Expect(k8sClient.Create(ctx, invites)).To(Succeed())
+		Eventually(func(g Gomega) {
+			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueMissing,
+				`spec.bypass[0].header.valueSecretRef: Secret orders-monitor does not exist`)
+		}, timeout, interval).Should(Succeed())
+		monitor := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mainNamespace, Name: "orders-monitor"},
+			StringData: map[string]string{"token": "a monitor token of 16 bytes or more"}}
+		Expect(k8sClient.Create(ctx, monitor)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, monitor))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			programmed(g, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, "applied")
+		}, timeout, interval).Should(Succeed())
+		Expect(string(queueSecret()[inviteKey])).To(Equal("the site's invitation key, 32 bytes or more"))
+		Expect(string(queueSecret()[monitorKey])).To(Equal("a monitor token of 16 bytes or more"))
+		Expect(mounted()).To(ConsistOf(herdgatev1alpha1.SecretHMACKey, inviteKey, monitorKey))
+		Expect(queueSecret()).To(HaveKey(herdgatev1alpha1.SecretRedisURL), "the Redis URL stays in the Secret, unmounted")
+
+		By("keeping the last copy when a Secret goes away")
+		Expect(k8sClient.Delete(ctx, invites)).To(Succeed())
+		// The manager does not watch Secrets: it notices at its next resync (a minute), or at once
+		// on any change of the queue, as here.
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Annotations = map[string]string{"example.com/touched": "yes"}
+		})
+		Eventually(func(g Gomega) {
+			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueMissing, "Secret orders-invites does not exist")
+		}, timeout, interval).Should(Succeed())
+		Expect(string(queueSecret()[inviteKey])).To(Equal("the site's invitation key, 32 bytes or more"))
+		Expect(mounted()).To(ContainElement(inviteKey))
+
+		By("dropping the copy no field refers to any more")
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Entry = nil })
+		Eventually(func(g Gomega) {
+			programmed(g, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, "applied")
+		}, timeout, interval).Should(Succeed())
+		Expect(queueSecret()).NotTo(HaveKey(inviteKey))
+		Expect(mounted()).To(ConsistOf(herdgatev1alpha1.SecretHMACKey, monitorKey))
+	})
+
 	It("reports an unreachable Redis while other queues keep their exact rate", func() {
 		port, err := testenv.FreePort()
 		Expect(err).NotTo(HaveOccurred())

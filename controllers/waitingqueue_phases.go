@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // errRedisConfig marks a Redis URL that cannot be used; retrying will not help until something changes.
@@ -26,6 +29,48 @@ type errRedisConfig struct{ msg string }
 func (e errRedisConfig) Error() string { return e.msg }
 
 // redisURL is the queue's Redis URL: from spec.redis.secretRef, else the manager's default.
+// errSecretValue is a value the spec refers to that cannot be read: the queue waits for it, keeping
+// the last copy (see ensureSecret).
+type errSecretValue struct{ msg string }
+
+func (e errSecretValue) Error() string { return e.msg }
+
+// referencedValues reads the values the spec refers to, by their keys in the queue's Secret. A value
+// that cannot be read is nil in the map, and the first such is the error, naming its field.
+func (r *WaitingQueueReconciler) referencedValues(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) (map[string][]byte, error) {
+	values := map[string][]byte{}
+	var missing error
+	secrets := map[string]*corev1.Secret{}
+	for _, ref := range s.SecretRefs() {
+		key := herdgatev1alpha1.SecretRefKey(ref.Name, ref.Key)
+		values[key] = nil
+		secret, seen := secrets[ref.Name]
+		if !seen {
+			secret = &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: ref.Name}, secret); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return nil, err
+				}
+				secret = nil
+			}
+			secrets[ref.Name] = secret
+		}
+		switch {
+		case secret == nil:
+			if missing == nil {
+				missing = errSecretValue{fmt.Sprintf("%s: Secret %s does not exist", ref.Field, ref.Name)}
+			}
+		case len(secret.Data[ref.Key]) == 0:
+			if missing == nil {
+				missing = errSecretValue{fmt.Sprintf("%s: Secret %s has no key %q", ref.Field, ref.Name, ref.Key)}
+			}
+		default:
+			values[key] = secret.Data[ref.Key]
+		}
+	}
+	return values, missing
+}
+
 func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) (string, error) {
 	if wq.Spec.Redis == nil {
 		if r.DefaultRedisURL == "" {
@@ -56,7 +101,11 @@ func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alp
 // it keeps the Redis URL current. A scheduled queue's Secret also holds the seed of its draw, which
 // it returns: made once per opening, kept when opensAt moves before the seed was revealed, and made
 // anew for an opensAt after a reveal (a revealed seed would let anyone predict the next draw).
-func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) ([]byte, error) {
+//
+// It also holds the copies of the values the spec refers to (refs, by SecretRefKey; a nil value is
+// one that cannot be read now, whose last copy is kept), and drops copies no field refers to any
+// more. It returns the keys of the copies it holds, which the proxy mounts.
+func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string, refs map[string][]byte) ([]byte, []string, error) {
 	newKey := func() ([]byte, error) {
 		key := make([]byte, 32)
 		_, err := rand.Read(key)
@@ -67,24 +116,25 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 	if apierrors.IsNotFound(err) {
 		key, err := newKey()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: wq.SecretName(), Namespace: wq.Namespace, Labels: proxyLabels(wq)},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{herdgatev1alpha1.SecretHMACKey: key, herdgatev1alpha1.SecretRedisURL: []byte(redisURL)},
 		}
+		held := copyRefs(secret.Data, refs)
 		seed, err := r.drawSeed(wq, secret)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return seed, r.Create(ctx, secret)
+		return seed, held, r.Create(ctx, secret)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	patch := client.MergeFrom(secret.DeepCopy())
 	before := secret.DeepCopy()
@@ -95,14 +145,36 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 	if len(secret.Data[herdgatev1alpha1.SecretHMACKey]) < 32 {
 		// Someone removed the key: a new one is the only way on (existing passes become invalid).
 		if secret.Data[herdgatev1alpha1.SecretHMACKey], err = newKey(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	held := copyRefs(secret.Data, refs)
 	seed, err := r.drawSeed(wq, secret)
 	if err != nil || equality.Semantic.DeepEqual(before.Data, secret.Data) {
-		return seed, err
+		return seed, held, err
 	}
-	return seed, r.Patch(ctx, secret, patch)
+	return seed, held, r.Patch(ctx, secret, patch)
+}
+
+// copyRefs puts the values the spec refers to into data, keeps the last copy of one that cannot be
+// read now, drops copies of values no field refers to, and returns the keys of the copies held.
+func copyRefs(data map[string][]byte, refs map[string][]byte) []string {
+	for k := range data {
+		if _, wanted := refs[k]; strings.HasPrefix(k, herdgatev1alpha1.SecretRefKeyPrefix) && !wanted {
+			delete(data, k)
+		}
+	}
+	var held []string
+	for k, v := range refs {
+		if v != nil {
+			data[k] = v
+		}
+		if _, ok := data[k]; ok {
+			held = append(held, k)
+		}
+	}
+	slices.Sort(held)
+	return held
 }
 
 // drawSeed puts the seed of the queue's next draw in secret.Data and returns it; nil without a
@@ -134,12 +206,12 @@ func (r *WaitingQueueReconciler) drawSeed(wq *herdgatev1alpha1.WaitingQueue, sec
 
 // ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service, and its
 // PodDisruptionBudget while it runs more than one replica.
-func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string) error {
+func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string, refKeys []string) error {
 	objs := []runtime.ApplyConfiguration{
 		proxyServiceAccount(wq),
 		proxyRole(wq),
 		proxyRoleBinding(wq),
-		proxyDeployment(wq, r.ProxyImage, redisURL),
+		proxyDeployment(wq, r.ProxyImage, redisURL, refKeys),
 		proxyService(wq),
 	}
 	if wq.Spec.EffectiveProxyReplicas() > 1 {

@@ -62,7 +62,11 @@ func setPlanStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
 func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue, applyErr error, snap *scheduler.Snapshot) {
 	const programmed = herdgatev1alpha1.ConditionProgrammed
 	if applyErr != nil {
-		r.setCondition(wq, programmed, metav1.ConditionFalse, herdgatev1alpha1.ReasonApplyFailed, truncate(applyErr.Error()))
+		reason := herdgatev1alpha1.ReasonApplyFailed
+		if errors.As(applyErr, new(errSecretValue)) {
+			reason = herdgatev1alpha1.ReasonSecretValueMissing
+		}
+		r.setCondition(wq, programmed, metav1.ConditionFalse, reason, truncate(applyErr.Error()))
 		return
 	}
 	if snap == nil {

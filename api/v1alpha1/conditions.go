@@ -47,6 +47,9 @@ const (
 	ReasonNotAccepted        = "NotAccepted"
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonProxyRefusedConfig = "ProxyRefusedConfig"
+	// ReasonSecretValueMissing: a Secret or key the spec refers to cannot be read; the proxies keep
+	// the value copied last, or refuse the spec until it comes.
+	ReasonSecretValueMissing = "SecretValueMissing"
 	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.
 	ReasonTickLimited = "TickLimited"
 	// Reasons of the Open condition: the room's phase.

@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // The objects the operator runs for a WaitingQueue are named after it; the admission proxy finds its
 // Secret by the same rule.
 
@@ -11,6 +16,17 @@ func (wq *WaitingQueue) ProxyName() string { return wq.Name + "-herdgate-proxy" 
 
 // ServiceName is the Service that visitors reach the waiting room through.
 func (wq *WaitingQueue) ServiceName() string { return wq.Name + "-herdgate" }
+
+// SecretRefKey is the key of the per-queue Secret that holds the copy of the value a spec field
+// refers to (a SecretValueRef): "ref-" and a hash of the Secret's name and key, which always makes a
+// valid key of bounded length.
+func SecretRefKey(name, key string) string {
+	sum := sha256.Sum256([]byte(name + "/" + key))
+	return SecretRefKeyPrefix + hex.EncodeToString(sum[:10])
+}
+
+// SecretRefKeyPrefix starts every key of the per-queue Secret that SecretRefKey makes.
+const SecretRefKeyPrefix = "ref-"
 
 // Keys of the per-queue Secret.
 const (

@@ -103,6 +103,91 @@ var _ = Describe("The API server and the proxy's checks", func() {
 			Expect(accepted).To(Equal(contains(valid, u)), "upstream URL %q: both accepted it: %v", u, accepted)
 		}
 	})
+
+	It("agree on the entry's invitation, challenge and the bypass rules", func() {
+		ref := func(name, key string) herdgatev1alpha1.SecretValueRef {
+			return herdgatev1alpha1.SecretValueRef{Name: name, Key: key}
+		}
+		cases := []struct {
+			what   string
+			mutate func(*herdgatev1alpha1.WaitingQueue)
+			valid  bool
+		}{
+			{"an invitation", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{KeySecretRef: ref("invites", "key")}}
+			}, true},
+			{"an invitation key in a Secret with a capital", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{KeySecretRef: ref("Invites", "key")}}
+			}, false},
+			{"an invitation key with a slash", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{KeySecretRef: ref("invites", "a/b")}}
+			}, false},
+			{"a proof of work of 20 bits raised to 24", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{
+					Difficulty: 20, RaiseAbove: ptr.To[int32](100), MaxDifficulty: ptr.To[int32](24)}}}
+			}, true},
+			{"a proof of work of 25 bits", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 25}}}
+			}, false},
+			{"a maxDifficulty below the difficulty", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{
+					Difficulty: 20, RaiseAbove: ptr.To[int32](100), MaxDifficulty: ptr.To[int32](19)}}}
+			}, false},
+			{"a maxDifficulty without raiseAbove", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{
+					Difficulty: 16, MaxDifficulty: ptr.To[int32](20)}}}
+			}, false},
+			{"both challenges", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+					ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 16},
+					External:    &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: "https://verify.example/siteverify", SecretKeyRef: ref("captcha", "secret")}}}
+			}, false},
+			{"no challenge in a challenge", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{}}
+			}, false},
+			{"an external challenge", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+					External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: "https://verify.example/siteverify", SecretKeyRef: ref("captcha", "secret")}}}
+			}, true},
+			{"an external challenge on ftp", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+					External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: "ftp://verify.example/siteverify", SecretKeyRef: ref("captcha", "secret")}}}
+			}, false},
+			{"bypass rules of every kind", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{
+					{Name: "office", SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.0/24", "2001:db8::/32"}},
+					{Name: "monitor", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Monitor-Token", ValueSecretRef: ref("monitor", "token")}},
+					{Name: "health", Path: ptr.To("/checkout/health")},
+					{Name: "static", PathPrefix: ptr.To("/checkout/static")},
+				}
+			}, true},
+			{"a bypass rule of two kinds", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "two", Path: ptr.To("/a"), SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.0/24"}}}
+			}, false},
+			{"a bypass rule of no kind", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "none"}}
+			}, false},
+			{"a bypass rule named with a capital", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "Office", Path: ptr.To("/a")}}
+			}, false},
+			{"a bypass by herdgate's pass header", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "pass", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Herdgate-Pass", ValueSecretRef: ref("monitor", "token")}}}
+			}, false},
+			{"a bypass by Host", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "host", Header: &herdgatev1alpha1.BypassHeader{Name: "host", ValueSecretRef: ref("monitor", "token")}}}
+			}, false},
+			{"a bypass path that is not normalised", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "dots", PathPrefix: ptr.To("/a/../b")}}
+			}, false},
+			{"a bypass CIDR that is none", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "bad", SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.300/24"}}}
+			}, false},
+		}
+		for _, c := range cases {
+			accepted := agree(c.what, c.mutate)
+			Expect(accepted).To(Equal(c.valid), "%s: both accepted it: %v; want %v", c.what, accepted, c.valid)
+		}
+	})
 })
 
 func contains(list []string, s string) bool {

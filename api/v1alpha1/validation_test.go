@@ -146,7 +146,54 @@ var _ = Describe("WaitingQueue validation", func() {
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"10.0.0.0/8", "10.0.0.300/8"}}
 			},
-			"spec.entry.trustedProxies[1]", "must be CIDRs"),
+			"spec.entry.trustedProxies[1]", "must be a CIDR"),
+		Entry("an invitation key in no Secret name",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{
+					KeySecretRef: herdgatev1alpha1.SecretValueRef{Name: "Invites!", Key: "key"}}}
+			},
+			"spec.entry.invitation.keySecretRef.name", "must be a Secret name"),
+		Entry("a proof of work of 30 bits",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 30}}}
+			},
+			"spec.entry.challenge.proofOfWork.difficulty", "less than or equal to 24"),
+		Entry("both challenges",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+					ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 16},
+					External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: "https://verify.example/siteverify",
+						SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}}
+			},
+			"spec.entry.challenge", "challenge needs exactly one of proofOfWork or external"),
+		Entry("an external verifyURL that is not http",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+					External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: "gopher://verify.example/",
+						SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}}
+			},
+			"spec.entry.challenge.external.verifyURL", "verifyURL must be an absolute http or https URL"),
+		Entry("a bypass rule of two kinds",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "two", Path: ptr.To("/a"), PathPrefix: ptr.To("/b")}}
+			},
+			"spec.bypass[0]", "a bypass rule needs exactly one of sourceCIDRs, header, path or pathPrefix"),
+		Entry("a bypass header of herdgate's own",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "own", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Herdgate-Pass",
+					ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: "monitor", Key: "token"}}}}
+			},
+			"spec.bypass[0].header.name", "header.name must be a header name"),
+		Entry("a bypass source that is no CIDR",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "office", SourceCIDRs: []herdgatev1alpha1.CIDR{"office"}}}
+			},
+			"spec.bypass[0].sourceCIDRs[0]", "must be a CIDR"),
+		Entry("two bypass rules of one name",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "a", Path: ptr.To("/a")}, {Name: "a", Path: ptr.To("/b")}}
+			},
+			"spec.bypass[1]", "Duplicate value"),
 		Entry("an entry burst of 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](0)}}

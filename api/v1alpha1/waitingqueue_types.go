@@ -93,6 +93,16 @@ type WaitingQueueSpec struct {
 	// +optional
 	Entry *EntrySpec `json:"entry,omitempty"`
 
+	// bypass lanes let trusted traffic through without a pass: a request that matches a rule (by
+	// client address, by a header carrying a value from a Secret, or by path) reaches the upstream
+	// at once, never queues and never counts against maxActive, whatever the mode. Each rule counts
+	// its requests in the herdgate_proxy_bypass_requests_total metric. At most 16 rules.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Bypass []BypassRule `json:"bypass,omitempty"`
+
 	// upstream is where the admission proxy forwards requests: exactly one of service or url.
 	// +required
 	Upstream UpstreamSpec `json:"upstream"`
@@ -480,11 +490,175 @@ type EntrySpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	TrustedProxies []CIDR `json:"trustedProxies,omitempty"`
+
+	// invitation, when set, lets only visitors who bring an invitation enter: a token the site signs
+	// for a user it has verified (a JWT signed with HMAC-SHA256; see the README's "Invitations").
+	// Enter without one answers 401, with a bad, expired or another queue's one 403.
+	// +optional
+	Invitation *InvitationSpec `json:"invitation,omitempty"`
+
+	// challenge, when set, asks every entry to solve a challenge first: a proof of work the waiting
+	// page solves in the browser, or an external challenge (a CAPTCHA-style provider verified
+	// server-side). Status polls and passes are not challenged.
+	// +optional
+	Challenge *ChallengeSpec `json:"challenge,omitempty"`
+}
+
+// SecretValueRef names one key of a Secret in the WaitingQueue's namespace. The operator copies the
+// value into the queue's own Secret, which the proxy pods mount (they have no access to Secrets
+// through the API); a change reaches the proxies within about two minutes (the operator's resync and
+// the kubelet's refresh of the mount). While the Secret or key is missing the queue keeps the value
+// it copied last, and its Programmed condition says what is missing.
+type SecretValueRef struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="name must be a Secret name: lower-case letters, digits, '-' and '.'"
+	Name string `json:"name"`
+
+	// key of the value in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && self != '..'",message="key must be a Secret data key: letters, digits, '-', '_' and '.'"
+	Key string `json:"key"`
+}
+
+// InvitationSpec says how invitations are checked.
+type InvitationSpec struct {
+	// keySecretRef names the HMAC-SHA256 key, at least 32 bytes, the site signs invitations with.
+	// +required
+	KeySecretRef SecretValueRef `json:"keySecretRef"`
+
+	// singleUse lets an invitation enter one visitor only: the first that enters with it (that
+	// visitor may present it again); any other gets 409. Defaults to false.
+	// +optional
+	SingleUse bool `json:"singleUse,omitempty"`
+}
+
+// ChallengeSpec is the challenge an entry solves first: exactly one of proofOfWork or external.
+// +kubebuilder:validation:XValidation:rule="has(self.proofOfWork) != has(self.external)",message="challenge needs exactly one of proofOfWork or external"
+type ChallengeSpec struct {
+	// proofOfWork asks the client for a nonce that makes a SHA-256 hash start with difficulty zero
+	// bits (see the README's "Proof of work"); the waiting page solves it with WebCrypto.
+	// +optional
+	ProofOfWork *ProofOfWorkSpec `json:"proofOfWork,omitempty"`
+
+	// external verifies a token that a CAPTCHA-style widget gave the client, by a server-side call in
+	// the style of Turnstile's or hCaptcha's siteverify. The built-in waiting page cannot show a
+	// widget: use it with a page of your own (spec.page) or an API client.
+	// +optional
+	External *ExternalChallengeSpec `json:"external,omitempty"`
+}
+
+// ProofOfWorkSpec is the built-in challenge.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxDifficulty) || self.maxDifficulty >= self.difficulty",message="proofOfWork.maxDifficulty must be at least proofOfWork.difficulty"
+// +kubebuilder:validation:XValidation:rule="has(self.raiseAbove) || !has(self.maxDifficulty)",message="proofOfWork.maxDifficulty needs proofOfWork.raiseAbove"
+type ProofOfWorkSpec struct {
+	// difficulty is how many leading zero bits the hash needs: each one doubles the work, about
+	// 2^difficulty hashes on average. Between 1 and 24; defaults to 16.
+	// +optional
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=24
+	Difficulty int32 `json:"difficulty,omitempty"`
+
+	// raiseAbove raises the difficulty while this proxy replica takes more entries per second than
+	// this: one bit more for each doubling above it, up to maxDifficulty. Unset: never raised.
+	// Between 1 and 1000000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	RaiseAbove *int32 `json:"raiseAbove,omitempty"`
+
+	// maxDifficulty bounds the raised difficulty. At most 24; defaults to difficulty + 4.
+	// +optional
+	// +kubebuilder:validation:Maximum=24
+	MaxDifficulty *int32 `json:"maxDifficulty,omitempty"`
+}
+
+// ExternalChallengeSpec is a challenge verified by a provider.
+type ExternalChallengeSpec struct {
+	// verifyURL is the provider's verification endpoint, such as
+	// https://challenges.cloudflare.com/turnstile/v0/siteverify. The proxy POSTs it a form with
+	// secret, response and remoteip and admits the entry when the JSON answer has "success": true.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="verifyURL must be an absolute http or https URL"
+	VerifyURL string `json:"verifyURL"`
+
+	// secretKeyRef names the secret key the provider gave the site.
+	// +required
+	SecretKeyRef SecretValueRef `json:"secretKeyRef"`
+
+	// timeout bounds one verification call; an entry whose verification does not answer in time
+	// gets 503. Between 100ms and 30s; defaults to 3s.
+	// +optional
+	// +kubebuilder:default="3s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('30s')",message="external.timeout must be between 100ms and 30s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// BypassRule is one bypass lane: exactly one of sourceCIDRs, header, path or pathPrefix.
+// +kubebuilder:validation:XValidation:rule="[has(self.sourceCIDRs), has(self.header), has(self.path), has(self.pathPrefix)].filter(x, x).size() == 1",message="a bypass rule needs exactly one of sourceCIDRs, header, path or pathPrefix"
+type BypassRule struct {
+	// name names the rule in the metrics.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="bypass name must be lower-case letters, digits and '-'"
+	Name string `json:"name"`
+
+	// sourceCIDRs match requests whose client (the connection's peer, or behind
+	// entry.trustedProxies the client they name) lies in one of them. At most 32.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	SourceCIDRs []CIDR `json:"sourceCIDRs,omitempty"`
+
+	// header matches requests that carry the header with the value a Secret holds. The header is
+	// removed before the request goes upstream.
+	// +optional
+	Header *BypassHeader `json:"header,omitempty"`
+
+	// path matches requests whose normalised path equals it, whatever the letter case, like a
+	// protected route's path.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="path must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
+	Path *string `json:"path,omitempty"`
+
+	// pathPrefix matches requests whose normalised path is it or lies below it, whatever the letter
+	// case, like a protected route's pathPrefix.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="pathPrefix must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
+	PathPrefix *string `json:"pathPrefix,omitempty"`
+}
+
+// BypassHeader is a header whose value, held in a Secret, lets a request bypass the queue.
+type BypassHeader struct {
+	// name of the header, such as X-Bypass-Token. Herdgate's own, hop-by-hop and forwarding headers
+	// are refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9]*$') && !(self.lowerAscii() in ['host', 'cookie', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'forwarded', 'via']) && !['x-forwarded-', 'x-herdgate-', 'herdgate-', 'proxy-'].exists(p, self.lowerAscii().startsWith(p))",message="header.name must be a header name (letters, digits, '-') other than herdgate's own, hop-by-hop and forwarding headers"
+	Name string `json:"name"`
+
+	// valueSecretRef names the value the header must carry, at least 16 bytes.
+	// +required
+	ValueSecretRef SecretValueRef `json:"valueSecretRef"`
 }
 
 // CIDR is an IPv4 or IPv6 network in CIDR notation, such as "10.0.0.0/8" or "fd00::/8".
 // +kubebuilder:validation:MaxLength=49
-// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="trustedProxies entries must be CIDRs such as 10.0.0.0/8 or fd00::/8"
+// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.0.0.0/8 or fd00::/8"
 type CIDR string
 
 // PerClientLimit is a token bucket per client address.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -167,6 +168,8 @@ func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store
 	go func() {
 		watchErr <- admission.WatchQueue(ctx, restCfg, key, admission.WatchOptions{
 			HMACKey: admission.KeyFile(f.hmacKeyFile), Apply: proxy.SetConfig, Refuse: proxy.RefuseConfig, Log: log,
+			// The operator mounts the copies of the values the queue refers to beside the key.
+			Values: admission.SecretFiles(filepath.Dir(f.hmacKeyFile)),
 		})
 	}()
 	served := make(chan error, 1)

@@ -57,6 +57,12 @@ type Settings struct {
 	Entry *EntryLimit
 	// TrustedProxies are the load balancers whose X-Forwarded-For names the client.
 	TrustedProxies []netip.Prefix
+	// Invitation, ProofOfWork and External, when set, are what an entry must bring (edge.go).
+	Invitation  *Invitation
+	ProofOfWork *ProofOfWork
+	External    *ExternalChallenge
+	// Bypass are the rules that let requests through without a pass.
+	Bypass []BypassRule
 
 	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
 	// header that identifies visitors; Upstream where requests go.
@@ -220,6 +226,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 			}
 			s.TrustedProxies = append(s.TrustedProxies, p.Masked())
 		}
+	}
+	if err := s.deriveEdge(spec); err != nil {
+		return nil, err
 	}
 	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {
 		return nil, fieldErr("spec.pass.renewal", "%q is neither Fixed nor Sliding", r)
