@@ -184,6 +184,12 @@ bench-manager: toolchain ## Run the manager beside the largest plans for two pha
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) go test -count=1 -v -run '^TestManagerUnderTheLargestPlans$$' \
 		./test/e2e -args -manager-load.phase=$(MANAGER_LOAD_PHASE) | grep -E '^\s+\||RSS|^(--- |ok|FAIL)'
 
+.PHONY: bench-pow
+bench-pow: toolchain ## Time the proof of work at each difficulty: Go (API clients) beside the waiting page in headless Chromium.
+	@mkdir -p $(ARTIFACTS)
+	go test -run '^$$' -bench 'BenchmarkSolve$$' -benchtime 20x -count 1 ./admission | tee $(ARTIFACTS)/bench-pow.txt
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -run '^$$' -bench 'BenchmarkSolveInTheBrowser' -benchtime 5x -count 1 ./test/e2e | tee -a $(ARTIFACTS)/bench-pow.txt
+
 .PHONY: bench-proxy
 bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK.
 	hack/ensure-packages.sh wrk=wrk nginx=nginx-light

@@ -137,7 +137,7 @@ func TestBrowserWaitsAndLandsOnTheProtectedPage(t *testing.T) {
 	}
 }
 
-func findChromium(t *testing.T) string {
+func findChromium(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -173,7 +173,7 @@ func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue
 }
 
 // startBrowser starts headless Chromium for at most 90 s; consoleErrors returns what pages threw.
-func startBrowser(t *testing.T, chromium string) (browserCtx context.Context, consoleErrors func() []string) {
+func startBrowser(t testing.TB, chromium string) (browserCtx context.Context, consoleErrors func() []string) {
 	t.Helper()
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
