@@ -134,7 +134,8 @@ node-down: ## Stop the node and remove its processes, namespace, cgroups and sta
 
 .PHONY: toolchain
 toolchain: envtest $(CONTROLLER_GEN) $(GOTESTSUM) $(HELM) ## Install what the tests need (control plane, Redis, tools).
-	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools chromium=chromium
+	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools chromium=chromium \
+		/usr/share/fonts/truetype/nanum/NanumGothic.ttf=fonts-nanum
 
 .PHONY: envtest
 envtest: ## Build etcd, kube-apiserver and kubectl into bin/k8s/ unless they are there.

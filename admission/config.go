@@ -61,6 +61,10 @@ type Config struct {
 	Bypass      []bypassRule
 	// bypassHeaders are the bypass rules' headers, which never reach the upstream.
 	bypassHeaders []string
+	// Page, when set, is the site's waiting page template; PageMessage is shown on the page and in
+	// enter and status answers.
+	Page        *pageTemplate
+	PageMessage string
 }
 
 // SecretValues reads the copy of a value a spec field refers to, by its key in the queue's Secret
@@ -145,6 +149,21 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 		}
 		c.External = &externalChallenge{verifyURL: ext.VerifyURL, secret: string(secret), timeout: ext.Timeout}
 	}
+	if pg := s.Page; pg != nil {
+		c.PageMessage = pg.Message
+		if ref := pg.Template; ref != nil {
+			if values == nil {
+				return fmt.Errorf("%s: ConfigMap %s key %s: no values to read", ref.Field, ref.Name, ref.Key)
+			}
+			text, err := values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
+			if err != nil {
+				return fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
+			}
+			if c.Page, err = parsePageTemplate(string(text)); err != nil {
+				return fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
+			}
+		}
+	}
 	for _, b := range s.Bypass {
 		rule := bypassRule{name: b.Name, cidrs: b.CIDRs, header: b.Header, path: b.Path}
 		if b.Header != "" {
@@ -172,6 +191,9 @@ type FileConfig struct {
 	// Secrets are the values the queue's fields refer to (spec.entry.invitation.keySecretRef and
 	// the like), by Secret name and key, as in a Secret's stringData.
 	Secrets map[string]map[string]string `json:"secrets,omitempty"`
+	// ConfigMaps are the ConfigMap values the queue's fields refer to (spec.page.template), by
+	// ConfigMap name and key.
+	ConfigMaps map[string]map[string]string `json:"configMaps,omitempty"`
 }
 
 // values reads the file's Secrets as the proxy reads its mount.
@@ -180,6 +202,11 @@ func (fc *FileConfig) values() SecretValues {
 	for name, keys := range fc.Secrets {
 		for key, v := range keys {
 			byKey[herdgatev1alpha1.SecretRefKey(name, key)] = []byte(v)
+		}
+	}
+	for name, keys := range fc.ConfigMaps {
+		for key, v := range keys {
+			byKey[herdgatev1alpha1.ConfigMapRefKey(name, key)] = []byte(v)
 		}
 	}
 	return func(key string) ([]byte, error) {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -34,6 +35,12 @@ type positionBody struct {
 
 func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
 	switch canonical {
+	case reservedPrefix + "/enter", reservedPrefix + "/status":
+		if cfg.PageMessage != "" {
+			x = noticeExchange{x, cfg.PageMessage}
+		}
+	}
+	switch canonical {
 	case reservedPrefix + "/enter":
 		if !allow(x, http.MethodPost) {
 			return
@@ -54,7 +61,7 @@ func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
 			return
 		}
 		p.metrics.requests.WithLabelValues("page", "served").Inc()
-		servePage(x)
+		p.servePage(x, cfg)
 	case reservedPrefix + "/healthz":
 		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
@@ -67,6 +74,26 @@ func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
 		p.metrics.requests.WithLabelValues("internal", "not_found").Inc()
 		replyJSON(x, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"})
 	}
+}
+
+// noticeExchange adds the operator's notice (spec.page.message) to every JSON answer of enter and
+// status, so that the waiting page shows a changed one at the next poll.
+type noticeExchange struct {
+	exchange
+	notice string
+}
+
+func (x noticeExchange) Reply(status int, contentType string, body []byte) {
+	if contentType == "application/json" && len(body) > 1 && body[0] == '{' {
+		n, _ := json.Marshal(x.notice)
+		out := make([]byte, 0, len(body)+len(n)+12)
+		out = append(append(append(out, `{"notice":`...), n...), ',')
+		if body[1] == '}' {
+			out = out[:len(out)-1]
+		}
+		body = append(out, body[1:]...)
+	}
+	x.exchange.Reply(status, contentType, body)
 }
 
 func allow(x exchange, methods ...string) bool {

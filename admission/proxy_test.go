@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -914,4 +916,15 @@ func TestFrontClosesSilentConnectionsWithoutAnAnswer(t *testing.T) {
 		t.Fatalf("a whole request: %v, %v", res, err)
 	}
 	_ = res.Body.Close()
+}
+
+// inlineHash is the CSP hash of the first inline tag (script or style) of page, computed apart from
+// the proxy's own policy.
+func inlineHash(page, tag string) string { return inlineHashNth(page, tag, 0) }
+
+// inlineHashNth is the CSP hash of the nth inline tag of page.
+func inlineHashNth(page, tag string, n int) string {
+	m := regexp.MustCompile(`(?s)<`+tag+`>(.*?)</`+tag+`>`).FindAllStringSubmatch(page, -1)
+	sum := sha256.Sum256([]byte(m[n][1]))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }

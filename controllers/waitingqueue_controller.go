@@ -73,6 +73,7 @@ type WaitingQueueReconciler struct {
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/status,verbs=get;patch
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete

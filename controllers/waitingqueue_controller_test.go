@@ -679,9 +679,9 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		By("keeping the last copy when a Secret goes away")
 		Expect(k8sClient.Delete(ctx, invites)).To(Succeed())
 		// The manager does not watch Secrets: it notices at its next resync (a minute), or at once
-		// on any change of the queue, as here.
+		// on a change of the spec, as here.
 		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Annotations = map[string]string{"example.com/touched": "yes"}
+			wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: "touched"}
 		})
 		Eventually(func(g Gomega) {
 			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueMissing, "Secret orders-invites does not exist")

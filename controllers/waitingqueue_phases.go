@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/settings"
@@ -29,9 +30,9 @@ type errRedisConfig struct{ msg string }
 func (e errRedisConfig) Error() string { return e.msg }
 
 // redisURL is the queue's Redis URL: from spec.redis.secretRef, else the manager's default.
-// errSecretValue is a value the spec refers to that cannot be read: the queue waits for it, keeping
-// the last copy (see ensureSecret).
-type errSecretValue struct{ msg string }
+// errSecretValue is a value the spec refers to that cannot be read or serve: the queue waits for a
+// good one, keeping the last copy (see ensureSecret). reason is the Programmed condition's.
+type errSecretValue struct{ msg, reason string }
 
 func (e errSecretValue) Error() string { return e.msg }
 
@@ -58,17 +59,45 @@ func (r *WaitingQueueReconciler) referencedValues(ctx context.Context, wq *herdg
 		switch {
 		case secret == nil:
 			if missing == nil {
-				missing = errSecretValue{fmt.Sprintf("%s: Secret %s does not exist", ref.Field, ref.Name)}
+				missing = errSecretValue{fmt.Sprintf("%s: Secret %s does not exist", ref.Field, ref.Name), herdgatev1alpha1.ReasonSecretValueMissing}
 			}
 		case len(secret.Data[ref.Key]) == 0:
 			if missing == nil {
-				missing = errSecretValue{fmt.Sprintf("%s: Secret %s has no key %q", ref.Field, ref.Name, ref.Key)}
+				missing = errSecretValue{fmt.Sprintf("%s: Secret %s has no key %q", ref.Field, ref.Name, ref.Key), herdgatev1alpha1.ReasonSecretValueMissing}
 			}
 		default:
 			values[key] = secret.Data[ref.Key]
 		}
 	}
+	if s.Page != nil && s.Page.Template != nil {
+		if err := r.pageTemplate(ctx, wq, *s.Page.Template, values); err != nil && missing == nil {
+			missing = err
+		}
+	}
 	return values, missing
+}
+
+// pageTemplate reads spec.page.template's ConfigMap value into values and checks that it renders; a
+// template that does not is left out (its last good copy stays) and named in the error.
+func (r *WaitingQueueReconciler) pageTemplate(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, ref settings.SecretRef, values map[string][]byte) error {
+	key := herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key)
+	values[key] = nil
+	cm := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: ref.Name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errSecretValue{fmt.Sprintf("%s: ConfigMap %s does not exist", ref.Field, ref.Name), herdgatev1alpha1.ReasonSecretValueMissing}
+		}
+		return err
+	}
+	text, ok := cm.Data[ref.Key]
+	if !ok {
+		return errSecretValue{fmt.Sprintf("%s: ConfigMap %s has no key %q", ref.Field, ref.Name, ref.Key), herdgatev1alpha1.ReasonSecretValueMissing}
+	}
+	if err := admission.CheckPageTemplate(text); err != nil {
+		return errSecretValue{fmt.Sprintf("%s: ConfigMap %s key %s: %v; the page in force stays", ref.Field, ref.Name, ref.Key, err), herdgatev1alpha1.ReasonPageTemplateInvalid}
+	}
+	values[key] = []byte(text)
+	return nil
 }
 
 func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) (string, error) {

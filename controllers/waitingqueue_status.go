@@ -63,8 +63,8 @@ func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue
 	const programmed = herdgatev1alpha1.ConditionProgrammed
 	if applyErr != nil {
 		reason := herdgatev1alpha1.ReasonApplyFailed
-		if errors.As(applyErr, new(errSecretValue)) {
-			reason = herdgatev1alpha1.ReasonSecretValueMissing
+		if sv := (errSecretValue{}); errors.As(applyErr, &sv) {
+			reason = sv.reason
 		}
 		r.setCondition(wq, programmed, metav1.ConditionFalse, reason, truncate(applyErr.Error()))
 		return

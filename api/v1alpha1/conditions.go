@@ -50,6 +50,8 @@ const (
 	// ReasonSecretValueMissing: a Secret or key the spec refers to cannot be read; the proxies keep
 	// the value copied last, or refuse the spec until it comes.
 	ReasonSecretValueMissing = "SecretValueMissing"
+	// ReasonPageTemplateInvalid: spec.page.template does not render; the page in force stays.
+	ReasonPageTemplateInvalid = "PageTemplateInvalid"
 	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.
 	ReasonTickLimited = "TickLimited"
 	// Reasons of the Open condition: the room's phase.

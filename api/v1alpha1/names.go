@@ -25,6 +25,13 @@ func SecretRefKey(name, key string) string {
 	return SecretRefKeyPrefix + hex.EncodeToString(sum[:10])
 }
 
+// ConfigMapRefKey is the key of the per-queue Secret that holds the copy of a ConfigMap value the
+// spec refers to (a ConfigMapValueRef), like SecretRefKey.
+func ConfigMapRefKey(name, key string) string {
+	sum := sha256.Sum256([]byte("configmap/" + name + "/" + key))
+	return SecretRefKeyPrefix + hex.EncodeToString(sum[:10])
+}
+
 // SecretRefKeyPrefix starts every key of the per-queue Secret that SecretRefKey makes.
 const SecretRefKeyPrefix = "ref-"
 

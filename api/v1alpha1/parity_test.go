@@ -179,6 +179,18 @@ var _ = Describe("The API server and the proxy's checks", func() {
 			{"a bypass path that is not normalised", func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "dots", PathPrefix: ptr.To("/a/../b")}}
 			}, false},
+			{"a page message of 500 Korean characters", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: strings.Repeat("가", 500)}
+			}, true},
+			{"a page message of 501 characters", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: strings.Repeat("a", 501)}
+			}, false},
+			{"a page template in a ConfigMap", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Page = &herdgatev1alpha1.PageSpec{Template: &herdgatev1alpha1.ConfigMapValueRef{Name: "shop-page", Key: "page.html"}}
+			}, true},
+			{"a page template key with a slash", func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Page = &herdgatev1alpha1.PageSpec{Template: &herdgatev1alpha1.ConfigMapValueRef{Name: "shop-page", Key: "a/b"}}
+			}, false},
 			{"a bypass CIDR that is none", func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "bad", SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.300/24"}}}
 			}, false},

@@ -103,6 +103,11 @@ type WaitingQueueSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Bypass []BypassRule `json:"bypass,omitempty"`
 
+	// page is the waiting page visitors see: a template of your own from a ConfigMap, and a message
+	// shown live.
+	// +optional
+	Page *PageSpec `json:"page,omitempty"`
+
 	// upstream is where the admission proxy forwards requests: exactly one of service or url.
 	// +required
 	Upstream UpstreamSpec `json:"upstream"`
@@ -601,6 +606,42 @@ type ExternalChallengeSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('30s')",message="external.timeout must be between 100ms and 30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// PageSpec is the waiting page.
+type PageSpec struct {
+	// template names a ConfigMap key holding the page as a Go html/template; the README's "The
+	// waiting page" lists its variables. The operator checks it by rendering it for every phase: a
+	// template that fails keeps the page in force (the built-in one at first) and sets Programmed to
+	// False with reason PageTemplateInvalid, naming the error. Unset: the built-in page, in English or
+	// Korean as the browser's Accept-Language asks.
+	// +optional
+	Template *ConfigMapValueRef `json:"template,omitempty"`
+
+	// message is shown on the waiting page and returned as "notice" by enter and status: edit it
+	// live, and visitors see it at their next poll. At most 500 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=500
+	Message string `json:"message,omitempty"`
+}
+
+// ConfigMapValueRef names one key of a ConfigMap in the WaitingQueue's namespace. The operator copies
+// the value into the queue's Secret, which the proxy pods mount; a change reaches the proxies within
+// about two minutes.
+type ConfigMapValueRef struct {
+	// name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="name must be a ConfigMap name: lower-case letters, digits, '-' and '.'"
+	Name string `json:"name"`
+
+	// key of the value in the ConfigMap's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && self != '..'",message="key must be a ConfigMap data key: letters, digits, '-', '_' and '.'"
+	Key string `json:"key"`
 }
 
 // BypassRule is one bypass lane: exactly one of sourceCIDRs, header, path or pathPrefix.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/route"
@@ -16,6 +17,13 @@ import (
 type SecretRef struct {
 	Field     string
 	Name, Key string
+}
+
+// Page is spec.page: a template from a ConfigMap (Template.Name and Key are the ConfigMap's) and a
+// message.
+type Page struct {
+	Template *SecretRef
+	Message  string
 }
 
 // Invitation is spec.entry.invitation.
@@ -102,6 +110,19 @@ func (s *Settings) deriveEdge(spec *herdgatev1alpha1.WaitingQueueSpec) error {
 				}
 				s.External = x
 			}
+		}
+	}
+	if pg := spec.Page; pg != nil {
+		s.Page = &Page{Message: pg.Message}
+		if n := utf8.RuneCountInString(pg.Message); n > 500 {
+			return fieldErr("spec.page.message", "%d characters, at most 500", n)
+		}
+		if t := pg.Template; t != nil {
+			ref, err := secretRef("spec.page.template", herdgatev1alpha1.SecretValueRef{Name: t.Name, Key: t.Key})
+			if err != nil {
+				return err
+			}
+			s.Page.Template = &ref
 		}
 	}
 	seen := map[string]bool{}

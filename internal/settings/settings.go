@@ -63,6 +63,8 @@ type Settings struct {
 	External    *ExternalChallenge
 	// Bypass are the rules that let requests through without a pass.
 	Bypass []BypassRule
+	// Page, when set, is the waiting page's template and message.
+	Page *Page
 
 	// Routes are the protected routes; IdentityHeader, when set, the canonical name of the trusted
 	// header that identifies visitors; Upstream where requests go.

@@ -152,11 +152,18 @@ func findChromium(t testing.TB) string {
 // with the HMAC key of the Secret the operator made; it returns the proxy's URL and the engine.
 func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue.Queue) {
 	t.Helper()
+	url, q, _ := serveQueueProxy(t, wq)
+	return url, q
+}
+
+// serveQueueProxy is serveQueue that also returns the proxy, for tests that apply a new config.
+func serveQueueProxy(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue.Queue, *admission.Proxy) {
+	t.Helper()
 	secret := &corev1.Secret{}
 	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := admission.NewConfig(wq, secret.Data[herdgatev1alpha1.SecretHMACKey])
+	cfg, err := configFromSecret(wq, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +176,19 @@ func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveFront(t, proxy), q
+	return serveFront(t, proxy), q, proxy
+}
+
+// configFromSecret builds the proxy's config as a proxy pod would from its mount of the queue's
+// Secret: the HMAC key and the copies of the values the spec refers to.
+func configFromSecret(wq *herdgatev1alpha1.WaitingQueue, secret *corev1.Secret) (*admission.Config, error) {
+	return admission.NewConfigWithSecrets(wq, secret.Data[herdgatev1alpha1.SecretHMACKey], func(key string) ([]byte, error) {
+		v, ok := secret.Data[key]
+		if !ok {
+			return nil, fmt.Errorf("the queue's Secret has no key %s", key)
+		}
+		return v, nil
+	})
 }
 
 // startBrowser starts headless Chromium for at most 90 s; consoleErrors returns what pages threw.
