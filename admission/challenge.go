@@ -183,9 +183,9 @@ func (r *entryRate) perSecond(now time.Time) float64 {
 }
 
 func (r *entryRate) roll(second int64) {
-	switch {
-	case second == r.second:
-	case second == r.second+1:
+	switch second {
+	case r.second:
+	case r.second + 1:
 		r.second, r.last, r.current = second, r.current, 0
 	default:
 		r.second, r.last, r.current = second, 0, 0
