@@ -65,6 +65,8 @@ type Config struct {
 	// enter and status answers.
 	Page        *pageTemplate
 	PageMessage string
+	// PageProblem says why the queue's page template is not served (the built-in page is).
+	PageProblem error
 }
 
 // SecretValues reads the copy of a value a spec field refers to, by its key in the queue's Secret
@@ -152,15 +154,19 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 	if pg := s.Page; pg != nil {
 		c.PageMessage = pg.Message
 		if ref := pg.Template; ref != nil {
+			// A template that cannot serve leaves the built-in page, never the queue without a config:
+			// the manager reports it (PageTemplateInvalid) and keeps the last good copy in the mount.
+			text, err := []byte(nil), error(nil)
 			if values == nil {
-				return fmt.Errorf("%s: ConfigMap %s key %s: no values to read", ref.Field, ref.Name, ref.Key)
+				err = errors.New("no values to read")
+			} else {
+				text, err = values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
 			}
-			text, err := values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
+			if err == nil {
+				c.Page, err = parsePageTemplate(string(text))
+			}
 			if err != nil {
-				return fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
-			}
-			if c.Page, err = parsePageTemplate(string(text)); err != nil {
-				return fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
+				c.PageProblem = fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
 			}
 		}
 	}

@@ -135,6 +135,9 @@ func (globalRand) Float64() float64 { return rand.Float64() }
 
 // SetConfig applies a changed config to the requests that start after it.
 func (p *Proxy) SetConfig(cfg *Config) {
+	if cfg.PageProblem != nil {
+		p.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
+	}
 	p.cfg.Store(cfg)
 	p.state.applied(cfg.Generation)
 	p.metrics.configGeneration.Set(float64(cfg.Generation))

@@ -116,8 +116,13 @@ func TestBrokenPageTemplatesAreRefused(t *testing.T) {
 	}
 	wq := withPage(testQueue("http://127.0.0.1:1"), pageQueue(""))
 	fc := &FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": `{{.Nope}}`}}}
-	if _, err := NewConfigWithSecrets(wq, make([]byte, 32), fc.values()); err == nil ||
-		!strings.Contains(err.Error(), "spec.page.template: ConfigMap shop-page key page.html: ") {
-		t.Fatalf("a broken template in the config: %v", err)
+	// In the proxy a template that cannot serve leaves the built-in page, and says why.
+	cfg, err := NewConfigWithSecrets(wq, make([]byte, 32), fc.values())
+	if err != nil || cfg.Page != nil || cfg.PageProblem == nil ||
+		!strings.Contains(cfg.PageProblem.Error(), "spec.page.template: ConfigMap shop-page key page.html: ") {
+		t.Fatalf("a broken template in the config: %v, %v", err, cfg)
+	}
+	if cfg, err := NewConfigWithSecrets(wq, make([]byte, 32), (&FileConfig{}).values()); err != nil || cfg.PageProblem == nil {
+		t.Fatalf("a template with no copy to read: %v, %v", err, cfg)
 	}
 }
