@@ -55,6 +55,11 @@ func runOnNode(ctx context.Context, once bool, visitors int) error {
 		return err
 	}
 	proxy, backend := "http://"+proxyIP, "http://"+ordersIP+":8080"
+	for _, u := range []string{backend + "/", proxy + "/.herdgate/healthz"} {
+		if err := node.WaitAnswers(ctx, u, time.Minute); err != nil {
+			return err
+		}
+	}
 
 	say("Sending a herd of %d visitors at once through the proxy's Service %s: enter, poll as told, order with the pass", visitors, proxy)
 	results, err := sendHerd(ctx, proxy, backend, visitors)

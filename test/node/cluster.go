@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,4 +231,26 @@ func (c *Cluster) LeaseHolder(ctx context.Context) (string, error) {
 	// controller-runtime names the holder <pod>_<uuid>.
 	holder, _, _ := strings.Cut(strings.TrimSpace(out), "_")
 	return holder, nil
+}
+
+// WaitAnswers waits until an HTTP server answers url, whatever the status: a Service whose pods are
+// Ready is reachable only once kube-proxy has programmed its endpoints, at its next sync.
+func WaitAnswers(ctx context.Context, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		res, err := client.Do(req)
+		if err == nil {
+			_ = res.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s never answered: %w", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -82,12 +82,26 @@ func setUp(t *testing.T) *rig {
 	if _, err := c.WaitPodsReady(ctx, drillNamespace, proxySelector, 2, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.WaitPodsReady(ctx, drillNamespace, "app=orders", 1, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.WaitQueueReady(ctx, drillNamespace, drillQueue, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ip, err := c.ServiceIP(ctx, drillNamespace, drillQueue+"-herdgate")
 	if err != nil {
 		t.Fatal(err)
+	}
+	ordersIP, err := c.ServiceIP(ctx, drillNamespace, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ready pods are not yet reachable Services: kube-proxy programs a Service's endpoints at its next
+	// sync, and until then connections to it are refused. A drill's first orders would fail on that.
+	for _, u := range []string{"http://" + ordersIP + ":8080/", "http://" + ip + "/.herdgate/healthz"} {
+		if err := WaitAnswers(ctx, u, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 	redisIP, err := c.ServiceIP(ctx, Namespace, Release+"-redis")
 	if err != nil {
