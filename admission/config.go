@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/page"
 	"github.com/herdgate/herdgate/admission/pass"
 
 	"sigs.k8s.io/yaml"
@@ -63,7 +64,7 @@ type Config struct {
 	bypassHeaders []string
 	// Page, when set, is the site's waiting page template; PageMessage is shown on the page and in
 	// enter and status answers.
-	Page        *pageTemplate
+	Page        *page.Template
 	PageMessage string
 	// PageProblem says why the queue's page template is not served (the built-in page is).
 	PageProblem error
@@ -163,7 +164,7 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 				text, err = values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
 			}
 			if err == nil {
-				c.Page, err = parsePageTemplate(string(text))
+				c.Page, err = page.Parse(string(text))
 			}
 			if err != nil {
 				c.PageProblem = fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)

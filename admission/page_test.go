@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herdgate/herdgate/admission/page"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
@@ -21,7 +22,7 @@ func TestPageLanguage(t *testing.T) {
 		"ja,ko;q=0.9":               "ko",
 		strings.Repeat("a-", 10000): "en",
 	} {
-		if got := pageLanguage(accept); got != want {
+		if got := page.Language(accept); got != want {
 			t.Errorf("Accept-Language %.40q: %s, want %s", accept, got, want)
 		}
 	}
@@ -107,9 +108,9 @@ func TestBrokenPageTemplatesAreRefused(t *testing.T) {
 		"a parse error":   {`<p>{{.Message</p>`, `template: page:1: `},
 		"an unknown name": {`<p>{{.Nope}}</p>`, `can't evaluate field Nope`},
 		"an unknown text": {`<p>{{.Texts.nope}}</p>`, `map has no entry for key "nope"`},
-		"too large":       {strings.Repeat("a", MaxPageTemplate+1), `at most 262144 allowed`},
+		"too large":       {strings.Repeat("a", page.MaxTemplate+1), `at most 262144 allowed`},
 	} {
-		err := CheckPageTemplate(tc.text)
+		err := page.Check(tc.text)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error containing %q", name, err, tc.want)
 		}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/page"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/settings"
@@ -93,7 +93,7 @@ func (r *WaitingQueueReconciler) pageTemplate(ctx context.Context, wq *herdgatev
 	if !ok {
 		return errSecretValue{fmt.Sprintf("%s: ConfigMap %s has no key %q", ref.Field, ref.Name, ref.Key), herdgatev1alpha1.ReasonSecretValueMissing}
 	}
-	if err := admission.CheckPageTemplate(text); err != nil {
+	if err := page.Check(text); err != nil {
 		return errSecretValue{fmt.Sprintf("%s: ConfigMap %s key %s: %v; the page in force stays", ref.Field, ref.Name, ref.Key, err), herdgatev1alpha1.ReasonPageTemplateInvalid}
 	}
 	values[key] = []byte(text)
