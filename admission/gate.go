@@ -2,6 +2,9 @@ package admission
 
 import (
 	"context"
+	"net"
+	"syscall"
+
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/herdgate/herdgate/admission/pass"
 
@@ -517,7 +522,7 @@ func (p *Proxy) redirectToPage(x exchange, canonical, outcome string) {
 	replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
 }
 
-func (p *Proxy) upstreamFailed(x exchange, err error, path string) {
+func (p *Proxy) upstreamFailed(x exchange, err error, d decision) {
 	if errors.Is(err, context.Canceled) {
 		return // the visitor went away
 	}
@@ -527,9 +532,27 @@ func (p *Proxy) upstreamFailed(x exchange, err error, path string) {
 		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"})
 		return
 	}
-	p.log.Error(err, "Forwarding upstream failed", "path", path)
-	p.metrics.requests.WithLabelValues("open", "upstream_error").Inc()
-	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable"})
+	kind, message := upstreamErrorKind(err)
+	p.log.Error(err, "Forwarding upstream failed", "path", d.canonical, "kind", kind)
+	p.metrics.requests.WithLabelValues(d.class, "upstream_error").Inc()
+	p.metrics.upstreamErrors.WithLabelValues(d.class, kind).Inc()
+	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable", Message: message})
+}
+
+// upstreamErrorKind names how forwarding failed, for the metrics and the visitor (without the
+// upstream's address).
+func upstreamErrorKind(err error) (kind, message string) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused", "the upstream refused the connection"
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return "timeout", "the upstream did not answer in time"
+	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return "closed", "the upstream closed the connection before answering"
+	}
+	return "other", "the upstream could not be reached"
 }
 
 // errVisitorBody marks an error reading the visitor's request body while it went upstream.

@@ -27,11 +27,16 @@ type metrics struct {
 	// difficulty of the last challenge issued.
 	bypassed   *prometheus.CounterVec
 	difficulty prometheus.Gauge
+	// inFlight counts requests waiting for the upstream's response headers, upstreamErrors the
+	// upstream's failures by kind: what an adaptive plan will feed on, and what an operator watches.
+	inFlight       *prometheus.GaugeVec
+	upstreamErrors *prometheus.CounterVec
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
 	protectedUpstream, openUpstream   prometheus.Observer
 	validPasses                       prometheus.Counter
+	protectedInFlight, openInFlight   prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -82,6 +87,14 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_challenge_difficulty",
 			Help: "Leading zero bits asked by the last proof-of-work challenge this replica issued (raised under load when configured).",
 		}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herdgate_proxy_upstream_in_flight",
+			Help: "Requests forwarded upstream and waiting for its response headers, by route class.",
+		}, []string{"route_class"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herdgate_proxy_upstream_errors_total",
+			Help: "Upstream failures by route class and kind: refused, timeout, closed (before answering), other, and status_5xx answers.",
+		}, []string{"route_class", "kind"}),
 		configRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_config_refusals_total",
 			Help: "WaitingQueue changes that did not make a valid config and were not applied.",
@@ -92,8 +105,11 @@ func newMetrics() *metrics {
 	m.protectedUpstream = m.upstream.WithLabelValues("protected")
 	m.openUpstream = m.upstream.WithLabelValues("open")
 	m.validPasses = m.verifications.WithLabelValues(string(pass.Valid))
+	m.protectedInFlight = m.inFlight.WithLabelValues("protected")
+	m.openInFlight = m.inFlight.WithLabelValues("open")
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
+		m.inFlight, m.upstreamErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -122,4 +138,22 @@ func (m *metrics) verified(result pass.Result) {
 		return
 	}
 	m.verifications.WithLabelValues(string(result)).Inc()
+}
+
+// upstreamGauge is the in-flight gauge of a route class.
+func (m *metrics) upstreamGauge(class string) prometheus.Gauge {
+	switch class {
+	case "protected":
+		return m.protectedInFlight
+	case "open":
+		return m.openInFlight
+	}
+	return m.inFlight.WithLabelValues(class)
+}
+
+// answered counts an upstream answer of status: a 5xx is an upstream error too.
+func (m *metrics) answered(class string, status int) {
+	if status >= 500 {
+		m.upstreamErrors.WithLabelValues(class, "status_5xx").Inc()
+	}
 }

@@ -248,7 +248,10 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	}
 	gatePass := append([]byte(nil), ctx.Response.Header.Peek(PassHeader)...)
 	start := time.Now()
+	inFlight := f.p.metrics.upstreamGauge(d.class)
+	inFlight.Inc()
 	err := up.client.Do(req, &ctx.Response)
+	inFlight.Dec()
 	if err == nil && body != nil && body.err != nil {
 		err = body.err
 	}
@@ -258,10 +261,11 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 			ctx.SetConnectionClose() // the rest of the body cannot be told from the next request
 		}
 		ctx.Response.Reset()
-		f.p.upstreamFailed(fastExchange{ctx}, err, d.canonical)
+		f.p.upstreamFailed(fastExchange{ctx}, err, d)
 		return
 	}
 	f.p.metrics.forwarded(d.class, time.Since(start))
+	f.p.metrics.answered(d.class, ctx.Response.StatusCode())
 	release := string(ctx.Response.Header.Peek(ReleaseHeader))
 	ctx.Response.Header.Del(ReleaseHeader)
 	f.p.afterUpstream(d, ctx.Response.StatusCode(), release)

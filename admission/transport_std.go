@@ -10,7 +10,10 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herdgate/herdgate/internal/route"
 )
@@ -48,19 +51,45 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = readCloser{&visitorBody{r: r.Body}, r.Body}
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+	waiting := &upstreamWait{gauge: p.metrics.upstreamGauge(d.class)}
+	waiting.gauge.Inc()
+	ctx := context.WithValue(context.WithValue(r.Context(), decisionKey{}, d), waitKey{}, waiting)
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	waiting.answered() // in case neither the response nor the error handler said so
 	p.metrics.forwarded(d.class, time.Since(start))
 }
 
 // decisionKey carries the gate's decision from ServeHTTP to the upstream's response.
 type decisionKey struct{}
 
+// waitKey carries a request's upstreamWait: it is in flight until the upstream's response headers
+// (or its failure), as on the fast front, not for as long as an upgraded connection lasts.
+type waitKey struct{}
+
+type upstreamWait struct {
+	gauge prometheus.Gauge
+	done  atomic.Bool
+}
+
+func (u *upstreamWait) answered() {
+	if u != nil && !u.done.Swap(true) {
+		u.gauge.Dec()
+	}
+}
+
+func waitOf(r *http.Request) *upstreamWait {
+	u, _ := r.Context().Value(waitKey{}).(*upstreamWait)
+	return u
+}
+
 // modifyResponse strips the release header from the upstream's answer and ends the session it asks
 // to end.
 func (p *Proxy) modifyResponse(res *http.Response) error {
+	waitOf(res.Request).answered()
 	release := res.Header.Get(ReleaseHeader)
 	res.Header.Del(ReleaseHeader)
 	if d, ok := res.Request.Context().Value(decisionKey{}).(decision); ok {
+		p.metrics.answered(d.class, res.StatusCode)
 		p.afterUpstream(d, res.StatusCode, release)
 	}
 	return nil
@@ -134,7 +163,12 @@ type readCloser struct {
 }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	p.upstreamFailed(stdExchange{w, r}, err, r.URL.Path)
+	waitOf(r).answered()
+	d, _ := r.Context().Value(decisionKey{}).(decision)
+	if d.class == "" {
+		d.class = "open"
+	}
+	p.upstreamFailed(stdExchange{w, r}, err, d)
 }
 
 // NewUpstreamTransport is the one keep-alive transport the proxy shares for its upstream: many idle
