@@ -162,13 +162,7 @@ func edgeHarness(t *testing.T) (*harness, *rawUpstream) {
 // TestTheGateForwardsOnlyWhatItMatched covers what the upstream receives (README, "What the
 // upstream receives") on both fronts.
 func TestTheGateForwardsOnlyWhatItMatched(t *testing.T) {
-	for _, front := range []string{"fast", "net/http"} {
-		t.Run(front, func(t *testing.T) {
-			harnessFront = front
-			defer func() { harnessFront = "fast" }()
-			testForwardsOnlyWhatItMatched(t)
-		})
-	}
+	onBothFronts(t, testForwardsOnlyWhatItMatched)
 }
 
 func testForwardsOnlyWhatItMatched(t *testing.T) {

@@ -16,17 +16,6 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
-// onBothFronts runs test on the fast front and on net/http.
-func onBothFronts(t *testing.T, test func(t *testing.T)) {
-	for _, front := range []string{"fast", "net/http"} {
-		t.Run(front, func(t *testing.T) {
-			harnessFront = front
-			defer func() { harnessFront = "fast" }()
-			test(t)
-		})
-	}
-}
-
 // wantError checks an answer's status and JSON error code.
 func wantError(t *testing.T, what string, r response, status int, code string) {
 	t.Helper()
@@ -391,10 +380,7 @@ func TestBypassLanes(t *testing.T) {
 }
 
 func withMode(wq *herdgatev1alpha1.WaitingQueue, mode herdgatev1alpha1.Mode) *herdgatev1alpha1.WaitingQueue {
-	c := wq.DeepCopy()
-	c.Spec.Mode = mode
-	c.Generation++
-	return c
+	return changed(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = mode })
 }
 
 // TestSecretValuesThatCannotServe: a value that is missing or too short is refused naming its field.

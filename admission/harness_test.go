@@ -124,6 +124,25 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 // "net/http" (the Proxy as an http.Handler, which also serves handed-over connections).
 var harnessFront = "fast"
 
+// onBothFronts runs test on the fast front and on net/http.
+func onBothFronts(t *testing.T, test func(t *testing.T)) {
+	for _, front := range []string{"fast", "net/http"} {
+		t.Run(front, func(t *testing.T) {
+			harnessFront = front
+			defer func() { harnessFront = "fast" }()
+			test(t)
+		})
+	}
+}
+
+// changed is the next generation of wq, changed as change says.
+func changed(wq *herdgatev1alpha1.WaitingQueue, change func(*herdgatev1alpha1.WaitingQueue)) *herdgatev1alpha1.WaitingQueue {
+	c := wq.DeepCopy()
+	change(c)
+	c.Generation++
+	return c
+}
+
 // serveFront serves p on a loopback port with the harness's front.
 func serveFront(t *testing.T, p *Proxy) *httptest.Server {
 	t.Helper()

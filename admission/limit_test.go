@@ -44,13 +44,7 @@ func TestClientAddr(t *testing.T) {
 // TestEntriesPerClientAreLimited: one address without cookies takes at most the burst of places, on
 // both fronts, and behind a trusted proxy the forwarded client is the one limited.
 func TestEntriesPerClientAreLimited(t *testing.T) {
-	for _, front := range []string{"fast", "net/http"} {
-		t.Run(front, func(t *testing.T) {
-			harnessFront = front
-			defer func() { harnessFront = "fast" }()
-			testEntriesPerClientAreLimited(t)
-		})
-	}
+	onBothFronts(t, testEntriesPerClientAreLimited)
 }
 
 func limitedHarness(t *testing.T, trusted ...herdgatev1alpha1.CIDR) *harness {
@@ -155,24 +149,20 @@ func testEntriesPerClientAreLimited(t *testing.T) {
 }
 
 func TestTheUpstreamLearnsTheClientATrustedProxyNames(t *testing.T) {
-	for _, front := range []string{"fast", "net/http"} {
-		t.Run(front, func(t *testing.T) {
-			harnessFront = front
-			defer func() { harnessFront = "fast" }()
-			up := startRawUpstream(t)
-			h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Upstream.URL = ptr.To(up.URL())
-				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8"}}
-			})
-			res, body, _, _ := h.send("GET /open HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.9, 198.51.100.1\r\n\r\n")
-			if res.StatusCode != http.StatusOK {
-				t.Fatalf("%d %s", res.StatusCode, body)
-			}
-			if got := up.all()[0].values("X-Forwarded-For"); len(got) != 1 || got[0] != "198.51.100.1" {
-				t.Fatalf("X-Forwarded-For upstream %q, want [198.51.100.1]", got)
-			}
+	onBothFronts(t, func(t *testing.T) {
+		up := startRawUpstream(t)
+		h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Upstream.URL = ptr.To(up.URL())
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8"}}
 		})
-	}
+		res, body, _, _ := h.send("GET /open HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.9, 198.51.100.1\r\n\r\n")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", res.StatusCode, body)
+		}
+		if got := up.all()[0].values("X-Forwarded-For"); len(got) != 1 || got[0] != "198.51.100.1" {
+			t.Fatalf("X-Forwarded-For upstream %q, want [198.51.100.1]", got)
+		}
+	})
 }
 
 // After a failed Redis call, enter and status answer 503 at once for a moment instead of each waiting

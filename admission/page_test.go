@@ -59,7 +59,7 @@ func pageQueue(message string) func(*herdgatev1alpha1.WaitingQueue) {
 func TestASitePageTemplate(t *testing.T) {
 	h := newHarnessWith(t, harnessOptions{}, nil)
 	fc := &FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": sitePage}}}
-	cfg, err := NewConfigWithSecrets(withPage(h.wq, pageQueue("Sales end at 18:00")), h.key, fc.values())
+	cfg, err := NewConfigWithSecrets(changed(h.wq, pageQueue("Sales end at 18:00")), h.key, fc.values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestASitePageTemplate(t *testing.T) {
 	if got := v.enter().json(t)["notice"]; got != "Sales end at 18:00" {
 		t.Fatalf("enter's notice %v", got)
 	}
-	cfg2, err := NewConfigWithSecrets(withPage(h.wq, pageQueue("Sold out soon")), h.key, fc.values())
+	cfg2, err := NewConfigWithSecrets(changed(h.wq, pageQueue("Sold out soon")), h.key, fc.values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +94,6 @@ func TestASitePageTemplate(t *testing.T) {
 	if got := h.visitor().status().json(t)["notice"]; got != "Sold out soon" {
 		t.Fatalf("a status refusal's notice %v, want the changed message", got)
 	}
-}
-
-func withPage(wq *herdgatev1alpha1.WaitingQueue, change func(*herdgatev1alpha1.WaitingQueue)) *herdgatev1alpha1.WaitingQueue {
-	c := wq.DeepCopy()
-	change(c)
-	c.Generation++
-	return c
 }
 
 func TestBrokenPageTemplatesAreRefused(t *testing.T) {
@@ -115,7 +108,7 @@ func TestBrokenPageTemplatesAreRefused(t *testing.T) {
 			t.Errorf("%s: %v; want an error containing %q", name, err, tc.want)
 		}
 	}
-	wq := withPage(testQueue("http://127.0.0.1:1"), pageQueue(""))
+	wq := changed(testQueue("http://127.0.0.1:1"), pageQueue(""))
 	fc := &FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": `{{.Nope}}`}}}
 	// In the proxy a template that cannot serve leaves the built-in page, and says why.
 	cfg, err := NewConfigWithSecrets(wq, make([]byte, 32), fc.values())
