@@ -45,7 +45,11 @@ type Config struct {
 	// Plan, PollMin, PollMax and AbandonAfter come from the spec and apply until the scheduler
 	// publishes its plan in Redis. Plan is the plan ticks run, and admits nobody when the spec
 	// suspends the queue.
-	Plan             capacity.Plan
+	Plan capacity.Plan
+	// Tick is the plan's tick, suspended or not; Adaptive is set when the rate follows what the
+	// replicas measure, which they then report every tick rather than every second (workload.go).
+	Tick             time.Duration
+	Adaptive         bool
 	PollMin, PollMax time.Duration
 	AbandonAfter     time.Duration
 	// Schedule, when set, opens the room at a set time (see phase.go).
@@ -109,7 +113,7 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Mode: s.Mode, Signer: signer,
 		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
 		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter, Schedule: s.Schedule,
-		Entry: s.Entry, TrustedProxies: s.TrustedProxies,
+		Entry: s.Entry, TrustedProxies: s.TrustedProxies, Tick: s.Effective.Tick(), Adaptive: s.Adaptive != nil,
 	}
 	if s.Admits() {
 		c.Plan = s.Effective

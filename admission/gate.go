@@ -55,6 +55,7 @@ type Engine interface {
 	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
 	Ping(ctx context.Context) error
 	ReportProxy(ctx context.Context, r queue.ProxyReport) error
+	ReportWorkload(ctx context.Context, r queue.WorkloadReport, uses []queue.PassUse) error
 	Sessions(ctx context.Context, releases []queue.PassRef, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
 }
 
@@ -94,6 +95,7 @@ type Proxy struct {
 	redisRetryAt atomic.Int64
 	state        configState
 	sessions     *sessions
+	workload     *workloadMeter
 	// verifier calls an external challenge's provider.
 	verifier *http.Client
 }
@@ -122,7 +124,7 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: newSessions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+		sessions: newSessions(), workload: newWorkloadMeter(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now
@@ -424,6 +426,7 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 	p.metrics.verified(result)
 	if result == pass.Valid {
 		d.pass, d.hasPass = verified, true
+		p.workload.used(verified, now)
 		if cfg.Sliding {
 			p.slide(x, cfg, verified, now)
 		}
@@ -537,6 +540,15 @@ func (p *Proxy) upstreamFailed(x exchange, err error, d decision) {
 	p.metrics.requests.WithLabelValues(d.class, "upstream_error").Inc()
 	p.metrics.upstreamErrors.WithLabelValues(d.class, kind).Inc()
 	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable", Message: message})
+}
+
+// upstreamFault tells whether the upstream failed a request: it gave no answer (but for the visitor
+// going away or sending a malformed body), or a 5xx.
+func upstreamFault(err error, status int) bool {
+	if err != nil {
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, errVisitorBody)
+	}
+	return status >= 500
 }
 
 // upstreamErrorKind names how forwarding failed, for the metrics and the visitor (without the

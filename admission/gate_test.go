@@ -60,6 +60,10 @@ func (e *memoryEngine) Sessions(context.Context, []queue.PassRef, []queue.Renewa
 
 func (e *memoryEngine) ReportProxy(context.Context, queue.ProxyReport) error { return e.err }
 
+func (e *memoryEngine) ReportWorkload(context.Context, queue.WorkloadReport, []queue.PassUse) error {
+	return e.err
+}
+
 // roundTrips records the requests the gate sends upstream on the net/http transport.
 type roundTrips struct {
 	mu  sync.Mutex

@@ -250,10 +250,18 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	start := time.Now()
 	inFlight := f.p.metrics.upstreamGauge(d.class)
 	inFlight.Inc()
+	measured := d.class == "protected"
+	var began time.Time
+	if measured {
+		began = f.p.workload.begin()
+	}
 	err := up.client.Do(req, &ctx.Response)
 	inFlight.Dec()
 	if err == nil && body != nil && body.err != nil {
 		err = body.err
+	}
+	if measured {
+		f.p.workload.end(began, upstreamFault(err, ctx.Response.StatusCode()))
 	}
 	if err != nil {
 		if body != nil && body.err != nil {

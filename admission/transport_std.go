@@ -53,9 +53,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	waiting := &upstreamWait{gauge: p.metrics.upstreamGauge(d.class)}
 	waiting.gauge.Inc()
+	if d.class == "protected" {
+		waiting.meter = p.workload
+		waiting.began = waiting.meter.begin()
+	}
 	ctx := context.WithValue(context.WithValue(r.Context(), decisionKey{}, d), waitKey{}, waiting)
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
-	waiting.answered() // in case neither the response nor the error handler said so
+	waiting.answered(false) // in case neither the response nor the error handler said so
 	p.metrics.forwarded(d.class, time.Since(start))
 }
 
@@ -68,12 +72,19 @@ type waitKey struct{}
 
 type upstreamWait struct {
 	gauge prometheus.Gauge
+	// meter, for a protected request, measures it for the workload report from began.
+	meter *workloadMeter
+	began time.Time
 	done  atomic.Bool
 }
 
-func (u *upstreamWait) answered() {
+// answered ends the wait once; failed says whether the upstream failed the request.
+func (u *upstreamWait) answered(failed bool) {
 	if u != nil && !u.done.Swap(true) {
 		u.gauge.Dec()
+		if u.meter != nil {
+			u.meter.end(u.began, failed)
+		}
 	}
 }
 
@@ -85,7 +96,7 @@ func waitOf(r *http.Request) *upstreamWait {
 // modifyResponse strips the release header from the upstream's answer and ends the session it asks
 // to end.
 func (p *Proxy) modifyResponse(res *http.Response) error {
-	waitOf(res.Request).answered()
+	waitOf(res.Request).answered(res.StatusCode >= 500)
 	release := res.Header.Get(ReleaseHeader)
 	res.Header.Del(ReleaseHeader)
 	if d, ok := res.Request.Context().Value(decisionKey{}).(decision); ok {
@@ -163,7 +174,7 @@ type readCloser struct {
 }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	waitOf(r).answered()
+	waitOf(r).answered(upstreamFault(err, 0))
 	d, _ := r.Context().Value(decisionKey{}).(decision)
 	if d.class == "" {
 		d.class = "open"

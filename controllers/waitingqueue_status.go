@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -174,8 +177,61 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 		wq.Status.MaxActive = &maxActive
 	}
 	r.setOpen(wq, s, snap)
+	r.setWorkload(wq, s, snap)
 	r.setReady(wq)
 }
+
+// setWorkload reports what the proxies measured and, for an Adaptive capacity, the Adapted
+// condition: why the rate differs from the plan.
+func (r *WaitingQueueReconciler) setWorkload(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot) {
+	var w *scheduler.Workload
+	if snap != nil {
+		w = snap.Workload
+	}
+	wq.Status.Workload = nil
+	if w != nil {
+		out := &herdgatev1alpha1.WorkloadStatus{ReportingReplicas: int32(w.Reporting), ErrorPercent: w.ErrorPercent, NoShowPercent: w.NoShowPercent,
+			InFlight: decimal(w.InFlight), TargetInFlight: decimal(w.TargetInFlight), AdmissionsPerSecond: w.AdmissionsPerSecond, Reason: w.Reason}
+		if w.LatencyP50 > 0 {
+			out.LatencyP50 = &metav1.Duration{Duration: w.LatencyP50}
+			out.LatencyP95 = &metav1.Duration{Duration: w.LatencyP95}
+		}
+		wq.Status.Workload = out
+	}
+	if s.Adaptive == nil {
+		meta.RemoveStatusCondition(&wq.Status.Conditions, herdgatev1alpha1.ConditionAdapted)
+		return
+	}
+	const adapted = herdgatev1alpha1.ConditionAdapted
+	switch {
+	case !s.Admits():
+		r.setCondition(wq, adapted, metav1.ConditionFalse, herdgatev1alpha1.ReasonNotAdmitting, "nobody is admitted in this mode, so no rate is adapted")
+	case w == nil || w.Reason == "":
+		r.setCondition(wq, adapted, metav1.ConditionUnknown, herdgatev1alpha1.ReasonSchedulerPending, "the scheduler has not measured the workload yet")
+	case w.Reason == capacity.ReasonNoReports:
+		r.setCondition(wq, adapted, metav1.ConditionFalse, w.Reason,
+			fmt.Sprintf("no proxy replica reports what it measures: admitting at the plan's %s per second", s.Effective.RateString()))
+	case w.Reason == capacity.ReasonDeclared:
+		r.setCondition(wq, adapted, metav1.ConditionFalse, w.Reason,
+			fmt.Sprintf("the workload takes the plan: admitting %s per second; %s", w.AdmissionsPerSecond, measured(w)))
+	default:
+		r.setCondition(wq, adapted, metav1.ConditionTrue, w.Reason,
+			fmt.Sprintf("admitting %s per second where the plan says %s: %s", w.AdmissionsPerSecond, s.Effective.RateString(), measured(w)))
+	}
+}
+
+// measured says what the replicas measured, for a condition's message.
+func measured(w *scheduler.Workload) string {
+	latency := "no protected request answered lately"
+	if w.LatencyP50 > 0 {
+		latency = fmt.Sprintf("upstream latency p50 %s, p95 %s", w.LatencyP50.Round(time.Millisecond), w.LatencyP95.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s, %s in flight of a target %s, %d%% errors, %d%% no-shows, over %d proxy replicas",
+		latency, decimal(w.InFlight), decimal(w.TargetInFlight), w.ErrorPercent, w.NoShowPercent, w.Reporting)
+}
+
+// decimal writes a measured number to a tenth.
+func decimal(f float64) string { return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) }
 
 // setOpen says whether the protected routes are open; the reason is the room's phase: the mode's,
 // else the schedule's as the scheduler last ticked it (the schedule's at this time until it has).
@@ -262,6 +318,12 @@ func (r *WaitingQueueReconciler) setReady(wq *herdgatev1alpha1.WaitingQueue) {
 	}
 }
 
+// throttling: the adaptive rate is below the plan.
+func throttling(wq *herdgatev1alpha1.WaitingQueue) bool {
+	c := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionAdapted)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason != capacity.ReasonNoShows
+}
+
 func (r *WaitingQueueReconciler) setCondition(wq *herdgatev1alpha1.WaitingQueue, t string, s metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&wq.Status.Conditions, metav1.Condition{
 		Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: wq.Generation,
@@ -284,6 +346,14 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 	if wq.Status.Seed != "" && before.Status.Seed != wq.Status.Seed {
 		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "SeedRevealed", "Draw",
 			"The pre-queue's draw began; its seed is %s (SHA-256 %s, as committed in status.seedCommitment)", wq.Status.Seed, wq.Status.SeedCommitment)
+	}
+	if was, now := throttling(before), throttling(wq); was != now {
+		if now {
+			c := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionAdapted)
+			r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "ThrottlingStarted", "Adapt", "%s: %s", c.Reason, c.Message)
+		} else {
+			r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "ThrottlingStopped", "Adapt", "Admitting at the plan again, or above it for no-shows")
+		}
 	}
 	was := meta.FindStatusCondition(before.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)
 	now := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)

@@ -25,6 +25,11 @@ const (
 	// places), Opening (the pre-queue is being drawn), Open (visitors queue and pass with a pass),
 	// Passthrough (no pass needed) or Closed (closed to new visitors, or to everyone in mode Closed).
 	ConditionOpen = "Open"
+	// ConditionAdapted is set with spec.capacity.mode Adaptive: True while the admission rate differs
+	// from the declared plan, its reason the adaptive controller's (LatencyAboveDeclared,
+	// InFlightAboveTarget, UpstreamErrors, NoShows, Recovering, Floor) and its message the measured
+	// numbers; False (reason Declared, or NoReports when no proxy replica measures) at the plan.
+	ConditionAdapted = "Adapted"
 )
 
 // Condition reasons of a WaitingQueue.
@@ -52,6 +57,8 @@ const (
 	ReasonSecretValueMissing = "SecretValueMissing"
 	// ReasonPageTemplateInvalid: spec.page.template does not render; the page in force stays.
 	ReasonPageTemplateInvalid = "PageTemplateInvalid"
+	// ReasonNotAdmitting (on Adapted): the mode or spec.suspend admits nobody.
+	ReasonNotAdmitting = "NotAdmitting"
 	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.
 	ReasonTickLimited = "TickLimited"
 	// Reasons of the Open condition: the room's phase.

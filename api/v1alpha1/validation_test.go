@@ -124,6 +124,8 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(defaulted.EffectiveProxyReplicas()).To(Equal(unset.EffectiveProxyReplicas()))
 		Expect(defaulted.EffectiveFailurePolicy()).To(Equal(unset.EffectiveFailurePolicy()))
 		Expect(defaulted.EffectiveMode()).To(Equal(unset.EffectiveMode()))
+		Expect(defaulted.Capacity.Mode).To(Equal(herdgatev1alpha1.CapacityDeclared))
+		Expect(defaulted.EffectiveCapacityMode()).To(Equal(unset.EffectiveCapacityMode()))
 		Expect(defaulted.EffectivePassRenewal()).To(Equal(unset.EffectivePassRenewal()))
 		Expect(defaulted.EffectiveMaxSession()).To(Equal(unset.EffectiveMaxSession()))
 		Expect(defaulted.ProtectedRoutes[0].Methods).To(Equal(unset.ProtectedRoutes[0].EffectiveMethods()))
@@ -224,6 +226,12 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("batch size override 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.BatchSizeOverride = ptr.To[int32](0) },
 			"spec.capacity.batchSizeOverride", "greater than or equal to 1"),
+		Entry("capacity mode unknown",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.Mode = "Fast" },
+			"spec.capacity.mode", `Unsupported value: "Fast"`),
+		Entry("a negative floor",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.MinAdmissionsPerSecond = ptr.To[int32](-1) },
+			"spec.capacity.minAdmissionsPerSecond", "greater than or equal to 0"),
 		Entry("tick 5 ms",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Tick = duration(5 * time.Millisecond) },
 			"spec.tick", "tick must be between 10ms and 10s"),
@@ -535,11 +543,11 @@ var _ = Describe("WaitingQueue documentation", func() {
 		GinkgoWriter.Println(out)
 		Expect(out).To(ContainSubstring("GROUP:      herdgate.io"))
 		descriptions := explainedFields(out)
-		for _, field := range []string{"poolSize", "requestLatency", "utilizationPercent", "batchSizeOverride", "maxActive"} {
+		for _, field := range []string{"poolSize", "requestLatency", "utilizationPercent", "batchSizeOverride", "maxActive", "mode", "minAdmissionsPerSecond"} {
 			Expect(descriptions).To(HaveKey(field), "kubectl explain does not list %s", field)
 			Expect(descriptions[field]).To(ContainSubstring(field), "the description of %s does not start with its name", field)
 		}
-		Expect(descriptions).To(HaveLen(5), "spec.capacity has a field this test does not know: %v", descriptions)
+		Expect(descriptions).To(HaveLen(7), "spec.capacity has a field this test does not know: %v", descriptions)
 	})
 
 	It("documents every field of the schema", func() {
@@ -576,6 +584,8 @@ func explainedFields(out string) map[string]string {
 	var current string
 	for _, line := range strings.Split(section, "\n") {
 		switch {
+		case strings.HasPrefix(strings.TrimSpace(line), "enum:"):
+			// An enum's values, printed under its name.
 		case strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") && strings.TrimSpace(line) != "":
 			current = strings.Fields(line)[0]
 			fields[current] = ""

@@ -173,3 +173,11 @@ func (s *WaitingQueueSpec) EffectivePerClient() (burst, perMinute, v4Bits, v6Bit
 	return or(l.Burst, DefaultEntryBurst), or(l.PerMinute, DefaultEntryPerMinute),
 		or(l.IPv4PrefixLength, DefaultEntryIPv4PrefixLength), or(l.IPv6PrefixLength, DefaultEntryIPv6PrefixLength), true
 }
+
+// EffectiveCapacityMode returns spec.capacity.mode.
+func (s *WaitingQueueSpec) EffectiveCapacityMode() CapacityMode {
+	if s.Capacity.Mode == "" {
+		return CapacityDeclared
+	}
+	return s.Capacity.Mode
+}

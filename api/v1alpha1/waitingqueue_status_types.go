@@ -38,8 +38,9 @@ type PlanStatus struct {
 	// +optional
 	TickLimit *int64 `json:"tickLimit,omitempty"`
 
-	// effectiveAdmissionsPerSecond is the rate ticks run at: admissionsPerSecond, or tickLimit per
-	// tick when the plan asks for more. A decimal string, for example "140" or "0.0000166".
+	// effectiveAdmissionsPerSecond is the plan's rate as ticks can run it: admissionsPerSecond, or
+	// tickLimit per tick when the plan asks for more. A decimal string, for example "140" or
+	// "0.0000166". With an Adaptive capacity it is the ceiling of status.workload.admissionsPerSecond.
 	// +optional
 	EffectiveAdmissionsPerSecond string `json:"effectiveAdmissionsPerSecond,omitempty"`
 }
@@ -89,6 +90,11 @@ type WaitingQueueStatus struct {
 	// +optional
 	ReleasedPerSecond string `json:"releasedPerSecond,omitempty"`
 
+	// workload is what the admission proxies measured of the protected requests, and the rate an
+	// Adaptive capacity chose from it; unset before any proxy replica reported.
+	// +optional
+	Workload *WorkloadStatus `json:"workload,omitempty"`
+
 	// proxy reports the admission proxy Deployment.
 	// +optional
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
@@ -107,10 +113,55 @@ type WaitingQueueStatus struct {
 	Seed string `json:"seed,omitempty"`
 
 	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
-	// RedisAvailable, Admitting, ProxyAvailable and Open.
+	// RedisAvailable, Admitting, ProxyAvailable, Open and, with an Adaptive capacity, Adapted.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WorkloadStatus is what the admission proxies measured of the protected requests over the last
+// few seconds, merged over the replicas, and what the adaptive rate made of it.
+type WorkloadStatus struct {
+	// reportingReplicas is how many proxy replicas reported lately.
+	// +optional
+	ReportingReplicas int32 `json:"reportingReplicas"`
+
+	// latencyP50 is the median upstream latency of protected requests (to the response headers),
+	// from a histogram: the upper bound of its bucket, within 10 %.
+	// +optional
+	LatencyP50 *metav1.Duration `json:"latencyP50,omitempty"`
+
+	// latencyP95 is the 95th percentile of the same latency, read the same way.
+	// +optional
+	LatencyP95 *metav1.Duration `json:"latencyP95,omitempty"`
+
+	// inFlight is the mean number of protected requests in flight upstream, as a decimal string.
+	// +optional
+	InFlight string `json:"inFlight,omitempty"`
+
+	// targetInFlight is what the pool is sized for: poolSize × utilizationPercent ÷ 100.
+	// +optional
+	TargetInFlight string `json:"targetInFlight,omitempty"`
+
+	// errorPercent is the share of protected requests that failed upstream (5xx, timeouts, refused
+	// or closed connections).
+	// +optional
+	ErrorPercent int32 `json:"errorPercent"`
+
+	// noShowPercent is the share of admitted visitors who never sent a protected request with their
+	// pass, judged a few seconds after their pass became valid.
+	// +optional
+	NoShowPercent int32 `json:"noShowPercent"`
+
+	// admissionsPerSecond is the rate ticks run at: the plan's effectiveAdmissionsPerSecond in
+	// Declared mode, the adaptive controller's choice in Adaptive mode. A decimal string.
+	// +optional
+	AdmissionsPerSecond string `json:"admissionsPerSecond,omitempty"`
+
+	// reason says why an Adaptive rate differs from the plan: Declared (it does not), NoReports,
+	// LatencyAboveDeclared, InFlightAboveTarget, UpstreamErrors, NoShows, Recovering or Floor.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }

@@ -212,7 +212,35 @@ type CapacitySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000000
 	MaxActive *int32 `json:"maxActive,omitempty"`
+
+	// mode is Declared (admit at the plan derived from this spec) or Adaptive (the plan is the
+	// ceiling: the proxies measure the protected requests' latency, requests in flight, errors and
+	// the visitors who never use their pass, and the rate follows what the workload takes, between
+	// minAdmissionsPerSecond and the plan; to make up for no-shows it may rise to the pool's full
+	// rate, poolSize ÷ requestLatency, and no further). Defaults to Declared.
+	// +optional
+	// +kubebuilder:default=Declared
+	Mode CapacityMode `json:"mode,omitempty"`
+
+	// minAdmissionsPerSecond is the floor of an Adaptive rate: however slow or failing the workload,
+	// the queue keeps moving at this rate. At most the plan's rate (the manager refuses a larger one).
+	// Between 0 and 1,000,000. Unset means a tenth of the plan's rate.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	MinAdmissionsPerSecond *int32 `json:"minAdmissionsPerSecond,omitempty"`
 }
+
+// CapacityMode says whether the admission rate follows the workload.
+// +kubebuilder:validation:Enum=Declared;Adaptive
+type CapacityMode string
+
+const (
+	// CapacityDeclared admits at the plan derived from the declared capacity.
+	CapacityDeclared CapacityMode = "Declared"
+	// CapacityAdaptive admits at what the measured workload takes, the declared plan its ceiling.
+	CapacityAdaptive CapacityMode = "Adaptive"
+)
 
 // JitterMode says how the admissions of one tick are spread in time.
 // +kubebuilder:validation:Enum=Uniform;None

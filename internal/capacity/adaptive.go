@@ -21,11 +21,15 @@ type Measurement struct {
 	Admitted, Used int64
 }
 
-// AdaptiveLimits bound the controller: the declared plan's rate is the ceiling, Floor keeps the queue
-// moving, and the pool and its utilization say how many requests in flight the workload takes.
+// AdaptiveLimits bound the controller. The declared plan's rate is the most admitted while every
+// admitted visitor comes; Ceiling, the pool's full rate, is the most ever admitted, making up for
+// visitors who never come (so that even if they all came at once, the pool would not be overrun);
+// Floor keeps the queue moving; the pool and its utilization say how many requests in flight the
+// workload takes.
 type AdaptiveLimits struct {
-	// Ceiling and Floor are admissions per second; 0 <= Floor <= Ceiling.
-	Ceiling, Floor float64
+	// Declared, Ceiling and Floor are admissions per second; 0 <= Floor <= Declared <= Ceiling
+	// (NewController enforces it).
+	Declared, Ceiling, Floor float64
 	// TargetInFlight is the pool × utilization: the requests in flight the workload is sized for.
 	TargetInFlight float64
 	// Tick is the scheduler's tick.
@@ -38,8 +42,8 @@ const (
 	// latencySmoothing is the weight of a tick's latency in the smoothed latency (an EWMA): a step is
 	// followed within about ten ticks, and one slow tick moves the rate by a fraction.
 	latencySmoothing = 0.3
-	// maxRiseShare bounds a tick's rise to this share of the ceiling: back from any brake to the
-	// declared rate within 1/maxRiseShare ticks once the workload is well again.
+	// maxRiseShare bounds a tick's rise to this share of the declared rate: back from any brake to
+	// the declared rate within 1/maxRiseShare ticks once the workload is well again.
 	maxRiseShare = 0.1
 	// maxFallShare bounds a tick's fall without errors to this share of the current rate.
 	maxFallShare = 0.25
@@ -47,7 +51,7 @@ const (
 	errorShare = 0.05
 	errorBrake = 0.5
 	// minUse bounds the no-show compensation: admissions grow by at most 1/minUse over the rate the
-	// workload takes when few admitted visitors come.
+	// workload takes when few admitted visitors come (and never above the ceiling).
 	minUse = 0.5
 	// minSample is the fewest requests a tick's error share and use are believed from, and the
 	// requests a tick's latency needs to weigh fully.
@@ -58,12 +62,12 @@ const (
 
 // Reasons the controller gives for the rate it chose.
 const (
-	ReasonDeclared       = "Declared"             // at the ceiling: the declared plan
+	ReasonDeclared       = "Declared"             // the declared plan
 	ReasonNoReports      = "NoReports"            // nobody measured: the declared plan
 	ReasonLatencyAbove   = "LatencyAboveDeclared" // the measured latency takes the pool at a lower rate
 	ReasonInFlightAbove  = "InFlightAboveTarget"  // more requests in flight than the pool is sized for
 	ReasonUpstreamErrors = "UpstreamErrors"       // the error brake
-	ReasonNoShows        = "NoShows"              // admitting more: admitted visitors who never come
+	ReasonNoShows        = "NoShows"              // admitting more than declared: admitted visitors who never come
 	ReasonRecovering     = "Recovering"           // rising back towards the ceiling, step by step
 	ReasonFloor          = "Floor"                // held at the floor
 )
@@ -71,8 +75,8 @@ const (
 // Controller is the adaptive plan's controller: pure and deterministic, one Step per tick. It
 // admits at the rate Little's law gives for the measured latency and the pool's target in flight,
 // trimmed while more requests are in flight than the target, braked multiplicatively on upstream
-// errors, raised for no-shows, and never outside [Floor, Ceiling]; each tick's rise and fall are
-// bounded.
+// errors, raised for no-shows, never above Declared but for no-shows, never outside [Floor,
+// Ceiling]; each tick's rise and fall are bounded.
 type Controller struct {
 	limits AdaptiveLimits
 	rate   float64
@@ -80,11 +84,16 @@ type Controller struct {
 	latency float64
 }
 
-// NewController starts at the ceiling: the declared plan, until measurements say otherwise.
+// NewController starts at the declared plan, until measurements say otherwise.
 func NewController(l AdaptiveLimits) *Controller {
-	l.Floor = math.Max(0, math.Min(l.Floor, l.Ceiling))
-	return &Controller{limits: l, rate: l.Ceiling}
+	l.Declared = math.Max(0, l.Declared)
+	l.Ceiling = math.Max(l.Ceiling, l.Declared)
+	l.Floor = math.Max(0, math.Min(l.Floor, l.Declared))
+	return &Controller{limits: l, rate: l.Declared}
 }
+
+// Limits are the controller's bounds, as NewController made them consistent.
+func (c *Controller) Limits() AdaptiveLimits { return c.limits }
 
 // Rate is the admissions per second the controller last chose.
 func (c *Controller) Rate() float64 { return c.rate }
@@ -99,7 +108,7 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 	l := c.limits
 	if m.Reporting == 0 {
 		// Nobody measures: the declared plan, as if the loop were not there.
-		c.rate = l.Ceiling
+		c.rate = l.Declared
 		return c.rate, ReasonNoReports
 	}
 	if m.Requests > 0 && m.Latency > 0 {
@@ -111,28 +120,34 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 			c.latency += weight * (s - c.latency)
 		}
 	}
+	// Of the visitors admitted, only the share that comes loads the workload: what the workload
+	// takes is a rate of arrivals, and admissions are arrivals ÷ use.
+	use := 1.0
+	if m.Admitted >= minSample && m.Used < m.Admitted {
+		use = math.Max(minUse, float64(m.Used)/float64(m.Admitted))
+	}
 
-	// What the workload takes: Little's law, in-flight = rate × latency.
-	want, reason := l.Ceiling, ReasonDeclared
+	// What the workload takes: Little's law, in-flight = arrivals × latency.
+	arrivals, reason := l.Declared, ReasonDeclared
 	if c.latency > 0 && l.TargetInFlight > 0 {
-		// Within a hair of the ceiling is the ceiling: a smoothed latency only nears the declared one.
-		if little := l.TargetInFlight / c.latency; little < want*(1-ceilingBand) {
-			want, reason = little, ReasonLatencyAbove
+		// Within a hair of the declared rate is the declared rate: a smoothed latency only nears the
+		// declared one.
+		if little := l.TargetInFlight / c.latency; little < arrivals*(1-ceilingBand) {
+			arrivals, reason = little, ReasonLatencyAbove
 		}
 	}
 	if l.TargetInFlight > 0 && m.InFlight > l.TargetInFlight {
 		// Already over the target: trim in proportion, whatever the latency says.
-		if trimmed := c.rate * l.TargetInFlight / m.InFlight; trimmed < want {
-			want, reason = trimmed, ReasonInFlightAbove
+		if trimmed := c.rate * use * l.TargetInFlight / m.InFlight; trimmed < arrivals {
+			arrivals, reason = trimmed, ReasonInFlightAbove
 		}
 	}
-	// No-shows: of the visitors admitted, only the share that comes loads the workload.
-	if m.Admitted >= minSample && m.Used < m.Admitted {
-		use := math.Max(minUse, float64(m.Used)/float64(m.Admitted))
-		want /= use
-		if reason == ReasonDeclared {
-			reason = ReasonNoShows
-		}
+	want := math.Min(arrivals/use, l.Ceiling)
+	if want > l.Declared && reason == ReasonDeclared {
+		reason = ReasonNoShows
+	} else if reason == ReasonDeclared {
+		// Every admitted visitor comes (or too few were admitted to tell): the declared plan holds.
+		want = math.Min(want, l.Declared)
 	}
 
 	next := want
@@ -142,7 +157,7 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 		// The brake: halve from where we are, at once (and no further in one tick).
 		next = c.rate * errorBrake
 	case next > c.rate:
-		next = math.Min(next, c.rate+maxRiseShare*l.Ceiling)
+		next = math.Min(next, c.rate+maxRiseShare*l.Declared)
 	case next < c.rate:
 		next = math.Max(next, c.rate*(1-maxFallShare))
 	}
@@ -152,9 +167,8 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 		reason = ReasonUpstreamErrors
 	case next <= l.Floor:
 		next, reason = l.Floor, ReasonFloor
-	case next >= l.Ceiling:
-		reason = ReasonDeclared
-	case next < want:
+	case next < want && next <= l.Declared:
+		// Rising back (to the plan, or beyond it for no-shows); above the plan it is the no-shows.
 		reason = ReasonRecovering
 	}
 	if next < l.Floor {

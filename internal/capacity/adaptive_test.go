@@ -8,7 +8,7 @@ import (
 )
 
 // The reference workload: 40 connections at 70 %, 200 ms an order: 28 in flight, 140 a second.
-var reference = AdaptiveLimits{Ceiling: 140, Floor: 5, TargetInFlight: 28, Tick: 100 * time.Millisecond}
+var reference = AdaptiveLimits{Declared: 140, Ceiling: 200, Floor: 5, TargetInFlight: 28, Tick: 100 * time.Millisecond}
 
 // steady is a tick of a workload that takes what it is given at latency.
 func steady(rate float64, latency time.Duration) Measurement {
@@ -144,35 +144,48 @@ func TestUpstreamErrorsBrakeAtLeastByHalfWithinTwoTicks(t *testing.T) {
 }
 
 func TestNoShowsAreCompensatedUpToTheCeiling(t *testing.T) {
-	// A ceiling above the declared use: 30 % of the admitted never come.
-	l := reference
-	l.Ceiling = 250
-	c := NewController(l)
-	c.rate = 140
+	// 30 % of the admitted never come.
+	c := NewController(reference)
 	for range 200 {
 		rate := c.Rate()
 		m := steady(rate*0.7, 200*time.Millisecond)
 		m.Admitted, m.Used = int64(math.Round(rate*0.1)), int64(math.Round(rate*0.07))
-		c.Step(m)
+		if rate, reason := c.Step(m); rate > reference.Ceiling || (rate > 140 && reason != ReasonNoShows) {
+			t.Fatalf("rate %v (%s): above the ceiling, or above the plan for another reason than no-shows", rate, reason)
+		}
 	}
 	// Those who come keep the pool at its target: 28 in flight at 200 ms is 140 a second of them.
 	if served := c.Rate() * 0.7; math.Abs(served-140) > 14 {
 		t.Fatalf("served %.1f/s of the admitted %.1f/s, want the workload's 140 ± 10 %%", served, c.Rate())
 	}
-	// With the declared plan as the ceiling, never above it.
+	// Half never come: the compensation stops at the ceiling, the pool's full rate.
 	c = NewController(reference)
+	for range 200 {
+		m := steady(c.Rate()*0.4, 200*time.Millisecond)
+		m.Admitted, m.Used = 20, 8
+		if rate, _ := c.Step(m); rate > reference.Ceiling {
+			t.Fatalf("rate %v above the ceiling", rate)
+		}
+	}
+	if c.Rate() != reference.Ceiling {
+		t.Fatalf("rate %v with 60 %% no-shows, want the ceiling %v", c.Rate(), reference.Ceiling)
+	}
+	// Without a ceiling above the plan, the plan is the most admitted.
+	l := reference
+	l.Ceiling = 0
+	c = NewController(l)
 	for range 200 {
 		m := steady(c.Rate()*0.7, 200*time.Millisecond)
 		m.Admitted, m.Used = 14, 10
 		if rate, _ := c.Step(m); rate > 140 {
-			t.Fatalf("rate %v above the ceiling", rate)
+			t.Fatalf("rate %v above the declared plan, which is the ceiling here", rate)
 		}
 	}
 }
 
 // TestEveryStepIsBoundedAndTheBoundsHold drives the controller with random measurements: no tick
-// rises by more than maxRiseShare of the ceiling, none falls by more than the brake, and the rate
-// stays within [floor, ceiling].
+// rises by more than maxRiseShare of the declared rate, none falls by more than the brake, and the
+// rate stays within [floor, ceiling], above the declared rate only for no-shows.
 func TestEveryStepIsBoundedAndTheBoundsHold(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	c := NewController(reference)
@@ -185,8 +198,11 @@ func TestEveryStepIsBoundedAndTheBoundsHold(t *testing.T) {
 		if rate < reference.Floor || rate > reference.Ceiling {
 			t.Fatalf("tick %d: %v outside [%v, %v]", tick, rate, reference.Floor, reference.Ceiling)
 		}
+		if rate > reference.Declared && m.Used >= m.Admitted {
+			t.Fatalf("tick %d: %v above the declared plan though every admitted visitor came", tick, rate)
+		}
 		if reason != ReasonNoReports {
-			if rate > prev+maxRiseShare*reference.Ceiling+1e-9 {
+			if rate > prev+maxRiseShare*reference.Declared+1e-9 {
 				t.Fatalf("tick %d: rose from %v to %v", tick, prev, rate)
 			}
 			if rate < math.Min(prev*errorBrake, prev*(1-maxFallShare))-1e-9 && rate != reference.Floor {

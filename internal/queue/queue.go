@@ -13,6 +13,8 @@
 //	{hg:ns/name}:t        hash: admitted and abandoned totals, last tick id, sweep cursor
 //	{hg:ns/name}:plan     hash: the plan the scheduler publishes for the proxies
 //	{hg:ns/name}:proxies  hash: each proxy replica's report of the config it serves
+//	{hg:ns/name}:workload hash: each proxy replica's running totals of the protected requests
+//	{hg:ns/name}:used:<s> HyperLogLog: passes of not-before second s that were used, expiring
 //	{hg:ns/name}:rev      sorted set: released passes not expired yet, scored by revocation sequence
 //	{hg:ns/name}:revseq   the revocation sequence (INCR)
 //	{hg:ns/name}:pre      sorted set: pre-queue places of a scheduled opening, scored by arrival sequence
@@ -78,7 +80,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies, revoked, revokedSeq, pre, draw, drawn string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn string }
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -96,6 +98,7 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.totals = q.prefix + ":t"
 	q.keys.plan = q.prefix + ":plan"
 	q.keys.proxies = q.prefix + ":proxies"
+	q.keys.workload = q.prefix + ":workload"
 	q.keys.revoked = q.prefix + ":rev"
 	q.keys.revokedSeq = q.prefix + ":revseq"
 	q.keys.pre = q.prefix + ":pre"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -185,6 +186,7 @@ func TestEngine(t *testing.T) {
 			t.Run("plan", func(t *testing.T) { testPlan(t, b) })
 			t.Run("a schedule: turned away, pre-queue, the draw in chunks, queue behind it, closed", func(t *testing.T) { testScheduleAndDraw(t, b) })
 			t.Run("proxy reports", func(t *testing.T) { testProxyReports(t, b) })
+			t.Run("workload reports and pass uses", func(t *testing.T) { testWorkloadReports(t, b) })
 			t.Run("delete leaves no key", func(t *testing.T) { testDelete(t, b) })
 		})
 	}
@@ -908,6 +910,63 @@ func testProxyReports(t *testing.T, b backend) {
 	}
 	if n, err := b.rdb.HLen(ctx, q.keys.proxies).Result(); err != nil || n != 0 {
 		t.Fatalf("%d stale reports left in Redis (%v)", n, err)
+	}
+}
+
+func testWorkloadReports(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	got, err := q.ReadWorkload(ctx, time.Minute, []int64{100})
+	if err != nil || len(got.Reports) != 0 || got.Used[100] != 0 || got.Now.IsZero() {
+		t.Fatalf("a queue nobody reported to = %+v, %v", got, err)
+	}
+	a := WorkloadReport{Replica: "proxy-a", Epoch: "e1", ElapsedMicros: 5e6, Requests: 40, Errors: 2, LatencyMicros: 8e6,
+		FlightMicros: 4e7, Buckets: []int64{0, 3, 37}}
+	bRep := WorkloadReport{Replica: "proxy-b", Epoch: "e2", ElapsedMicros: 1e6, Requests: 1}
+	// The same pass used on both replicas counts once; uses fall in the second of their not-before.
+	if err := q.ReportWorkload(ctx, a, []PassUse{{100, "v1@x"}, {101, "v2@y"}, {100, "v3@z"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ReportWorkload(ctx, bRep, []PassUse{{100, "v1@x"}, {100, "v4@w"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A second report replaces the replica's first.
+	bRep.Requests = 7
+	if err := q.ReportWorkload(ctx, bRep, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err = q.ReadWorkload(ctx, time.Minute, []int64{100, 101, 102})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]WorkloadReport{a, bRep}, got.Reports); diff != "" {
+		t.Fatalf("reports (-want +got):\n%s", diff)
+	}
+	if want := map[int64]int64{100: 3, 101: 1, 102: 0}; !maps.Equal(want, got.Used) {
+		t.Fatalf("uses %v, want %v", got.Used, want)
+	}
+	if ttl, err := b.rdb.TTL(ctx, q.prefix+":used:100").Result(); err != nil || ttl <= 0 || ttl > UseRecordTTL {
+		t.Fatalf("the use record expires in %v (%v), want within %v", ttl, err, UseRecordTTL)
+	}
+	if err := q.ReportWorkload(ctx, WorkloadReport{Epoch: "e"}, nil); err == nil {
+		t.Fatal("a report without a replica name was accepted")
+	}
+	// Reports older than the age asked for are gone, and deleted.
+	time.Sleep(30 * time.Millisecond)
+	if got, err := q.ReadWorkload(ctx, 10*time.Millisecond, nil); err != nil || len(got.Reports) != 0 {
+		t.Fatalf("stale reports = %+v, %v; want none", got, err)
+	}
+	if n, err := b.rdb.HLen(ctx, q.keys.workload).Result(); err != nil || n != 0 {
+		t.Fatalf("%d stale reports left in Redis (%v)", n, err)
+	}
+	// Latency buckets: 10 % apart from 1 ms, and a latency lands in the first bound at or above it.
+	for _, c := range []struct {
+		d    time.Duration
+		want int
+	}{{0, 0}, {time.Millisecond, 0}, {1001 * time.Microsecond, 1}, {time.Hour, len(LatencyBuckets) - 1}} {
+		if got := LatencyBucket(c.d); got != c.want {
+			t.Errorf("LatencyBucket(%s) = %d, want %d", c.d, got, c.want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
@@ -52,6 +53,34 @@ var (
 		Help:    "Duration of one Redis call of the pre-queue's draw at opening: beginning it, reading a page of the pre-queue, placing a chunk.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15),
 	}, []string{"namespace", "name"})
+	admissionRateGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_admission_rate",
+		Help: "Admissions per second the ticks run at: the plan's, or the adaptive controller's choice (spec.capacity.mode Adaptive).",
+	}, []string{"namespace", "name"})
+	adaptiveReasonGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_adaptive_reason",
+		Help: "1 for the adaptive controller's reason for its rate at the last tick (Declared, NoReports, LatencyAboveDeclared, InFlightAboveTarget, UpstreamErrors, NoShows, Recovering, Floor), 0 for the others.",
+	}, []string{"namespace", "name", "reason"})
+	reportingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_workload_reporting_replicas",
+		Help: "Proxy replicas whose workload reports are fresh.",
+	}, []string{"namespace", "name"})
+	inFlightGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_workload_in_flight",
+		Help: "Mean protected requests in flight upstream over the last read, summed over the proxy replicas.",
+	}, []string{"namespace", "name"})
+	latencyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_workload_latency_seconds",
+		Help: "Upstream latency of protected requests over the last 5 s, merged over the proxy replicas (the bucket's upper bound, within 10 %).",
+	}, []string{"namespace", "name", "quantile"})
+	errorRatioGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_workload_error_ratio",
+		Help: "Share of protected requests the upstream failed over the last 5 s (5xx, timeouts, refused or closed connections).",
+	}, []string{"namespace", "name"})
+	noShowRatioGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_workload_no_show_ratio",
+		Help: "Share of the admitted visitors who never used their pass, over the last judged seconds.",
+	}, []string{"namespace", "name"})
 	tickLagHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herdgate_tick_lag_seconds",
 		Help:    "How late a scheduler tick started after its scheduled time.",
@@ -61,7 +90,8 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
-		tickDurationHistogram, tickLagHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram)
+		tickDurationHistogram, tickLagHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram,
+		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge)
 }
 
 var phases = []queue.Phase{queue.PhaseScheduled, queue.PhasePreQueue, queue.PhaseOpening, queue.PhaseOpen, queue.PhaseClosed}
@@ -82,9 +112,30 @@ func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
 		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram,
-		preQueueDepthGauge, drawCallHistogram,
+		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
 	} {
 		v.Delete(labels)
 	}
 	phaseGauge.DeletePartialMatch(labels)
+	latencyGauge.DeletePartialMatch(labels)
+	adaptiveReasonGauge.DeletePartialMatch(labels)
+}
+
+// adaptiveReasons are the values of herdgate_adaptive_reason's reason label.
+var adaptiveReasons = []string{capacity.ReasonDeclared, capacity.ReasonNoReports, capacity.ReasonLatencyAbove, capacity.ReasonInFlightAbove,
+	capacity.ReasonUpstreamErrors, capacity.ReasonNoShows, capacity.ReasonRecovering, capacity.ReasonFloor}
+
+// setAdaptiveReasonMetric sets the adaptive controller's reason; a Declared queue (reason "") has none.
+func setAdaptiveReasonMetric(namespace, name, reason string) {
+	if reason == "" {
+		adaptiveReasonGauge.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+		return
+	}
+	for _, r := range adaptiveReasons {
+		v := 0.0
+		if r == reason {
+			v = 1
+		}
+		adaptiveReasonGauge.WithLabelValues(namespace, name, r).Set(v)
+	}
 }

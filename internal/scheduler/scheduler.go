@@ -59,6 +59,9 @@ type Snapshot struct {
 	LastTick time.Time
 	// Proxies are the reports of the proxy replicas that reported lately, by replica; nil when none.
 	Proxies []queue.ProxyReport
+	// Workload is what the replicas measured of the protected requests and the rate ticks run at;
+	// nil before any replica reported.
+	Workload *Workload
 }
 
 // TickReport describes one tick of one queue.
@@ -72,6 +75,9 @@ type TickReport struct {
 	// Quota is how many visitors the plan gives the tick (ticks made up for included), and Limit how
 	// many it asked Redis to admit at most: Quota, capped at queue.MaxAdmitPerTick.
 	Quota, Limit int64
+	// Rate is the admissions per second the tick's quota came from: the plan's, or the adaptive
+	// controller's.
+	Rate float64
 	// Window is the jitter window of the tick; Lead the constant ahead of it; Seed drew the offsets
 	// (queue.JitterOffsets).
 	Window, Lead time.Duration

@@ -51,6 +51,7 @@ type tickState struct {
 	notifyAt  time.Time
 	draw      *drawRun  // the pre-queue's draw under way
 	drawnFor  time.Time // the opening whose draw is done
+	workload  workloadState
 
 	url     string
 	q       *queue.Queue
@@ -118,6 +119,12 @@ func (r *runner) run(ctx context.Context) {
 				r.fail(ctx, st, t.now, err)
 				continue
 			}
+		}
+		// What the proxies measured steers this very tick: an error burst brakes within two ticks
+		// (one for the replicas' report, one for this read). A failed read keeps the last rate; the
+		// admission that follows meets the same Redis and reports what failed.
+		if err := r.readWorkload(ctx, st, t.cfg, t.now); err != nil && ctx.Err() == nil {
+			log.V(1).Info("Reading the workload reports failed; keeping the last rate", "error", err.Error())
 		}
 		phase := r.phase(st, t)
 		if err := r.admit(ctx, st, t, rng, phase); err != nil {
@@ -231,10 +238,11 @@ func (r *runner) phase(st *tickState, t gridTick) queue.Phase {
 func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase queue.Phase) error {
 	cfg := t.cfg
 	quota, share := int64(0), int64(0)
+	plan := st.quota(cfg)
 	// Before opening nobody is admitted, and no quota piles up for the opening.
 	if cfg.Admits() && !phase.Before() {
 		for range min(t.missed, maxCatchUpTicks) + 1 {
-			share = st.carry.Next(cfg.Effective)
+			share = st.carry.Next(plan)
 			quota += share
 		}
 	}
@@ -269,6 +277,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	} else {
 		st.backoff = 0
 		admittedCounter.WithLabelValues(labels...).Add(float64(len(res.Admitted)))
+		st.workload.recordAdmitted(res)
 		abandonedCounter.WithLabelValues(labels...).Add(float64(res.Abandoned))
 		r.update(func(s *Snapshot) {
 			s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = cfg.Generation, "", time.Time{}, t.now
@@ -276,7 +285,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	}
 	if r.s.observe != nil {
 		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
-			Quota: quota, Limit: limit, Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
+			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
 	}
 	return err
 }
@@ -300,7 +309,7 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 
 // publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
 func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, phase queue.Phase, now time.Time) error {
-	p := queue.Plan{Quota: cfg.Effective, PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
+	p := queue.Plan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
 	if sc := cfg.Schedule; sc != nil {
 		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.
 		p.PreQueueFrom, p.OpensAt = sc.PreQueueFrom.Truncate(time.Millisecond), sc.OpensAt.Truncate(time.Millisecond)

@@ -35,6 +35,10 @@ type Settings struct {
 	// the most one tick admits (queue.MaxAdmitPerTick); Capped says whether the cap applies.
 	Plan, Effective capacity.Plan
 	Capped          bool
+	// TargetInFlight is what the pool is sized for, poolSize × utilization; Adaptive, set with
+	// spec.capacity.mode Adaptive, bounds the rate that follows the measured workload.
+	TargetInFlight float64
+	Adaptive       *capacity.AdaptiveLimits
 	// JitterWindow spreads one tick's admissions; Lead puts every not-before time this far ahead of
 	// the tick (see AdmissionLead).
 	JitterWindow, Lead time.Duration
@@ -169,6 +173,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, err
 	}
 	s.Effective, s.Capped = s.Plan.Capped(queue.MaxAdmitPerTick)
+	if err := s.deriveAdaptive(spec); err != nil {
+		return nil, err
+	}
 	s.PollMin, s.PollMax = spec.EffectivePolling()
 	s.Lead = AdmissionLead(s.PollMin)
 	switch {
@@ -245,6 +252,39 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// deriveAdaptive sets the target in flight and, for an Adaptive capacity, the controller's bounds: the
+// effective plan, the pool's full rate as the ceiling of the no-show compensation (never below the
+// plan, never beyond what a tick admits) and the floor.
+func (s *Settings) deriveAdaptive(spec *herdgatev1alpha1.WaitingQueueSpec) error {
+	c := spec.Capacity
+	s.TargetInFlight = float64(c.PoolSize) * float64(spec.EffectiveUtilizationPercent()) / 100
+	switch mode := spec.EffectiveCapacityMode(); mode {
+	case herdgatev1alpha1.CapacityDeclared:
+		return nil
+	case herdgatev1alpha1.CapacityAdaptive:
+	default:
+		return fieldErr("spec.capacity.mode", "%q is neither Declared nor Adaptive", mode)
+	}
+	declared, _ := s.Effective.Rate().Float64()
+	tick := s.Effective.Tick()
+	ceiling := declared
+	if c.RequestLatency.Duration > 0 {
+		ceiling = max(declared, float64(c.PoolSize)/c.RequestLatency.Seconds())
+	}
+	ceiling = min(ceiling, float64(queue.MaxAdmitPerTick)/tick.Seconds())
+	l := &capacity.AdaptiveLimits{Declared: declared, Ceiling: max(ceiling, declared), Floor: declared / 10,
+		TargetInFlight: s.TargetInFlight, Tick: tick}
+	if c.MinAdmissionsPerSecond != nil {
+		l.Floor = float64(*c.MinAdmissionsPerSecond)
+		if l.Floor > declared {
+			return fieldErr("spec.capacity.minAdmissionsPerSecond", "%d is above the plan's %s admissions per second",
+				*c.MinAdmissionsPerSecond, capacity.DecimalString(s.Effective.Rate()))
+		}
+	}
+	s.Adaptive = l
+	return nil
 }
 
 // Routes compiles spec's protected routes; an error names the route's field.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
@@ -60,6 +61,28 @@ func TestDeriveCapsThePlanAtWhatATickAdmits(t *testing.T) {
 	if !s.Capped || s.Plan.BatchSize() != 10_000_000_000 || s.Effective.BatchSize() != queue.MaxAdmitPerTick || s.Effective.RateString() != "25" {
 		t.Fatalf("plan %d per tick, effective %d (%s/s), capped %v; want 10^10, %d (25/s), true",
 			s.Plan.BatchSize(), s.Effective.BatchSize(), s.Effective.RateString(), s.Capped, queue.MaxAdmitPerTick)
+	}
+}
+
+func TestDeriveAnAdaptiveCapacity(t *testing.T) {
+	wq := reference()
+	if s, err := settings.Derive(wq); err != nil || s.Adaptive != nil || s.TargetInFlight != 28 {
+		t.Fatalf("a Declared capacity: adaptive %+v, target %v (%v); want none, 28", s.Adaptive, s.TargetInFlight, err)
+	}
+	wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
+	s, err := settings.Derive(wq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plan is 140/s; the pool's full rate, 40 ÷ 200 ms, is the ceiling; the floor a tenth of the plan.
+	want := capacity.AdaptiveLimits{Declared: 140, Ceiling: 200, Floor: 14, TargetInFlight: 28, Tick: 100 * time.Millisecond}
+	if diff := cmp.Diff(&want, s.Adaptive); diff != "" {
+		t.Fatalf("limits (-want +got):\n%s", diff)
+	}
+	// An override above the pool's full rate is its own ceiling; a floor of 0 is allowed.
+	wq.Spec.Capacity.BatchSizeOverride, wq.Spec.Capacity.MinAdmissionsPerSecond = ptr.To[int32](50), ptr.To[int32](0)
+	if s, err = settings.Derive(wq); err != nil || s.Adaptive.Declared != 500 || s.Adaptive.Ceiling != 500 || s.Adaptive.Floor != 0 {
+		t.Fatalf("override 50 per tick: %+v (%v); want declared and ceiling 500, floor 0", s.Adaptive, err)
 	}
 }
 
@@ -117,6 +140,11 @@ func TestDeriveNamesTheField(t *testing.T) {
 		{"an IPv6 client of 8 bits", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{IPv6PrefixLength: ptr.To[int32](8)}}
 		}, "spec.entry.perClient.ipv6PrefixLength", "outside"},
+		{"a floor above the plan", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Capacity.Mode, wq.Spec.Capacity.MinAdmissionsPerSecond = herdgatev1alpha1.CapacityAdaptive, ptr.To[int32](141)
+		}, "spec.capacity.minAdmissionsPerSecond", "above the plan's 140"},
+		{"an unknown capacity mode", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.Mode = "Fast" },
+			"spec.capacity.mode", "neither Declared nor Adaptive"},
 		{"no name", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "" }, "metadata", "required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
