@@ -209,6 +209,10 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 herd: toolchain ## Run the thundering-herd experiment (batch 14/500/1000, jitter on/off) and regenerate docs/herd/.
 	go run ./cmd/herd experiment --out docs/herd
 
+.PHONY: herd-adaptive
+herd-adaptive: toolchain ## Run the workload's bad days (slow-down, no-shows, error burst), Declared against Adaptive capacity, and regenerate docs/herd/adaptive.md.
+	go run ./cmd/herd adaptive --out docs/herd
+
 .PHONY: herd-launch
 herd-launch: toolchain ## Run a launch (2,000 in the pre-queue, the draw, maxActive 50) and regenerate docs/herd/launch.md.
 	go run ./cmd/herd launch --out docs/herd

@@ -4,6 +4,7 @@
 //	herd run         let a herd of virtual visitors through a waiting room and print what they measured
 //	herd experiment  run the reference experiment in this process and write a report with charts
 //	herd launch      run a launch (scheduled opening, pre-queue draw, sessions) and write its report
+//	herd adaptive    run the workload's bad days, Declared against Adaptive, and write their report
 //	herd export-draw     write a queue's pre-queue draw record from Redis
 //	herd verify-shuffle  recompute a draw from its seed and check its record and commitment
 package main
@@ -28,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/herd"
 )
 
@@ -47,6 +49,7 @@ commands:
   run         send a herd of virtual visitors through a waiting room
   experiment  run the reference experiment and write docs/herd
   launch      run a launch in this process and write docs/herd/launch.md
+  adaptive    run the workload's bad days, Declared against Adaptive capacity, and write docs/herd/adaptive.md
   export-draw     write a queue's pre-queue draw record from Redis
   verify-shuffle  recompute a draw from its seed and check the record and the commitment
 `
@@ -65,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return experimentCmd(ctx, args[1:], stdout, stderr)
 	case "launch":
 		return launchCmd(ctx, args[1:], stdout, stderr)
+	case "adaptive":
+		return adaptiveCmd(ctx, args[1:], stdout, stderr)
 	case "export-draw":
 		return exportDrawCmd(ctx, args[1:], stdout, stderr)
 	case "verify-shuffle":
@@ -261,5 +266,76 @@ func launchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if res.VerifyErr != nil || res.OrdersBeforeOpening > 0 {
 		return 1
 	}
+	return 0
+}
+
+func adaptiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd adaptive", flag.ContinueOnError)
+	out := fs.String("out", "docs/herd", "folder for adaptive.md and its charts")
+	only := fs.String("workload", "", "run only this workload (slow-down, slow-down-gradual, no-shows, error-burst)")
+	visitors := fs.Int("visitors", herd.AdaptiveVisitors, "visitors coming at the start of each run")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	var workloads []herd.Workload
+	for _, w := range herd.Workloads() {
+		if *only == "" || w.Name == *only {
+			workloads = append(workloads, w)
+		}
+	}
+	switch {
+	case len(workloads) == 0:
+		fmt.Fprintf(stderr, "herd adaptive: flag --workload: %q is none of slow-down, slow-down-gradual, no-shows, error-burst\n", *only)
+		return 2
+	case *visitors < 100 || *visitors > 100_000:
+		fmt.Fprintln(stderr, "herd adaptive: flag --visitors must be between 100 and 100000")
+		return 2
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "flag --out: %v\n", err)
+		return 2
+	}
+	var report bytes.Buffer
+	fmt.Fprintf(&report, "# Admission that follows the workload\n\nMeasured by `make herd-adaptive` on %s, %s.\n\n", time.Now().UTC().Format("2006-01-02"), herd.Machine())
+	fmt.Fprintf(&report, "The reference queue (%d connections, %s per order, 70 %%: %.0f a second, target %d in flight) in front of "+
+		"the stand-in orders service, %d visitors in line from the start, two proxy replicas (each visitor polls one and "+
+		"orders through the other), the scheduler and Redis in this process, on loopback. Each workload runs with "+
+		"`spec.capacity.mode: Declared` and with `Adaptive`; the grey band is the bad stretch. The columns: the most "+
+		"orders in the service at once (holding a connection or waiting for one), the pool wait p95 over the run and "+
+		"over the bad stretch and 5 s after it, the orders that reached the service per second from 5 s on and the mean "+
+		"in the service then, the rate the ticks ran at, how many ticks after the first 503 the rate was halved, and how "+
+		"long after the bad stretch the rate was back at the plan.\n\n",
+		herd.PoolSize, herd.RequestLatency, herd.DeclaredRate, herd.PoolSize*7/10, *visitors)
+	for _, w := range workloads {
+		var runs []herd.WorkloadRun
+		for _, mode := range []herdgatev1alpha1.CapacityMode{herdgatev1alpha1.CapacityDeclared, herdgatev1alpha1.CapacityAdaptive} {
+			r, err := herd.RunWorkload(ctx, w, mode, *visitors, stderr)
+			if err != nil {
+				fmt.Fprintln(stderr, "herd adaptive:", err)
+				return 1
+			}
+			f := herd.Analyse(w, r)
+			fmt.Fprintf(stderr, "[herd]   peak in service %d, pool wait p95 %s, %.1f orders/s, rate %.0f … %.0f, brake %d ticks, back after %s\n",
+				f.PeakInFlight, f.PoolWaitP95, f.Served, f.MinRate, f.MaxRate, f.BrakeTicks, f.Recovery)
+			runs = append(runs, r)
+		}
+		inFlight, rate := "adaptive-"+w.Name+"-in-service.svg", "adaptive-"+w.Name+"-admissions.svg"
+		if err := herd.WorkloadCharts(filepath.Join(*out, inFlight), filepath.Join(*out, rate), w, runs); err != nil {
+			fmt.Fprintln(stderr, "herd adaptive: chart:", err)
+			return 1
+		}
+		fmt.Fprintf(&report, "## %s\n\n", w.Title)
+		herd.WorkloadTable(&report, w, runs)
+		fmt.Fprintf(&report, "\n![%s: orders in the service, Declared against Adaptive](%s)\n\n![%s: admissions per second](%s)\n\n", w.Title, inFlight, w.Title, rate)
+	}
+	name := "adaptive.md"
+	if *only != "" {
+		name = "adaptive-" + *only + ".md"
+	}
+	if err := os.WriteFile(filepath.Join(*out, name), report.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "herd adaptive:", err)
+		return 1
+	}
+	_, _ = stdout.Write(report.Bytes())
 	return 0
 }

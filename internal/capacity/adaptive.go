@@ -53,6 +53,13 @@ const (
 	// minUse bounds the no-show compensation: admissions grow by at most 1/minUse over the rate the
 	// workload takes when few admitted visitors come (and never above the ceiling).
 	minUse = 0.5
+	// inFlightBand: the trim starts when the smoothed in-flight exceeds the target by this share.
+	// At the plan the workload runs at the target on average, and a tick's in-flight swings around
+	// it; the target itself is the pool less its safety margin.
+	inFlightBand = 0.05
+	// noShowBand: a use share within this of 1 is taken for 1; the count of uses is an estimate
+	// (a HyperLogLog, within a few per cent) and a few late visitors are no reason to admit more.
+	noShowBand = 0.05
 	// minSample is the fewest requests a tick's error share and use are believed from, and the
 	// requests a tick's latency needs to weigh fully.
 	minSample = 5
@@ -74,14 +81,16 @@ const (
 
 // Controller is the adaptive plan's controller: pure and deterministic, one Step per tick. It
 // admits at the rate Little's law gives for the measured latency and the pool's target in flight,
-// trimmed while more requests are in flight than the target, braked multiplicatively on upstream
+// or for the latency the requests in flight imply while they exceed the target, braked multiplicatively on upstream
 // errors, raised for no-shows, never above Declared but for no-shows, never outside [Floor,
 // Ceiling]; each tick's rise and fall are bounded.
 type Controller struct {
 	limits AdaptiveLimits
 	rate   float64
-	// latency is the smoothed latency in seconds; 0 before the first sample.
-	latency float64
+	// latency is the smoothed latency in seconds; 0 before the first sample. inFlight is the
+	// smoothed requests in flight and throughput the smoothed requests finished per second, with
+	// the same weight.
+	latency, inFlight, throughput float64
 }
 
 // NewController starts at the declared plan, until measurements say otherwise.
@@ -108,7 +117,7 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 	l := c.limits
 	if m.Reporting == 0 {
 		// Nobody measures: the declared plan, as if the loop were not there.
-		c.rate = l.Declared
+		c.rate, c.inFlight, c.throughput = l.Declared, 0, 0
 		return c.rate, ReasonNoReports
 	}
 	if m.Requests > 0 && m.Latency > 0 {
@@ -120,10 +129,14 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 			c.latency += weight * (s - c.latency)
 		}
 	}
+	c.inFlight += latencySmoothing * (m.InFlight - c.inFlight)
+	if l.Tick > 0 {
+		c.throughput += latencySmoothing * (float64(m.Requests)/l.Tick.Seconds() - c.throughput)
+	}
 	// Of the visitors admitted, only the share that comes loads the workload: what the workload
 	// takes is a rate of arrivals, and admissions are arrivals ÷ use.
 	use := 1.0
-	if m.Admitted >= minSample && m.Used < m.Admitted {
+	if m.Admitted >= minSample && float64(m.Used) < (1-noShowBand)*float64(m.Admitted) {
 		use = math.Max(minUse, float64(m.Used)/float64(m.Admitted))
 	}
 
@@ -136,10 +149,17 @@ func (c *Controller) Step(m Measurement) (rate float64, reason string) {
 			arrivals, reason = little, ReasonLatencyAbove
 		}
 	}
-	if l.TargetInFlight > 0 && m.InFlight > l.TargetInFlight {
-		// Already over the target: trim in proportion, whatever the latency says.
-		if trimmed := c.rate * use * l.TargetInFlight / m.InFlight; trimmed < arrivals {
-			arrivals, reason = trimmed, ReasonInFlightAbove
+	if l.TargetInFlight > 0 && c.inFlight > (1+inFlightBand)*l.TargetInFlight {
+		// Over the target, the requests still in flight say more than those that finished: Little's
+		// law once more, with the latency the in-flight implies at the rate requests finish. It
+		// names a rate, not a step from the current one, so that the admissions already on their
+		// way do not make it trim again and again; a workload that finishes nothing goes to the floor.
+		little := 0.0
+		if c.throughput > 0 {
+			little = l.TargetInFlight * c.throughput / c.inFlight
+		}
+		if little < arrivals {
+			arrivals, reason = little, ReasonInFlightAbove
 		}
 	}
 	want := math.Min(arrivals/use, l.Ceiling)

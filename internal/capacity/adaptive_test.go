@@ -240,3 +240,29 @@ func TestNoOscillationGrowsUnderConstantInput(t *testing.T) {
 		}
 	}
 }
+
+// TestTheInFlightNamesARateAndDoesNotCompound: while more is in flight than the target, the rate
+// goes to what Little's law gives for the in-flight's own latency, however many ticks the in-flight
+// stays high (as it does while admissions already on their way arrive), and a workload that
+// finishes nothing goes to the floor.
+func TestTheInFlightNamesARateAndDoesNotCompound(t *testing.T) {
+	c := NewController(reference)
+	// 56 in flight while 140 a second finish: the in-flight says 400 ms, Little's law 70 a second.
+	for range 100 {
+		m := steady(140, 200*time.Millisecond).withInFlight(56)
+		if rate, reason := c.Step(m); rate < 70-1e-9 {
+			t.Fatalf("rate %v (%s): trimmed below what the in-flight names", rate, reason)
+		}
+	}
+	if rate := c.Rate(); math.Abs(rate-70) > 0.5 {
+		t.Fatalf("settled at %v, want 70", rate)
+	}
+	// Nothing finishes: to the floor.
+	c = NewController(reference)
+	for range 100 {
+		c.Step(Measurement{Reporting: 1, InFlight: 40})
+	}
+	if rate := c.Rate(); rate != reference.Floor {
+		t.Fatalf("a stuck workload left the rate at %v, want the floor %v", rate, reference.Floor)
+	}
+}

@@ -24,12 +24,15 @@ type Backend struct {
 	slots chan struct{}
 
 	mu        sync.Mutex
+	profile   func(since time.Duration) (latency time.Duration, fail bool)
+	failures  []time.Duration // since start, of the orders answered 503 by the profile
 	start     time.Time
 	inFlight  int // orders inside the service: waiting for a slot or holding one
 	peak      int
 	arrivals  []time.Duration // since start
 	series    []Sample        // in-flight after every change
 	poolWaits []time.Duration
+	waitsAt   []time.Duration
 	ok        int
 	timeouts  int
 	orderID   atomic.Int64
@@ -55,7 +58,31 @@ func (b *Backend) Reset() {
 	b.slots = make(chan struct{}, b.Pool)
 	b.start = time.Now()
 	b.inFlight, b.peak, b.ok, b.timeouts = 0, 0, 0, 0
-	b.arrivals, b.series, b.poolWaits = nil, nil, nil
+	b.arrivals, b.series, b.poolWaits, b.waitsAt, b.failures = nil, nil, nil, nil, nil
+	b.profile = nil
+}
+
+// SetProfile makes the service behave as profile says from now on, by the time since the last
+// Reset: how long an order holds its connection, and whether the service answers 503 at once (a
+// database that slows down, or fails). Reset forgets the profile.
+func (b *Backend) SetProfile(profile func(since time.Duration) (latency time.Duration, fail bool)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.profile = profile
+}
+
+// behaviour is how the next order is served.
+func (b *Backend) behaviour() (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.profile == nil {
+		return b.Latency, false
+	}
+	latency, fail := b.profile(time.Since(b.start))
+	if fail {
+		b.failures = append(b.failures, time.Since(b.start))
+	}
+	return latency, fail
 }
 
 func (b *Backend) enter() (time.Time, chan struct{}) {
@@ -75,6 +102,7 @@ func (b *Backend) leave(wait time.Duration, ok bool) {
 	b.inFlight--
 	b.series = append(b.series, Sample{time.Since(b.start), b.inFlight})
 	b.poolWaits = append(b.poolWaits, wait)
+	b.waitsAt = append(b.waitsAt, time.Since(b.start))
 	if ok {
 		b.ok++
 	} else {
@@ -102,6 +130,13 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *Backend) order(w http.ResponseWriter, r *http.Request) {
+	latency, fail := b.behaviour()
+	if fail {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, `{"error":"unavailable","message":"the database is down"}`)
+		return
+	}
 	arrived, slots := b.enter()
 	timer := time.NewTimer(b.Timeout)
 	defer timer.Stop()
@@ -118,7 +153,7 @@ func (b *Backend) order(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := time.Since(arrived)
-	time.Sleep(b.Latency) // the order holds its connection
+	time.Sleep(latency) // the order holds its connection
 	<-slots
 	b.leave(wait, true)
 	w.Header().Set("Content-Type", "application/json")
@@ -135,6 +170,12 @@ type BackendStats struct {
 	PoolWaitMax  time.Duration   `json:"poolWaitMaxNs"`
 	Arrivals     []time.Duration `json:"arrivalsNs"`
 	Series       []Sample        `json:"series"`
+	// Waits are the pool waits of the orders, in the order they got (or gave up on) a connection,
+	// and WaitsAt when each ended, since the start.
+	Waits   []time.Duration `json:"waitsNs,omitempty"`
+	WaitsAt []time.Duration `json:"waitsAtNs,omitempty"`
+	// Failures are when the service answered 503 by its profile, since the start.
+	Failures []time.Duration `json:"failuresNs,omitempty"`
 }
 
 // Stats copies the measurements.
@@ -144,7 +185,8 @@ func (b *Backend) Stats() BackendStats {
 	waits := slices.Clone(b.poolWaits)
 	slices.Sort(waits)
 	s := BackendStats{Pool: b.Pool, PeakInFlight: b.peak, Orders: b.ok, Timeouts: b.timeouts,
-		Arrivals: slices.Clone(b.arrivals), Series: slices.Clone(b.series)}
+		Arrivals: slices.Clone(b.arrivals), Series: slices.Clone(b.series), Waits: slices.Clone(b.poolWaits),
+		WaitsAt: slices.Clone(b.waitsAt), Failures: slices.Clone(b.failures)}
 	if len(waits) > 0 {
 		s.PoolWaitP95, s.PoolWaitMax = p95(waits), waits[len(waits)-1]
 	}
