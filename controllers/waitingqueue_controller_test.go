@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -608,6 +610,97 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			g.Expect(st.Plan.AdmissionsPerSecond).To(Equal("0.0000166"))
 			g.Expect(st.Plan.TickLimit).To(BeNil())
 		}, timeout, interval).Should(Succeed())
+	})
+
+	It("explains an Adaptive rate in status, the Adapted condition and Events, from what a replica reports", func() {
+		wq := sampleQueue(mainNamespace, "orders-adaptive")
+		wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+
+		By("admitting at the plan while no replica reports")
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionAdapted)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(capacity.ReasonNoReports))
+			g.Expect(st.Workload).NotTo(BeNil())
+			g.Expect(st.Workload.AdmissionsPerSecond).To(Equal("140"))
+			g.Expect(st.Workload.TargetInFlight).To(Equal("28"))
+		}, timeout, interval).Should(Succeed())
+
+		By("following a replica that measures orders of 400 ms")
+		q := engineQueue(wq)
+		stop := make(chan struct{})
+		reported := make(chan struct{})
+		go func() {
+			defer close(reported)
+			// 70 orders a second of 400 ms each: 28 in flight, the target, at half the plan's rate.
+			r := queue.WorkloadReport{Replica: "orders-adaptive-proxy-0", Epoch: "test", Buckets: make([]int64, queue.LatencyBucket(400*time.Millisecond)+1)}
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				r.ElapsedMicros += 100_000
+				r.Requests += 7
+				r.LatencyMicros += 7 * 400_000
+				r.FlightMicros += 28 * 100_000
+				r.Buckets[len(r.Buckets)-1] += 7
+				_ = q.ReportWorkload(ctx, r, nil)
+			}
+		}()
+		DeferCleanup(func() {
+			select {
+			case <-stop:
+			default:
+				close(stop)
+			}
+			<-reported
+		})
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionAdapted)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(capacity.ReasonLatencyAbove))
+			g.Expect(c.Message).To(ContainSubstring("where the plan says 140"))
+			w := st.Workload
+			g.Expect(w.ReportingReplicas).To(BeEquivalentTo(1))
+			g.Expect(w.LatencyP95).NotTo(BeNil())
+			g.Expect(w.LatencyP95.Duration).To(BeNumerically(">=", 400*time.Millisecond))
+			g.Expect(w.LatencyP95.Duration).To(BeNumerically("<", 440*time.Millisecond))
+			g.Expect(w.InFlight).To(Equal("28"))
+			rate, err := strconv.ParseFloat(w.AdmissionsPerSecond, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rate).To(BeNumerically("~", 70, 3))
+		}, timeout, interval).Should(Succeed())
+		expectEvent := func(reason string) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				list := &eventsv1.EventList{}
+				g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
+				found := false
+				for _, e := range list.Items {
+					found = found || (e.Regarding.Name == wq.Name && e.Reason == reason)
+				}
+				g.Expect(found).To(BeTrue(), "no %s event", reason)
+			}, timeout, interval).Should(Succeed())
+		}
+		expectEvent("ThrottlingStarted")
+
+		By("falling back to the plan when the replica stops reporting")
+		close(stop)
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionAdapted)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(capacity.ReasonNoReports))
+			g.Expect(st.Workload.AdmissionsPerSecond).To(Equal("140"))
+		}, timeout, interval).Should(Succeed())
+		expectEvent("ThrottlingStopped")
 	})
 
 	It("copies the Secret values the spec refers to for the proxy, and keeps the last copy while one is missing", func() {

@@ -326,6 +326,7 @@ func adaptiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		fmt.Fprintf(&report, "## %s\n\n", w.Title)
 		herd.WorkloadTable(&report, w, runs)
+		fmt.Fprintf(&report, "\n%s\n", w.Reading)
 		fmt.Fprintf(&report, "\n![%s: orders in the service, Declared against Adaptive](%s)\n\n![%s: admissions per second](%s)\n\n", w.Title, inFlight, w.Title, rate)
 	}
 	name := "adaptive.md"

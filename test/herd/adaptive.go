@@ -29,6 +29,8 @@ import (
 // visitors never come.
 type Workload struct {
 	Name, Title string
+	// Reading says what to look for in the run's table and charts.
+	Reading string
 	// Profile is how long an order holds its connection t after the start, and whether the service
 	// answers 503 at once.
 	Profile func(t time.Duration) (latency time.Duration, fail bool)
@@ -44,6 +46,12 @@ func Workloads() []Workload {
 	const from = 8 * time.Second
 	return []Workload{
 		{Name: "slow-down", Title: "The database slows down: 200 → 400 ms an order for 10 s",
+			Reading: "Declared keeps admitting 140 a second into a service that now takes 100: the orders waiting for a " +
+				"connection pile up for the whole 10 s and drain only after it. Adaptive follows Little's law down to 70 a second " +
+				"(28 in flight at 400 ms) and is back at the plan within a second or two of the recovery. The step itself still " +
+				"fills the pool once: when the latency doubles at once, the orders already admitted (within the admission lead, " +
+				"600 ms) double the in-flight within one latency, before any request is slow enough to tell, so no controller " +
+				"could keep that peak under the pool; the loop ends it within about a second.",
 			Profile: func(t time.Duration) (time.Duration, bool) {
 				if t >= from && t < from+10*time.Second {
 					return 2 * RequestLatency, false
@@ -51,6 +59,9 @@ func Workloads() []Workload {
 				return RequestLatency, false
 			}, From: from, To: from + 10*time.Second, Length: 30 * time.Second},
 		{Name: "slow-down-gradual", Title: "The database slows down over 4 s: 200 → 400 ms, 6 s at 400 ms, back over 4 s",
+			Reading: "A slowdown that builds over a few seconds, as lock contention does, is followed as it comes: " +
+				"Adaptive keeps the orders in the service at the pool or under it and nobody waits for a connection, while Declared " +
+				"piles them up as before.",
 			Profile: func(t time.Duration) (time.Duration, bool) {
 				const ramp = 4 * time.Second
 				switch {
@@ -65,9 +76,18 @@ func Workloads() []Workload {
 				}
 			}, From: from, To: from + 14*time.Second, Length: 32 * time.Second},
 		{Name: "no-shows", Title: "No-shows: 30 % of the admitted never order",
+			Reading: "Declared admits 140 a second of whom 98 order: the service runs 30 % under what it is sized for. " +
+				"Adaptive learns the share that comes a few seconds after their passes became valid and admits up to the pool's " +
+				"full rate, 200 a second, the ceiling, so that those who come fill the target; even if every no-show came back, " +
+				"the pool would be full, not overrun.",
 			Profile: func(time.Duration) (time.Duration, bool) { return RequestLatency, false },
 			NoShows: 0.3, From: 0, To: 25 * time.Second, Length: 25 * time.Second},
 		{Name: "error-burst", Title: "An error burst: the service answers 503 for 5 s",
+			Reading: "While the service fails, Declared keeps admitting, and every admitted visitor retries its failed " +
+				"order each second: when the service comes back, hundreds of retries arrive together. Adaptive halves the rate " +
+				"within the tick after the first 503s reach it and holds the floor while the errors last, so only a few retry; " +
+				"it climbs back a tenth of the plan per tick once they stop. The peak it shows is those retries, at the end of " +
+				"the burst.",
 			Profile: func(t time.Duration) (time.Duration, bool) {
 				return RequestLatency, t >= from && t < from+5*time.Second
 			}, From: from, To: from + 5*time.Second, Length: 22 * time.Second},
