@@ -1,0 +1,36 @@
+package admission
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herdgate/herdgate/admission/pass"
+)
+
+// BenchmarkWorkloadMeter is what measuring one protected request costs the gate (begin, end and the
+// pass's use, from both cores at once), beside BenchmarkInFlightGauge, the in-flight gauge every
+// forwarded request already moves.
+func BenchmarkWorkloadMeter(b *testing.B) {
+	m := newWorkloadMeter()
+	p := pass.Pass{Visitor: "visitor-1", NotBefore: time.Now(), Expiry: time.Now().Add(time.Minute)}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			now := time.Now()
+			m.used(p, now)
+			m.end(m.begin(), false)
+		}
+	})
+}
+
+func BenchmarkInFlightGauge(b *testing.B) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "bench"})
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = time.Now()
+			g.Inc()
+			g.Dec()
+		}
+	})
+}
