@@ -690,6 +690,17 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			}, timeout, interval).Should(Succeed())
 		}
 		expectEvent("ThrottlingStarted")
+		user, err := testEnv.AddUser(envtest.User{Name: "adaptive-viewer", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := user.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
+		kubectl.Path = kubectlPath()
+		stdout, stderr, err := kubectl.Run("get", "wq", "-n", mainNamespace, wq.Name, "-o", "wide")
+		errText, _ := io.ReadAll(stderr)
+		Expect(err).NotTo(HaveOccurred(), string(errText))
+		out, _ := io.ReadAll(stdout)
+		Expect(string(out)).To(ContainSubstring("LATENCY P95"))
+		Expect(string(out)).To(ContainSubstring(capacity.ReasonLatencyAbove))
 
 		By("falling back to the plan when the replica stops reporting")
 		close(stop)

@@ -479,6 +479,8 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Admitted/s",type=string,JSONPath=`.status.admittedPerSecond`,description="Observed admissions per second over the last 10s"
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeVisitors`,description="Visitors holding an active pass",priority=1
 // +kubebuilder:printcolumn:name="Max Active",type=integer,JSONPath=`.status.maxActive`,description="The cap on active visitors",priority=1
+// +kubebuilder:printcolumn:name="Adapted",type=string,JSONPath=`.status.workload.reason`,description="Why an Adaptive rate differs from the plan",priority=1
+// +kubebuilder:printcolumn:name="Latency p95",type=string,JSONPath=`.status.workload.latencyP95`,description="Upstream latency of protected requests, as the proxies measure it",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.conditions[?(@.type=="Open")].reason`,description="Open, Passthrough or Closed"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
