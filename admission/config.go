@@ -48,8 +48,10 @@ type Config struct {
 	Plan capacity.Plan
 	// Tick is the plan's tick, suspended or not; Adaptive is set when the rate follows what the
 	// replicas measure, which they then report every tick rather than every second (workload.go).
-	Tick             time.Duration
-	Adaptive         bool
+	Tick     time.Duration
+	Adaptive bool
+	// PollBudget is the most polls per second the waiting visitors may cost (spec.polling.budget).
+	PollBudget       float64
 	PollMin, PollMax time.Duration
 	AbandonAfter     time.Duration
 	// Schedule, when set, opens the room at a set time (see phase.go).
@@ -114,6 +116,7 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
 		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter, Schedule: s.Schedule,
 		Entry: s.Entry, TrustedProxies: s.TrustedProxies, Tick: s.Effective.Tick(), Adaptive: s.Adaptive != nil,
+		PollBudget: s.PollBudget.PerSecond,
 	}
 	if s.Admits() {
 		c.Plan = s.Effective

@@ -272,7 +272,8 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		p.serveAdmitted(x, cfg, class, visitor, pos, phase)
 	case queue.Waiting:
 		// The shortest interval this visitor could have been told.
-		if p.pollTooEarly(x, class, enter, pos, capacity.PollHint(r.plan, pos.Position, r.pollMin, r.pollMax, zeroRand{})) {
+		stretch := p.polls.stretch(cfg, r, pos.Depth)
+		if p.pollTooEarly(x, class, enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
 			return
 		}
 		body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase, scheduleTimes: p.scheduleTimes(cfg)}
@@ -280,7 +281,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 			s := int64(wait / time.Second)
 			body.EstimatedWaitSeconds = &s
 		}
-		body.NextPollMs = capacity.PollHint(r.plan, pos.Position, r.pollMin, r.pollMax, p.rand).Milliseconds()
+		body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
 		p.metrics.requests.WithLabelValues(class, "waiting").Inc()
 		replyJSON(x, http.StatusOK, body)
 	}

@@ -96,6 +96,7 @@ type Proxy struct {
 	state        configState
 	sessions     *sessions
 	workload     *workloadMeter
+	polls        pollStretches
 	// verifier calls an external challenge's provider.
 	verifier *http.Client
 }

@@ -714,6 +714,35 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		expectEvent("ThrottlingStopped")
 	})
 
+	It("says in status when the queue is deeper than its poll budget holds, and when it fits again", func() {
+		wq := sampleQueue(mainNamespace, "orders-budget")
+		wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{Budget: ptr.To[int32](1)}
+		wq.Spec.Suspend = ptr.To(true) // nobody admitted: the depth stays
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		enter(engineQueue(wq), "budget", 300)
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionWithinPollBudget)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(herdgatev1alpha1.ReasonDepthBeyondBudget))
+			g.Expect(c.Message).To(ContainSubstring("300 waiting"))
+			g.Expect(c.Message).To(ContainSubstring("raise spec.polling.budget or spec.abandonAfter"))
+			g.Expect(st.Polling).NotTo(BeNil())
+			g.Expect(st.Polling.FarInterval.Duration).To(BeNumerically(">", 5*time.Second))
+		}, timeout, interval).Should(Succeed())
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Polling.Budget = ptr.To[int32](20000) })
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionWithinPollBudget)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(st.Polling.FarInterval.Duration).To(Equal(5 * time.Second))
+			g.Expect(st.Polling.SupportedDepth).To(BeNumerically(">", 1_000_000))
+		}, timeout, interval).Should(Succeed())
+	})
+
 	It("copies the Secret values the spec refers to for the proxy, and keeps the last copy while one is missing", func() {
 		wq := sampleQueue(mainNamespace, "orders-refs")
 		wq.Spec.Suspend = ptr.To(true)

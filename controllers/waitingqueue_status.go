@@ -178,7 +178,29 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	}
 	r.setOpen(wq, s, snap)
 	r.setWorkload(wq, s, snap)
+	r.setPolling(wq, s, snap)
 	r.setReady(wq)
+}
+
+// setPolling reports what the waiting visitors' polls cost under spec.polling.budget, and whether the
+// budget holds at the queue's depth.
+func (r *WaitingQueueReconciler) setPolling(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot) {
+	if snap == nil || !snap.HaveStats {
+		return
+	}
+	p := snap.Polling
+	wq.Status.Polling = &herdgatev1alpha1.PollingStatus{FarInterval: &metav1.Duration{Duration: p.FarInterval},
+		ExpectedPollsPerSecond: decimal(p.Expected), SupportedDepth: p.SupportedDepth}
+	const within = herdgatev1alpha1.ConditionWithinPollBudget
+	if p.Fits {
+		r.setCondition(wq, within, metav1.ConditionTrue, herdgatev1alpha1.ReasonWithinBudget,
+			fmt.Sprintf("%d waiting poll about %s times a second of a budget of %s; the budget holds up to %d waiting with abandonAfter %s",
+				snap.Depth, decimal(p.Expected), decimal(p.Budget), p.SupportedDepth, s.AbandonAfter))
+		return
+	}
+	r.setCondition(wq, within, metav1.ConditionFalse, herdgatev1alpha1.ReasonDepthBeyondBudget,
+		fmt.Sprintf("%d waiting poll about %s times a second, above the budget of %s, which holds up to %d waiting with abandonAfter %s: "+
+			"raise spec.polling.budget or spec.abandonAfter", snap.Depth, decimal(p.Expected), decimal(p.Budget), p.SupportedDepth, s.AbandonAfter))
 }
 
 // setWorkload reports what the proxies measured and, for an Adaptive capacity, the Adapted

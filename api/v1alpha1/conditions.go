@@ -30,6 +30,10 @@ const (
 	// InFlightAboveTarget, UpstreamErrors, NoShows, Recovering, Floor) and its message the measured
 	// numbers; False (reason Declared, or NoReports when no proxy replica measures) at the plan.
 	ConditionAdapted = "Adapted"
+	// ConditionWithinPollBudget is True while the queue's waiting visitors can be told to poll within
+	// spec.polling.budget; False (reason DepthBeyondBudget) when the queue is deeper than the budget
+	// holds with spec.abandonAfter: raise either.
+	ConditionWithinPollBudget = "WithinPollBudget"
 )
 
 // Condition reasons of a WaitingQueue.
@@ -57,6 +61,9 @@ const (
 	ReasonSecretValueMissing = "SecretValueMissing"
 	// ReasonPageTemplateInvalid: spec.page.template does not render; the page in force stays.
 	ReasonPageTemplateInvalid = "PageTemplateInvalid"
+	// Reasons of WithinPollBudget.
+	ReasonWithinBudget      = "WithinBudget"
+	ReasonDepthBeyondBudget = "DepthBeyondBudget"
 	// ReasonNotAdmitting (on Adapted): the mode or spec.suspend admits nobody.
 	ReasonNotAdmitting = "NotAdmitting"
 	// ReasonTickLimited (on Admitting) says that the plan asks for more per tick than one tick admits.

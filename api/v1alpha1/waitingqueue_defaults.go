@@ -181,3 +181,11 @@ func (s *WaitingQueueSpec) EffectiveCapacityMode() CapacityMode {
 	}
 	return s.Capacity.Mode
 }
+
+// EffectivePollBudget returns spec.polling.budget, in status polls per second.
+func (s *WaitingQueueSpec) EffectivePollBudget() int32 {
+	if s.Polling == nil || s.Polling.Budget == nil {
+		return DefaultPollBudget
+	}
+	return *s.Polling.Budget
+}

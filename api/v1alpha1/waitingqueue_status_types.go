@@ -95,6 +95,10 @@ type WaitingQueueStatus struct {
 	// +optional
 	Workload *WorkloadStatus `json:"workload,omitempty"`
 
+	// polling says what the queue's status polls cost under spec.polling.budget at its depth.
+	// +optional
+	Polling *PollingStatus `json:"polling,omitempty"`
+
 	// proxy reports the admission proxy Deployment.
 	// +optional
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
@@ -113,7 +117,7 @@ type WaitingQueueStatus struct {
 	Seed string `json:"seed,omitempty"`
 
 	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
-	// RedisAvailable, Admitting, ProxyAvailable, Open and, with an Adaptive capacity, Adapted.
+	// RedisAvailable, Admitting, ProxyAvailable, Open, WithinPollBudget and, with an Adaptive capacity, Adapted.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -164,4 +168,23 @@ type WorkloadStatus struct {
 	// LatencyAboveDeclared, InFlightAboveTarget, UpstreamErrors, NoShows, Recovering or Floor.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+}
+
+// PollingStatus is what the poll budget does at the queue's depth.
+type PollingStatus struct {
+	// farInterval is the poll interval (before its random spread) of the visitors far from the front:
+	// maxInterval, or longer where the budget needs it.
+	// +optional
+	FarInterval *metav1.Duration `json:"farInterval,omitempty"`
+
+	// expectedPollsPerSecond is what the waiting visitors' polls cost at this depth, at most, on
+	// average, as a decimal string.
+	// +optional
+	ExpectedPollsPerSecond string `json:"expectedPollsPerSecond,omitempty"`
+
+	// supportedDepth is the deepest queue the budget holds without telling anyone to poll less often
+	// than half of abandonAfter; a deeper queue costs more than the budget (the WithinPollBudget
+	// condition says so).
+	// +optional
+	SupportedDepth int64 `json:"supportedDepth,omitempty"`
 }

@@ -15,8 +15,10 @@ const (
 	DefaultPollMinInterval    = 500 * time.Millisecond
 	DefaultPollMaxInterval    = 5 * time.Second
 	DefaultAbandonAfter       = 5 * time.Minute
-	DefaultProxyReplicas      = 2
-	DefaultRedisSecretKey     = "url"
+	// DefaultPollBudget is spec.polling.budget's default, in status polls per second.
+	DefaultPollBudget     = 20000
+	DefaultProxyReplicas  = 2
+	DefaultRedisSecretKey = "url"
 )
 
 // WaitingQueueSpec declares the bottleneck of a workload and how the waiting room in front of it behaves.
@@ -342,6 +344,18 @@ type PollingSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('10m')",message="polling.maxInterval must be between 100ms and 10m"
 	MaxInterval *metav1.Duration `json:"maxInterval,omitempty"`
+
+	// budget is the most status polls per second the queue's waiting visitors may cost together, on
+	// average, whatever the depth: beyond the depth where polling every maxInterval would cost more,
+	// visitors far from the front are told to poll less often (every half of their estimated wait at
+	// most, so that nobody misses a turn, and within half of abandonAfter), while the front keeps
+	// minInterval. status.polling shows the interval in force and the deepest queue the budget holds
+	// with this abandonAfter. Between 1 and 10,000,000. Defaults to 20000, which a status call's cost
+	// in Redis (docs/performance.md) keeps under half of one core.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	Budget *int32 `json:"budget,omitempty"`
 }
 
 // UpstreamSpec is where the admission proxy forwards requests. Exactly one of service or url is set.

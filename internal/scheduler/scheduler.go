@@ -59,9 +59,22 @@ type Snapshot struct {
 	LastTick time.Time
 	// Proxies are the reports of the proxy replicas that reported lately, by replica; nil when none.
 	Proxies []queue.ProxyReport
+	// Polling is what the waiting visitors' polls cost at the last stats read.
+	Polling Polling
 	// Workload is what the replicas measured of the protected requests and the rate ticks run at;
 	// nil before any replica reported.
 	Workload *Workload
+}
+
+// Polling is what a queue's status polls cost under its budget (capacity.PollBudget).
+type Polling struct {
+	// FarInterval is the base poll interval of the visitors far from the front; Fits says the
+	// budget holds at this depth; SupportedDepth is the deepest queue it holds (0: any).
+	FarInterval    time.Duration
+	Fits           bool
+	SupportedDepth int64
+	// Budget and Expected are the budget and the expected polls per second at this depth.
+	Budget, Expected float64
 }
 
 // TickReport describes one tick of one queue.

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"math"
 	"math/big"
 	"reflect"
 	"time"
@@ -52,6 +53,7 @@ type tickState struct {
 	draw      *drawRun  // the pre-queue's draw under way
 	drawnFor  time.Time // the opening whose draw is done
 	workload  workloadState
+	supported supportedDepth
 
 	url     string
 	q       *queue.Queue
@@ -138,7 +140,7 @@ func (r *runner) run(ctx context.Context) {
 			continue
 		}
 		if !t.now.Before(st.statsAt) {
-			if err := r.readStats(ctx, st, t.now); err != nil {
+			if err := r.readStats(ctx, st, t.cfg, t.now); err != nil {
 				r.fail(ctx, st, t.now, err)
 				continue
 			}
@@ -330,7 +332,7 @@ func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, pha
 }
 
 // readStats reads the queue's counters and the proxy replicas' reports.
-func (r *runner) readStats(ctx context.Context, st *tickState, now time.Time) error {
+func (r *runner) readStats(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
 	callCtx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	stats, err := st.q.Stats(callCtx)
@@ -368,7 +370,9 @@ func (r *runner) readStats(ctx context.Context, st *tickState, now time.Time) er
 	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
 	preQueueDepthGauge.WithLabelValues(labels...).Set(float64(stats.PreQueued))
 	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
+	polling := st.pollingAt(cfg, stats.Depth)
 	r.update(func(s *Snapshot) {
+		s.Polling = polling
 		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
 		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
 	})
@@ -395,4 +399,24 @@ func (r *runner) notify(st *tickState, now time.Time) {
 func nextGridPoint(t time.Time, tick time.Duration) time.Time {
 	ns := t.UnixNano()
 	return time.Unix(0, (ns/int64(tick)+1)*int64(tick))
+}
+
+// supportedDepth remembers the deepest queue a budget holds under a plan, which takes a while to
+// work out.
+type supportedDepth struct {
+	plan   capacity.Plan
+	budget capacity.PollBudget
+	depth  int64
+	known  bool
+}
+
+// pollingAt says what the queue's polls cost at depth under its budget.
+func (st *tickState) pollingAt(cfg *Queue, depth int64) Polling {
+	plan, b := st.estimatePlan(cfg), cfg.PollBudget
+	if !st.supported.known || st.supported.plan != plan || st.supported.budget != b {
+		st.supported = supportedDepth{plan: plan, budget: b, depth: b.SupportedDepth(plan), known: true}
+	}
+	stretch, fits := b.Stretch(plan, depth)
+	return Polling{FarInterval: stretch, Fits: fits, SupportedDepth: st.supported.depth, Budget: b.PerSecond,
+		Expected: math.Round(b.Rate(plan, depth, stretch))}
 }

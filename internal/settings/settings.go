@@ -45,7 +45,9 @@ type Settings struct {
 	PassTTL            time.Duration
 	AbandonAfter       time.Duration
 	PollMin, PollMax   time.Duration
-	Suspended          bool
+	// PollBudget bounds what the waiting visitors' polls cost (spec.polling.budget).
+	PollBudget capacity.PollBudget
+	Suspended  bool
 	// Mode is Queue, Passthrough or Closed.
 	Mode herdgatev1alpha1.Mode
 	// MaxActive caps the active passes; 0 means no cap.
@@ -178,6 +180,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	}
 	s.PollMin, s.PollMax = spec.EffectivePolling()
 	s.Lead = AdmissionLead(s.PollMin)
+	s.PollBudget = capacity.PollBudget{PerSecond: float64(spec.EffectivePollBudget()), MinInterval: s.PollMin, MaxInterval: s.PollMax, AbandonAfter: s.AbandonAfter}
 	switch {
 	case s.PollMin <= 0 || s.PollMax < s.PollMin:
 		return nil, fieldErr("spec.polling", "minInterval %s must be positive and at most maxInterval %s", s.PollMin, s.PollMax)
