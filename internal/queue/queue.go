@@ -216,6 +216,9 @@ type Position struct {
 	Position, Depth int64
 	// Arrival is the visitor's arrival number when PreQueued: what its drawn place is computed from.
 	Arrival int64
+	// Seq is the waiting visitor's arrival sequence, its key in the queue: what a RankSnapshot bounds
+	// its position from, and what SeenBatch records its signs of life by.
+	Seq int64
 	// Phase is the room's phase when NotQueued or TurnedAway.
 	Phase Phase
 	// Pass is set when Admitted.
@@ -423,7 +426,11 @@ func decodePosition(res []int64) (Position, error) {
 		if len(res) < 4 {
 			return bad()
 		}
-		return Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
+		p := Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}
+		if len(res) > 5 {
+			p.Seq = res[5]
+		}
+		return p, nil
 	case TurnedAway:
 		if len(res) != 3 {
 			return bad()

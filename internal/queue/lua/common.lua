@@ -77,9 +77,9 @@ end
 -- turns into the batch's single reply string: the client reads one string instead of an array
 -- element and an allocation per number, and the script makes no table per visitor. Values are text
 -- (see int); n is the list's length so far, and the new length is returned.
-local reply_counts = {'0', '1', '2', '3', '4', '5'}
-local function add_reply(parts, n, a, b, c, d, e)
-  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0)
-  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6] = reply_counts[count + 1], a, b, c, d, e
+local reply_counts = {'0', '1', '2', '3', '4', '5', '6'}
+local function add_reply(parts, n, a, b, c, d, e, f)
+  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0) + (f and 1 or 0)
+  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6], parts[n + 7] = reply_counts[count + 1], a, b, c, d, e, f
   return n + 1 + count
 end

@@ -12,7 +12,7 @@
 -- (0: no limit), ARGV[5..] each visitor followed by its client ("" for none) and its single-use
 -- tokens ("id:untilMs" separated by spaces, "" for none)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
--- {2, position, depth, now} for one waiting with its place known, {3, phase, now} for one turned
+-- {2, position, depth, now, 0, seq} for one waiting with its place known, {3, phase, now} for one turned
 -- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
@@ -132,7 +132,7 @@ local function enter(visitor, client, tokens)
       if settled and tonumber(seq) > settled then
         return '5', now_s
       end
-      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s
+      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s, '0', seq
     end
     -- Silent too long: the old place is gone, the visitor starts again at the back.
     forget(KEYS[1], visitor, skey, sfield)
@@ -183,7 +183,7 @@ local function enter(visitor, client, tokens)
     return '5', now_s
   end
   local depth_s = int(depth)
-  return '2', depth_s, depth_s, now_s
+  return '2', depth_s, depth_s, now_s, '0', seq_s
 end
 
 local parts, n = {}, 0

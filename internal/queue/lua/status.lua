@@ -4,7 +4,7 @@
 -- state hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
--- holding a pass, {2, position, depth, now, previousPoll} when waiting with its place known,
+-- holding a pass, {2, position, depth, now, previousPoll, seq} when waiting with its place known,
 -- {4, arrival, preQueueDepth, now, previousPoll} when holding a pre-queue place, {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
@@ -52,7 +52,7 @@ for i = 3, #ARGV do
       if settled and tonumber(seq) > settled then
         n = add_reply(parts, n, '5', now_s, seen or '0')
       else
-        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0')
+        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq)
       end
     end
   else

@@ -1,0 +1,63 @@
+package queue
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/seen.lua
+	seenLua    string
+	seenScript = redis.NewScript(commonLua + seenLua)
+)
+
+// SeenVisitor is a waiting visitor's sign of life: who, and the arrival sequence it waits under.
+type SeenVisitor struct {
+	Visitor string
+	Seq     int64
+}
+
+// SeenResult is what SeenBatch found.
+type SeenResult struct {
+	// Now is Redis' clock; AdmittedTotal the queue's admissions so far (everyone admitted since a
+	// RankSnapshot was ahead of every visitor still waiting).
+	Now           time.Time
+	AdmittedTotal int64
+	// Gone are the visitors of the batch that no longer wait under their sequence: admitted,
+	// abandoned, or never there.
+	Gone []string
+}
+
+// SeenBatch records the signs of life of waiting visitors in one call, as their status calls
+// would, and names those no longer waiting.
+func (q *Queue) SeenBatch(ctx context.Context, visitors []SeenVisitor, abandonAfter time.Duration) (SeenResult, error) {
+	args := make([]any, 0, 2+2*len(visitors))
+	args = append(args, q.prefix, abandonAfter.Milliseconds())
+	for _, v := range visitors {
+		if err := ValidateVisitorID(v.Visitor); err != nil {
+			return SeenResult{}, err
+		}
+		args = append(args, v.Visitor, strconv.FormatInt(v.Seq, 10))
+	}
+	raw, err := seenScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.totals}, args...).Slice()
+	if err != nil {
+		return SeenResult{}, fmt.Errorf("recording signs of life in queue %s: %w", q.prefix, err)
+	}
+	if len(raw) < 2 {
+		return SeenResult{}, fmt.Errorf("unexpected signs-of-life reply %v", raw)
+	}
+	now, _ := raw[0].(int64)
+	admitted, _ := raw[1].(int64)
+	out := SeenResult{Now: time.UnixMilli(now), AdmittedTotal: admitted}
+	for _, g := range raw[2:] {
+		if s, ok := g.(string); ok {
+			out.Gone = append(out.Gone, s)
+		}
+	}
+	return out, nil
+}
