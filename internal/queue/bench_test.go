@@ -468,3 +468,57 @@ func BenchmarkAdmitLimit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSignsOfLife records the signs of life of visitors a proxy answered without a status call
+// each, 1,000 a call (a proxy's tick at 10,000 polls a second), in a queue of 10⁶, and reports
+// Redis' CPU per visitor beside a status call's (BenchmarkStatus).
+func BenchmarkSignsOfLife(b *testing.B) {
+	srv, rdb := benchRedis(b)
+	q := benchQueue(b, rdb, "seen")
+	fill(b, q, 1_000_000, anonymousID)
+	ctx := context.Background()
+	members, err := rdb.ZRangeWithScores(ctx, q.keys.wait, 0, -1).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 1000
+	b.ResetTimer()
+	start, cpu0 := time.Now(), srv.CPU()
+	for i := range b.N {
+		visitors := make([]SeenVisitor, batch)
+		for j := range visitors {
+			m := members[(i*batch+j)*7919%len(members)]
+			visitors[j] = SeenVisitor{Visitor: m.Member.(string), Seq: int64(m.Score)}
+		}
+		res, err := q.SeenBatch(ctx, visitors, time.Hour)
+		if err != nil || len(res.Gone) != 0 {
+			b.Fatalf("SeenBatch: %d gone, %v", len(res.Gone), err)
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N * batch)
+	b.ReportMetric(micros((srv.CPU()-cpu0))/n, "redis-cpu-µs/visitor")
+	b.ReportMetric(n/time.Since(start).Seconds(), "visitors/s")
+}
+
+// BenchmarkRankSnapshot counts a queue of 10⁶ every RankBlock sequences, 500 boundaries a call, and
+// reports Redis' CPU per snapshot and the longest call.
+func BenchmarkRankSnapshot(b *testing.B) {
+	srv, rdb := benchRedis(b)
+	q := benchQueue(b, rdb, "ranks")
+	fill(b, q, 1_000_000, anonymousID)
+	ctx := context.Background()
+	b.ResetTimer()
+	cpu0 := time.Now()
+	cpu := srv.CPU()
+	for range b.N {
+		s, err := q.RankSnapshot(ctx, 500)
+		if err != nil || len(s.Counts) < 900 {
+			b.Fatalf("snapshot: %d boundaries, %v", len(s.Counts), err)
+		}
+	}
+	b.StopTimer()
+	_ = cpu0
+	b.ReportMetric(micros(srv.CPU()-cpu)/float64(b.N)/1000, "redis-cpu-ms/snapshot")
+	b.ReportMetric(scriptMicros(b, rdb)/1000, "ms/call")
+}
