@@ -38,6 +38,7 @@ type workloadMeter struct {
 	buckets  []int64
 	uses     []queue.PassUse
 	seen     map[passKey]time.Time // → its not-before time
+	prunedAt time.Time
 }
 
 func newWorkloadMeter() *workloadMeter {
@@ -113,9 +114,13 @@ func (m *workloadMeter) take(now time.Time) (queue.WorkloadReport, []queue.PassU
 	r.Buckets = append([]int64(nil), m.buckets[:last]...)
 	uses := m.uses
 	m.uses = nil
-	for k, nb := range m.seen {
-		if now.Sub(nb) > useWindow {
-			delete(m.seen, k)
+	if now.Sub(m.prunedAt) >= time.Second {
+		// Once a second is enough: the map only needs to stay bounded.
+		m.prunedAt = now
+		for k, nb := range m.seen {
+			if now.Sub(nb) > useWindow {
+				delete(m.seen, k)
+			}
 		}
 	}
 	return r, uses
