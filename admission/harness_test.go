@@ -161,6 +161,9 @@ func serveFront(t *testing.T, p *Proxy) *httptest.Server {
 	done := make(chan error, 1)
 	go func() { done <- front.Serve(ln) }()
 	t.Cleanup(func() {
+		// The visitors' clients share the default transport: let its idle connections go first,
+		// so that the front is not left waiting for a connection a client dialled and never used.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := front.Shutdown(ctx); err != nil {

@@ -1,0 +1,39 @@
+package pass
+
+import (
+	"testing"
+	"time"
+)
+
+// TestPlaces: a place verifies for its visitor only, in its queue only, and nothing altered or
+// forged verifies; nor does a pass or a visitor cookie taken for one.
+func TestPlaces(t *testing.T) {
+	key := make([]byte, 32)
+	s, err := NewSigner("uid-a", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewSigner("uid-b", key)
+	token := s.Place("ada", 123456789)
+	if seq, ok := s.VerifyPlace(token, "ada"); !ok || seq != 123456789 {
+		t.Fatalf("VerifyPlace(%q) = %d, %v", token, seq, ok)
+	}
+	_, cookie := s.NewVisitorCookie()
+	for name, bad := range map[string]struct{ token, visitor string }{
+		"another visitor":  {token, "bea"},
+		"another queue":    {other.Place("ada", 123456789), "ada"},
+		"another sequence": {"123456788" + token[9:], "ada"},
+		"a leading zero":   {"0" + token, "ada"},
+		"a negative":       {"-1" + token[9:], "ada"},
+		"no MAC":           {"123456789.", "ada"},
+		"a visitor cookie": {cookie, "ada"},
+		"a pass":           {s.Issue("ada", time.Now(), time.Now().Add(time.Minute)), "ada"},
+		"empty":            {"", "ada"},
+		"a MAC cut short":  {token[:len(token)-1], "ada"},
+		"a huge sequence":  {"99999999999999999999" + token[9:], "ada"},
+	} {
+		if seq, ok := s.VerifyPlace(bad.token, bad.visitor); ok {
+			t.Errorf("%s: %q verified as sequence %d", name, bad.token, seq)
+		}
+	}
+}
