@@ -87,6 +87,21 @@ func enter(q *queue.Queue, prefix string, n int) []string {
 	return ids
 }
 
+// kubectlAs runs kubectl as a new cluster admin named user and returns what it printed.
+func kubectlAs(user string, args ...string) []byte {
+	GinkgoHelper()
+	u, err := testEnv.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kubectl, err := u.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
+	kubectl.Path = kubectlPath()
+	stdout, stderr, err := kubectl.Run(args...)
+	errText, _ := io.ReadAll(stderr)
+	Expect(err).NotTo(HaveOccurred(), string(errText))
+	out, _ := io.ReadAll(stdout)
+	return out
+}
+
 func condition(wq *herdgatev1alpha1.WaitingQueue, t string) *metav1.Condition {
 	return meta.FindStatusCondition(get(wq).Status.Conditions, t)
 }
@@ -239,15 +254,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 
 		By("showing the plan in kubectl get wq")
-		user, err := testEnv.AddUser(envtest.User{Name: "viewer", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		kubectl, err := user.Kubectl()
-		Expect(err).NotTo(HaveOccurred())
-		kubectl.Path = kubectlPath()
-		stdout, stderr, err := kubectl.Run("get", "wq", "-n", mainNamespace, "orders-plan")
-		errText, _ := io.ReadAll(stderr)
-		Expect(err).NotTo(HaveOccurred(), string(errText))
-		out, _ := io.ReadAll(stdout)
+		out := kubectlAs("viewer", "get", "wq", "-n", mainNamespace, "orders-plan")
 		GinkgoWriter.Println(string(out))
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		Expect(lines).To(HaveLen(2))
@@ -690,15 +697,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			}, timeout, interval).Should(Succeed())
 		}
 		expectEvent("ThrottlingStarted")
-		user, err := testEnv.AddUser(envtest.User{Name: "adaptive-viewer", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		kubectl, err := user.Kubectl()
-		Expect(err).NotTo(HaveOccurred())
-		kubectl.Path = kubectlPath()
-		stdout, stderr, err := kubectl.Run("get", "wq", "-n", mainNamespace, wq.Name, "-o", "wide")
-		errText, _ := io.ReadAll(stderr)
-		Expect(err).NotTo(HaveOccurred(), string(errText))
-		out, _ := io.ReadAll(stdout)
+		out := kubectlAs("adaptive-viewer", "get", "wq", "-n", mainNamespace, wq.Name, "-o", "wide")
 		Expect(string(out)).To(ContainSubstring("LATENCY P95"))
 		Expect(string(out)).To(ContainSubstring(capacity.ReasonLatencyAbove))
 

@@ -6,18 +6,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/herdgate/herdgate/test/testenv"
 )
 
 func TestEntryLimitBoundsThePlacesOfOneClient(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedis(t)
-	rdb, err := NewClient(srv.URL(), ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb := startClient(t)
 	store := NewStore(rdb, StoreOptions{})
 	defer store.Close()
 	q, err := store.Queue("test", "limited")

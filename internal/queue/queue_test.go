@@ -85,6 +85,18 @@ func startBackends(t *testing.T) []backend {
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
 
+// startClient starts a Redis of the test's own and returns a client to it; both stop when the test ends.
+func startClient(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	rdb, err := NewClient(srv.URL(), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
 // newQueue returns a queue named after the running test, so tests never share keys.
 func newQueue(t *testing.T, rdb redis.UniversalClient) *Queue {
 	t.Helper()

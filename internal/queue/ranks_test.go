@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // TestARankSnapshotBoundsEveryPosition: over a queue of 300,000 with a tenth abandoned here and
@@ -17,12 +15,7 @@ import (
 // snapshot still bounds every position from above.
 func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedis(t)
-	rdb, err := NewClient(srv.URL(), ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb := startClient(t)
 	q := newQueue(t, rdb)
 	const n = 300_000
 	// Fill the waiting set directly, as enter would (sequence as score): this test is about counting.

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // TestSignsOfLifeInABatch: enter and status tell a waiting visitor's sequence; a batch of signs of
@@ -14,12 +12,7 @@ import (
 // the batch names those no longer waiting under their sequence (admitted, or a sequence not theirs).
 func TestSignsOfLifeInABatch(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.StartRedis(t)
-	rdb, err := NewClient(srv.URL(), ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb := startClient(t)
 	q := newQueue(t, rdb)
 	const abandon = 400 * time.Millisecond
 	seqs := map[string]int64{}

@@ -83,3 +83,25 @@ local function add_reply(parts, n, a, b, c, d, e, f)
   parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6], parts[n + 7] = reply_counts[count + 1], a, b, c, d, e, f
   return n + 1 + count
 end
+
+-- fresh_reports reads a hash of replica reports stamped "reportedAtMs|report", returns {replica1,
+-- report1, …} of those reported at or after oldest (ms), and deletes the older ones: replicas that
+-- are gone.
+local function fresh_reports(key, oldest)
+  local all = redis.call('HGETALL', key)
+  local out, stale = {}, {}
+  for i = 1, #all, 2 do
+    local value = all[i + 1]
+    local sep = string.find(value, '|', 1, true)
+    if sep and tonumber(string.sub(value, 1, sep - 1)) >= oldest then
+      out[#out + 1] = all[i]
+      out[#out + 1] = string.sub(value, sep + 1)
+    else
+      stale[#stale + 1] = all[i]
+    end
+  end
+  if #stale > 0 then
+    redis.call('HDEL', key, unpack(stale))
+  end
+  return out
+end

@@ -9,20 +9,8 @@ if ARGV[1] == 'report' then
   redis.call('HSET', KEYS[1], ARGV[2], int(now) .. '|' .. ARGV[3])
   return now
 end
-local oldest = now - tonumber(ARGV[2])
-local all = redis.call('HGETALL', KEYS[1])
-local out, stale = {now}, {}
-for i = 1, #all, 2 do
-  local value = all[i + 1]
-  local sep = string.find(value, '|', 1, true)
-  if sep and tonumber(string.sub(value, 1, sep - 1)) >= oldest then
-    out[#out + 1] = all[i]
-    out[#out + 1] = string.sub(value, sep + 1)
-  else
-    stale[#stale + 1] = all[i]
-  end
-end
-if #stale > 0 then
-  redis.call('HDEL', KEYS[1], unpack(stale))
+local out = {now}
+for _, v in ipairs(fresh_reports(KEYS[1], now - tonumber(ARGV[2]))) do
+  out[#out + 1] = v
 end
 return out

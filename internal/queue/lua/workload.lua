@@ -22,22 +22,7 @@ if ARGV[1] == 'report' then
   end
   return now
 end
-local oldest = now - tonumber(ARGV[2])
-local all = redis.call('HGETALL', KEYS[1])
-local reports, stale = {}, {}
-for i = 1, #all, 2 do
-  local value = all[i + 1]
-  local sep = string.find(value, '|', 1, true)
-  if sep and tonumber(string.sub(value, 1, sep - 1)) >= oldest then
-    reports[#reports + 1] = all[i]
-    reports[#reports + 1] = string.sub(value, sep + 1)
-  else
-    stale[#stale + 1] = all[i]
-  end
-end
-if #stale > 0 then
-  redis.call('HDEL', KEYS[1], unpack(stale))
-end
+local reports = fresh_reports(KEYS[1], now - tonumber(ARGV[2]))
 local out = {now, #reports / 2}
 for _, v in ipairs(reports) do
   out[#out + 1] = v
