@@ -51,7 +51,10 @@ type Config struct {
 	Tick     time.Duration
 	Adaptive bool
 	// PollBudget is the most polls per second the waiting visitors may cost (spec.polling.budget).
-	PollBudget       float64
+	PollBudget float64
+	// ExactPositions is how far from the front a status poll asks Redis; further back the proxy
+	// answers from its snapshot of the queue (far.go).
+	ExactPositions   int64
 	PollMin, PollMax time.Duration
 	AbandonAfter     time.Duration
 	// Schedule, when set, opens the room at a set time (see phase.go).
@@ -116,7 +119,7 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
 		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter, Schedule: s.Schedule,
 		Entry: s.Entry, TrustedProxies: s.TrustedProxies, Tick: s.Effective.Tick(), Adaptive: s.Adaptive != nil,
-		PollBudget: s.PollBudget.PerSecond,
+		PollBudget: s.PollBudget.PerSecond, ExactPositions: s.ExactPositions,
 	}
 	if s.Admits() {
 		c.Plan = s.Effective

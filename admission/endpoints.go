@@ -19,7 +19,13 @@ type positionBody struct {
 	// EstimatedWaitSeconds is null while no scheduler has published a plan (or it admits nobody).
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds"`
 	NextPollMs           int64  `json:"nextPollMs"`
-	Admitted             bool   `json:"admitted"`
+	// PositionIsBound is set when the position comes from the proxy's snapshot of the queue, far
+	// from the front: it is never below the exact position (far.go).
+	PositionIsBound bool `json:"positionIsBound,omitempty"`
+	// Place is the waiting visitor's signed arrival sequence, also set as the herdgate_place cookie;
+	// clients without cookies send it back in the Herdgate-Place header.
+	Place    string `json:"place,omitempty"`
+	Admitted bool   `json:"admitted"`
 	// Phase is the room's phase: Open (visitors queue), Passthrough (no pass needed) or Closed; with
 	// a schedule also Scheduled, PreQueue and Opening (see phase.go).
 	Phase string `json:"phase"`
@@ -166,6 +172,12 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		return
 	}
 
+	if !enter && p.farPathOpen(cfg, r) {
+		// Far from the front the proxy answers alone, even while Redis rests (farSnapshotMaxAge).
+		if seq, ok := p.place(x, cfg, visitor); ok && p.serveFar(x, cfg, r, visitor, seq) {
+			return
+		}
+	}
 	var pos queue.Position
 	var err error
 	if p.redisResting() {
@@ -271,6 +283,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	case queue.Admitted:
 		p.serveAdmitted(x, cfg, class, visitor, pos, phase)
 	case queue.Waiting:
+		p.far.noteDepth(pos.Depth)
 		// The shortest interval this visitor could have been told.
 		stretch := p.polls.stretch(cfg, r, pos.Depth)
 		if p.pollTooEarly(x, class, enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
@@ -282,6 +295,10 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 			body.EstimatedWaitSeconds = &s
 		}
 		body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
+		if pos.Seq > 0 && pos.Position > cfg.ExactPositions && p.farPathOpen(cfg, r) {
+			// Nobody joins ahead of a waiting visitor: one within the exact zone never needs a place.
+			body.Place = p.setPlace(x, cfg, visitor, pos.Seq)
+		}
 		p.metrics.requests.WithLabelValues(class, "waiting").Inc()
 		replyJSON(x, http.StatusOK, body)
 	}

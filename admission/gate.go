@@ -97,6 +97,7 @@ type Proxy struct {
 	sessions     *sessions
 	workload     *workloadMeter
 	polls        pollStretches
+	far          *farPositions
 	// verifier calls an external challenge's provider.
 	verifier *http.Client
 }
@@ -125,7 +126,7 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: newSessions(), workload: newWorkloadMeter(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+		sessions: newSessions(), workload: newWorkloadMeter(), far: newFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now

@@ -31,6 +31,9 @@ type metrics struct {
 	// upstream's failures by kind: what an adaptive plan will feed on, and what an operator watches.
 	inFlight       *prometheus.GaugeVec
 	upstreamErrors *prometheus.CounterVec
+	// farSigns counts far visitors' signs of life recorded in batches, farSnapshots the counts of
+	// the queue taken for their positions (far.go).
+	farSigns, farSnapshots prometheus.Counter
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
@@ -95,6 +98,14 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_upstream_errors_total",
 			Help: "Upstream failures by route class and kind: refused, timeout, closed (before answering), other, and status_5xx answers.",
 		}, []string{"route_class", "kind"}),
+		farSigns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_far_signs_of_life_total",
+			Help: "Signs of life of visitors answered far from the front (status outcome waiting_far), recorded in Redis in one call per tick.",
+		}),
+		farSnapshots: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_far_snapshots_total",
+			Help: "Counts of the queue taken to bound the positions of visitors far from the front.",
+		}),
 		configRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_config_refusals_total",
 			Help: "WaitingQueue changes that did not make a valid config and were not applied.",
@@ -109,7 +120,7 @@ func newMetrics() *metrics {
 	m.openInFlight = m.inFlight.WithLabelValues("open")
 	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
-		m.inFlight, m.upstreamErrors,
+		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

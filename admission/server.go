@@ -95,6 +95,10 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 		return nil
 	})
 	g.Go(func() error {
+		p.keepFarPositions(gctx)
+		return nil
+	})
+	g.Go(func() error {
 		<-gctx.Done()
 		p.StartDrain()
 		if ctx.Err() != nil {

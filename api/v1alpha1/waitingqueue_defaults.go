@@ -189,3 +189,11 @@ func (s *WaitingQueueSpec) EffectivePollBudget() int32 {
 	}
 	return *s.Polling.Budget
 }
+
+// EffectiveExactPositions returns spec.polling.exactPositions.
+func (s *WaitingQueueSpec) EffectiveExactPositions() int32 {
+	if s.Polling == nil || s.Polling.ExactPositions == nil {
+		return DefaultExactPositions
+	}
+	return *s.Polling.ExactPositions
+}

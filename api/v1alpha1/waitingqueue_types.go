@@ -16,7 +16,9 @@ const (
 	DefaultPollMaxInterval    = 5 * time.Second
 	DefaultAbandonAfter       = 5 * time.Minute
 	// DefaultPollBudget is spec.polling.budget's default, in status polls per second.
-	DefaultPollBudget     = 20000
+	DefaultPollBudget = 20000
+	// DefaultExactPositions is spec.polling.exactPositions' default.
+	DefaultExactPositions = 10000
 	DefaultProxyReplicas  = 2
 	DefaultRedisSecretKey = "url"
 )
@@ -356,6 +358,18 @@ type PollingSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000000
 	Budget *int32 `json:"budget,omitempty"`
+
+	// exactPositions is how far from the front positions are exact: a proxy asks Redis where such a
+	// visitor stands at every poll. Further back it answers from its own snapshot of the queue (its
+	// visitors bring their arrival number, signed, in the herdgate_place cookie or the
+	// Herdgate-Place header) and records their signs of life in one call per tick, so that the
+	// deepest queues cost Redis little; such a position is never below the exact one and, the
+	// snapshot being at most a few seconds old, within a few percent of it. Never fewer than ten
+	// ticks' admissions. Between 5000 and 100,000,000. Defaults to 10000.
+	// +optional
+	// +kubebuilder:validation:Minimum=5000
+	// +kubebuilder:validation:Maximum=100000000
+	ExactPositions *int32 `json:"exactPositions,omitempty"`
 }
 
 // UpstreamSpec is where the admission proxy forwards requests. Exactly one of service or url is set.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -11,8 +12,9 @@ import (
 
 // TestARankSnapshotBoundsEveryPosition: over a queue of 300,000 with a tenth abandoned here and
 // there, a position bound from the snapshot is never below the exact rank (ZRANK + 1), is off by less
-// than a block, and is within 5 % from twenty blocks on; after admissions and abandonments the older
-// snapshot still bounds every position from above.
+// than the spacing of its boundaries, and is within 5 % from 5,000 on (the least exact zone);
+// after admissions and abandonments the older snapshot still bounds every position from above, and
+// bounds it tighter once the admissions since are taken off.
 func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 	ctx := context.Background()
 	rdb := startClient(t)
@@ -42,10 +44,13 @@ func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(n/RankBlock + 1); int64(len(snap.Counts)) < want-1 || int64(len(snap.Counts)) > want+1 {
-		t.Fatalf("%d boundaries for %d sequences, want about %d", len(snap.Counts), n, want)
+	if want := RankBoundaries(snap.Front, snap.Tail); !slices.Equal(snap.Boundaries, want) || len(snap.Counts) != len(want) {
+		t.Fatalf("%d boundaries and %d counts, want the %d of RankBoundaries", len(snap.Boundaries), len(snap.Counts), len(want))
 	}
-	check := func(what string, s RankSnapshot, strict bool) {
+	if len(snap.Boundaries) > 500 {
+		t.Fatalf("%d boundaries for %d sequences", len(snap.Boundaries), n)
+	}
+	check := func(what string, s RankSnapshot, strict bool, admitted int64) {
 		t.Helper()
 		worst := 0.0
 		for seq := int64(1); seq <= n; seq += 1 + int64(r.IntN(97)) {
@@ -55,18 +60,16 @@ func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 				continue // not waiting
 			}
 			exact := rank + 1
-			bound, ok := s.PositionBound(seq)
+			bound, ok := s.PositionBoundAfter(seq, admitted)
 			if !ok || bound < exact {
 				t.Fatalf("%s: sequence %d at position %d, bound %d (%v)", what, seq, exact, bound, ok)
 			}
-			if strict && exact >= 20*RankBlock {
+			if strict && exact >= 5_000 {
 				worst = max(worst, float64(bound-exact)/float64(exact))
 			}
-			// Fresh, a bound is off by the sequences gone in one block at most: a proxy sends a visitor
-			// whose bound is within the exact zone plus a block to Redis, so everyone truly within it
-			// is answered exactly.
-			if strict && bound-exact >= RankBlock {
-				t.Fatalf("%s: sequence %d at %d, bound %d: off by a block or more", what, seq, exact, bound)
+			// Fresh, a bound is off by the sequences gone between two boundaries at most.
+			if step := max(RankFineStep, int64(RankStepShare*float64(seq-s.Front))); strict && bound-exact > step {
+				t.Fatalf("%s: sequence %d at %d, bound %d: off by more than the spacing %d", what, seq, exact, bound, step)
 			}
 		}
 		if worst > 0.05 {
@@ -74,7 +77,7 @@ func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 		}
 		t.Logf("%s: worst far bound %.2f %% above the exact position", what, 100*worst)
 	}
-	check("fresh", snap, true)
+	check("fresh", snap, true, snap.Admitted)
 
 	// The front moves and more leave; newcomers join behind. The old snapshot still bounds.
 	if err := rdb.ZPopMin(ctx, q.keys.wait, 5000).Err(); err != nil {
@@ -86,10 +89,13 @@ func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 	if err := rdb.ZAdd(ctx, q.keys.wait, zMember(n+1, "late")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	check("an older snapshot", snap, false)
+	check("an older snapshot", snap, false, snap.Admitted)
+	// 5,000 were admitted from the front since (the pop above stands in for a tick): taken off, the
+	// bound stays a bound and is as tight as a fresh one.
+	check("an older snapshot less the admissions since", snap, true, snap.Admitted+5000)
 	if rank, err := rdb.ZRank(ctx, q.keys.wait, "late").Result(); err != nil {
 		t.Fatal(err)
-	} else if bound, _ := snap.PositionBound(n + 1); bound < rank+1 {
+	} else if bound, _ := snap.PositionBoundAfter(n+1, snap.Admitted+5000); bound < rank+1 {
 		t.Fatalf("the newcomer is at %d, bounded at %d", rank+1, bound)
 	}
 	// An empty queue knows nothing.
@@ -97,7 +103,7 @@ func TestARankSnapshotBoundsEveryPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := empty.RankSnapshot(ctx, 10); err != nil || s.Front != -1 {
+	if s, err := empty.RankSnapshot(ctx, 10); err != nil || s.Front != -1 || s.Admitted != 0 {
 		t.Fatalf("an empty queue's snapshot: %+v, %v", s, err)
 	} else if _, ok := s.PositionBound(1); ok {
 		t.Fatal("a bound from an empty snapshot")

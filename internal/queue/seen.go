@@ -24,10 +24,11 @@ type SeenVisitor struct {
 
 // SeenResult is what SeenBatch found.
 type SeenResult struct {
-	// Now is Redis' clock; AdmittedTotal the queue's admissions so far (everyone admitted since a
-	// RankSnapshot was ahead of every visitor still waiting).
-	Now           time.Time
-	AdmittedTotal int64
+	// Now is Redis' clock; Admitted counts the visitors admitted from the queue so far, not at once
+	// on entry (everyone admitted since a RankSnapshot was ahead of every visitor still waiting), and
+	// Depth the visitors waiting after the batch.
+	Now             time.Time
+	Admitted, Depth int64
 	// Gone are the visitors of the batch that no longer wait under their sequence: admitted,
 	// abandoned, or never there.
 	Gone []string
@@ -48,13 +49,14 @@ func (q *Queue) SeenBatch(ctx context.Context, visitors []SeenVisitor, abandonAf
 	if err != nil {
 		return SeenResult{}, fmt.Errorf("recording signs of life in queue %s: %w", q.prefix, err)
 	}
-	if len(raw) < 2 {
+	if len(raw) < 3 {
 		return SeenResult{}, fmt.Errorf("unexpected signs-of-life reply %v", raw)
 	}
 	now, _ := raw[0].(int64)
 	admitted, _ := raw[1].(int64)
-	out := SeenResult{Now: time.UnixMilli(now), AdmittedTotal: admitted}
-	for _, g := range raw[2:] {
+	depth, _ := raw[2].(int64)
+	out := SeenResult{Now: time.UnixMilli(now), Admitted: admitted, Depth: depth}
+	for _, g := range raw[3:] {
 		if s, ok := g.(string); ok {
 			out.Gone = append(out.Gone, s)
 		}

@@ -59,8 +59,8 @@ func TestSignsOfLifeInABatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Gone, []string{"ada", "dot"}) || res.AdmittedTotal != 1 {
-		t.Fatalf("the batch: gone %v, admitted %d; want ada and dot, 1", res.Gone, res.AdmittedTotal)
+	if !slices.Equal(res.Gone, []string{"ada", "dot"}) || res.Admitted != 1 || res.Depth != 2 {
+		t.Fatalf("the batch: gone %v, admitted %d, depth %d; want ada and dot, 1, 2", res.Gone, res.Admitted, res.Depth)
 	}
 	if _, err := q.SeenBatch(ctx, []SeenVisitor{{"bad id\n", 1}}, abandon); err == nil {
 		t.Fatal("a visitor id with a newline was sent")

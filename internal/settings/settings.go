@@ -47,7 +47,10 @@ type Settings struct {
 	PollMin, PollMax   time.Duration
 	// PollBudget bounds what the waiting visitors' polls cost (spec.polling.budget).
 	PollBudget capacity.PollBudget
-	Suspended  bool
+	// ExactPositions is how far from the front positions come from Redis at every poll
+	// (spec.polling.exactPositions), and never fewer than ten ticks' admissions.
+	ExactPositions int64
+	Suspended      bool
 	// Mode is Queue, Passthrough or Closed.
 	Mode herdgatev1alpha1.Mode
 	// MaxActive caps the active passes; 0 means no cap.
@@ -181,6 +184,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	s.PollMin, s.PollMax = spec.EffectivePolling()
 	s.Lead = AdmissionLead(s.PollMin)
 	s.PollBudget = capacity.PollBudget{PerSecond: float64(spec.EffectivePollBudget()), MinInterval: s.PollMin, MaxInterval: s.PollMax, AbandonAfter: s.AbandonAfter}
+	s.ExactPositions = max(int64(spec.EffectiveExactPositions()), 10*s.Effective.FrontBatch())
 	switch {
 	case s.PollMin <= 0 || s.PollMax < s.PollMin:
 		return nil, fieldErr("spec.polling", "minInterval %s must be positive and at most maxInterval %s", s.PollMin, s.PollMax)

@@ -4,12 +4,14 @@
 -- longer waiting under that sequence are named, so that the proxy stops answering for them.
 -- KEYS[1] waiting set, KEYS[2] totals hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, then pairs of (visitor, arrival sequence)
--- Returns {now, admitted total, gone visitor, …}.
+-- Returns {now, admitted from the queue so far, depth, gone visitor, …}.
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local stem = seen_stem(prefix)
 local now = now_ms()
 local now_s, silent_before = int(now), int(now - abandon_ms)
-local out = {now, tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')}
+local admitted = tonumber(redis.call('HGET', KEYS[2], 'admitted') or '0')
+  - tonumber(redis.call('HGET', KEYS[2], 'instantAdmitted') or '0')
+local out = {now, admitted, 0}
 for i = 3, #ARGV, 2 do
   local visitor, seq = ARGV[i], ARGV[i + 1]
   local score = redis.call('ZSCORE', KEYS[1], visitor)
@@ -28,4 +30,5 @@ for i = 3, #ARGV, 2 do
     out[#out + 1] = visitor
   end
 end
+out[3] = redis.call('ZCARD', KEYS[1])
 return out
