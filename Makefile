@@ -26,6 +26,9 @@ HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 TEST_TIMEOUT ?= 25m
 TEST_FLAGS ?=
 BENCHTIME ?= 3s
+# bench-far: the depth of its queue and how long each path is polled.
+FAR_DEPTH ?= 10000000
+FAR_DURATION ?= 20s
 FUZZTIME ?= 2m
 # make test fuzzes for a count of inputs, not a duration: Go 1.26's fuzzer may fail a duration's run
 # with a bare "context deadline exceeded" when a worker is busy as the time runs out, on a loaded machine
@@ -175,6 +178,12 @@ bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on o
 	@echo "[bench-queue] drawing a pre-queue of 10^6 (about 2 minutes)"
 	go test -run '^$$' -bench 'DrawPreQueue' -benchtime 1x -count 1 -timeout 20m ./internal/queue | tee -a $(ARTIFACTS)/bench-queue.txt
 	go run ./test/bench/queue < $(ARTIFACTS)/bench-queue.txt
+
+.PHONY: bench-far
+bench-far: toolchain ## Build a queue of 10^7 waiting; poll it at the default budget through a real proxy, per poll and with places.
+	@mkdir -p $(ARTIFACTS)
+	@echo "[bench-far] filling 10^7 visitors through the engine (about 4 minutes, 2 GB of Redis), then 2 x $(FAR_DURATION) of polls"
+	go test -run '^$$' -bench 'DeepQueuePolls' -benchtime 1x -count 1 -timeout 60m ./admission -args -far.depth=$(FAR_DEPTH) -far.duration=$(FAR_DURATION) | tee $(ARTIFACTS)/bench-far.txt
 
 .PHONY: bench-scheduler
 bench-scheduler: toolchain ## Run ten reference queues for 30 s; report admitted/target and tick lag.

@@ -223,6 +223,16 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Capacity.RequestLatency = metav1.Duration{Duration: 11 * time.Minute}
 			},
 			"spec.capacity.requestLatency", "requestLatency must be between 1ms and 10m"),
+		Entry("an exact zone of 4,999 positions",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{ExactPositions: ptr.To[int32](4999)}
+			},
+			"spec.polling.exactPositions", "greater than or equal to 5000"),
+		Entry("an exact zone beyond 10⁸ positions",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{ExactPositions: ptr.To[int32](100_000_001)}
+			},
+			"spec.polling.exactPositions", "less than or equal to 100000000"),
 		Entry("batch size override 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.BatchSizeOverride = ptr.To[int32](0) },
 			"spec.capacity.batchSizeOverride", "greater than or equal to 1"),

@@ -364,8 +364,8 @@ type PollingSpec struct {
 	// visitors bring their arrival number, signed, in the herdgate_place cookie or the
 	// Herdgate-Place header) and records their signs of life in one call per tick, so that the
 	// deepest queues cost Redis little; such a position is never below the exact one and, the
-	// snapshot being at most a few seconds old, within a few percent of it. Never fewer than ten
-	// ticks' admissions. Between 5000 and 100,000,000. Defaults to 10000.
+	// snapshot being at most a few seconds old, within a few percent of it. Between 5000 (twenty
+	// ticks at the most a tick admits) and 100,000,000. Defaults to 10000.
 	// +optional
 	// +kubebuilder:validation:Minimum=5000
 	// +kubebuilder:validation:Maximum=100000000

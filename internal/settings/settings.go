@@ -48,7 +48,7 @@ type Settings struct {
 	// PollBudget bounds what the waiting visitors' polls cost (spec.polling.budget).
 	PollBudget capacity.PollBudget
 	// ExactPositions is how far from the front positions come from Redis at every poll
-	// (spec.polling.exactPositions), and never fewer than ten ticks' admissions.
+	// (spec.polling.exactPositions).
 	ExactPositions int64
 	Suspended      bool
 	// Mode is Queue, Passthrough or Closed.
@@ -184,7 +184,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	s.PollMin, s.PollMax = spec.EffectivePolling()
 	s.Lead = AdmissionLead(s.PollMin)
 	s.PollBudget = capacity.PollBudget{PerSecond: float64(spec.EffectivePollBudget()), MinInterval: s.PollMin, MaxInterval: s.PollMax, AbandonAfter: s.AbandonAfter}
-	s.ExactPositions = max(int64(spec.EffectiveExactPositions()), 10*s.Effective.FrontBatch())
+	s.ExactPositions = int64(spec.EffectiveExactPositions())
 	switch {
 	case s.PollMin <= 0 || s.PollMax < s.PollMin:
 		return nil, fieldErr("spec.polling", "minInterval %s must be positive and at most maxInterval %s", s.PollMin, s.PollMax)
