@@ -254,8 +254,12 @@ func (p *Proxy) serveFar(x exchange, cfg *Config, r room, visitor string, seq in
 	return true
 }
 
-// keepFarPositions records the far visitors' signs of life every tick and counts the queue every
-// farSnapshotEvery while it is deeper than the exact zone, until ctx ends.
+// KeepFarPositions records the signs of life of visitors answered far from the front every tick,
+// and counts the queue every farSnapshotEvery while it is deeper than the exact zone, until ctx
+// ends. Serve runs it; a program that serves the Proxy as an http.Handler runs it beside, or every
+// poll goes to Redis.
+func (p *Proxy) KeepFarPositions(ctx context.Context) { p.keepFarPositions(ctx) }
+
 func (p *Proxy) keepFarPositions(ctx context.Context) {
 	if _, ok := p.q.(positionEngine); !ok {
 		return

@@ -138,7 +138,8 @@
     if (b.position > 0) {
       if (!first || b.position > first) { first = b.position; }
       el("position").textContent = "#" + b.position;
-      el("summary").textContent = t("summaryLine", { position: b.position, depth: b.queueDepth });
+      // Far from the front the proxy answers with a bound: the visitor is at most that far back.
+      el("summary").textContent = t(b.positionIsBound ? "summaryLineBound" : "summaryLine", { position: b.position, depth: b.queueDepth });
       setBar(first > 1 ? Math.round(100 * (first - b.position) / (first - 1)) : 100);
       el("wait").textContent = words(b.estimatedWaitSeconds);
     } else {
