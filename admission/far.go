@@ -269,14 +269,22 @@ func (p *Proxy) keepFarPositions(ctx context.Context) {
 		if cfg := p.cfg.Load(); cfg != nil && cfg.Tick > 0 {
 			interval = cfg.Tick
 		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !sleepFor(ctx, interval) {
 			return
-		case <-timer.C:
 		}
 		p.refreshFar(ctx)
+	}
+}
+
+// sleepFor waits d, or until ctx ends; false when ctx ended.
+func sleepFor(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

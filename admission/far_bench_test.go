@@ -341,19 +341,5 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 // usedMemory reads Redis' used_memory.
 func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
 	b.Helper()
-	info, err := rdb.Info(context.Background(), "memory").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatal("no used_memory in INFO")
-	return 0
+	return testenv.UsedMemory(b, func() (string, error) { return rdb.Info(context.Background(), "memory").Result() })
 }

@@ -147,12 +147,8 @@ func (p *Proxy) reportWorkload(ctx context.Context) {
 		if cfg := p.cfg.Load(); cfg != nil && cfg.Adaptive && cfg.Tick > 0 {
 			interval = cfg.Tick
 		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !sleepFor(ctx, interval) {
 			return
-		case <-timer.C:
 		}
 		if p.cfg.Load() == nil {
 			continue

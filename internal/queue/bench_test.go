@@ -333,29 +333,7 @@ func BenchmarkMemoryPerWaitingVisitor(b *testing.B) {
 // usedMemory reads used_memory once Redis has freed what UNLINK handed to its background thread.
 func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
 	b.Helper()
-	for range 1000 {
-		info, err := rdb.Info(context.Background(), "memory").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		fields := map[string]string{}
-		for _, line := range strings.Split(info, "\r\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok {
-				fields[k] = v
-			}
-		}
-		if fields["lazyfree_pending_objects"] != "0" {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		n, err := strconv.ParseInt(fields["used_memory"], 10, 64)
-		if err != nil {
-			b.Fatalf("used_memory %q: %v", fields["used_memory"], err)
-		}
-		return n
-	}
-	b.Fatal("Redis kept freeing memory for 10 s")
-	return 0
+	return testenv.UsedMemory(b, func() (string, error) { return rdb.Info(context.Background(), "memory").Result() })
 }
 
 // reportBaseline runs redis-benchmark on the same server right after an engine benchmark, at the same
