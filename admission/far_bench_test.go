@@ -33,6 +33,7 @@ var (
 	farDepth    = flag.Int("far.depth", 10_000_000, "visitors waiting in BenchmarkDeepQueuePolls")
 	farRate     = flag.Float64("far.rate", herdgatev1alpha1.DefaultPollBudget, "status polls per second sent in BenchmarkDeepQueuePolls (the default budget)")
 	farDuration = flag.Duration("far.duration", 20*time.Second, "how long each path is polled in BenchmarkDeepQueuePolls")
+	farPaths    = flag.String("far.paths", "per-poll,far", "the paths BenchmarkDeepQueuePolls polls, in order: per-poll (every poll a Redis call) and far (visitors bring their places)")
 )
 
 // benchVisitor is the id of the i-th visitor: 22 characters of base64url, as an anonymous visitor's.
@@ -166,12 +167,18 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	}
 	awaitSnapshot(b, p)
 
-	for run, path := range []string{"per-poll", "far"} {
+	for run, path := range strings.Split(*farPaths, ",") {
+		if path != "per-poll" && path != "far" {
+			b.Fatalf("-far.paths: unknown path %q (per-poll, far)", path)
+		}
 		var tokens []string
 		if path == "far" {
 			tokens = places(run)
 		}
 		fmt.Printf("[bench-far] %s: %d polls at %.0f/s\n", path, polls, *farRate)
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
 		res := drivePolls(client, polls, *farRate, func(k int) (string, string) {
 			if tokens == nil {
 				return benchVisitor(pick(run, k)), ""
@@ -186,6 +193,16 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 		b.ReportMetric(float64(res.far)/float64(polls), path+"-far-share")
 		fmt.Printf("[bench-far] %s: %.0f polls/s, Redis %.3f cores, p50 %s p99 %s, outcomes %v\n",
 			path, res.rate, res.redisCores, res.p50, res.p99, res.outcomes)
+		// Where Redis' time went: the calls of the run by command (scripts are EVALSHA).
+		stats, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(stats, "\r\n") {
+			if strings.HasPrefix(line, "cmdstat_") {
+				fmt.Printf("[bench-far] %s: %s\n", path, line)
+			}
+		}
 	}
 
 	// The error of far positions, the queue held still (no ticks) so that ZRANK is exact: a tenth
