@@ -26,7 +26,7 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 	if r := h.mustStep(100 * time.Millisecond); r.Phase != queue.PhasePreQueue || r.Quota != 0 {
 		t.Fatalf("a tick in the pre-queue: phase %s, quota %d; want PreQueue and 0", r.Phase, r.Quota)
 	}
-	if plan, err := q.ReadPlan(ctx); err != nil || plan.Phase != queue.PhasePreQueue || !plan.OpensAt.Equal(opensAt) {
+	if plan, err := publishedPlan(q, func(p queue.Plan) bool { return p.Phase == queue.PhasePreQueue }); err != nil || plan.Phase != queue.PhasePreQueue || !plan.OpensAt.Equal(opensAt) {
 		t.Fatalf("the published plan = %+v, %v; want phase PreQueue and the opening time", plan, err)
 	}
 	const n = 1000
