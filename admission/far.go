@@ -270,6 +270,11 @@ func (p *Proxy) keepFarPositions(ctx context.Context) {
 			interval = cfg.Tick
 		}
 		if !sleepFor(ctx, interval) {
+			// The last tick's signs of life still go to Redis, so that a replica shutting down
+			// costs its far visitors nothing.
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			p.refreshFar(flushCtx)
+			cancel()
 			return
 		}
 		p.refreshFar(ctx)

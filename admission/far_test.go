@@ -327,10 +327,20 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	t.Logf("%d far answers to the visitor polling as told; %v signs of life sent in batches", farAnswers,
 		h.metric("herdgate_proxy_far_signs_of_life_total", ""))
 
-	// The dropped visitor comes back with its old place: at most one answer from the snapshot,
-	// then, once a batch found it gone, Redis says it is not queued.
+	// A sign of life answered just before the proxy stops still reaches Redis.
+	signs := h.metric("herdgate_proxy_far_signs_of_life_total", "")
+	time.Sleep(time.Duration(tooEarlyShare * float64(time.Second)))
+	if res := h.pollAs("told", told); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
+		t.Fatalf("the last poll before the proxy stops: %d %s", res.StatusCode, res.body)
+	}
 	stop()
 	<-loopDone
+	if got := h.metric("herdgate_proxy_far_signs_of_life_total", ""); got != signs+1 {
+		t.Fatalf("signs of life sent: %v, then %v after the last poll and the stop", signs, got)
+	}
+
+	// The dropped visitor comes back with its old place: at most one answer from the snapshot,
+	// then, once a batch found it gone, Redis says it is not queued.
 	first := h.pollAs("silent", silent)
 	h.proxy.refreshFar(ctx)
 	if res := h.pollAs("silent", silent); res.StatusCode != http.StatusNotFound || res.json(t)["error"] != "not_queued" {
