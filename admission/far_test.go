@@ -234,6 +234,33 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	if h.metric("herdgate_proxy_requests_total", `{outcome="waiting_far",route_class="status"}`) < 100 {
 		t.Fatal("the far answers were not counted")
 	}
+
+	// Redis goes away: far visitors are still answered from the snapshot, their signs of life kept
+	// for when it is back; a visitor near the front is told to come back.
+	var farOne, nearOne string
+	for i := len(waiting) - 1; i >= 0 && (farOne == "" || nearOne == ""); i-- {
+		v := waiting[i].Member.(string)
+		switch pos := exactPosition(t, rdb, v); {
+		case polled[v] || pos == 0:
+		case farOne == "" && pos > 2*zone:
+			farOne = v
+		case nearOne == "" && pos < zone/2:
+			nearOne = v
+		}
+	}
+	farPlace := signer.Place(farOne, int64(rdb.ZScore(ctx, waitingKey, farOne).Val()))
+	h.proxy.refreshFar(ctx) // nothing pending
+	h.redis.Stop()
+	if res := h.pollAs(farOne, farPlace); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
+		t.Fatalf("a far visitor while Redis is down: %d %s", res.StatusCode, res.body)
+	}
+	if res := h.pollAs(nearOne, ""); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a visitor near the front while Redis is down: %d %s", res.StatusCode, res.body)
+	}
+	h.proxy.refreshFar(ctx)
+	if pending := h.proxy.far.takePending(); len(pending) != 1 || pending[0].Visitor != farOne {
+		t.Fatalf("signs of life kept while Redis is down: %v", pending)
+	}
 }
 
 // TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife: with abandonAfter 3 s, a far visitor that
