@@ -110,7 +110,12 @@ func TestAdaptiveCapacityFollowsTheWorkloadThroughTwoReplicas(t *testing.T) {
 		w := rig.workload()
 		return w != nil && w.Reporting == 0 && w.Reason == capacity.ReasonNoReports
 	})
-	if s := last(); s.Rate != DeclaredRate {
-		t.Fatalf("with no replica reporting the rate is %.1f/s, want the plan's %.0f", s.Rate, DeclaredRate)
+	// A tick is recorded after the snapshot it updated: the ticks from here on read no report.
+	since := len(rig.recorded())
+	waitFor("two ticks without reports", 5*time.Second, func(TickSample) bool { return len(rig.recorded()) >= since+2 })
+	for _, s := range rig.recorded()[since:] {
+		if s.Rate != DeclaredRate {
+			t.Fatalf("with no replica reporting the rate is %.1f/s, want the plan's %.0f", s.Rate, DeclaredRate)
+		}
 	}
 }
