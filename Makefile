@@ -182,7 +182,7 @@ bench-queue: toolchain ## Benchmark the queue engine beside redis-benchmark on o
 .PHONY: bench-far
 bench-far: toolchain ## Build a queue of 10^7 waiting; poll it at the default budget through a real proxy, per poll and with places.
 	@mkdir -p $(ARTIFACTS)
-	@echo "[bench-far] filling 10^7 visitors through the engine (about 4 minutes, 2 GB of Redis), then 2 x $(FAR_DURATION) of polls"
+	@echo "[bench-far] filling $(FAR_DEPTH) visitors through the engine (10^7: about 4 minutes and 2 GB of Redis), then 2 x $(FAR_DURATION) of polls"
 	go test -run '^$$' -bench 'DeepQueuePolls' -benchtime 1x -count 1 -timeout 60m ./admission -args -far.depth=$(FAR_DEPTH) -far.duration=$(FAR_DURATION) | tee $(ARTIFACTS)/bench-far.txt
 
 .PHONY: bench-scheduler
