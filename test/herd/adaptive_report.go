@@ -171,16 +171,9 @@ func WorkloadCharts(inFlightPath, ratePath string, w Workload, runs []WorkloadRu
 			pts = append(pts, plotter.XY{X: x, Y: prev}, plotter.XY{X: x, Y: float64(s.InFlight)})
 			prev = float64(s.InFlight)
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		line, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := modeLine(p, r.Mode, fmt.Sprintf("%s (peak %d)", r.Mode, r.Backend.PeakInFlight), pts); err != nil {
 			return err
 		}
-		line.Color, line.Width = modeColors[r.Mode], vg.Points(1)
-		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("%s (peak %d)", r.Mode, r.Backend.PeakInFlight), line)
 	}
 	if err := dashed(p, PoolSize, fmt.Sprintf("connection pool (%d)", PoolSize)); err != nil {
 		return err
@@ -210,16 +203,9 @@ func WorkloadCharts(inFlightPath, ratePath string, w Workload, runs []WorkloadRu
 		for b := 0; b <= last; b++ {
 			pts = append(pts, plotter.XY{X: (time.Duration(b)*bin + bin/2).Seconds(), Y: float64(counts[b]) / bin.Seconds()})
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		line, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := modeLine(p, r.Mode, string(r.Mode), pts); err != nil {
 			return err
 		}
-		line.Color, line.Width = modeColors[r.Mode], vg.Points(1)
-		p.Add(line)
-		p.Legend.Add(string(r.Mode), line)
 	}
 	if err := dashed(p, DeclaredRate, fmt.Sprintf("the plan (%.0f/s)", DeclaredRate)); err != nil {
 		return err
@@ -249,4 +235,19 @@ func WorkloadTable(out io.Writer, w Workload, runs []WorkloadRun) {
 		fmt.Fprintf(out, "| %s | %d | %s | %s | %.1f | %.1f | %.0f … %.0f | %s | %s |\n", r.Mode, f.PeakInFlight, seconds(f.PoolWaitP95),
 			seconds(f.PoolWaitP95Bad), f.Served, f.MeanInFlight, f.MinRate, f.MaxRate, brake, back)
 	}
+}
+
+// modeLine draws a run's points in its mode's colour, under label in the legend; no points, no line.
+func modeLine(p *plot.Plot, mode herdgatev1alpha1.CapacityMode, label string, pts plotter.XYs) error {
+	if len(pts) == 0 {
+		return nil
+	}
+	line, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	line.Color, line.Width = modeColors[mode], vg.Points(1)
+	p.Add(line)
+	p.Legend.Add(label, line)
+	return nil
 }
