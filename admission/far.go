@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -328,14 +327,4 @@ func (p *Proxy) refreshFar(ctx context.Context) {
 		p.far.setSnapshot(snap, now)
 		p.metrics.farSnapshots.Inc()
 	}
-}
-
-// snapshotAge is how old the snapshot is; very old when there is none.
-func (f *farPositions) snapshotAge(now time.Time) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.snapAt.IsZero() {
-		return time.Duration(math.MaxInt64)
-	}
-	return now.Sub(f.snapAt)
 }

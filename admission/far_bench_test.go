@@ -360,3 +360,13 @@ func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
 	b.Helper()
 	return testenv.UsedMemory(b, func() (string, error) { return rdb.Info(context.Background(), "memory").Result() })
 }
+
+// snapshotAge is how old the snapshot is; very old when there is none.
+func (f *farPositions) snapshotAge(now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.snapAt.IsZero() {
+		return time.Duration(math.MaxInt64)
+	}
+	return now.Sub(f.snapAt)
+}
