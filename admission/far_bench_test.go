@@ -247,6 +247,9 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 		}
 		seq := int64(score)
 		status, body := benchPoll(client, v, cfg.Signer.Place(v, seq))
+		if status == fasthttp.StatusTooManyRequests && n < 10*polls {
+			continue // in a shallow queue the sample meets visitors the runs polled moments ago
+		}
 		var got positionBody
 		if status != fasthttp.StatusOK || json.Unmarshal(body, &got) != nil {
 			b.Fatalf("poll %d: %d %s", k, status, body)
