@@ -76,16 +76,63 @@ func (f forwarding) RequestURI() string {
 type outboundHeader interface {
 	Set(name, value string)
 	Del(name string)
-	// DelCookie removes the cookie name from the Cookie header, keeping the others.
-	DelCookie(name string)
+	// DelMatching removes every header whose name own says is herdgate's.
+	DelMatching(own func(name []byte) bool)
+	// DelCookiesMatching removes from the Cookie headers every cookie whose name own says is
+	// herdgate's, keeping the others in order.
+	DelCookiesMatching(own func(name []byte) bool)
 }
 
-// apply sets the forwarding headers on h and removes what the upstream must never see: herdgate's
-// pass (header and cookie), its visitor cookie, and a Forwarded header the visitor may have sent.
+// Everything of herdgate's in a request is named with one of these prefixes, whatever its letter case:
+// headers X-Herdgate-* and Herdgate-* (the pass, the place, proofs, invitations, challenge answers,
+// and whatever later versions add), cookies herdgate_*. One rule, so that nothing herdgate reads from a
+// visitor — a bearer token among them — reaches the workload, and no new header needs a list kept in
+// step with it.
+const (
+	ownHeaderPrefix       = "herdgate-"
+	ownHeaderPrefixLegacy = "x-herdgate-"
+	ownCookiePrefix       = "herdgate_"
+)
+
+// isOwnHeader: the header is herdgate's and never goes upstream.
+func isOwnHeader(name []byte) bool {
+	return hasPrefixFoldBytes(name, ownHeaderPrefixLegacy) || hasPrefixFoldBytes(name, ownHeaderPrefix)
+}
+
+// isOwnCookie: the cookie is herdgate's and never goes upstream. A bare cookie value without a name
+// is judged by its value, which some servers take for the name.
+func isOwnCookie(name []byte) bool {
+	return hasPrefixFoldBytes(name, ownCookiePrefix)
+}
+
+func hasPrefixFoldBytes(s []byte, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// cookieName is the name of one cookie-pair as a server reads it: before '=', blanks trimmed; a pair
+// without '=' is its own name.
+func cookieName(pair string) string {
+	name, _, _ := strings.Cut(pair, "=")
+	return strings.Trim(name, " \t")
+}
+
+// apply sets the forwarding headers on h and removes what the upstream must never see: every header
+// and cookie of herdgate's, and a Forwarded header the visitor may have sent.
 func (f forwarding) apply(h outboundHeader) {
-	h.Del(PassHeader)
-	h.DelCookie(PassCookie)
-	h.DelCookie(VisitorCookie)
+	h.DelMatching(isOwnHeader)
+	h.DelCookiesMatching(isOwnCookie)
 	h.Del("Forwarded")
 	for _, name := range f.Strip {
 		h.Del(name)

@@ -327,7 +327,50 @@ type fastHeader struct{ h *fasthttp.RequestHeader }
 
 func (h fastHeader) Set(name, value string) { h.h.Set(name, value) }
 func (h fastHeader) Del(name string)        { h.h.Del(name) }
-func (h fastHeader) DelCookie(name string)  { h.h.DelCookie(name) }
+
+func (h fastHeader) DelMatching(own func(name []byte) bool) {
+	var found []string
+	for name := range h.h.All() {
+		if own(name) {
+			found = append(found, string(name))
+		}
+	}
+	for _, name := range found {
+		h.h.Del(name)
+	}
+}
+
+// DelCookiesMatching works on the cookies as fasthttp parsed them from every Cookie header, which is
+// also how it writes them upstream: what is judged is what is sent.
+func (h fastHeader) DelCookiesMatching(own func(name []byte) bool) {
+	found := false
+	for key, value := range h.h.Cookies() {
+		if own(key) || len(key) == 0 && own(value) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	var kept []byte
+	for key, value := range h.h.Cookies() {
+		if own(key) || len(key) == 0 && own(value) {
+			continue
+		}
+		if len(kept) > 0 {
+			kept = append(kept, ';', ' ')
+		}
+		if len(key) > 0 {
+			kept = append(append(kept, key...), '=')
+		}
+		kept = append(kept, value...)
+	}
+	h.h.DelAllCookies()
+	if len(kept) > 0 {
+		h.h.SetBytesV("Cookie", kept)
+	}
+}
 
 func isUpper(b []byte) bool {
 	for _, c := range b {

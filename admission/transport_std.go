@@ -144,11 +144,21 @@ type stdHeader http.Header
 func (h stdHeader) Set(name, value string) { http.Header(h).Set(name, value) }
 func (h stdHeader) Del(name string)        { http.Header(h).Del(name) }
 
-func (h stdHeader) DelCookie(name string) {
+func (h stdHeader) DelMatching(own func(name []byte) bool) {
+	for name := range h {
+		if own([]byte(name)) {
+			delete(h, name)
+		}
+	}
+}
+
+func (h stdHeader) DelCookiesMatching(own func(name []byte) bool) {
 	lines := http.Header(h).Values("Cookie")
 	found := false
 	for _, l := range lines {
-		found = found || strings.Contains(l, name)
+		for part := range strings.SplitSeq(l, ";") {
+			found = found || own([]byte(cookieName(part)))
+		}
 	}
 	if !found {
 		return
@@ -157,7 +167,7 @@ func (h stdHeader) DelCookie(name string) {
 	for _, l := range lines {
 		for part := range strings.SplitSeq(l, ";") {
 			part = strings.TrimSpace(part)
-			if cookie, _, _ := strings.Cut(part, "="); cookie != name && part != "" {
+			if part != "" && !own([]byte(cookieName(part))) {
 				kept = append(kept, part)
 			}
 		}
