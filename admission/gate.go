@@ -214,14 +214,28 @@ func (p *Proxy) redisResult(err error) {
 	}
 }
 
-// decision is what the gate decided of a request it lets through, for the transport that carries it.
+// decision is what the gate decided of a request it lets through, for the transport that carries it,
+// with the config it was decided under: the transport forwards as that config says, whatever config
+// is in force by the time it forwards.
 type decision struct {
-	// canonical is the normalised path; class "protected" or "open".
+	cfg *Config
+	// canonical is the normalised path; class "protected", "open" or "bypass".
 	canonical, class string
-	// pass is the request's valid pass, when hasPass; completion says the route ends the session.
-	pass       pass.Pass
-	hasPass    bool
+	// pass is the request's valid pass, when hasPass (checked on a protected route in Queue mode).
+	pass    pass.Pass
+	hasPass bool
+	// presented is the pass the request carried when the gate did not check it (any other route): it
+	// is checked only if the workload ends the session with its answer.
+	presented presentedPass
+	// completion says the route is a completion route: a 2xx or 3xx answer ends the session.
 	completion bool
+}
+
+// presentedPass is a pass as a request carried it, with what identifies its visitor.
+type presentedPass struct {
+	token string
+	// identity is the identity header's value, or the visitor cookie when the queue has none.
+	identity string
 }
 
 // gate answers what the proxy answers itself (a bad path, the reserved endpoints, a protected route
@@ -253,20 +267,62 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 		p.serveReserved(x, cfg, canonical)
 		return d, false
 	}
-	d = decision{canonical: canonical, class: routeClassOf(cfg, x, canonical)}
+	d = decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical)}
 	if d.class == "protected" {
 		if rule := p.bypass(x, cfg, canonical); rule != "" {
 			// A bypass lane: no pass, no queue, whatever the mode.
 			p.metrics.bypassed.WithLabelValues(rule).Inc()
 			d.class = "bypass"
-			return d, true
-		}
-		if !p.admit(x, cfg, &d) {
+		} else if !p.admit(x, cfg, &d) {
 			return d, false
 		}
-		d.completion = d.hasPass && matchesAny(cfg.CompletionRoutes, x.Method(), canonical)
+	}
+	d.completion = matchesAny(cfg.CompletionRoutes, x.Method(), canonical)
+	if !d.hasPass {
+		// The workload may end a session on any route (a logout, a thank-you page): keep the pass the
+		// request carried, to check it should the answer say so.
+		d.presented = presentedOf(x, cfg)
 	}
 	return d, true
+}
+
+// passToken is the pass a request carries: the pass header, else the pass cookie.
+func passToken(x exchange) string {
+	if token := x.Header(PassHeader); token != "" {
+		return token
+	}
+	return x.Cookie(PassCookie)
+}
+
+// presentedOf is the pass x carries and what identifies its visitor, unchecked.
+func presentedOf(x exchange, cfg *Config) presentedPass {
+	token := passToken(x)
+	if token == "" {
+		return presentedPass{}
+	}
+	if cfg.IdentityHeader != "" {
+		return presentedPass{token: token, identity: x.Header(cfg.IdentityHeader)}
+	}
+	return presentedPass{token: token, identity: x.Cookie(VisitorCookie)}
+}
+
+// verifyPresented checks a pass kept by the gate as admit would have: for its visitor, at now, not
+// released, and issued for the opening in force.
+func (p *Proxy) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
+	visitor := pp.identity
+	if cfg.IdentityHeader == "" {
+		visitor = ""
+		if c := pp.identity; c != "" && len(c) <= maxCookieValue {
+			if id, ok := cfg.Signer.VerifyVisitorCookie(c); ok {
+				visitor = id
+			}
+		}
+	}
+	verified, result := cfg.Signer.Verify(pp.token, visitor, now)
+	if result != pass.Valid || p.sessions.isRevoked(verified) {
+		return pass.Pass{}, false
+	}
+	return verified, true
 }
 
 // isWebSocketUpgrade: the Upgrade header asks for WebSocket, the one upgrade the gate honours.
@@ -416,10 +472,7 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
 		return false
 	}
-	token := x.Header(PassHeader)
-	if token == "" {
-		token = x.Cookie(PassCookie)
-	}
+	token := passToken(x)
 	now := p.now()
 	verified, result := cfg.Signer.Verify(token, visitor, now)
 	if result == pass.Valid && p.sessions.isRevoked(verified) {

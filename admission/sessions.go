@@ -175,13 +175,22 @@ func (p *Proxy) keepSessions(ctx context.Context) {
 	}
 }
 
-// afterUpstream ends the session of the request's pass when the workload says so: with the release
-// header, or by answering a completion route with a 2xx or 3xx.
+// afterUpstream ends the session of the request's pass when the workload says so, on any route: with
+// the release header, or by answering a completion route with a 2xx or 3xx. A pass the gate did not
+// check (the route is not a protected one, or the room let it through without one) is checked now,
+// and only now: most answers end nothing.
 func (p *Proxy) afterUpstream(d decision, status int, release string) {
-	if !d.hasPass {
+	released := strings.EqualFold(strings.TrimSpace(release), "true")
+	completed := d.completion && status >= 200 && status < 400
+	if !released && !completed {
 		return
 	}
-	if strings.EqualFold(strings.TrimSpace(release), "true") || (d.completion && status >= 200 && status < 400) {
+	switch {
+	case d.hasPass:
 		p.sessions.release(d.pass)
+	case d.presented.token != "" && d.cfg != nil:
+		if verified, ok := p.verifyPresented(d.cfg, d.presented, p.now()); ok {
+			p.sessions.release(verified)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,8 +35,11 @@ func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig
 	t.Helper()
 	srv := testenv.StartRedis(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/v1/orders" {
-			w.Header().Set(ReleaseHeader, "true") // the order is placed: the session is over
+		switch r.URL.Path {
+		case "/api/v1/orders", "/account/logout": // the order is placed, the visitor left: the session is over
+			w.Header().Set(ReleaseHeader, "true")
+		case "/account/keep":
+			w.Header().Set(ReleaseHeader, "false")
 		}
 		_, _ = io.WriteString(w, "done")
 	}))
@@ -232,4 +236,93 @@ func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
 	if res := rig.do(t, 0, http.MethodGet, "/checkout/cart", "cy", renewed); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("after the completion route: %d, want the pass released", res.StatusCode)
 	}
+}
+
+// TestASessionEndsWhereverTheWorkloadEndsIt: the release header on a route that is not protected
+// (a logout page) and a completion route outside protectedRoutes (a thank-you page) each end the
+// session: both replicas refuse the pass, and under maxActive the slot goes to a waiting visitor at
+// the next tick.
+func TestASessionEndsWhereverTheWorkloadEndsIt(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		rig := newSessionRig(t, func(b *builder.QueueBuilder) {
+			b.PassSpec(&herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/thanks", false, "GET")}})
+		})
+		ctx := context.Background()
+		tick := int64(0)
+		for _, c := range []struct{ how, method, path string }{
+			{"the release header on a logout page", http.MethodGet, "/account/logout"},
+			{"a completion route outside protectedRoutes", http.MethodGet, "/thanks"},
+		} {
+			tick++
+			holder := fmt.Sprintf("holder-%d", tick)
+			token, _ := rig.admitOne(t, holder, tick)
+			waiting := fmt.Sprintf("waiting-%d", tick)
+			if _, err := rig.q.Enter(ctx, waiting, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			// Under maxActive: 1 the holder's slot is taken, so a tick admits nobody.
+			tick++
+			if res := rig.admitCapped(t, tick); len(res.Admitted) != 0 {
+				t.Fatalf("%s: a tick under maxActive 1 admitted %d while the slot is taken", c.how, len(res.Admitted))
+			}
+			// Requests that end nothing: the header saying "false", a forged pass, another visitor's.
+			rig.do(t, 0, http.MethodGet, "/account/keep", holder, token)
+			rig.do(t, 0, c.method, c.path, holder, tampered(token))
+			rig.do(t, 0, c.method, c.path, "somebody-else", token)
+			for replica := range rig.replicas {
+				if res := rig.do(t, replica, http.MethodGet, "/checkout/cart", holder, token); res.StatusCode != http.StatusOK {
+					t.Fatalf("%s: replica %d refused the pass before the session ended: %d %q", c.how, replica, res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
+				}
+			}
+
+			res := rig.do(t, 0, c.method, c.path, holder, token)
+			if res.StatusCode != http.StatusOK || res.Header.Get(ReleaseHeader) != "" {
+				t.Fatalf("%s: %d, release header %q; want 200 and no header", c.how, res.StatusCode, res.Header.Get(ReleaseHeader))
+			}
+			if res := rig.do(t, 0, http.MethodGet, "/checkout/cart", holder, token); res.StatusCode != http.StatusForbidden ||
+				res.Header.Get("X-Herdgate-Pass-Result") != string(pass.Released) {
+				t.Fatalf("%s: replica A after the end: %d %q, want 403 released", c.how, res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
+			}
+			for _, p := range rig.replicas { // each replica's per-tick sync
+				if err := p.syncSessions(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if res := rig.do(t, 1, http.MethodGet, "/checkout/cart", holder, token); res.StatusCode != http.StatusForbidden {
+				t.Fatalf("%s: replica B after its next sync: %d, want the pass refused", c.how, res.StatusCode)
+			}
+			tick++
+			res2 := rig.admitCapped(t, tick)
+			if len(res2.Admitted) != 1 || res2.Admitted[0].ID != waiting {
+				t.Fatalf("%s: the next tick under maxActive 1 admitted %+v, want %s in the freed slot", c.how, res2.Admitted, waiting)
+			}
+			// Its pass ends at once for the next case.
+			rig.replicas[0].sessions.release(pass.Pass{Visitor: waiting, NotBefore: res2.Admitted[0].Pass.NotBefore, Expiry: res2.Admitted[0].Pass.Expiry})
+			if err := rig.replicas[0].syncSessions(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// admitCapped runs a tick admitting at most one visitor under maxActive: 1.
+func (rig *sessionRig) admitCapped(t *testing.T, tickID int64) queue.AdmitResult {
+	t.Helper()
+	res, err := rig.q.Admit(context.Background(), queue.AdmitRequest{TickID: tickID, Limit: 1, MaxActive: 1, PassTTL: time.Minute, AbandonAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// tampered is token with one character of its MAC changed, to another.
+func tampered(token string) string {
+	b := []byte(token)
+	i := len(b) - 10
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
 }

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/herdgate/herdgate/internal/route"
 )
 
 // The net/http transport: the Proxy as an http.Handler. The fast front hands it the connections
@@ -120,13 +118,14 @@ func newReverseProxy(p *Proxy, transport http.RoundTripper) *httputil.ReversePro
 }
 
 // rewrite applies the forwarding policy to the outbound request; the reverse proxy has removed the
-// hop-by-hop headers already (keeping those of a protocol upgrade). ServeHTTP normalised the path
-// successfully; normalising again here is the allocation-free fast path for most requests.
+// hop-by-hop headers already (keeping those of a protocol upgrade). It forwards as the gate decided,
+// under the config the gate decided with: a config swapped in meanwhile never sends a request judged
+// under another to its upstream.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	canonical, _ := route.Normalize(pr.In.URL.EscapedPath())
-	cfg := p.cfg.Load()
+	d, _ := pr.In.Context().Value(decisionKey{}).(decision)
+	cfg := d.cfg
 	f := forwardingOf(cfg, inbound{
-		method: pr.In.Method, canonical: canonical, rawQuery: pr.In.URL.RawQuery, host: pr.In.Host,
+		method: pr.In.Method, canonical: d.canonical, rawQuery: pr.In.URL.RawQuery, host: pr.In.Host,
 		clientIP: forwardedClient(stdExchange{nil, pr.In}, cfg), tls: pr.In.TLS != nil,
 	})
 	pr.Out.Method = f.Method
