@@ -318,11 +318,22 @@ func (p *Proxy) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (p
 			}
 		}
 	}
-	verified, result := cfg.Signer.Verify(pp.token, visitor, now)
-	if result != pass.Valid || p.sessions.isRevoked(verified) {
-		return pass.Pass{}, false
+	verified, result := p.verifyPass(cfg, pp.token, visitor, now)
+	return verified, result == pass.Valid
+}
+
+// verifyPass is the one check of a pass: its MAC, its visitor and times, then whether its session
+// ended and whether it belongs to the opening in force.
+func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
+	verified, result := cfg.Signer.Verify(token, visitor, now)
+	switch {
+	case result != pass.Valid:
+	case p.sessions.isRevoked(verified):
+		result = pass.Released
+	case cfg.fromEarlierOpening(verified):
+		result = pass.EarlierOpening
 	}
-	return verified, true
+	return verified, result
 }
 
 // isWebSocketUpgrade: the Upgrade header asks for WebSocket, the one upgrade the gate honours.
@@ -474,10 +485,7 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 	}
 	token := passToken(x)
 	now := p.now()
-	verified, result := cfg.Signer.Verify(token, visitor, now)
-	if result == pass.Valid && p.sessions.isRevoked(verified) {
-		result = pass.Released
-	}
+	verified, result := p.verifyPass(cfg, token, visitor, now)
 	p.metrics.verified(result)
 	if result == pass.Valid {
 		d.pass, d.hasPass = verified, true

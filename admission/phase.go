@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -101,6 +102,12 @@ func (p *Proxy) scheduleTimes(c *Config) scheduleTimes {
 
 // phaseAt is the schedule's phase at t; Open without a schedule.
 func (c *Config) phaseAt(t time.Time) queue.Phase { return c.Schedule.PhaseAt(t) }
+
+// fromEarlierOpening says a pass was issued before the schedule's pre-queue, for an opening that is
+// over: it opens nothing (settings.Schedule.PassesFrom).
+func (c *Config) fromEarlierOpening(p pass.Pass) bool {
+	return p.NotBefore.Before(c.Schedule.PassesFrom())
+}
 
 // replyNotOpen answers a visitor who came before the room opened: 403 not_open, with the schedule,
 // and, once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask

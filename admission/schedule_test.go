@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -203,4 +204,58 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	if res := third.status(); res.StatusCode != http.StatusOK || res.json(t)["position"] != 1.0 {
 		t.Fatalf("a queued visitor after closing: %d %s, want position 1", res.StatusCode, res.body)
 	}
+}
+
+// TestAPassDoesNotOutliveItsOpening: a pass of an earlier opening (or one kept alive by Sliding
+// renewal since) opens nothing once a new schedule applies, before its opensAt or after; the passes
+// of the new opening do.
+func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		now := time.Now().Truncate(time.Second)
+		// The last opening was three hours ago; its pass was extended until an hour from now.
+		h := scheduledHarness(t, now.Add(-3*time.Hour-15*time.Minute), now.Add(-3*time.Hour), func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
+		})
+		h.publishPhase(queue.PhaseOpen)
+		old := h.proxy.Config().Signer.Issue("early-bird", now.Add(-3*time.Hour).Add(time.Second), now.Add(time.Hour))
+		order := func(token string) response {
+			return h.visitor().do(http.MethodPost, "/api/v1/orders", strings.NewReader("{}"), "X-User-Id", "early-bird", PassHeader, token)
+		}
+		if res := order(old); res.StatusCode != http.StatusOK {
+			t.Fatalf("the pass in its own opening: %d %s", res.StatusCode, res.body)
+		}
+
+		// The next launch: its pre-queue began five minutes ago, it opens in an hour.
+		preQueueFrom, opensAt := now.Add(-5*time.Minute), now.Add(time.Hour)
+		next := changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Schedule = builder.Queue("", "").Schedule(preQueueFrom, opensAt, time.Time{}).Obj().Spec.Schedule
+		})
+		cfg, err := NewConfig(next, h.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.proxy.SetConfig(cfg)
+		h.publishPhase(queue.PhasePreQueue)
+		res := order(old)
+		if res.StatusCode != http.StatusForbidden || res.Header.Get("X-Herdgate-Pass-Result") != string(pass.EarlierOpening) {
+			t.Fatalf("the earlier opening's pass before opensAt: %d %q %s, want 403 %s", res.StatusCode,
+				res.Header.Get("X-Herdgate-Pass-Result"), res.body, pass.EarlierOpening)
+		}
+		if got := h.metric("herdgate_proxy_pass_verifications_total", `{result="earlier_opening"}`); got < 1 {
+			t.Fatalf("earlier_opening verifications counted: %v", got)
+		}
+		// A pass issued a second before the pre-queue began is of the earlier opening too.
+		if res := order(h.proxy.Config().Signer.Issue("early-bird", preQueueFrom.Add(-time.Second), now.Add(time.Hour))); res.StatusCode != http.StatusForbidden {
+			t.Fatalf("a pass issued just before the pre-queue: %d", res.StatusCode)
+		}
+
+		// Opened: the old pass still opens nothing, a pass of this opening does.
+		h.publishPhase(queue.PhaseOpen)
+		if res := order(old); res.StatusCode != http.StatusForbidden {
+			t.Fatalf("the earlier opening's pass after opensAt: %d, want 403", res.StatusCode)
+		}
+		if res := order(h.proxy.Config().Signer.Issue("early-bird", now.Add(-time.Second), now.Add(time.Hour))); res.StatusCode != http.StatusOK {
+			t.Fatalf("a pass of the new opening: %d %s", res.StatusCode, res.body)
+		}
+	})
 }

@@ -46,8 +46,11 @@ const (
 	Expired     Result = "expired"
 	NotYetValid Result = "not_yet_valid"
 	// Released is not Verify's: the gate says it of a valid pass whose session the workload ended.
-	Released     Result = "released"
-	WrongVisitor Result = "wrong_visitor"
+	Released Result = "released"
+	// EarlierOpening is not Verify's either: the gate says it of a valid pass issued before the
+	// current schedule's pre-queue, for an opening that is over.
+	EarlierOpening Result = "earlier_opening"
+	WrongVisitor   Result = "wrong_visitor"
 )
 
 // Pass is a verified pass.

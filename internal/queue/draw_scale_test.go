@@ -32,7 +32,7 @@ type drawMeasure struct {
 // fillPreQueue publishes a PreQueue plan and gives n visitors pre-queue places; it returns them.
 func fillPreQueue(tb testing.TB, q *Queue, n int) []string {
 	tb.Helper()
-	if err := q.PublishPlan(context.Background(), Plan{Quota: mustQuota(tb, 14, 1, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
+	if err := q.PublishPlan(context.Background(), Plan{Quota: mustQuota(tb, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
 		AbandonAfter: time.Hour, Phase: PhasePreQueue}); err != nil {
 		tb.Fatal(err)
 	}

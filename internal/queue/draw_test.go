@@ -14,7 +14,7 @@ import (
 // publishPhase publishes a plan whose phase is phase.
 func publishPhase(t *testing.T, q *Queue, phase Phase) {
 	t.Helper()
-	if err := q.PublishPlan(context.Background(), Plan{Quota: mustQuota(t, 14, 1, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
+	if err := q.PublishPlan(context.Background(), Plan{Quota: mustQuota(t, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
 		AbandonAfter: longAbandon, Phase: phase}); err != nil {
 		t.Fatal(err)
 	}
@@ -241,5 +241,39 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	}
 	if _, err := q.PlaceDrawn(ctx, second, make([]int64, MaxPlaceChunk+1), abandon, PhaseOpen); err == nil {
 		t.Fatal("PlaceDrawn accepted a chunk above MaxPlaceChunk")
+	}
+}
+
+// TestAPassOfAnEarlierOpeningHoldsNoPlace: a visitor whose pass record is of an opening before the
+// current schedule's pre-queue is treated as holding none: it takes a pre-queue place like anyone
+// else, and neither enter nor status hands its old pass out again.
+func TestAPassOfAnEarlierOpeningHoldsNoPlace(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, startClient(t))
+	mustEnter(t, q, "returning")
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: time.Hour, AbandonAfter: drawAbandon})
+	if err != nil || len(res.Admitted) != 1 {
+		t.Fatalf("admitting at the earlier opening: %+v, %v", res, err)
+	}
+	issued := res.Admitted[0].Pass.NotBefore
+	publish := func(preQueueFrom time.Time) {
+		t.Helper()
+		if err := q.PublishPlan(ctx, Plan{Quota: mustQuota(t, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
+			AbandonAfter: longAbandon, Phase: PhasePreQueue, PreQueueFrom: preQueueFrom, OpensAt: preQueueFrom.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A schedule whose pre-queue began before the pass was issued keeps it.
+	publish(issued.Add(-time.Second))
+	if p := mustStatus(t, q, "returning"); p.State != Admitted {
+		t.Fatalf("Status with a pass of this opening = %+v, want Admitted", p)
+	}
+	// The next launch's pre-queue began after it: the old pass counts for nothing.
+	publish(issued.Add(time.Millisecond))
+	if p := mustStatus(t, q, "returning"); p.State != NotQueued {
+		t.Fatalf("Status with a pass of an earlier opening = %+v, want NotQueued", p)
+	}
+	if p := mustEnter(t, q, "returning"); p.State != PreQueued || p.Arrival == 0 {
+		t.Fatalf("Enter with a pass of an earlier opening = %+v, want a pre-queue place", p)
 	}
 }

@@ -1069,9 +1069,10 @@ func testPlan(t *testing.T, b backend) {
 	}
 }
 
-func mustQuota(t testing.TB, num, den int64, tick time.Duration) capacity.Plan {
+// mustQuota is the plan of num visitors a tick.
+func mustQuota(t testing.TB, num int64, tick time.Duration) capacity.Plan {
 	t.Helper()
-	p, err := capacity.FromQuota(num, den, tick, false)
+	p, err := capacity.FromQuota(num, 1, tick, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1092,7 +1093,7 @@ func testDelete(t *testing.T, b backend) {
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 20, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PublishPlan(ctx, Plan{Quota: mustQuota(t, 1, 1, time.Second)}); err != nil {
+	if err := q.PublishPlan(ctx, Plan{Quota: mustQuota(t, 1, time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	before := keysOf(t, b, q)

@@ -114,6 +114,16 @@ func (sc *Schedule) PhaseAt(t time.Time) queue.Phase {
 	}
 }
 
+// PassesFrom is the earliest not-before time of a pass that counts under the schedule; zero without
+// one. A pass issued before the schedule's pre-queue belongs to an opening that is over, or to the
+// room before it had this schedule: honoured, it would let its holder in ahead of the draw.
+func (sc *Schedule) PassesFrom() time.Time {
+	if sc == nil {
+		return time.Time{}
+	}
+	return sc.PreQueueFrom
+}
+
 // Admits reports whether ticks admit visitors: the queue is in Queue mode and not suspended.
 func (s *Settings) Admits() bool {
 	return !s.Suspended && s.Mode == herdgatev1alpha1.ModeQueue

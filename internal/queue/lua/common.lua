@@ -43,18 +43,19 @@ local function seen_slot(stem, seq)
 end
 
 -- A pass record is "notBeforeMs:expiryMs"; read_pass returns both as text, or nil when the pass has
--- expired by now (integer text).
-local function read_pass(prefix, visitor, now)
+-- expired by now (integer text) or was issued before passes_from (integer text, '0' for none): the
+-- schedule's pre-queue, before which a pass belongs to an opening that is over.
+local function read_pass(prefix, visitor, now, passes_from)
   local rec = redis.call('GET', prefix .. ':p:' .. visitor)
   if not rec then
     return nil
   end
   local sep = string.find(rec, ':', 1, true)
-  local exp = string.sub(rec, sep + 1)
-  if not earlier(now, exp) then
+  local nb, exp = string.sub(rec, 1, sep - 1), string.sub(rec, sep + 1)
+  if not earlier(now, exp) or earlier(nb, passes_from) then
     return nil
   end
-  return string.sub(rec, 1, sep - 1), exp
+  return nb, exp
 end
 
 -- The room's phase as the plan hash holds it (phase_code in plan.go); a plan without one is Open.

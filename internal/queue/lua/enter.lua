@@ -24,7 +24,10 @@ local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
 
-local phase = redis.call('HGET', KEYS[5], 'phase') or PHASE_OPEN
+local plan = redis.call('HMGET', KEYS[5], 'phase', 'preQueueFrom')
+local phase = plan[1] or PHASE_OPEN
+-- A pass issued before the schedule's pre-queue is of an opening that is over: it counts for nothing.
+local passes_from = plan[2] or '0'
 -- While the pre-queue is drawn, arrivals up to settled hold their final place.
 local settled = nil
 if phase == PHASE_OPENING then
@@ -119,7 +122,7 @@ local function enter(visitor, client, tokens)
   if spent then
     return '7', int(spent), now_s
   end
-  local nb, exp = read_pass(prefix, visitor, now_s)
+  local nb, exp = read_pass(prefix, visitor, now_s, passes_from)
   if nb then
     return '1', nb, exp, now_s
   end

@@ -13,7 +13,10 @@ local now = now_ms()
 -- A visitor last seen before this is silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
 
-local phase = redis.call('HGET', KEYS[3], 'phase') or PHASE_OPEN
+local plan = redis.call('HMGET', KEYS[3], 'phase', 'preQueueFrom')
+local phase = plan[1] or PHASE_OPEN
+-- A pass issued before the schedule's pre-queue is of an opening that is over: it counts for nothing.
+local passes_from = plan[2] or '0'
 -- While the pre-queue is drawn (see enter.lua), arrivals up to settled hold their final place, and
 -- the part of the pre-queue not placed yet counts in the depth.
 local settled, pre_depth = nil, nil
@@ -67,7 +70,7 @@ for i = 3, #ARGV do
         n = add_reply(parts, n, '5', now_s, seen or '0')
       end
     else
-      local nb, exp = read_pass(prefix, visitor, now_s)
+      local nb, exp = read_pass(prefix, visitor, now_s, passes_from)
       if nb then
         n = add_reply(parts, n, '1', nb, exp, now_s)
       else
