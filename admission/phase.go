@@ -139,12 +139,15 @@ type notOpenBody struct {
 	scheduleTimes
 }
 
-// replyScheduleClosed answers a newcomer after closesAt: 503 closed, without Retry-After (the room
-// does not reopen by itself).
+// replyScheduleClosed answers a newcomer after closesAt: 503 closed. The room does not reopen by itself,
+// so the Retry-After every 503 carries is the longest the proxy tells anyone to wait: a schedule moved
+// or a next launch reaches the client by then.
 func (p *Proxy) replyScheduleClosed(x exchange, cfg *Config, class string) {
 	p.metrics.requests.WithLabelValues(class, "closed").Inc()
+	retryAfter(x, maxNotOpenRetry)
 	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phaseClosed, scheduleTimes: p.scheduleTimes(cfg),
-		Message: "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
+		RetryAfterMs: maxNotOpenRetry.Milliseconds(),
+		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
 }
 
 // preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting

@@ -193,11 +193,12 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	// Closing: newcomers are turned away with 503; those queued keep their places.
 	h.publishPhase(queue.PhaseClosed)
 	res = h.visitor().enter()
-	if res.StatusCode != http.StatusServiceUnavailable || res.json(t)["error"] != "closed" || res.json(t)["phase"] != phaseClosed {
-		t.Fatalf("enter after closing: %d %s", res.StatusCode, res.body)
+	if res.StatusCode != http.StatusServiceUnavailable || res.json(t)["error"] != "closed" || res.json(t)["phase"] != phaseClosed ||
+		res.Header.Get("Retry-After") != "300" || res.json(t)["retryAfterMs"] != 300000.0 {
+		t.Fatalf("enter after closing: %d %s, Retry-After %q; want 503 closed, to come back in 5 minutes", res.StatusCode, res.body, res.Header.Get("Retry-After"))
 	}
-	if res := late.do(http.MethodPost, "/api/v1/orders", nil); res.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("an order without a pass after closing: %d, want 503", res.StatusCode)
+	if res := late.do(http.MethodPost, "/api/v1/orders", nil); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("an order without a pass after closing: %d, Retry-After %q; want 503 with one", res.StatusCode, res.Header.Get("Retry-After"))
 	}
 	third := byArrival[arrivals[2]]
 	time.Sleep(600 * time.Millisecond)
