@@ -201,11 +201,12 @@ func proxyDisruptionBudget(wq *herdgatev1alpha1.WaitingQueue) *policyv1ac.PodDis
 func proxyResources(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ResourceRequirementsApplyConfiguration {
 	r := corev1ac.ResourceRequirements()
 	if wq.Spec.Proxy != nil && wq.Spec.Proxy.Resources != nil {
-		if len(wq.Spec.Proxy.Resources.Requests) > 0 {
-			r.WithRequests(wq.Spec.Proxy.Resources.Requests)
+		// settings.Derive checked every quantity with the schema: each parses, and cheaply.
+		if requests, err := wq.Spec.Proxy.Resources.Requests.ResourceList(); err == nil && len(requests) > 0 {
+			r.WithRequests(requests)
 		}
-		if len(wq.Spec.Proxy.Resources.Limits) > 0 {
-			r.WithLimits(wq.Spec.Proxy.Resources.Limits)
+		if limits, err := wq.Spec.Proxy.Resources.Limits.ResourceList(); err == nil && len(limits) > 0 {
+			r.WithLimits(limits)
 		}
 		return r
 	}

@@ -18,7 +18,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -554,8 +553,8 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		wq := sampleQueue(mainNamespace, "orders-refused")
 		// The schema takes it; only the Deployment's own validation can tell: extended resources are whole.
 		wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
-			Requests: corev1.ResourceList{"example.com/device": resource.MustParse("500m")},
-			Limits:   corev1.ResourceList{"example.com/device": resource.MustParse("500m")},
+			Requests: herdgatev1alpha1.ResourceQuantities{"example.com/device": "500m"},
+			Limits:   herdgatev1alpha1.ResourceQuantities{"example.com/device": "500m"},
 		}}
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
@@ -576,8 +575,8 @@ var _ = Describe("WaitingQueue reconciler", func() {
 
 		By("applying once the spec is fixed")
 		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy.Resources = &herdgatev1alpha1.ProxyResources{Requests: corev1.ResourceList{"example.com/device": resource.MustParse("1")},
-				Limits: corev1.ResourceList{"example.com/device": resource.MustParse("1")}}
+			wq.Spec.Proxy.Resources = &herdgatev1alpha1.ProxyResources{Requests: herdgatev1alpha1.ResourceQuantities{"example.com/device": "1"},
+				Limits: herdgatev1alpha1.ResourceQuantities{"example.com/device": "1"}}
 		})
 		Eventually(func(g Gomega) {
 			c := condition(wq, herdgatev1alpha1.ConditionProgrammed)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Copies the generated CRD and the manager's RBAC rules from config/ into the Helm chart, so
-# that the chart never drifts from what controller-gen generates. make manifests runs it; make verify
-# fails when its output is not committed.
+# that the chart never drifts from what controller-gen generates, and the CRD into internal/settings,
+# whose checks (run by the manager and every proxy) validate specs with its schema and CEL rules.
+# make manifests runs it; make verify fails when its output is not committed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 chart="${root}/charts/herdgate/templates"
@@ -32,6 +33,9 @@ crd_out="${chart}/crd/waitingqueues.herdgate.io.yaml"
   ' "${root}/config/crd/bases/herdgate.io_waitingqueues.yaml"
   echo "{{- end }}"
 } >"${crd_out}"
+
+# The schema the manager and the proxies validate with, as the API server does.
+cp "${root}/config/crd/bases/herdgate.io_waitingqueues.yaml" "${root}/internal/settings/waitingqueues.herdgate.io.yaml"
 
 # The manager's rules, from the RBAC markers, go into a named template: the ClusterRole (all namespaces)
 # and the per-namespace Roles (watchNamespaces) both include it.

@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -446,33 +445,33 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("a negative proxy CPU request",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100m")}}}
+					Requests: herdgatev1alpha1.ResourceQuantities{corev1.ResourceCPU: "-100m"}}}
 			},
 			"spec.proxy.resources.requests", "must not be negative"),
 		Entry("a negative proxy memory limit",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
-					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}}}
+					Limits: herdgatev1alpha1.ResourceQuantities{corev1.ResourceMemory: "-1Gi"}}}
 			},
 			"spec.proxy.resources.limits", "must not be negative"),
 		Entry("a proxy memory request above its limit",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
-					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}}
+					Requests: herdgatev1alpha1.ResourceQuantities{corev1.ResourceMemory: "512Mi"},
+					Limits:   herdgatev1alpha1.ResourceQuantities{corev1.ResourceMemory: "256Mi"}}}
 			},
 			"spec.proxy.resources.requests", "must not exceed their limits"),
 		Entry("a proxy resource with an unknown name",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
-					Requests: corev1.ResourceList{"gpu": resource.MustParse("1")}}}
+					Requests: herdgatev1alpha1.ResourceQuantities{"gpu": "1"}}}
 			},
 			"spec.proxy.resources.requests", "names must be cpu, memory"),
 		Entry("nine proxy resource limits",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
-				limits := corev1.ResourceList{}
+				limits := herdgatev1alpha1.ResourceQuantities{}
 				for i := range 9 {
-					limits[corev1.ResourceName(fmt.Sprintf("example.com/r%d", i))] = resource.MustParse("1")
+					limits[corev1.ResourceName(fmt.Sprintf("example.com/r%d", i))] = "1"
 				}
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{Limits: limits}}
 			},
@@ -499,9 +498,12 @@ var _ = Describe("WaitingQueue validation", func() {
 		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
 		got := &herdgatev1alpha1.WaitingQueue{}
 		Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
-		r := got.Spec.Proxy.Resources
-		Expect(r.Requests.Cpu().String()).To(Equal("1"))
-		Expect(r.Limits.Memory().Value()).To(BeEquivalentTo(256 << 20))
+		requests, err := got.Spec.Proxy.Resources.Requests.ResourceList()
+		Expect(err).NotTo(HaveOccurred())
+		limits, err := got.Spec.Proxy.Resources.Limits.ResourceList()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(requests.Cpu().String()).To(Equal("1"))
+		Expect(limits.Memory().Value()).To(BeEquivalentTo(256 << 20))
 	})
 
 	It("rejects a duration that does not parse, naming the field", func() {

@@ -58,7 +58,8 @@ func (s *WaitingQueueSpec) EffectivePreQueueFrom() time.Time {
 	if s.Schedule == nil {
 		return time.Time{}
 	}
-	if s.Schedule.PreQueueFrom != nil {
+	// A zero time is written as null, which the API server reads as unset.
+	if s.Schedule.PreQueueFrom != nil && !s.Schedule.PreQueueFrom.IsZero() {
 		return s.Schedule.PreQueueFrom.Time
 	}
 	return s.Schedule.OpensAt.Add(-DefaultPreQueue)

@@ -1,7 +1,11 @@
 package v1alpha1
 
 import (
+	"encoding/json"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // FailurePolicy says what the admission proxy does with new visitors while Redis is unreachable.
@@ -39,22 +43,72 @@ type ProxySpec struct {
 }
 
 // ProxyResources are the compute resources of the proxy container, as a container's requests and
-// limits.
+// limits. The rules comparing quantities skip one whose exponent has three digits or more, which the
+// schema refuses (see ResourceQuantity) and which they could not read in time.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, !quantity(string(self.requests[k])).isLessThan(quantity('0')))",message="proxy.resources.requests must not be negative",fieldPath=".requests"
-// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, !quantity(string(self.limits[k])).isLessThan(quantity('0')))",message="proxy.resources.limits must not be negative",fieldPath=".limits"
-// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(k, !(k in self.requests) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity(string(self.requests[k]))))",message="proxy.resources.requests of cpu, memory and ephemeral-storage must not exceed their limits",fieldPath=".requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, string(self.requests[k]).matches('[eE][+-]?[0-9]{3}') || !quantity(string(self.requests[k])).isLessThan(quantity('0')))",message="proxy.resources.requests must not be negative",fieldPath=".requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, string(self.limits[k]).matches('[eE][+-]?[0-9]{3}') || !quantity(string(self.limits[k])).isLessThan(quantity('0')))",message="proxy.resources.limits must not be negative",fieldPath=".limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(k, !(k in self.requests) || !(k in self.limits) || string(self.requests[k]).matches('[eE][+-]?[0-9]{3}') || string(self.limits[k]).matches('[eE][+-]?[0-9]{3}') || !quantity(string(self.limits[k])).isLessThan(quantity(string(self.requests[k]))))",message="proxy.resources.requests of cpu, memory and ephemeral-storage must not exceed their limits",fieldPath=".requests"
 type ProxyResources struct {
 	// requests are the resources the proxy container is guaranteed, by name: cpu, memory,
 	// ephemeral-storage, hugepages-<size> or a fully qualified extended resource. At most 8.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="proxy.resources.requests names must be cpu, memory, ephemeral-storage, hugepages-<size> or a fully qualified extended resource such as example.com/device"
-	Requests corev1.ResourceList `json:"requests,omitempty"`
+	Requests ResourceQuantities `json:"requests,omitempty"`
 
 	// limits are the most resources the proxy container may use, by name as in requests. At most 8.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="proxy.resources.limits names must be cpu, memory, ephemeral-storage, hugepages-<size> or a fully qualified extended resource such as example.com/device"
-	Limits corev1.ResourceList `json:"limits,omitempty"`
+	Limits ResourceQuantities `json:"limits,omitempty"`
+}
+
+// ResourceQuantities are resources by name, as a container's requests or limits.
+type ResourceQuantities map[corev1.ResourceName]ResourceQuantity
+
+// ResourceQuantity is a Kubernetes quantity, such as "100m", "64Mi", "1e3" or 2, of at most 32
+// characters and with an exponent of at most two digits. Reading a quantity computes every digit of
+// it: one such as "1e-999999999" would take the API server, the manager and the proxies minutes and
+// gigabytes, so the schema refuses it before anything reads it.
+//
+// +kubebuilder:validation:XIntOrString
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:Pattern=`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]{1,2}))?$`
+type ResourceQuantity string
+
+// UnmarshalJSON takes a quantity written as a string or as a number.
+func (q *ResourceQuantity) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*q = ResourceQuantity(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("a quantity is a string such as \"100m\" or a number: %w", err)
+	}
+	*q = ResourceQuantity(n.String())
+	return nil
+}
+
+// Quantity parses q; the schema's checks make it cheap to.
+func (q ResourceQuantity) Quantity() (resource.Quantity, error) {
+	return resource.ParseQuantity(string(q))
+}
+
+// ResourceList is r as a container takes it.
+func (r ResourceQuantities) ResourceList() (corev1.ResourceList, error) {
+	out := make(corev1.ResourceList, len(r))
+	for name, q := range r {
+		parsed, err := q.Quantity()
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", name, string(q), err)
+		}
+		out[name] = parsed
+	}
+	return out, nil
 }

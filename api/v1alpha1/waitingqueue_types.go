@@ -144,21 +144,35 @@ type WaitingQueueSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.closesAt) || timestamp(self.opensAt) < timestamp(self.closesAt)",message="schedule.opensAt must be before schedule.closesAt",fieldPath=".closesAt"
 // +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.preQueueFrom) < timestamp(self.opensAt)",message="schedule.preQueueFrom must be before schedule.opensAt",fieldPath=".preQueueFrom"
-// +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.opensAt) - timestamp(self.preQueueFrom) <= duration('24h')",message="schedule.preQueueFrom must be at most 24h before schedule.opensAt",fieldPath=".preQueueFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.preQueueFrom) + duration('24h') >= timestamp(self.opensAt)",message="schedule.preQueueFrom must be at most 24h before schedule.opensAt",fieldPath=".preQueueFrom"
 type ScheduleSpec struct {
 	// opensAt is when the room opens, in RFC 3339, for example "2027-03-01T10:00:00Z": the pre-queue is
-	// drawn and admissions begin.
+	// drawn and admissions begin. Times are RFC 3339 date-times in whole seconds, with an upper-case
+	// "T" and "Z" or an offset of at most ±23:59, between the years 1970 and 9000.
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	// +kubebuilder:validation:XValidation:rule="self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('9000-01-01T00:00:00Z')",message="must lie between the years 1970 and 9000"
 	OpensAt metav1.Time `json:"opensAt"`
 
-	// preQueueFrom is when visitors begin to take places in the pre-queue, in RFC 3339. Before
-	// opensAt and at most 24h before it. Defaults to 15 minutes before opensAt.
+	// preQueueFrom is when visitors begin to take places in the pre-queue, in RFC 3339 like opensAt.
+	// Before opensAt and at most 24h before it. Defaults to 15 minutes before opensAt. A pass issued
+	// before it is of an earlier opening and opens nothing.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	// +kubebuilder:validation:XValidation:rule="self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('9000-01-01T00:00:00Z')",message="must lie between the years 1970 and 9000"
 	PreQueueFrom *metav1.Time `json:"preQueueFrom,omitempty"`
 
-	// closesAt, when set, is when the room stops taking new visitors, in RFC 3339; those in the queue
-	// are still admitted. After opensAt.
+	// closesAt, when set, is when the room stops taking new visitors, in RFC 3339 like opensAt; those
+	// in the queue are still admitted. After opensAt.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	// +kubebuilder:validation:XValidation:rule="self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('9000-01-01T00:00:00Z')",message="must lie between the years 1970 and 9000"
 	ClosesAt *metav1.Time `json:"closesAt,omitempty"`
 }
 
@@ -227,8 +241,9 @@ type CapacitySpec struct {
 	Mode CapacityMode `json:"mode,omitempty"`
 
 	// minAdmissionsPerSecond is the floor of an Adaptive rate: however slow or failing the workload,
-	// the queue keeps moving at this rate. At most the plan's rate (the manager refuses a larger one).
-	// Between 0 and 1,000,000. Unset means a tenth of the plan's rate.
+	// the queue keeps moving at this rate. A floor above the plan's rate is the plan's rate (the plan is
+	// the most an Adaptive rate admits while everyone comes). Between 0 and 1,000,000. Unset means a
+	// tenth of the plan's rate.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
@@ -649,6 +664,9 @@ type ExternalChallengeSpec struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="verifyURL must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="verifyURL must not hold credentials (user:password@): they would sit in the resource in plain text; the secret goes in secretKeyRef"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="verifyURL must not hold a query or fragment"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[^\\]/?#@]*\\]|[^:/?#@\\[\\]]*)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#]|$)')`,message="verifyURL port, when it names one, must be between 1 and 65535, without leading zeros"
 	VerifyURL string `json:"verifyURL"`
 
 	// secretKeyRef names the secret key the provider gave the site.
@@ -755,9 +773,12 @@ type BypassHeader struct {
 	ValueSecretRef SecretValueRef `json:"valueSecretRef"`
 }
 
-// CIDR is an IPv4 or IPv6 network in CIDR notation, such as "10.0.0.0/8" or "fd00::/8".
+// CIDR is an IPv4 or IPv6 network in CIDR notation, such as "10.0.0.0/8" or "fd00::/8", at most as wide
+// as a /8: a wider one (0.0.0.0/0, ::/0, 2000::/3) holds more of the internet than any load balancer
+// or office, and would let whoever is in it name any client, or skip the room.
 // +kubebuilder:validation:MaxLength=49
 // +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.0.0.0/8 or fd00::/8"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() >= 8",message="must be a network of at most a /8 (such as 10.0.0.0/8): a wider one, up to 0.0.0.0/0 or ::/0, holds clients from anywhere, which could then name any client or skip the room"
 type CIDR string
 
 // PerClientLimit is a token bucket per client address.

@@ -174,6 +174,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if wq.Name == "" || wq.Namespace == "" {
 		return nil, fieldErr("metadata", "namespace and name are required")
 	}
+	if err := checkSchema(wq); err != nil {
+		return nil, err
+	}
 	spec := &wq.Spec
 	s := &Settings{
 		UID: wq.UID, Namespace: wq.Namespace, Name: wq.Name, Generation: wq.Generation,
@@ -294,11 +297,9 @@ func (s *Settings) deriveAdaptive(spec *herdgatev1alpha1.WaitingQueueSpec) error
 	l := &capacity.AdaptiveLimits{Declared: declared, Ceiling: max(ceiling, declared), Floor: declared / 10,
 		TargetInFlight: s.TargetInFlight, Tick: tick}
 	if c.MinAdmissionsPerSecond != nil {
-		l.Floor = float64(*c.MinAdmissionsPerSecond)
-		if l.Floor > declared {
-			return fieldErr("spec.capacity.minAdmissionsPerSecond", "%d is above the plan's %s admissions per second",
-				*c.MinAdmissionsPerSecond, capacity.DecimalString(s.Effective.Rate()))
-		}
+		// Above the plan it is the plan: the API server cannot compare the two (the plan is a
+		// fraction of four fields), so neither refuses it.
+		l.Floor = min(float64(*c.MinAdmissionsPerSecond), declared)
 	}
 	s.Adaptive = l
 	return nil

@@ -79,6 +79,11 @@ func TestDeriveAnAdaptiveCapacity(t *testing.T) {
 	if diff := cmp.Diff(&want, s.Adaptive); diff != "" {
 		t.Fatalf("limits (-want +got):\n%s", diff)
 	}
+	// A floor above the plan is the plan.
+	wq.Spec.Capacity.MinAdmissionsPerSecond = ptr.To[int32](141)
+	if s, err = settings.Derive(wq); err != nil || s.Adaptive.Floor != 140 {
+		t.Fatalf("a floor of 141 under a plan of 140: %+v (%v); want the floor at 140", s.Adaptive, err)
+	}
 	// An override above the pool's full rate is its own ceiling; a floor of 0 is allowed.
 	wq.Spec.Capacity.BatchSizeOverride, wq.Spec.Capacity.MinAdmissionsPerSecond = ptr.To[int32](50), ptr.To[int32](0)
 	if s, err = settings.Derive(wq); err != nil || s.Adaptive.Declared != 500 || s.Adaptive.Ceiling != 500 || s.Adaptive.Floor != 0 {
@@ -94,15 +99,15 @@ func TestDeriveNamesTheField(t *testing.T) {
 		detail string
 	}{
 		{"a route with a trailing slash", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/") },
-			"spec.protectedRoutes[0].path", "not normalised"},
+			"spec.protectedRoutes[0].path", "must be absolute and normalised"},
 		{"a prefix with a newline", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[1].PathPrefix = ptr.To("/checkout\n") },
 			"spec.protectedRoutes[1].pathPrefix", "control character"},
 		{"a route with both forms", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To("/x") },
 			"spec.protectedRoutes[0]", "exactly one of path or pathPrefix"},
 		{"a lower-case method", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}
-		}, "spec.protectedRoutes[0].path", "unsupported method"},
-		{"no route", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes = nil }, "spec.protectedRoutes", "at least one"},
+		}, "spec.protectedRoutes[0].methods[0]", "Unsupported value"},
+		{"no route", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes = nil }, "spec.protectedRoutes", "Required value"},
 		{"Cookie as identity", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "cookie"}
 		},
@@ -119,32 +124,29 @@ func TestDeriveNamesTheField(t *testing.T) {
 		{"both upstream forms", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream.URL = ptr.To("http://x") },
 			"spec.upstream", "exactly one"},
 		{"no capacity", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity = herdgatev1alpha1.CapacitySpec{} },
-			"spec.capacity", "pool size"},
+			"spec.capacity.poolSize", "greater than or equal to 1"},
 		{"a jitter window beyond the tick", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Jitter = &herdgatev1alpha1.JitterSpec{Window: &metav1.Duration{Duration: time.Second}}
-		}, "spec.jitter.window", "between 0 and tick"},
+		}, "spec.jitter.window", "must not be longer than tick"},
 		{"a schedule that closes before it opens", func(wq *herdgatev1alpha1.WaitingQueue) {
 			opens := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
 			wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(opens), ClosesAt: ptr.To(metav1.NewTime(opens))}
-		}, "spec.schedule.closesAt", "after opensAt"},
+		}, "spec.schedule.closesAt", "opensAt must be before schedule.closesAt"},
 		{"a pre-queue of a day and a second", func(wq *herdgatev1alpha1.WaitingQueue) {
 			opens := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
 			wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(opens), PreQueueFrom: ptr.To(metav1.NewTime(opens.Add(-24*time.Hour - time.Second)))}
 		}, "spec.schedule.preQueueFrom", "at most 24h"},
 		{"a trusted proxy that is no CIDR", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"10.0.0.0/8", "10.0.0.1"}}
-		}, "spec.entry.trustedProxies[1]", "not a CIDR"},
+		}, "spec.entry.trustedProxies[1]", "must be a CIDR"},
 		{"an entry burst of 0", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](0)}}
-		}, "spec.entry.perClient.burst", "outside"},
+		}, "spec.entry.perClient.burst", "greater than or equal to 1"},
 		{"an IPv6 client of 8 bits", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{IPv6PrefixLength: ptr.To[int32](8)}}
-		}, "spec.entry.perClient.ipv6PrefixLength", "outside"},
-		{"a floor above the plan", func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Capacity.Mode, wq.Spec.Capacity.MinAdmissionsPerSecond = herdgatev1alpha1.CapacityAdaptive, ptr.To[int32](141)
-		}, "spec.capacity.minAdmissionsPerSecond", "above the plan's 140"},
+		}, "spec.entry.perClient.ipv6PrefixLength", "greater than or equal to 16"},
 		{"an unknown capacity mode", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.Mode = "Fast" },
-			"spec.capacity.mode", "neither Declared nor Adaptive"},
+			"spec.capacity.mode", "Unsupported value"},
 		{"no name", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "" }, "metadata", "required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
