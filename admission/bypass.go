@@ -7,10 +7,6 @@ import (
 	"github.com/herdgate/herdgate/internal/route"
 )
 
-// minBypassValue is the shortest header value a bypass rule takes: a guessable one would open the
-// gate to whoever guesses it.
-const minBypassValue = 16
-
 // bypassRule is one spec.bypass rule: exactly one of cidrs, header (with its value) or path is set.
 type bypassRule struct {
 	name   string

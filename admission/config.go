@@ -132,7 +132,7 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 
 // applyEdge fills the entry's checks and the bypass rules, reading the values they refer to.
 func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretValues) error {
-	read := func(ref settings.SecretRef, least int) ([]byte, error) {
+	read := func(ref settings.SecretRef) ([]byte, error) {
 		if values == nil {
 			return nil, fmt.Errorf("%s: Secret %s key %s: no Secret values to read", ref.Field, ref.Name, ref.Key)
 		}
@@ -140,13 +140,10 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 		if err != nil {
 			return nil, fmt.Errorf("%s: Secret %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
 		}
-		if len(v) < least {
-			return nil, fmt.Errorf("%s: Secret %s key %s holds %d bytes, at least %d required", ref.Field, ref.Name, ref.Key, len(v), least)
-		}
-		return v, nil
+		return v, ref.CheckValue(v)
 	}
 	if inv := s.Invitation; inv != nil {
-		key, err := read(inv.Key, minInvitationKey)
+		key, err := read(inv.Key)
 		if err != nil {
 			return err
 		}
@@ -156,7 +153,7 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 		c.ProofOfWork = newProofOfWork(*pow, hmacKey, s.Namespace+"/"+s.Name)
 	}
 	if ext := s.External; ext != nil {
-		secret, err := read(ext.Secret, 1)
+		secret, err := read(ext.Secret)
 		if err != nil {
 			return err
 		}
@@ -184,7 +181,7 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 	for _, b := range s.Bypass {
 		rule := bypassRule{name: b.Name, cidrs: b.CIDRs, header: b.Header, path: b.Path}
 		if b.Header != "" {
-			v, err := read(b.HeaderValue, minBypassValue)
+			v, err := read(b.HeaderValue)
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,6 @@ import (
 const InvitationHeader = "X-Herdgate-Invitation"
 
 const (
-	// minInvitationKey is the shortest invitation key: HMAC-SHA256 wants at least its output size.
-	minInvitationKey = 32
 	// maxInvitation bounds the invitations read; longer ones are refused unread.
 	maxInvitation = 4096
 )

@@ -807,6 +807,18 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(mounted()).To(ConsistOf(herdgatev1alpha1.SecretHMACKey, inviteKey, monitorKey))
 		Expect(queueSecret()).To(HaveKey(herdgatev1alpha1.SecretRedisURL), "the Redis URL stays in the Secret, unmounted")
 
+		By("refusing, with the proxy's own check, a value the proxy would refuse: the last good copy stays")
+		invites.StringData = map[string]string{"signing-key": "twelve bytes"}
+		Expect(k8sClient.Update(ctx, invites)).To(Succeed())
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: "a short key"}
+		})
+		Eventually(func(g Gomega) {
+			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueInvalid,
+				"spec.entry.invitation.keySecretRef: Secret orders-invites key signing-key holds 12 bytes, at least 32 required")
+		}, timeout, interval).Should(Succeed())
+		Expect(string(queueSecret()[inviteKey])).To(Equal("the site's invitation key, 32 bytes or more"))
+
 		By("keeping the last copy when a Secret goes away")
 		Expect(k8sClient.Delete(ctx, invites)).To(Succeed())
 		// The manager does not watch Secrets: it notices at its next resync (a minute), or at once

@@ -66,6 +66,13 @@ func (r *WaitingQueueReconciler) referencedValues(ctx context.Context, wq *herdg
 				missing = errSecretValue{fmt.Sprintf("%s: Secret %s has no key %q", ref.Field, ref.Name, ref.Key), herdgatev1alpha1.ReasonSecretValueMissing}
 			}
 		default:
+			// The proxy's own check of the value: one it would refuse is not copied to it.
+			if err := ref.CheckValue(secret.Data[ref.Key]); err != nil {
+				if missing == nil {
+					missing = errSecretValue{err.Error() + "; the value copied last stays in force", herdgatev1alpha1.ReasonSecretValueInvalid}
+				}
+				continue
+			}
 			values[key] = secret.Data[ref.Key]
 		}
 	}

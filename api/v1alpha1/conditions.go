@@ -59,6 +59,10 @@ const (
 	// ReasonSecretValueMissing: a Secret or key the spec refers to cannot be read; the proxies keep
 	// the value copied last, or refuse the spec until it comes.
 	ReasonSecretValueMissing = "SecretValueMissing"
+	// ReasonSecretValueInvalid: a value the spec refers to cannot serve (an invitation key shorter
+	// than 32 bytes, a bypass value shorter than 16); it is not copied, and the proxies keep the value
+	// copied last, or refuse the spec until a good one comes.
+	ReasonSecretValueInvalid = "SecretValueInvalid"
 	// ReasonPageTemplateInvalid: spec.page.template does not render; the page in force stays.
 	ReasonPageTemplateInvalid = "PageTemplateInvalid"
 	// Reasons of WithinPollBudget.

@@ -14,9 +14,31 @@ import (
 )
 
 // SecretRef is a Secret key a field refers to; Field is where, as the API server names it.
+// MinLength is the fewest bytes its value may hold.
 type SecretRef struct {
 	Field     string
 	Name, Key string
+	MinLength int
+}
+
+// The fewest bytes a value the spec refers to may hold, by what it is for.
+const (
+	// MinInvitationKey: HMAC-SHA256 wants a key at least as long as its output.
+	MinInvitationKey = 32
+	// MinBypassValue: a guessable bypass value would open the gate to whoever guesses it.
+	MinBypassValue = 16
+	// MinChallengeSecret: a provider's secret is whatever it gave, but never empty.
+	MinChallengeSecret = 1
+)
+
+// CheckValue tells why value cannot serve as ref's, or returns nil: the one check of a referenced
+// value, which the manager runs before it copies the value to the proxies, and the proxy when it
+// reads its copy.
+func (ref SecretRef) CheckValue(value []byte) error {
+	if len(value) < ref.MinLength {
+		return fmt.Errorf("%s: Secret %s key %s holds %d bytes, at least %d required", ref.Field, ref.Name, ref.Key, len(value), ref.MinLength)
+	}
+	return nil
 }
 
 // Page is spec.page: a template from a ConfigMap (Template.Name and Key are the ConfigMap's) and a
@@ -72,21 +94,21 @@ var (
 	refusedPrefix = []string{"x-forwarded-", "x-herdgate-", "herdgate-", "proxy-"}
 )
 
-func secretRef(field string, r herdgatev1alpha1.SecretValueRef) (SecretRef, error) {
+func secretRef(field string, r herdgatev1alpha1.SecretValueRef, minLength int) (SecretRef, error) {
 	switch {
 	case len(r.Name) > 253 || !secretName.MatchString(r.Name):
 		return SecretRef{}, fieldErr(field+".name", "%q is not a Secret name", r.Name)
 	case len(r.Key) > 253 || !secretKey.MatchString(r.Key) || r.Key == "." || r.Key == "..":
 		return SecretRef{}, fieldErr(field+".key", "%q is not a Secret data key", r.Key)
 	}
-	return SecretRef{Field: field, Name: r.Name, Key: r.Key}, nil
+	return SecretRef{Field: field, Name: r.Name, Key: r.Key, MinLength: minLength}, nil
 }
 
 // deriveEdge fills the entry's invitation and challenge and the bypass rules.
 func (s *Settings) deriveEdge(spec *herdgatev1alpha1.WaitingQueueSpec) error {
 	if e := spec.Entry; e != nil {
 		if inv := e.Invitation; inv != nil {
-			key, err := secretRef("spec.entry.invitation.keySecretRef", inv.KeySecretRef)
+			key, err := secretRef("spec.entry.invitation.keySecretRef", inv.KeySecretRef, MinInvitationKey)
 			if err != nil {
 				return err
 			}
@@ -118,7 +140,7 @@ func (s *Settings) deriveEdge(spec *herdgatev1alpha1.WaitingQueueSpec) error {
 			return fieldErr("spec.page.message", "%d characters, at most 500", n)
 		}
 		if t := pg.Template; t != nil {
-			ref, err := secretRef("spec.page.template", herdgatev1alpha1.SecretValueRef{Name: t.Name, Key: t.Key})
+			ref, err := secretRef("spec.page.template", herdgatev1alpha1.SecretValueRef{Name: t.Name, Key: t.Key}, 0)
 			if err != nil {
 				return err
 			}
@@ -174,7 +196,7 @@ func externalChallenge(ext *herdgatev1alpha1.ExternalChallengeSpec) (*ExternalCh
 	if err != nil {
 		return nil, fieldErr("spec.entry.challenge.external.verifyURL", "%v", err)
 	}
-	secret, err := secretRef("spec.entry.challenge.external.secretKeyRef", ext.SecretKeyRef)
+	secret, err := secretRef("spec.entry.challenge.external.secretKeyRef", ext.SecretKeyRef, MinChallengeSecret)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +239,7 @@ func bypassRule(field string, b herdgatev1alpha1.BypassRule) (BypassRule, error)
 		if refused {
 			return BypassRule{}, fieldErr(field+".header.name", "%q is not a header a bypass can use", h.Name)
 		}
-		value, err := secretRef(field+".header.valueSecretRef", h.ValueSecretRef)
+		value, err := secretRef(field+".header.valueSecretRef", h.ValueSecretRef, MinBypassValue)
 		if err != nil {
 			return BypassRule{}, err
 		}
