@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +48,14 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 	}
 	if u.Host == "" {
 		return nil, fmt.Errorf("redis URL %s names no host", u.Redacted())
+	}
+	// go-redis dials whatever port it is given; one no server can listen on is refused here, where the
+	// flag or field it came from is named.
+	hosts := append([]string{u.Host}, u.Query()["addr"]...)
+	for _, h := range hosts {
+		if err := checkPort(h); err != nil {
+			return nil, fmt.Errorf("redis URL %s: %s %w", u.Redacted(), h, err)
+		}
 	}
 	retriesSet := u.Query().Has("max_retries")
 
@@ -94,4 +104,17 @@ func (opts ClientOptions) apply(maxRetries *int, tlsConfig *tls.Config, clientNa
 	if opts.PoolSize > 0 {
 		*poolSize = opts.PoolSize
 	}
+}
+
+// checkPort tells why host:port names a port no server listens on (0, above 65535, leading zeros).
+func checkPort(hostport string) error {
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil // no port: the default one; a malformed host is go-redis' to refuse
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || (len(port) > 1 && port[0] == '0') {
+		return fmt.Errorf("has port %q, not one of 1 … 65535", port)
+	}
+	return nil
 }

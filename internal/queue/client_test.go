@@ -22,6 +22,10 @@ func TestNewClientRejectsBadURLs(t *testing.T) {
 		{"unknown option", "redis://localhost:6379?pool_sise=3", "unexpected option: pool_sise"},
 		{"bad option value", "redis://localhost:6379?dial_timeout=soon", "invalid dial_timeout duration"},
 		{"bad database", "redis://localhost:6379/abc", "invalid database number"},
+		{"a port above 65535", "redis://r:99999", `has port "99999", not one of 1 … 65535`},
+		{"port 0", "rediss://r:0", `has port "0"`},
+		{"a port with a leading zero", "redis://r:06379", `has port "06379"`},
+		{"a cluster node on an impossible port", "redis+cluster://a:7000?addr=b:70000", `b:70000 has port "70000"`},
 		{"database on a cluster", "redis+cluster://localhost:6379/2", "a Redis Cluster has no database number"},
 		{"unknown cluster option", "redis+cluster://localhost:6379?nodes=a", "unexpected option: nodes"},
 	}
