@@ -276,4 +276,65 @@ func TestAPassOfAnEarlierOpeningHoldsNoPlace(t *testing.T) {
 	if p := mustEnter(t, q, "returning"); p.State != PreQueued || p.Arrival == 0 {
 		t.Fatalf("Enter with a pass of an earlier opening = %+v, want a pre-queue place", p)
 	}
+
+	// At the opening its slot under maxActive is freed; a pass of this opening keeps its own.
+	if err := q.PublishPlan(ctx, Plan{Quota: mustQuota(t, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second, AbandonAfter: longAbandon}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enter(ctx, "current", drawAbandon); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // a not-before time after the earlier pass's, by Redis' clock
+	res, err = q.Admit(ctx, AdmitRequest{TickID: 2, Limit: 1, PassTTL: time.Hour, AbandonAfter: drawAbandon})
+	if err != nil || len(res.Admitted) != 1 || res.Admitted[0].ID != "current" {
+		t.Fatalf("admitting a visitor of this opening: %+v, %v", res, err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Active != 2 {
+		t.Fatalf("active passes before the opening forgets the earlier one = %+v, %v; want 2", st, err)
+	}
+	forgotten, err := q.ForgetPassesBefore(ctx, issued.Add(time.Millisecond))
+	if err != nil || forgotten != 1 {
+		t.Fatalf("ForgetPassesBefore = %d, %v; want the earlier opening's one pass", forgotten, err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Active != 1 {
+		t.Fatalf("active passes after = %+v, %v; want this opening's 1", st, err)
+	}
+	if again, err := q.ForgetPassesBefore(ctx, issued.Add(time.Millisecond)); err != nil || again != 0 {
+		t.Fatalf("ForgetPassesBefore again = %d, %v; want nothing left to forget", again, err)
+	}
+}
+
+// TestForgettingAnEarlierOpeningScansInBoundedCalls: the passes of an earlier opening are dropped a
+// thousand active passes per call, whatever their number.
+func TestForgettingAnEarlierOpeningScansInBoundedCalls(t *testing.T) {
+	ctx := context.Background()
+	rdb := startClient(t)
+	q := newQueue(t, rdb)
+	const n = 2500
+	visitors := visitorIDs("old", n)
+	for _, v := range visitors {
+		mustEnter(t, q, v)
+	}
+	for tick := int64(1); ; tick++ {
+		res, err := q.Admit(ctx, AdmitRequest{TickID: tick, Limit: MaxAdmitPerTick, PassTTL: time.Hour, AbandonAfter: drawAbandon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Admitted) == 0 {
+			break
+		}
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Active != n {
+		t.Fatalf("active = %+v, %v; want %d", st, err, n)
+	}
+	forgotten, err := q.ForgetPassesBefore(ctx, time.Now().Add(time.Hour))
+	if err != nil || forgotten != n {
+		t.Fatalf("ForgetPassesBefore = %d, %v; want %d", forgotten, err, n)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Active != 0 {
+		t.Fatalf("active after = %+v, %v; want 0", st, err)
+	}
+	if left, err := rdb.Keys(ctx, q.KeyPrefix()+":p:*").Result(); err != nil || len(left) != 0 {
+		t.Fatalf("pass records left: %d (%v)", len(left), err)
+	}
 }

@@ -15,7 +15,38 @@ var (
 	//go:embed lua/sessions.lua
 	sessionsLua    string
 	sessionsScript = redis.NewScript(commonLua + sessionsLua)
+	//go:embed lua/forget.lua
+	forgetLua    string
+	forgetScript = redis.NewScript(commonLua + forgetLua)
 )
+
+// forgetBatch bounds the active passes one ForgetPassesBefore call looks at.
+const forgetBatch = 1000
+
+// ForgetPassesBefore drops every pass whose not-before time lies before from, with its slot under
+// maxActive: at a schedule's opening, the passes of an earlier opening (settings.Schedule.PassesFrom).
+// It makes one bounded call per thousand active passes, so that the queue answers between them, and
+// returns how many passes it dropped.
+func (q *Queue) ForgetPassesBefore(ctx context.Context, from time.Time) (int64, error) {
+	var forgotten int64
+	cursor := "0"
+	for {
+		raw, err := forgetScript.Run(ctx, q.rdb, []string{q.keys.active}, q.prefix, cursor, from.UnixMilli(), forgetBatch).Slice()
+		if err != nil {
+			return forgotten, fmt.Errorf("forgetting the passes of an earlier opening of queue %s: %w", q.prefix, err)
+		}
+		if len(raw) != 2 {
+			return forgotten, fmt.Errorf("forgetting the passes of an earlier opening of queue %s: unexpected reply %v", q.prefix, raw)
+		}
+		next, _ := raw[0].(string)
+		n, _ := raw[1].(int64)
+		forgotten += n
+		if next == "0" || next == "" {
+			return forgotten, nil
+		}
+		cursor = next
+	}
+}
 
 // PassRef names one pass: its visitor and its not-before time. A later pass of the same visitor is
 // another pass.

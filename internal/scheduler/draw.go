@@ -74,6 +74,20 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase 
 		return err
 	}
 	if st.draw == nil {
+		if opensAt := cfg.Schedule.OpensAt; !st.forgotFor.Equal(opensAt) {
+			// The passes of an earlier opening open nothing now: their slots under maxActive go to
+			// this one's visitors. Once per opening and runner; a second run finds nothing to drop.
+			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // a bounded call per thousand passes
+			forgotten, err := st.q.ForgetPassesBefore(callCtx, cfg.Schedule.PassesFrom())
+			cancel()
+			if err != nil {
+				return err
+			}
+			st.forgotFor = opensAt
+			if forgotten > 0 {
+				ctrl.LoggerFrom(ctx).Info("Dropped the passes of an earlier opening", "waitingqueue", r.key.String(), "passes", forgotten)
+			}
+		}
 		if len(cfg.DrawSeed) != draw.SeedBytes {
 			return fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
 		}

@@ -2,11 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -29,6 +32,19 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 	if plan, err := publishedPlan(q, func(p queue.Plan) bool { return p.Phase == queue.PhasePreQueue }); err != nil || plan.Phase != queue.PhasePreQueue || !plan.OpensAt.Equal(opensAt) {
 		t.Fatalf("the published plan = %+v, %v; want phase PreQueue and the opening time", plan, err)
 	}
+	// A pass of an earlier opening, still unexpired, holds a slot until the opening drops it.
+	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	leftoverExpiry := time.Now().Add(time.Hour).UnixMilli() // Redis' clock, not the grid's
+	if err := rdb.Set(ctx, q.KeyPrefix()+":p:leftover", fmt.Sprintf("%d:%d", gridStart.Add(-time.Hour).UnixMilli(), leftoverExpiry), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, q.KeyPrefix()+":a", redis.Z{Score: float64(leftoverExpiry), Member: "leftover"}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	const n = 1000
 	for i := range n {
 		p, err := q.Enter(ctx, fmt.Sprintf("v%05d", i), time.Hour)
@@ -45,6 +61,9 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 	r := h.mustStep(100 * time.Millisecond)
 	if !r.Scheduled.Equal(opensAt) || r.Phase != queue.PhaseOpen || len(r.Result.Admitted) != 14 {
 		t.Fatalf("the opening tick at %s: phase %s, admitted %d; want Open and 14 at %s", r.Scheduled, r.Phase, len(r.Result.Admitted), opensAt)
+	}
+	if err := rdb.ZScore(ctx, q.KeyPrefix()+":a", "leftover").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("the earlier opening's pass still holds its slot after the opening (%v)", err)
 	}
 	order := make([]int64, n)
 	for i := range order {

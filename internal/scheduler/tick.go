@@ -52,6 +52,8 @@ type tickState struct {
 	notifyAt  time.Time
 	draw      *drawRun  // the pre-queue's draw under way
 	drawnFor  time.Time // the opening whose draw is done
+	// forgotFor is the opening whose earlier passes this runner dropped (queue.ForgetPassesBefore).
+	forgotFor time.Time
 	workload  workloadState
 	supported supportedDepth
 
