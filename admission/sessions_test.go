@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -36,7 +37,7 @@ func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig
 	srv := testenv.StartRedis(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/api/v1/orders", "/account/logout": // the order is placed, the visitor left: the session is over
+		case "/api/v1/orders", "/account/logout", "/checkout/logout": // the order is placed, the visitor left: the session is over
 			w.Header().Set(ReleaseHeader, "true")
 		case "/account/keep":
 			w.Header().Set(ReleaseHeader, "false")
@@ -325,4 +326,63 @@ func tampered(token string) string {
 		b[i] = 'A'
 	}
 	return string(b)
+}
+
+// TestASessionEndsWhateverLetTheRequestThrough: a bypass lane, Passthrough mode and a visitor known
+// by its cookie rather than a header: the release header ends the session of the pass the request
+// carried in each, and a visitor cookie that is not the pass's visitor ends nothing.
+func TestASessionEndsWhateverLetTheRequestThrough(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		ctx := context.Background()
+		released := func(t *testing.T, rig *sessionRig, visitor string, a queue.AdmittedVisitor) bool {
+			t.Helper()
+			return rig.replicas[0].sessions.isRevoked(pass.Pass{Visitor: visitor, NotBefore: a.Pass.NotBefore, Expiry: a.Pass.Expiry})
+		}
+		t.Run("through a bypass lane", func(t *testing.T) {
+			rig := newSessionRig(t, func(b *builder.QueueBuilder) {
+				b.Bypass(herdgatev1alpha1.BypassRule{Name: "leave", Path: ptr.To("/checkout/logout")})
+			})
+			token, a := rig.admitOne(t, "bob", 1)
+			if res := rig.do(t, 0, http.MethodGet, "/checkout/logout", "bob", token); res.StatusCode != http.StatusOK || !released(t, rig, "bob", a) {
+				t.Fatalf("a bypassed logout: %d, released %v", res.StatusCode, released(t, rig, "bob", a))
+			}
+		})
+		t.Run("in Passthrough", func(t *testing.T) {
+			rig := newSessionRig(t, func(b *builder.QueueBuilder) { b.Mode(herdgatev1alpha1.ModePassthrough) })
+			token, a := rig.admitOne(t, "cat", 1)
+			if res := rig.do(t, 0, http.MethodGet, "/checkout/logout", "cat", token); res.StatusCode != http.StatusOK || !released(t, rig, "cat", a) {
+				t.Fatalf("a logout in Passthrough: %d, released %v", res.StatusCode, released(t, rig, "cat", a))
+			}
+			if err := rig.replicas[0].syncSessions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := rig.q.Stats(ctx); err != nil || st.ReleasedTotal != 1 || st.Active != 0 {
+				t.Fatalf("stats after the release = %+v, %v; want 1 released and no active pass", st, err)
+			}
+		})
+		t.Run("a visitor known by its cookie", func(t *testing.T) {
+			rig := newSessionRig(t, func(b *builder.QueueBuilder) { b.Identity("") })
+			id, cookie := rig.cfg.Signer.NewVisitorCookie()
+			_, otherCookie := rig.cfg.Signer.NewVisitorCookie()
+			token, a := rig.admitOne(t, id, 1)
+			logout := func(visitorCookie string) int {
+				t.Helper()
+				req, _ := http.NewRequest(http.MethodGet, rig.urls[1]+"/account/logout", nil)
+				req.Header.Set("Cookie", VisitorCookie+"="+visitorCookie+"; "+PassCookie+"="+token)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				_ = res.Body.Close()
+				return res.StatusCode
+			}
+			if code := logout(otherCookie); code != http.StatusOK || rig.replicas[1].sessions.isRevoked(pass.Pass{Visitor: id, NotBefore: a.Pass.NotBefore}) {
+				t.Fatalf("a logout with another visitor's cookie: %d; it must end nothing", code)
+			}
+			if code := logout(cookie); code != http.StatusOK || !rig.replicas[1].sessions.isRevoked(pass.Pass{Visitor: id, NotBefore: a.Pass.NotBefore}) {
+				t.Fatalf("a logout with the pass and its visitor's cookie: %d; want the session ended", code)
+			}
+		})
+	})
 }

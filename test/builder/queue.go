@@ -143,9 +143,26 @@ func (b *QueueBuilder) Routes(routes ...herdgatev1alpha1.ProtectedRoute) *QueueB
 	return b
 }
 
-// Identity identifies visitors by a header a trusted gateway sets.
+// Identity identifies visitors by a header a trusted gateway sets; "" leaves them to the visitor
+// cookie.
 func (b *QueueBuilder) Identity(header string) *QueueBuilder {
+	if header == "" {
+		b.wq.Spec.Identity = nil
+		return b
+	}
 	b.wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: header}
+	return b
+}
+
+// Mode sets spec.mode.
+func (b *QueueBuilder) Mode(m herdgatev1alpha1.Mode) *QueueBuilder {
+	b.wq.Spec.Mode = m
+	return b
+}
+
+// Bypass replaces spec.bypass.
+func (b *QueueBuilder) Bypass(rules ...herdgatev1alpha1.BypassRule) *QueueBuilder {
+	b.wq.Spec.Bypass = rules
 	return b
 }
 
