@@ -357,9 +357,22 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	t.Logf("%d far answers to the visitor polling as told; %v signs of life sent in batches", farAnswers,
 		h.metric("herdgate_proxy_far_signs_of_life_total", ""))
 
-	// A sign of life answered just before the proxy stops still reaches Redis.
-	signs := h.metric("herdgate_proxy_far_signs_of_life_total", "")
+	// A sign of life answered just before the proxy stops still reaches Redis. The loop's own last
+	// poll is sent first, at the next tick: count from there.
 	time.Sleep(time.Duration(tooEarlyShare * float64(time.Second)))
+	signs := h.metric("herdgate_proxy_far_signs_of_life_total", "")
+	for deadline, steady := time.Now().Add(10*time.Second), 0; steady < 3; time.Sleep(100 * time.Millisecond) {
+		// Three ticks in a row with nothing pending and nothing more sent: the batches are done.
+		now := h.metric("herdgate_proxy_far_signs_of_life_total", "")
+		if now == signs && h.proxy.far.pendingCount() == 0 {
+			steady++
+		} else {
+			steady, signs = 0, now
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the signs of life answered so far were never all sent")
+		}
+	}
 	if res := h.pollAs("told", told); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
 		t.Fatalf("the last poll before the proxy stops: %d %s", res.StatusCode, res.body)
 	}
@@ -433,4 +446,11 @@ func TestFarBookkeeping(t *testing.T) {
 	if _, ok := f.bound("eve", 90_000, 5000, now.Add(time.Second)); ok {
 		t.Fatal("answered with a full batch")
 	}
+}
+
+// pendingCount is how many signs of life the next batch sends.
+func (f *farPositions) pendingCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending)
 }
