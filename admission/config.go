@@ -16,6 +16,7 @@ import (
 	"github.com/herdgate/herdgate/admission/page"
 	"github.com/herdgate/herdgate/admission/pass"
 
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -237,6 +238,20 @@ func LoadFile(path string) (*Config, string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", err
+	}
+	// The queue first meets the checks the API server would run on it, which name the field at fault;
+	// Go's decoder, next, names none (a time it cannot parse, a duration it cannot read).
+	asJSON, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	var doc struct {
+		WaitingQueue map[string]any `json:"waitingQueue"`
+	}
+	if err := utiljson.Unmarshal(asJSON, &doc); err == nil && doc.WaitingQueue != nil {
+		if err := settings.ValidateObject(doc.WaitingQueue); err != nil {
+			return nil, "", fmt.Errorf("%s: waitingQueue.%w", path, err)
+		}
 	}
 	fc := FileConfig{}
 	if err := yaml.UnmarshalStrict(raw, &fc); err != nil {

@@ -59,6 +59,11 @@ func TestBadFlagsAndConfigExitTwoAndNameTheField(t *testing.T) {
 		{"bad upstream", []string{"--config=" + writeConfig(t, strings.Replace(good, "http://127.0.0.1:1", "ftp://x", 1))}, "waitingQueue.spec.upstream.url"},
 		{"unnormalised route", []string{"--config=" + writeConfig(t, strings.Replace(good, "/api/v1/orders", "/api/v1/../orders", 1))}, "waitingQueue.spec.protectedRoutes[0]"},
 		{"bad redis URL in the file", []string{"--config=" + writeConfig(t, strings.Replace(good, "redis://127.0.0.1:6379", "redis://x:1?nope=1", 1))}, "redisURL: redis URL redis://x:1?nope=1: redis: unexpected option: nope"},
+		{"an opening Go cannot read", []string{"--config=" + writeConfig(t, good+"    schedule: {opensAt: \"2027-03-01T10:00:00+25:00\"}\n")},
+			"waitingQueue.spec.schedule.opensAt"},
+		{"a tick that is no duration", []string{"--config=" + writeConfig(t, good+"    tick: soon\n")}, "waitingQueue.spec.tick"},
+		{"everyone trusted", []string{"--config=" + writeConfig(t, good+"    entry: {trustedProxies: [0.0.0.0/0]}\n")},
+			"waitingQueue.spec.entry.trustedProxies[0]: Invalid value: \"0.0.0.0/0\": must be a network of at most a /8"},
 		{"bad listen address", []string{"--config=" + writeConfig(t, good), "--listen=256.0.0.1:1"}, "flag --listen"},
 	}
 	for _, tc := range cases {

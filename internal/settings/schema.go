@@ -81,13 +81,8 @@ func parseSchema(raw []byte) (*crdSchema, error) {
 	return &crdSchema{structural: structural, openAPI: openAPI, cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}, nil
 }
 
-// checkSchema validates wq as the API server validates a WaitingQueue it is sent (as Go writes it):
-// nulls dropped and defaults filled in first, then the OpenAPI schema, list types and the CEL rules. It returns the first error, naming its field.
+// checkSchema validates wq as the API server validates a WaitingQueue it is sent (as Go writes it).
 func checkSchema(wq *herdgatev1alpha1.WaitingQueue) error {
-	s, err := loadSchema()
-	if err != nil {
-		return err
-	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(wq)
 	if err != nil {
 		return fmt.Errorf("converting the WaitingQueue: %w", err)
@@ -96,8 +91,19 @@ func checkSchema(wq *herdgatev1alpha1.WaitingQueue) error {
 	if md, ok := obj["metadata"].(map[string]any); ok {
 		delete(md, "creationTimestamp") // written as null by Go for a queue not read from the API
 	}
-	// As the API server decodes what it is sent: a null where the schema takes none is dropped (Go
-	// writes an optional time it holds as zero that way), then defaults are filled in.
+	return ValidateObject(obj)
+}
+
+// ValidateObject validates a WaitingQueue object as the API server validates one it is sent: nulls
+// where the schema takes none dropped and defaults filled in (into obj), then the OpenAPI schema, list
+// types and the CEL rules. It returns the first error, naming its field. obj holds what JSON decodes
+// into (numbers as int64 or float64, as k8s.io/apimachinery/pkg/util/json gives them): a spec written
+// by hand, such as the proxy's config file, meets it before Go's decoder, which names no field.
+func ValidateObject(obj map[string]any) error {
+	s, err := loadSchema()
+	if err != nil {
+		return err
+	}
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, s.structural)
 	structuraldefaulting.Default(obj, s.structural)
 	errs := apiservervalidation.ValidateCustomResource(nil, obj, s.openAPI)
