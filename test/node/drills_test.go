@@ -311,19 +311,31 @@ func TestDrillsOnTheNode(t *testing.T) {
 				"-p", `{"spec":{"proxy":{"resources":{"requests":{"cpu":"110m","memory":"64Mi"},"limits":{"memory":"256Mi"}}}}}`); err != nil {
 				return err
 			}
-			pods, err := r.c.WaitPodsReady(ctx, drillNamespace, proxySelector, 2, 2*time.Minute)
-			if err != nil {
-				return err
-			}
-			for _, p := range pods {
-				for _, o := range old {
-					if p.UID == o.UID {
-						return fmt.Errorf("pod %s was not replaced", p.Name)
+			// Right after the patch the old pods are still the two ready ones: wait for two ready pods
+			// none of which is old, however long the manager and the Deployment take to get there.
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				pods, err := r.c.WaitPodsReady(ctx, drillNamespace, proxySelector, 2, time.Until(deadline))
+				if err != nil {
+					return err
+				}
+				var kept []string
+				for _, p := range pods {
+					for _, o := range old {
+						if p.UID == o.UID {
+							kept = append(kept, p.Name)
+						}
 					}
 				}
+				if len(kept) == 0 {
+					replaced = len(old)
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("pods %v were not replaced", kept)
+				}
+				time.Sleep(250 * time.Millisecond)
 			}
-			replaced = len(old)
-			return nil
 		}})
 		if replaced != 2 {
 			t.Errorf("the rollout replaced %d pods, want 2", replaced)
