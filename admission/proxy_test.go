@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"strings"
@@ -927,4 +928,31 @@ func inlineHashNth(page, tag string, n int) string {
 	m := regexp.MustCompile(`(?s)<`+tag+`>(.*?)</`+tag+`>`).FindAllStringSubmatch(page, -1)
 	sum := sha256.Sum256([]byte(m[n][1]))
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// TestTheNetHTTPFrontForwardsUnderTheConfigItDecidedWith: a config swapped in between the gate's
+// decision and the forward does not send the request to the new config's upstream; the decision
+// carries its config.
+func TestTheNetHTTPFrontForwardsUnderTheConfigItDecidedWith(t *testing.T) {
+	judged := newHarness(t, nil)
+	swapped := changed(judged.wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.Upstream.URL = ptr.To("http://elsewhere.example:9")
+	})
+	cfgB, err := NewConfig(swapped, judged.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgA := judged.proxy.Config()
+	in := httptest.NewRequest(http.MethodGet, "http://shop.example/open/a", nil)
+	x := stdExchange{httptest.NewRecorder(), in}
+	d, ok := judged.proxy.gate(x, cfgA, in.URL.EscapedPath(), false)
+	if !ok {
+		t.Fatal("the gate refused an open request")
+	}
+	judged.proxy.SetConfig(cfgB) // the swap, after the decision
+	pr := &httputil.ProxyRequest{In: in.WithContext(context.WithValue(in.Context(), decisionKey{}, d)), Out: in.Clone(context.Background())}
+	judged.proxy.rewrite(pr)
+	if pr.Out.URL.Host != cfgA.Upstream.Host || pr.Out.Host != cfgA.Upstream.Host {
+		t.Fatalf("forwarded to %s (Host %s), want the upstream it was judged for, %s", pr.Out.URL.Host, pr.Out.Host, cfgA.Upstream.Host)
+	}
 }
