@@ -311,12 +311,7 @@ func presentedOf(x exchange, cfg *Config) presentedPass {
 func (p *Proxy) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
 	visitor := pp.identity
 	if cfg.IdentityHeader == "" {
-		visitor = ""
-		if c := pp.identity; c != "" && len(c) <= maxCookieValue {
-			if id, ok := cfg.Signer.VerifyVisitorCookie(c); ok {
-				visitor = id
-			}
-		}
+		visitor, _ = visitorOfCookie(cfg, pp.identity)
 	}
 	verified, result := p.verifyPass(cfg, pp.token, visitor, now)
 	return verified, result == pass.Valid
@@ -445,10 +440,8 @@ func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
 		v := x.Header(cfg.IdentityHeader)
 		return v, v != ""
 	}
-	if c := x.Cookie(VisitorCookie); c != "" && len(c) <= maxCookieValue {
-		if id, ok := cfg.Signer.VerifyVisitorCookie(c); ok {
-			return id, true
-		}
+	if id, ok := visitorOfCookie(cfg, x.Cookie(VisitorCookie)); ok {
+		return id, true
 	}
 	if !mint {
 		return "", false
@@ -459,6 +452,14 @@ func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
 		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
 	})
 	return id, true
+}
+
+// visitorOfCookie is the visitor a visitor cookie names, when the cookie is one this queue signed.
+func visitorOfCookie(cfg *Config, cookie string) (string, bool) {
+	if cookie == "" || len(cookie) > maxCookieValue {
+		return "", false
+	}
+	return cfg.Signer.VerifyVisitorCookie(cookie)
 }
 
 // admit decides whether a request to a protected route may pass, and answers it when not. A valid
