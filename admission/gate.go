@@ -2,29 +2,16 @@ package admission
 
 import (
 	"context"
-	"net"
-	"syscall"
 
 	"errors"
-	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/herdgate/herdgate/admission/pass"
 
-	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/route"
 )
@@ -46,173 +33,6 @@ const (
 	// the proxy could have told the visitor; the rest is room for network jitter.
 	tooEarlyShare = 0.8
 )
-
-// Engine is what the gate needs of the queue engine. A *queue.Queue is the one it runs on; unit tests
-// give it one in memory.
-type Engine interface {
-	queue.PlanReader
-	EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit queue.EntryLimit) (queue.Position, error)
-	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
-	Ping(ctx context.Context) error
-	ReportProxy(ctx context.Context, r queue.ProxyReport) error
-	ReportWorkload(ctx context.Context, r queue.WorkloadReport, uses []queue.PassUse) error
-	Sessions(ctx context.Context, releases []queue.PassRef, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
-}
-
-// Options tune a Proxy.
-type Options struct {
-	Log logr.Logger
-	// Now is the proxy's clock; nil means time.Now.
-	Now func() time.Time
-	// Rand spreads poll hints; nil means math/rand/v2.
-	Rand capacity.Rand
-	// Transport reaches the upstream on the net/http path; nil means a keep-alive transport sized
-	// for one upstream.
-	Transport http.RoundTripper
-	// Replica, when set, names this proxy replica (its pod) in the reports Serve writes to Redis of
-	// the config it serves or refuses, from which the manager sets the Programmed condition.
-	Replica string
-}
-
-// Proxy is the admission proxy's gate: it decides every request (a route, a visitor, a pass; enter,
-// status and the proxy's other endpoints) and says how a request it lets through goes upstream. The
-// transports, the fast front (transport_fast.go) and net/http (transport_std.go), only carry bytes.
-// A Proxy is an http.Handler, for programs that embed the gate.
-type Proxy struct {
-	cfg     atomic.Pointer[Config]
-	queue   string // namespace/name
-	q       Engine
-	plans   *queue.PlanCache
-	rp      *httputil.ReverseProxy
-	metrics *metrics
-	log     logr.Logger
-	now     func() time.Time
-	rand    capacity.Rand
-
-	redisDown atomic.Bool
-	draining  atomic.Bool
-	// redisRetryAt is when, after a failed Redis call, visitor calls try Redis again (UnixNano).
-	redisRetryAt atomic.Int64
-	state        configState
-	sessions     *sessions
-	workload     *workloadMeter
-	polls        pollStretches
-	far          *farPositions
-	// verifier calls an external challenge's provider.
-	verifier *http.Client
-}
-
-// NewProxy serves cfg's queue, stored in store.
-func NewProxy(cfg *Config, store *queue.Store, opts Options) (*Proxy, error) {
-	p, err := NewUnconfiguredProxy(cfg.Namespace, cfg.Name, store, opts)
-	if err != nil {
-		return nil, err
-	}
-	p.SetConfig(cfg)
-	return p, nil
-}
-
-// NewUnconfiguredProxy serves the queue namespace/name before it has a valid config: it answers
-// healthz, fails readyz and answers everything else 503 until SetConfig, so that a proxy whose
-// first config is refused stays up, reports why, and serves as soon as a valid one comes.
-func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Options) (*Proxy, error) {
-	q, err := store.Queue(namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return NewProxyOn(namespace+"/"+name, q, opts), nil
-}
-
-// NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
-func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
-	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: newSessions(), workload: newWorkloadMeter(), far: newFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
-	p.state.init(opts.Replica)
-	if p.now == nil {
-		p.now = time.Now
-	}
-	if p.rand == nil {
-		p.rand = globalRand{}
-	}
-	p.rp = newReverseProxy(p, opts.Transport)
-	return p
-}
-
-type globalRand struct{}
-
-func (globalRand) Float64() float64 { return rand.Float64() }
-
-// SetConfig applies a changed config to the requests that start after it.
-func (p *Proxy) SetConfig(cfg *Config) {
-	if cfg.PageProblem != nil {
-		p.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
-	}
-	p.cfg.Store(cfg)
-	p.state.applied(cfg.Generation)
-	p.metrics.configGeneration.Set(float64(cfg.Generation))
-	p.metrics.configRefused.Set(0)
-}
-
-// RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
-// config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
-func (p *Proxy) RefuseConfig(generation int64, err error) {
-	if p.state.refused(generation, err.Error()) {
-		p.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
-			"generation", generation, "serving", p.state.report().Generation)
-		p.metrics.configRefusals.Inc()
-	}
-	p.metrics.configRefused.Set(1)
-}
-
-// Queue names the queue the proxy serves, as namespace/name.
-func (p *Proxy) Queue() string { return p.queue }
-
-// Config returns the config in force; nil before the first valid one.
-func (p *Proxy) Config() *Config { return p.cfg.Load() }
-
-// MetricsHandler serves the proxy's Prometheus metrics.
-func (p *Proxy) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{})
-}
-
-// redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once
-// instead of calling: while Redis is away each call would wait out its bound, and the visitors with
-// it. The first call after it tries Redis again (and the proxy's own check every second does too).
-const redisRetryAfterError = 500 * time.Millisecond
-
-// redisResting says Redis failed a moment ago: enter and status answer 503 without calling it.
-func (p *Proxy) redisResting() bool {
-	return p.redisDown.Load() && p.now().UnixNano() < p.redisRetryAt.Load()
-}
-
-// StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
-func (p *Proxy) StartDrain() { p.draining.Store(true) }
-
-// CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
-func (p *Proxy) CheckRedis(ctx context.Context) error {
-	err := p.q.Ping(ctx)
-	p.redisResult(err)
-	return err
-}
-
-func (p *Proxy) redisResult(err error) {
-	down := err != nil && !errors.Is(err, context.Canceled)
-	if down {
-		p.redisRetryAt.Store(p.now().Add(redisRetryAfterError).UnixNano())
-	}
-	if p.redisDown.Swap(down) != down {
-		if down {
-			p.log.Error(err, "Redis is unreachable")
-		} else {
-			p.log.Info("Redis is reachable again")
-		}
-	}
-	if down {
-		p.metrics.redisUp.Set(0)
-	} else {
-		p.metrics.redisUp.Set(1)
-	}
-}
 
 // decision is what the gate decided of a request it lets through, for the transport that carries it,
 // with the config it was decided under: the transport forwards as that config says, whatever config
@@ -334,97 +154,6 @@ func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (p
 // isWebSocketUpgrade: the Upgrade header asks for WebSocket, the one upgrade the gate honours.
 func isWebSocketUpgrade(upgrade string) bool {
 	return strings.EqualFold(strings.TrimSpace(upgrade), "websocket")
-}
-
-func matchesAny(routes []route.Route, method, canonical string) bool {
-	method = strings.ToUpper(method)
-	for _, r := range routes {
-		if r.Matches(method, canonical) {
-			return true
-		}
-	}
-	return false
-}
-
-func isReserved(canonical string) bool {
-	return canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/")
-}
-
-// methodOverrides are the headers through which frameworks let a request act as another method.
-var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
-
-// routeClassOf judges the request as every method it may act as upstream: its own, the one an
-// override header or a _method query parameter names, and — for a form body, which may carry a
-// _method field the gate does not read — any method. It is protected when a protected route matches
-// one of them; overrides then reach the upstream unchanged, judged.
-func routeClassOf(cfg *Config, x exchange, canonical string) string {
-	if routeClass(cfg, x.Method(), canonical) == "protected" {
-		return "protected"
-	}
-	anyMethod := false
-	for _, h := range methodOverrides {
-		switch x.HeaderCount(h) {
-		case 0:
-		case 1:
-			if routeClass(cfg, strings.TrimSpace(x.Header(h)), canonical) == "protected" {
-				return "protected"
-			}
-		default:
-			anyMethod = true // which one a framework reads is its business: judge them all
-		}
-	}
-	if q := x.RawQuery(); q != "" && containsFold(q, "_method") {
-		values, err := url.ParseQuery(q)
-		if err != nil {
-			anyMethod = true
-		}
-		for key, vs := range values {
-			if strings.EqualFold(key, "_method") {
-				for _, v := range vs {
-					if routeClass(cfg, v, canonical) == "protected" {
-						return "protected"
-					}
-				}
-			}
-		}
-	}
-	if ct := x.Header("Content-Type"); hasPrefixFold(ct, "application/x-www-form-urlencoded") || hasPrefixFold(ct, "multipart/form-data") {
-		anyMethod = true
-	}
-	if anyMethod {
-		for _, r := range cfg.Routes {
-			if r.MatchesPath(canonical) {
-				return "protected"
-			}
-		}
-	}
-	return "open"
-}
-
-// hasPrefixFold and containsFold compare ASCII without regard to case and without a lower-cased copy:
-// they run on every request to an open route.
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// routeClass is "protected" when a protected route matches the method and normalised path.
-func routeClass(cfg *Config, method, canonical string) string {
-	method = strings.ToUpper(method)
-	for _, route := range cfg.Routes {
-		if route.Matches(method, canonical) {
-			return "protected"
-		}
-	}
-	return "open"
 }
 
 func (p *Proxy) replyBadPath(x exchange) {
@@ -587,67 +316,6 @@ func (p *Proxy) redirectToPage(x exchange, canonical, outcome string) {
 	}
 	p.metrics.requests.WithLabelValues("protected", outcome).Inc()
 	replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
-}
-
-func (p *Proxy) upstreamFailed(x exchange, err error, d decision) {
-	if errors.Is(err, context.Canceled) {
-		return // the visitor went away
-	}
-	if errors.Is(err, errVisitorBody) {
-		// The visitor's own body was malformed (a bad chunk): its fault, not the upstream's.
-		p.metrics.requests.WithLabelValues("open", "bad_body").Inc()
-		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"})
-		return
-	}
-	kind, message := upstreamErrorKind(err)
-	p.log.Error(err, "Forwarding upstream failed", "path", d.canonical, "kind", kind)
-	p.metrics.requests.WithLabelValues(d.class, "upstream_error").Inc()
-	p.metrics.upstreamErrors.WithLabelValues(d.class, kind).Inc()
-	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable", Message: message})
-}
-
-// upstreamFault tells whether the upstream failed a request: it gave no answer (but for the visitor
-// going away or sending a malformed body), or a 5xx.
-func upstreamFault(err error, status int) bool {
-	if err != nil {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, errVisitorBody)
-	}
-	return status >= 500
-}
-
-// upstreamErrorKind names how forwarding failed, for the metrics and the visitor (without the
-// upstream's address).
-func upstreamErrorKind(err error) (kind, message string) {
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused", "the upstream refused the connection"
-	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
-		return "timeout", "the upstream did not answer in time"
-	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
-		return "closed", "the upstream closed the connection before answering"
-	}
-	return "other", "the upstream could not be reached"
-}
-
-// errVisitorBody marks an error reading the visitor's request body while it went upstream.
-var errVisitorBody = errors.New("reading the request body")
-
-// visitorBody reads a visitor's body on its way upstream and keeps what went wrong reading it, so
-// that a malformed body is answered 400 rather than taken for an upstream failure.
-type visitorBody struct {
-	r   io.Reader
-	err error
-}
-
-func (b *visitorBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		b.err = fmt.Errorf("%w: %w", errVisitorBody, err)
-		return n, b.err
-	}
-	return n, err
 }
 
 // errorBody is the JSON of every error answer.

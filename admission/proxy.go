@@ -1,0 +1,187 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// The Proxy: what it runs on, how it is made, and the state it keeps beside the config in force (the
+// config's generation, Redis' health, draining). Its decisions are in gate.go.
+
+// Engine is what the gate needs of the queue engine. A *queue.Queue is the one it runs on; unit tests
+// give it one in memory.
+type Engine interface {
+	queue.PlanReader
+	EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit queue.EntryLimit) (queue.Position, error)
+	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
+	Ping(ctx context.Context) error
+	ReportProxy(ctx context.Context, r queue.ProxyReport) error
+	ReportWorkload(ctx context.Context, r queue.WorkloadReport, uses []queue.PassUse) error
+	Sessions(ctx context.Context, releases []queue.PassRef, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
+}
+
+// Options tune a Proxy.
+type Options struct {
+	Log logr.Logger
+	// Now is the proxy's clock; nil means time.Now.
+	Now func() time.Time
+	// Rand spreads poll hints; nil means math/rand/v2.
+	Rand capacity.Rand
+	// Transport reaches the upstream on the net/http path; nil means a keep-alive transport sized
+	// for one upstream.
+	Transport http.RoundTripper
+	// Replica, when set, names this proxy replica (its pod) in the reports Serve writes to Redis of
+	// the config it serves or refuses, from which the manager sets the Programmed condition.
+	Replica string
+}
+
+// Proxy is the admission proxy's gate: it decides every request (a route, a visitor, a pass; enter,
+// status and the proxy's other endpoints) and says how a request it lets through goes upstream. The
+// transports, the fast front (transport_fast.go) and net/http (transport_std.go), only carry bytes.
+// A Proxy is an http.Handler, for programs that embed the gate.
+type Proxy struct {
+	cfg     atomic.Pointer[Config]
+	queue   string // namespace/name
+	q       Engine
+	plans   *queue.PlanCache
+	rp      *httputil.ReverseProxy
+	metrics *metrics
+	log     logr.Logger
+	now     func() time.Time
+	rand    capacity.Rand
+
+	redisDown atomic.Bool
+	draining  atomic.Bool
+	// redisRetryAt is when, after a failed Redis call, visitor calls try Redis again (UnixNano).
+	redisRetryAt atomic.Int64
+	state        configState
+	sessions     *sessions
+	workload     *workloadMeter
+	polls        pollStretches
+	far          *farPositions
+	// verifier calls an external challenge's provider.
+	verifier *http.Client
+}
+
+// NewProxy serves cfg's queue, stored in store.
+func NewProxy(cfg *Config, store *queue.Store, opts Options) (*Proxy, error) {
+	p, err := NewUnconfiguredProxy(cfg.Namespace, cfg.Name, store, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.SetConfig(cfg)
+	return p, nil
+}
+
+// NewUnconfiguredProxy serves the queue namespace/name before it has a valid config: it answers
+// healthz, fails readyz and answers everything else 503 until SetConfig, so that a proxy whose
+// first config is refused stays up, reports why, and serves as soon as a valid one comes.
+func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Options) (*Proxy, error) {
+	q, err := store.Queue(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return NewProxyOn(namespace+"/"+name, q, opts), nil
+}
+
+// NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
+func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
+	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
+		sessions: newSessions(), workload: newWorkloadMeter(), far: newFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+	p.state.init(opts.Replica)
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.rand == nil {
+		p.rand = globalRand{}
+	}
+	p.rp = newReverseProxy(p, opts.Transport)
+	return p
+}
+
+type globalRand struct{}
+
+func (globalRand) Float64() float64 { return rand.Float64() }
+
+// SetConfig applies a changed config to the requests that start after it.
+func (p *Proxy) SetConfig(cfg *Config) {
+	if cfg.PageProblem != nil {
+		p.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
+	}
+	p.cfg.Store(cfg)
+	p.state.applied(cfg.Generation)
+	p.metrics.configGeneration.Set(float64(cfg.Generation))
+	p.metrics.configRefused.Set(0)
+}
+
+// RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
+// config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
+func (p *Proxy) RefuseConfig(generation int64, err error) {
+	if p.state.refused(generation, err.Error()) {
+		p.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
+			"generation", generation, "serving", p.state.report().Generation)
+		p.metrics.configRefusals.Inc()
+	}
+	p.metrics.configRefused.Set(1)
+}
+
+// Queue names the queue the proxy serves, as namespace/name.
+func (p *Proxy) Queue() string { return p.queue }
+
+// Config returns the config in force; nil before the first valid one.
+func (p *Proxy) Config() *Config { return p.cfg.Load() }
+
+// MetricsHandler serves the proxy's Prometheus metrics.
+func (p *Proxy) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{})
+}
+
+// redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once
+// instead of calling: while Redis is away each call would wait out its bound, and the visitors with
+// it. The first call after it tries Redis again (and the proxy's own check every second does too).
+const redisRetryAfterError = 500 * time.Millisecond
+
+// redisResting says Redis failed a moment ago: enter and status answer 503 without calling it.
+func (p *Proxy) redisResting() bool {
+	return p.redisDown.Load() && p.now().UnixNano() < p.redisRetryAt.Load()
+}
+
+// StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
+func (p *Proxy) StartDrain() { p.draining.Store(true) }
+
+// CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
+func (p *Proxy) CheckRedis(ctx context.Context) error {
+	err := p.q.Ping(ctx)
+	p.redisResult(err)
+	return err
+}
+
+func (p *Proxy) redisResult(err error) {
+	down := err != nil && !errors.Is(err, context.Canceled)
+	if down {
+		p.redisRetryAt.Store(p.now().Add(redisRetryAfterError).UnixNano())
+	}
+	if p.redisDown.Swap(down) != down {
+		if down {
+			p.log.Error(err, "Redis is unreachable")
+		} else {
+			p.log.Info("Redis is reachable again")
+		}
+	}
+	if down {
+		p.metrics.redisUp.Set(0)
+	} else {
+		p.metrics.redisUp.Set(1)
+	}
+}

@@ -1,0 +1,101 @@
+package admission
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/herdgate/herdgate/internal/route"
+)
+
+// The route class of a request: whether a protected route matches it, as every method it may act as.
+
+func matchesAny(routes []route.Route, method, canonical string) bool {
+	method = strings.ToUpper(method)
+	for _, r := range routes {
+		if r.Matches(method, canonical) {
+			return true
+		}
+	}
+	return false
+}
+
+func isReserved(canonical string) bool {
+	return canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/")
+}
+
+// methodOverrides are the headers through which frameworks let a request act as another method.
+var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// routeClassOf judges the request as every method it may act as upstream: its own, the one an
+// override header or a _method query parameter names, and — for a form body, which may carry a
+// _method field the gate does not read — any method. It is protected when a protected route matches
+// one of them; overrides then reach the upstream unchanged, judged.
+func routeClassOf(cfg *Config, x exchange, canonical string) string {
+	if routeClass(cfg, x.Method(), canonical) == "protected" {
+		return "protected"
+	}
+	anyMethod := false
+	for _, h := range methodOverrides {
+		switch x.HeaderCount(h) {
+		case 0:
+		case 1:
+			if routeClass(cfg, strings.TrimSpace(x.Header(h)), canonical) == "protected" {
+				return "protected"
+			}
+		default:
+			anyMethod = true // which one a framework reads is its business: judge them all
+		}
+	}
+	if q := x.RawQuery(); q != "" && containsFold(q, "_method") {
+		values, err := url.ParseQuery(q)
+		if err != nil {
+			anyMethod = true
+		}
+		for key, vs := range values {
+			if strings.EqualFold(key, "_method") {
+				for _, v := range vs {
+					if routeClass(cfg, v, canonical) == "protected" {
+						return "protected"
+					}
+				}
+			}
+		}
+	}
+	if ct := x.Header("Content-Type"); hasPrefixFold(ct, "application/x-www-form-urlencoded") || hasPrefixFold(ct, "multipart/form-data") {
+		anyMethod = true
+	}
+	if anyMethod {
+		for _, r := range cfg.Routes {
+			if r.MatchesPath(canonical) {
+				return "protected"
+			}
+		}
+	}
+	return "open"
+}
+
+// hasPrefixFold and containsFold compare ASCII without regard to case and without a lower-cased copy:
+// they run on every request to an open route.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// routeClass is "protected" when a protected route matches the method and normalised path.
+func routeClass(cfg *Config, method, canonical string) string {
+	method = strings.ToUpper(method)
+	for _, route := range cfg.Routes {
+		if route.Matches(method, canonical) {
+			return "protected"
+		}
+	}
+	return "open"
+}
