@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestThePollBudgetStretchesHintsFarFromTheFront(t *testing.T) {
 					wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{Budget: c.budget}
 				})
 				// One visitor a tick: 10 a second.
-				if err := h.q.PublishPlan(context.Background(), queue.Plan{
+				if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{
 					Quota: mustQuota(1), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
 				}); err != nil {
 					t.Fatal(err)

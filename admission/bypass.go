@@ -17,7 +17,7 @@ type bypassRule struct {
 }
 
 // bypass is the first rule the request matches, or "".
-func (p *Proxy) bypass(x exchange, cfg *Config, canonical string) string {
+func (p *Proxy) bypass(x Exchange, cfg *Config, canonical string) string {
 	if len(cfg.Bypass) == 0 {
 		return ""
 	}

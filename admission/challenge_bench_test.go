@@ -1,8 +1,10 @@
-package admission
+package admission_test
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/herdgate/herdgate/admission"
 )
 
 // BenchmarkSolve times Solve, what an API client runs, at each difficulty; beside it
@@ -12,7 +14,7 @@ func BenchmarkSolve(b *testing.B) {
 		b.Run(fmt.Sprintf("difficulty=%d", d), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				challenge := fmt.Sprintf("bench-%d-%d", d, i)
-				if nonce := Solve(challenge, d); LeadingZeroBits(challenge, nonce) < d {
+				if nonce := admission.Solve(challenge, d); admission.LeadingZeroBits(challenge, nonce) < d {
 					b.Fatal("not solved")
 				}
 			}

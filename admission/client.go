@@ -45,7 +45,7 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 
 // forwardedClient is the X-Forwarded-For the upstream gets: the visitor's address, which behind a
 // trusted proxy is the client it names.
-func forwardedClient(x exchange, cfg *Config) string {
+func forwardedClient(x Exchange, cfg *Config) string {
 	a := x.RemoteAddr()
 	if len(cfg.TrustedProxies) > 0 {
 		a = clientAddr(a, x.HeaderValues("X-Forwarded-For"), cfg.TrustedProxies)
@@ -58,7 +58,7 @@ func forwardedClient(x exchange, cfg *Config) string {
 
 // entryLimit is the engine's limit for this visitor's client, or none when the queue sets none: the
 // client is its address cut to the configured prefix length, as "203.0.113.7/32" or "2001:db8::/64".
-func (p *Proxy) entryLimit(x exchange, cfg *Config) queue.EntryLimit {
+func (p *Proxy) entryLimit(x Exchange, cfg *Config) queue.EntryLimit {
 	if cfg.Entry == nil {
 		return queue.EntryLimit{}
 	}

@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/page"
 	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/page"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"

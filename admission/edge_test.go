@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"k8s.io/utils/ptr"
 
@@ -195,8 +197,8 @@ func testForwardsOnlyWhatItMatched(t *testing.T) {
 
 	t.Run("the upstream gets what the visitor sent and the forwarding headers, nothing more", func(t *testing.T) {
 		h, up := edgeHarness(t)
-		res, body, _, _ := h.send("POST /open/form?a=1 HTTP/1.1\r\nHost: shop.example\r\nX-App: 1\r\nCookie: theme=dark; " + PassCookie + "=x; " + VisitorCookie + "=y\r\n" +
-			PassHeader + ": zzz\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nContent-Length: 5\r\n" + user + "\r\nhello")
+		res, body, _, _ := h.send("POST /open/form?a=1 HTTP/1.1\r\nHost: shop.example\r\nX-App: 1\r\nCookie: theme=dark; " + admission.PassCookie + "=x; " + admission.VisitorCookie + "=y\r\n" +
+			admission.PassHeader + ": zzz\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nContent-Length: 5\r\n" + user + "\r\nhello")
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("%d %s", res.StatusCode, body)
 		}

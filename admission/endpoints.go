@@ -10,6 +10,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // positionBody is the answer of enter and status.
@@ -28,7 +29,7 @@ type positionBody struct {
 	Admitted bool   `json:"admitted"`
 	// Phase is the room's phase: Open (visitors queue), Passthrough (no pass needed) or Closed; with
 	// a schedule also Scheduled, PreQueue and Opening (see phase.go).
-	Phase string `json:"phase"`
+	Phase settings.Phase `json:"phase"`
 	// Arrival is the visitor's arrival number while it holds a pre-queue place: what its drawn place
 	// is computed from (herd verify-shuffle).
 	Arrival int64 `json:"arrival,omitempty"`
@@ -39,7 +40,7 @@ type positionBody struct {
 	scheduleTimes
 }
 
-func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
+func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 	switch canonical {
 	case reservedPrefix + "/enter", reservedPrefix + "/status":
 		if cfg.PageMessage != "" {
@@ -85,7 +86,7 @@ func (p *Proxy) serveReserved(x exchange, cfg *Config, canonical string) {
 // noticeExchange adds the operator's notice (spec.page.message) to every JSON answer of enter and
 // status, so that the waiting page shows a changed one at the next poll.
 type noticeExchange struct {
-	exchange
+	Exchange
 	notice string
 }
 
@@ -99,10 +100,10 @@ func (x noticeExchange) Reply(status int, contentType string, body []byte) {
 		}
 		body = append(out, body[1:]...)
 	}
-	x.exchange.Reply(status, contentType, body)
+	x.Exchange.Reply(status, contentType, body)
 }
 
-func allow(x exchange, methods ...string) bool {
+func allow(x Exchange, methods ...string) bool {
 	for _, m := range methods {
 		if x.Method() == m {
 			return true
@@ -122,7 +123,7 @@ func joinMethods(m []string) string {
 }
 
 // serveEnterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status.
-func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
+func (p *Proxy) serveEnterOrStatus(x Exchange, cfg *Config, enter bool) {
 	class := "status"
 	if enter {
 		class = "enter"
@@ -132,7 +133,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		// The room is switched off: nobody needs a pass, so everybody is through.
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "passthrough").Inc()
-		replyJSON(x, http.StatusOK, positionBody{Admitted: true, Phase: phasePassthrough, EstimatedWaitSeconds: &zero})
+		replyJSON(x, http.StatusOK, positionBody{Admitted: true, Phase: settings.PhasePassthrough, EstimatedWaitSeconds: &zero})
 		return
 	case herdgatev1alpha1.ModeClosed:
 		if enter {
@@ -143,7 +144,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	r := p.room(x.Context(), cfg)
 	if enter && cfg.Schedule != nil {
 		switch {
-		case r.phase == queue.PhaseScheduled && cfg.phaseAt(p.now()) == queue.PhaseScheduled:
+		case r.phase == settings.PhaseScheduled && cfg.phaseAt(p.now()) == settings.PhaseScheduled:
 			// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
 			p.replyNotOpen(x, cfg, r, class)
 			return
@@ -152,7 +153,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 			// visitor as if the room had no schedule.
 			p.metrics.requests.WithLabelValues(class, "starting").Inc()
 			retryAfter(x, time.Second)
-			replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: string(r.phase),
+			replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: r.phase,
 				Message: "the waiting room is getting ready; try again shortly"})
 			return
 		}
@@ -165,7 +166,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		} else {
 			body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
 			if cfg.Schedule != nil {
-				body.Phase = string(r.phase)
+				body.Phase = r.phase
 			}
 			replyJSON(x, http.StatusNotFound, body)
 		}
@@ -219,16 +220,16 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 	if cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
 		p.metrics.requests.WithLabelValues(class, "closed").Inc()
-		replyJSON(x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phaseClosed,
+		replyJSON(x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: settings.PhaseClosed,
 			NextPollMs: p.spread(r.pollMax).Milliseconds()})
 		return
 	}
-	phase := phaseOpen
+	phase := settings.PhaseOpen
 	if cfg.Schedule != nil {
-		phase = string(r.phase)
+		phase = r.phase
 		if r.beforeOpening() {
 			// The engine placed the visitor, so the room opened since the plan was cached.
-			phase = phaseOpening
+			phase = settings.PhaseOpening
 		}
 	}
 	switch pos.State {
@@ -254,14 +255,14 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
 		if cfg.Schedule != nil {
 			// The engine's phase is the freshest, once the scheduler has published this schedule.
-			body.Phase = string(r.phase)
+			body.Phase = r.phase
 			if r.known {
-				body.Phase = string(pos.Phase)
+				body.Phase = pos.Phase
 			}
 		}
 		replyJSON(x, http.StatusNotFound, body)
 	case queue.TurnedAway:
-		if pos.Phase == queue.PhaseClosed {
+		if pos.Phase == settings.PhaseClosed {
 			p.replyScheduleClosed(x, cfg, class)
 			return
 		}
@@ -273,19 +274,19 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 		if p.pollTooEarly(x, class, enter, pos, shortest) {
 			return
 		}
-		body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(cfg)}
+		body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: settings.PhasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(cfg)}
 		outcome := "pre_queued"
 		if drawing {
-			body.Phase, outcome = phaseOpening, "drawing"
+			body.Phase, outcome = settings.PhaseOpening, "drawing"
 		}
 		p.metrics.requests.WithLabelValues(class, outcome).Inc()
 		replyJSON(x, http.StatusOK, body)
 	case queue.Admitted:
 		p.serveAdmitted(x, cfg, class, visitor, pos, phase)
 	case queue.Waiting:
-		p.far.noteDepth(pos.Depth)
+		p.far.NoteDepth(pos.Depth)
 		// The shortest interval this visitor could have been told.
-		stretch := p.polls.stretch(cfg, r, pos.Depth)
+		stretch := p.stretch(cfg, r, pos.Depth)
 		if p.pollTooEarly(x, class, enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
 			return
 		}
@@ -306,7 +307,7 @@ func (p *Proxy) serveEnterOrStatus(x exchange, cfg *Config, enter bool) {
 
 // pollTooEarly answers a status poll that came sooner than tooEarlyShare of shortest, the shortest
 // interval the visitor could have been told (the rest is room for network jitter), with 429.
-func (p *Proxy) pollTooEarly(x exchange, class string, enter bool, pos queue.Position, shortest time.Duration) bool {
+func (p *Proxy) pollTooEarly(x Exchange, class string, enter bool, pos queue.Position, shortest time.Duration) bool {
 	if enter || pos.PreviousPoll.IsZero() {
 		return false
 	}
@@ -328,7 +329,7 @@ func (p *Proxy) pollTooEarly(x exchange, class string, enter bool, pos queue.Pos
 
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
-func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, pos queue.Position, phase string) {
+func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase settings.Phase) {
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
@@ -343,7 +344,7 @@ func (p *Proxy) serveAdmitted(x exchange, cfg *Config, class, visitor string, po
 }
 
 // setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
-func (p *Proxy) setPassCookie(x exchange, cfg *Config, visitor string, pos queue.Position) string {
+func (p *Proxy) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) string {
 	token := cfg.Signer.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
 	x.SetCookie(&http.Cookie{
 		Name: PassCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
@@ -354,10 +355,10 @@ func (p *Proxy) setPassCookie(x exchange, cfg *Config, visitor string, pos queue
 
 // replyClosed answers a request the closed room turns away: 503, to try again after the longest poll
 // interval.
-func (p *Proxy) replyClosed(x exchange, cfg *Config, class string) {
+func (p *Proxy) replyClosed(x Exchange, cfg *Config, class string) {
 	p.metrics.requests.WithLabelValues(class, "closed").Inc()
 	retryAfter(x, cfg.PollMax)
-	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phaseClosed,
+	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: settings.PhaseClosed,
 		Message: "the waiting room is closed for now; places already taken are kept"})
 }
 
@@ -373,7 +374,7 @@ func (zeroRand) Float64() float64 { return 0 }
 
 // checkEntry runs the entry's checks the queue configures, before the engine is asked: the
 // invitation, then the challenge. It returns the single-use tokens the engine binds, or the refusal.
-func (p *Proxy) checkEntry(x exchange, cfg *Config, visitor string) ([]queue.SingleUse, *refusal) {
+func (p *Proxy) checkEntry(x Exchange, cfg *Config, visitor string) ([]queue.SingleUse, *refusal) {
 	var tokens []queue.SingleUse
 	now := p.now()
 	if cfg.Invitation != nil {
@@ -410,7 +411,7 @@ func (p *Proxy) invitationTokens(cfg *Config) int {
 }
 
 // serveChallenge answers GET /.herdgate/challenge with a fresh proof-of-work challenge.
-func (p *Proxy) serveChallenge(x exchange, cfg *Config) {
+func (p *Proxy) serveChallenge(x Exchange, cfg *Config) {
 	if cfg.ProofOfWork == nil {
 		p.metrics.requests.WithLabelValues("challenge", "not_found").Inc()
 		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_challenge", Message: "this queue asks no proof of work"})

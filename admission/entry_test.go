@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"github.com/golang-jwt/jwt/v5"
 	"k8s.io/utils/ptr"
@@ -50,7 +52,7 @@ func TestInvitations(t *testing.T) {
 			hour := time.Now().Add(time.Hour).Unix()
 			valid := invitation(t, invitationKey, jwt.MapClaims{"aud": "shop/orders", "sub": "user-1", "exp": hour})
 			enter := func(v *visitor, token string) response {
-				return v.do(http.MethodPost, "/.herdgate/enter", nil, InvitationHeader, token)
+				return v.do(http.MethodPost, "/.herdgate/enter", nil, admission.InvitationHeader, token)
 			}
 
 			first := h.visitor()
@@ -108,21 +110,21 @@ func TestAnInvitationForAVisitor(t *testing.T) {
 		})
 	token := invitation(t, invitationKey, jwt.MapClaims{"aud": "shop/orders", "vis": "alice", "exp": time.Now().Add(time.Hour).Unix()})
 	v := h.visitor()
-	if r := v.do(http.MethodPost, "/.herdgate/enter", nil, "X-User-Id", "alice", InvitationHeader, token); r.StatusCode != http.StatusOK {
+	if r := v.do(http.MethodPost, "/.herdgate/enter", nil, "X-User-Id", "alice", admission.InvitationHeader, token); r.StatusCode != http.StatusOK {
 		t.Fatalf("alice with her invitation: %d %s", r.StatusCode, r.body)
 	}
-	wantError(t, "bob with alice's invitation", v.do(http.MethodPost, "/.herdgate/enter", nil, "X-User-Id", "bob", InvitationHeader, token),
+	wantError(t, "bob with alice's invitation", v.do(http.MethodPost, "/.herdgate/enter", nil, "X-User-Id", "bob", admission.InvitationHeader, token),
 		http.StatusForbidden, "invitation_other_visitor")
 }
 
 func TestTheProofOfWorkAlgorithm(t *testing.T) {
 	// SHA-256("abc:0") starts with the bits 0110…: one leading zero.
-	if got := LeadingZeroBits("abc", "0"); got != 1 {
+	if got := admission.LeadingZeroBits("abc", "0"); got != 1 {
 		t.Fatalf("LeadingZeroBits(abc, 0) = %d, want 1", got)
 	}
 	for _, d := range []int{1, 8, 12} {
-		nonce := Solve("a challenge", d)
-		if LeadingZeroBits("a challenge", nonce) < d {
+		nonce := admission.Solve("a challenge", d)
+		if admission.LeadingZeroBits("a challenge", nonce) < d {
 			t.Fatalf("Solve at %d bits found %s, which does not solve it", d, nonce)
 		}
 	}
@@ -141,21 +143,21 @@ func TestTheProofOfWork(t *testing.T) {
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
 				ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 10}}}
 		})
-		challenge := func() challengeBody {
+		challenge := func() admission.ChallengeBody {
 			t.Helper()
 			r := h.visitor().do(http.MethodGet, "/.herdgate/challenge", nil)
-			body := challengeBody{}
-			if r.StatusCode != http.StatusOK || json.Unmarshal(r.body, &body) != nil || body.Algorithm != ProofOfWorkAlgorithm || body.Difficulty != 10 {
+			body := admission.ChallengeBody{}
+			if r.StatusCode != http.StatusOK || json.Unmarshal(r.body, &body) != nil || body.Algorithm != admission.ProofOfWorkAlgorithm || body.Difficulty != 10 {
 				t.Fatalf("GET /.herdgate/challenge: %d %s", r.StatusCode, r.body)
 			}
 			return body
 		}
 		enter := func(v *visitor, proof string) response {
-			return v.do(http.MethodPost, "/.herdgate/enter", nil, ProofHeader, proof)
+			return v.do(http.MethodPost, "/.herdgate/enter", nil, admission.ProofHeader, proof)
 		}
 
 		ch := challenge()
-		solved := ch.Challenge + ":" + Solve(ch.Challenge, ch.Difficulty)
+		solved := ch.Challenge + ":" + admission.Solve(ch.Challenge, ch.Difficulty)
 		first := h.visitor()
 		if r := enter(first, solved); r.StatusCode != http.StatusOK || r.json(t)["position"] != float64(1) {
 			t.Fatalf("a solved challenge: %d %s; want a place", r.StatusCode, r.body)
@@ -169,7 +171,7 @@ func TestTheProofOfWork(t *testing.T) {
 		fresh := challenge()
 		wrong := ""
 		for n := 0; ; n++ { // the first nonce that does not solve it
-			if nonce := strings.Repeat("7", 1) + string(rune('a'+n%26)); LeadingZeroBits(fresh.Challenge, nonce) < fresh.Difficulty {
+			if nonce := strings.Repeat("7", 1) + string(rune('a'+n%26)); admission.LeadingZeroBits(fresh.Challenge, nonce) < fresh.Difficulty {
 				wrong = nonce
 				break
 			}
@@ -178,13 +180,13 @@ func TestTheProofOfWork(t *testing.T) {
 		// A challenge whose difficulty byte is lowered no longer carries its MAC.
 		parts := strings.Split(fresh.Challenge, ".")
 		forged := parts[0] + "." + parts[1][:len(parts[1])-2] + "AA." + parts[2]
-		wantError(t, "a forged challenge", enter(h.visitor(), forged+":"+Solve(forged, 1)), http.StatusForbidden, "challenge_invalid")
+		wantError(t, "a forged challenge", enter(h.visitor(), forged+":"+admission.Solve(forged, 1)), http.StatusForbidden, "challenge_invalid")
 		wantError(t, "a proof without a nonce", enter(h.visitor(), fresh.Challenge), http.StatusBadRequest, "challenge_invalid")
 		wantError(t, "a nonce of symbols", enter(h.visitor(), fresh.Challenge+":1;2"), http.StatusBadRequest, "challenge_invalid")
 
 		old := challenge()
-		oldProof := old.Challenge + ":" + Solve(old.Challenge, old.Difficulty)
-		c.advance(challengeLifetime + time.Second)
+		oldProof := old.Challenge + ":" + admission.Solve(old.Challenge, old.Difficulty)
+		c.advance(admission.ChallengeLifetime + time.Second)
 		wantError(t, "a challenge solved too late", enter(h.visitor(), oldProof), http.StatusForbidden, "challenge_expired")
 
 		st, err := h.q.Stats(t.Context())
@@ -267,7 +269,7 @@ func TestTheExternalChallenge(t *testing.T) {
 						SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}}
 			})
 		enter := func(v *visitor, response string) response {
-			return v.do(http.MethodPost, "/.herdgate/enter", nil, ChallengeResponseHeader, response)
+			return v.do(http.MethodPost, "/.herdgate/enter", nil, admission.ChallengeResponseHeader, response)
 		}
 		if r := enter(h.visitor(), "widget-1"); r.StatusCode != http.StatusOK || r.json(t)["position"] != float64(1) {
 			t.Fatalf("a response the provider verifies: %d %s; want a place", r.StatusCode, r.body)
@@ -299,10 +301,10 @@ func TestAnExternalResponseEntersOneVisitor(t *testing.T) {
 				External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: verifier.URL,
 					SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}}
 		})
-	if r := h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, ChallengeResponseHeader, "token"); r.StatusCode != http.StatusOK {
+	if r := h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, admission.ChallengeResponseHeader, "token"); r.StatusCode != http.StatusOK {
 		t.Fatalf("first: %d %s", r.StatusCode, r.body)
 	}
-	wantError(t, "second", h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, ChallengeResponseHeader, "token"), http.StatusConflict, "challenge_reused")
+	wantError(t, "second", h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, admission.ChallengeResponseHeader, "token"), http.StatusConflict, "challenge_reused")
 }
 
 func TestBypassLanes(t *testing.T) {
@@ -358,8 +360,8 @@ func TestBypassLanes(t *testing.T) {
 		gated("below the health path", get("/checkout/health/deep"))
 
 		// Closed: bypass lanes stay open, everybody else is turned away.
-		closedCfg, err := NewConfigWithSecrets(withMode(h.wq, herdgatev1alpha1.ModeClosed), h.key,
-			(&FileConfig{Secrets: map[string]map[string]string{"monitor": {"token": monitorToken}}}).values())
+		closedCfg, err := admission.NewConfigWithSecrets(withMode(h.wq, herdgatev1alpha1.ModeClosed), h.key,
+			(&admission.FileConfig{Secrets: map[string]map[string]string{"monitor": {"token": monitorToken}}}).Values())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,12 +402,12 @@ func TestSecretValuesThatCannotServe(t *testing.T) {
 		{map[string]map[string]string{"invites": {"key": invitationKey}, "monitor": {"token": "guessable"}},
 			"spec.bypass[0].header.valueSecretRef: Secret monitor key token holds 9 bytes, at least 16 required"},
 	} {
-		_, err := NewConfigWithSecrets(wq, key, (&FileConfig{Secrets: tc.secrets}).values())
+		_, err := admission.NewConfigWithSecrets(wq, key, (&admission.FileConfig{Secrets: tc.secrets}).Values())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("secrets %v: %v; want an error containing %q", tc.secrets, err, tc.want)
 		}
 	}
-	if _, err := NewConfig(wq, key); err == nil || !strings.Contains(err.Error(), "no Secret values to read") {
+	if _, err := admission.NewConfig(wq, key); err == nil || !strings.Contains(err.Error(), "no Secret values to read") {
 		t.Errorf("NewConfig without values: %v", err)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// exchange is one request and its answer, whichever transport carries it. The gate's decisions
+// Exchange is one request and its answer, whichever transport carries it. The gate's decisions
 // (pass checks, enter, status, the reserved endpoints) read and answer only through it, so the fast
 // front and the net/http handler cannot drift apart.
-type exchange interface {
+type Exchange interface {
 	Context() context.Context
 	Method() string
 	// Header is the first value of a request header, "" when absent.
@@ -36,7 +36,7 @@ type exchange interface {
 }
 
 // replyJSON answers with body as JSON, never cached.
-func replyJSON(x exchange, status int, body any) {
+func replyJSON(x Exchange, status int, body any) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
@@ -46,11 +46,17 @@ func replyJSON(x exchange, status int, body any) {
 }
 
 // replyRedirect sends a browser to location with 303 See Other.
-func replyRedirect(x exchange, location string) {
+func replyRedirect(x Exchange, location string) {
 	x.SetHeader("Location", location)
 	x.Reply(http.StatusSeeOther, "text/html; charset=utf-8", []byte(`<a href="`+html.EscapeString(location)+`">See Other</a>.`+"\n"))
 }
 
-func retryAfter(x exchange, d time.Duration) {
+func retryAfter(x Exchange, d time.Duration) {
 	x.SetHeader("Retry-After", strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10))
+}
+
+// ReplyError answers x with status and the JSON body of every error answer: an error code and,
+// when not empty, a message. Fronts answer their own refusals (a malformed request, a panic) with it.
+func ReplyError(x Exchange, status int, code, message string) {
+	replyJSON(x, status, errorBody{Error: code, Message: message})
 }

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -18,6 +18,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
+	"github.com/herdgate/herdgate/admission/replica"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
@@ -104,14 +108,14 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	// let every visitor, entered moments ago, poll without being refused as too early.
 	unstretched := int32(10_000_000)
 	wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{Budget: &unstretched}
-	cfg, err := NewConfig(wq, []byte("0123456789abcdef0123456789abcdef"))
+	cfg, err := admission.NewConfig(wq, []byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := q.PublishPlan(ctx, queue.Plan{Quota: mustQuota(14), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: abandonAfter}); err != nil {
+	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: abandonAfter}); err != nil {
 		b.Fatal(err)
 	}
-	p, err := NewProxy(cfg, store, Options{})
+	p, err := admission.NewProxy(cfg, store, admission.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,12 +123,12 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := NewFront(p, FrontOptions{})
+	front := front.NewFast(p, front.FastOptions{})
 	go func() { _ = front.Serve(ln) }()
 	defer func() { _ = front.Shutdown(ctx) }()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go p.keepFarPositions(runCtx)
+	go p.KeepFarPositions(runCtx)
 	go func() { // the scheduler's ticks
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -160,7 +164,7 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 		return out
 	}
 	// Entering counts as a poll: wait out the shortest interval anyone was told.
-	time.Sleep(time.Duration(tooEarlyShare * float64(cfg.PollMax)))
+	time.Sleep(time.Duration(admission.TooEarlyShare * float64(cfg.PollMax)))
 	// The proxy learns the depth from one answer, then counts the queue at its next tick.
 	if _, body := benchPoll(client, benchVisitor(n-1), ""); !strings.Contains(string(body), `"position"`) {
 		b.Fatalf("first poll: %s", body)
@@ -225,12 +229,10 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 		}
 	}
 	abandon(10)
-	p.far.mu.Lock()
-	p.far.snapAt = time.Time{}
-	p.far.mu.Unlock()
+	p.FarPositions().SetSnapshot(queue.RankSnapshot{}, time.Time{}) // none: the next tick counts the queue
 	farCtx, stopFar := context.WithCancel(ctx)
 	defer stopFar()
-	go p.keepFarPositions(farCtx)
+	go p.KeepFarPositions(farCtx)
 	awaitSnapshot(b, p)
 	stopFar()
 	abandon(97)
@@ -250,7 +252,7 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 		if status == fasthttp.StatusTooManyRequests && n < 10*polls {
 			continue // in a shallow queue the sample meets visitors the runs polled moments ago
 		}
-		var got positionBody
+		var got admission.PositionBody
 		if status != fasthttp.StatusOK || json.Unmarshal(body, &got) != nil {
 			b.Fatalf("poll %d: %d %s", k, status, body)
 		}
@@ -277,9 +279,9 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 }
 
 // awaitSnapshot waits for the proxy to count the queue.
-func awaitSnapshot(b *testing.B, p *Proxy) {
+func awaitSnapshot(b *testing.B, p *admission.Proxy) {
 	b.Helper()
-	for deadline := time.Now().Add(time.Minute); p.far.snapshotAge(time.Now()) > farSnapshotEvery; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); p.FarPositions().SnapshotAge(time.Now()) > replica.FarSnapshotEvery; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("the proxy took no snapshot of the queue in a minute")
 		}
@@ -348,7 +350,7 @@ func benchPoll(client *fasthttp.HostClient, visitor, place string) (int, []byte)
 	req.SetRequestURI("http://bench/.herdgate/status")
 	req.Header.Set("X-User-Id", visitor)
 	if place != "" {
-		req.Header.Set(PlaceHeader, place)
+		req.Header.Set(admission.PlaceHeader, place)
 	}
 	if err := client.Do(req, res); err != nil {
 		return 0, []byte(err.Error())
@@ -362,14 +364,4 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 func usedMemory(b *testing.B, rdb redis.UniversalClient) int64 {
 	b.Helper()
 	return testenv.UsedMemory(b, func() (string, error) { return rdb.Info(context.Background(), "memory").Result() })
-}
-
-// snapshotAge is how old the snapshot is; very old when there is none.
-func (f *farPositions) snapshotAge(now time.Time) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.snapAt.IsZero() {
-		return time.Duration(math.MaxInt64)
-	}
-	return now.Sub(f.snapAt)
 }

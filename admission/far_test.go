@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"github.com/redis/go-redis/v9"
 
@@ -68,7 +69,7 @@ func (h *harness) pollAs(visitor, place string) response {
 	v := h.visitor()
 	v.header.Set("X-User-Id", visitor)
 	if place != "" {
-		v.header.Set(PlaceHeader, place)
+		v.header.Set(admission.PlaceHeader, place)
 	}
 	return v.status()
 }
@@ -95,7 +96,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	const n, zone = 25_000, 5000
 	h, rdb := farHarness(t, zone, nil)
 	ctx := context.Background()
-	if err := h.q.PublishPlan(ctx, queue.Plan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: time.Second, AbandonAfter: 5 * time.Minute}); err != nil {
+	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: time.Second, AbandonAfter: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	fillQueue(t, h.q, "u", n, 5*time.Minute)
@@ -128,7 +129,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 		t.Fatalf("place %v, want %s", body["place"], want)
 	}
 	// The proxy learnt the depth from that answer: its next tick counts the queue.
-	h.proxy.refreshFar(ctx)
+	h.proxy.RefreshFar(ctx)
 	if h.metric("herdgate_proxy_far_snapshots_total", "") != 1 {
 		t.Fatal("no snapshot of a queue deeper than the exact zone")
 	}
@@ -191,7 +192,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	for range 12 {
 		h.admit(queue.MaxAdmitPerTick, 0)
 	}
-	h.proxy.refreshFar(ctx)
+	h.proxy.RefreshFar(ctx)
 	if h.metric("herdgate_proxy_far_snapshots_total", "") != 1 {
 		t.Fatal("counted again within farSnapshotEvery")
 	}
@@ -225,7 +226,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	v := h.visitor()
 	v.header.Set("X-User-Id", "browser")
 	res = v.enter()
-	if c := res.setCookie(PlaceCookie); res.StatusCode != http.StatusOK || c == "" || !strings.Contains(c, "Path=/.herdgate") || !strings.Contains(c, "HttpOnly") {
+	if c := res.setCookie(admission.PlaceCookie); res.StatusCode != http.StatusOK || c == "" || !strings.Contains(c, "Path=/.herdgate") || !strings.Contains(c, "HttpOnly") {
 		t.Fatalf("enter: %d, place cookie %q", res.StatusCode, c)
 	}
 	if res := v.status(); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
@@ -252,7 +253,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 		}
 	}
 	farPlace := signer.Place(farOne, int64(rdb.ZScore(ctx, waitingKey, farOne).Val()))
-	h.proxy.refreshFar(ctx) // nothing pending
+	h.proxy.RefreshFar(ctx) // nothing pending
 	h.redis.Stop()
 	if res := h.pollAs(farOne, farPlace); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
 		t.Fatalf("a far visitor while Redis is down: %d %s", res.StatusCode, res.body)
@@ -260,8 +261,8 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	if res := h.pollAs(nearOne, ""); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a visitor near the front while Redis is down: %d %s", res.StatusCode, res.body)
 	}
-	h.proxy.refreshFar(ctx)
-	if pending := h.proxy.far.takePending(); len(pending) != 1 || pending[0].Visitor != farOne {
+	h.proxy.RefreshFar(ctx)
+	if pending := h.proxy.FarPositions().TakePending(); len(pending) != 1 || pending[0].Visitor != farOne {
 		t.Fatalf("signs of life kept while Redis is down: %v", pending)
 	}
 }
@@ -275,7 +276,7 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	const abandon = 3 * time.Second
 	h, rdb := farHarness(t, zone, nil)
 	ctx := context.Background()
-	if err := h.q.PublishPlan(ctx, queue.Plan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: time.Second, AbandonAfter: abandon}); err != nil {
+	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: time.Second, AbandonAfter: abandon}); err != nil {
 		t.Fatal(err)
 	}
 	fillQueue(t, h.q, "c", crowd, abandon)
@@ -313,7 +314,7 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	// The proxy's loop: a batch every tick, a snapshot every farSnapshotEvery.
 	loopCtx, stop := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
-	go func() { defer close(loopDone); h.proxy.keepFarPositions(loopCtx) }()
+	go func() { defer close(loopDone); h.proxy.KeepFarPositions(loopCtx) }()
 	defer func() { stop(); <-loopDone }()
 	h.pollAs("told", "") // an exact answer, from which the proxy learns the depth
 
@@ -359,12 +360,12 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 
 	// A sign of life answered just before the proxy stops still reaches Redis. The loop's own last
 	// poll is sent first, at the next tick: count from there.
-	time.Sleep(time.Duration(tooEarlyShare * float64(time.Second)))
+	time.Sleep(time.Duration(admission.TooEarlyShare * float64(time.Second)))
 	signs := h.metric("herdgate_proxy_far_signs_of_life_total", "")
 	for deadline, steady := time.Now().Add(10*time.Second), 0; steady < 3; time.Sleep(100 * time.Millisecond) {
 		// Three ticks in a row with nothing pending and nothing more sent: the batches are done.
 		now := h.metric("herdgate_proxy_far_signs_of_life_total", "")
-		if now == signs && h.proxy.far.pendingCount() == 0 {
+		if now == signs && h.proxy.FarPositions().PendingCount() == 0 {
 			steady++
 		} else {
 			steady, signs = 0, now
@@ -385,72 +386,8 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	// The dropped visitor comes back with its old place: at most one answer from the snapshot,
 	// then, once a batch found it gone, Redis says it is not queued.
 	first := h.pollAs("silent", silent)
-	h.proxy.refreshFar(ctx)
+	h.proxy.RefreshFar(ctx)
 	if res := h.pollAs("silent", silent); res.StatusCode != http.StatusNotFound || res.json(t)["error"] != "not_queued" {
 		t.Fatalf("the dropped visitor after its first answer (%d %s): %d %s", first.StatusCode, first.body, res.StatusCode, res.body)
 	}
-}
-
-// TestFarBookkeeping: signs of life a batch could not record are kept for the next, behind newer
-// ones; a place Redis said is gone goes to Redis from then on, the visitor's other places do not;
-// a snapshot older than farSnapshotMaxAge answers nobody; pending signs beyond farMostPending send
-// polls to Redis.
-func TestFarBookkeeping(t *testing.T) {
-	f := newFarPositions()
-	now := time.Unix(1_000_000, 0)
-	f.setSnapshot(queue.RankSnapshot{Front: 1, Tail: 100_000, Boundaries: queue.RankBoundaries(1, 100_000), Counts: nil}, now)
-	if _, ok := f.bound("ada", 50_000, 5000, now); ok {
-		t.Fatal("answered from a snapshot without counts")
-	}
-	s := queue.RankSnapshot{Front: 1, Tail: 100_000, Boundaries: queue.RankBoundaries(1, 100_000)}
-	s.Counts = append(s.Counts, s.Boundaries...) // nobody left: as many wait at or below a boundary as it says
-	f.setSnapshot(s, now)
-	a, ok := f.bound("ada", 50_000, 5000, now)
-	if !ok || a.position != 50_000 || !a.previous.IsZero() {
-		t.Fatalf("ada: %+v %v", a, ok)
-	}
-	if a, ok := f.bound("ada", 50_000, 5000, now.Add(time.Second)); !ok || !a.previous.Equal(now) {
-		t.Fatalf("ada again: %+v %v", a, ok)
-	}
-	if _, ok := f.bound("bea", 4000, 5000, now); ok {
-		t.Fatal("a visitor within the exact zone was answered from the snapshot")
-	}
-	batch := f.takePending()
-	if len(batch) != 1 || batch[0] != (queue.SeenVisitor{Visitor: "ada", Seq: 50_000}) || f.takePending() != nil {
-		t.Fatalf("pending: %v", batch)
-	}
-	// The batch failed; meanwhile ada polled again with another place (she entered again).
-	f.pending["ada"] = 60_000
-	f.giveBack(append(batch, queue.SeenVisitor{Visitor: "cy", Seq: 70_000}))
-	if f.pending["ada"] != 60_000 || f.pending["cy"] != 70_000 {
-		t.Fatalf("after giving back: %v", f.pending)
-	}
-	// Redis says cy's place is gone, and 20,000 were admitted: bounds fall by as many.
-	batch = f.takePending()
-	f.recorded(batch, queue.SeenResult{Admitted: 20_000, Depth: 80_000, Gone: []string{"cy"}}, now)
-	if _, ok := f.bound("cy", 70_000, 5000, now.Add(time.Minute)); ok {
-		t.Fatal("a gone place was answered from the snapshot")
-	}
-	if _, ok := f.bound("cy", 70_001, 5000, now.Add(time.Second)); !ok {
-		t.Fatal("cy's other place was sent to Redis")
-	}
-	if a, ok := f.bound("dot", 30_000, 5000, now.Add(time.Second)); !ok || a.position != 10_000 || a.depth != 80_000 {
-		t.Fatalf("dot after 20,000 admissions: %+v %v", a, ok)
-	}
-	if _, ok := f.bound("dot", 30_000, 5000, now.Add(farSnapshotMaxAge+time.Second)); ok {
-		t.Fatal("answered from a stale snapshot")
-	}
-	for i := range farMostPending {
-		f.pending[strconv.Itoa(i)] = 1
-	}
-	if _, ok := f.bound("eve", 90_000, 5000, now.Add(time.Second)); ok {
-		t.Fatal("answered with a full batch")
-	}
-}
-
-// pendingCount is how many signs of life the next batch sends.
-func (f *farPositions) pendingCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.pending)
 }

@@ -7,15 +7,10 @@ import (
 	"github.com/herdgate/herdgate/internal/route"
 )
 
-// hopHeaders are meaningful for one connection only and never cross the proxy; each transport
-// removes them (and those the Connection header names) as it carries the request.
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
-
-// forwarding is how a request the gate lets through goes upstream, the same whichever transport
+// Forwarding is how a request the gate lets through goes upstream, the same whichever transport
 // carries it: the method and path it was matched with, the visitor's query, the upstream's Host, the
 // forwarding headers set, and herdgate's pass and cookies removed.
-type forwarding struct {
+type Forwarding struct {
 	// Method is the request method, in upper case as it was matched.
 	Method string
 	// Path is the upstream's path prefix and the normalised path; EscapedPath its form on the wire.
@@ -31,28 +26,36 @@ type forwarding struct {
 	Strip []string
 }
 
-// inbound is what the forwarding policy needs of the visitor's request.
-type inbound struct {
-	method, canonical, rawQuery, host, clientIP string
-	tls                                         bool
+// Inbound is what the forwarding policy needs of the visitor's request, besides its decision.
+type Inbound struct {
+	// Method is the request method as it came; RawQuery its query; Host the Host it asked for.
+	Method, RawQuery, Host string
+	// TLS: the visitor reached this proxy over TLS.
+	TLS bool
 }
 
-// forwardingOf decides how in goes to cfg's upstream.
-func forwardingOf(cfg *Config, in inbound) forwarding {
+// Forwarding is how the request decided d goes upstream: to the upstream of d's config, whatever
+// config is in force by the time it leaves.
+func (d Decision) Forwarding(x Exchange, in Inbound) Forwarding {
+	return forwardingOf(d.cfg, d.canonical, forwardedClient(x, d.cfg), in)
+}
+
+// forwardingOf decides how in, whose path normalises to canonical, goes to cfg's upstream.
+func forwardingOf(cfg *Config, canonical, clientIP string, in Inbound) Forwarding {
 	up := cfg.Upstream
-	f := forwarding{
-		Method:        strings.ToUpper(in.method),
-		Path:          strings.TrimSuffix(up.Path, "/") + in.canonical,
-		RawQuery:      in.rawQuery,
+	f := Forwarding{
+		Method:        strings.ToUpper(in.Method),
+		Path:          strings.TrimSuffix(up.Path, "/") + canonical,
+		RawQuery:      in.RawQuery,
 		Scheme:        up.Scheme,
 		Host:          up.Host,
-		ForwardedFor:  in.clientIP,
-		ForwardedHost: in.host,
+		ForwardedFor:  clientIP,
+		ForwardedHost: in.Host,
 		Strip:         cfg.bypassHeaders,
 	}
 	f.EscapedPath = escapedPath(f.Path)
 	f.ForwardedProto = "http"
-	if in.tls {
+	if in.TLS {
 		f.ForwardedProto = "https"
 	}
 	return f
@@ -60,20 +63,20 @@ func forwardingOf(cfg *Config, in inbound) forwarding {
 
 // URL is the upstream URL of the request; its path goes on the wire as EscapedPath, as on the fast
 // transport.
-func (f forwarding) URL() *url.URL {
+func (f Forwarding) URL() *url.URL {
 	return &url.URL{Scheme: f.Scheme, Host: f.Host, Path: f.Path, RawPath: f.EscapedPath, RawQuery: f.RawQuery}
 }
 
 // RequestURI is the request target as it goes on the wire.
-func (f forwarding) RequestURI() string {
+func (f Forwarding) RequestURI() string {
 	if f.RawQuery == "" {
 		return f.EscapedPath
 	}
 	return f.EscapedPath + "?" + f.RawQuery
 }
 
-// outboundHeader is the header of the request going upstream, in either transport.
-type outboundHeader interface {
+// OutboundHeader is the header of the request going upstream, in either transport.
+type OutboundHeader interface {
 	Set(name, value string)
 	Del(name string)
 	// DelMatching removes every header whose name own says is herdgate's.
@@ -121,16 +124,9 @@ func hasPrefixFoldBytes(s []byte, prefix string) bool {
 	return true
 }
 
-// cookieName is the name of one cookie-pair as a server reads it: before '=', blanks trimmed; a pair
-// without '=' is its own name.
-func cookieName(pair string) string {
-	name, _, _ := strings.Cut(pair, "=")
-	return strings.Trim(name, " \t")
-}
-
-// apply sets the forwarding headers on h and removes what the upstream must never see: every header
+// Apply sets the forwarding headers on h and removes what the upstream must never see: every header
 // and cookie of herdgate's, and a Forwarded header the visitor may have sent.
-func (f forwarding) apply(h outboundHeader) {
+func (f Forwarding) Apply(h OutboundHeader) {
 	h.DelMatching(isOwnHeader)
 	h.DelCookiesMatching(isOwnCookie)
 	h.Del("Forwarded")

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"k8s.io/utils/ptr"
 
@@ -17,12 +19,12 @@ import (
 // none may reach the workload.
 var (
 	ownHeaderNames = []string{
-		PassHeader, "X-Herdgate-Proof", "X-Herdgate-Invitation", "X-Herdgate-Challenge-Response", "Herdgate-Place",
-		ReleaseHeader, "X-Herdgate-Pass-Result", "X-HERDGATE-PASS", "x-herdgate-invitation", "HERDGATE-PLACE",
+		admission.PassHeader, "X-Herdgate-Proof", "X-Herdgate-Invitation", "X-Herdgate-Challenge-Response", "Herdgate-Place",
+		admission.ReleaseHeader, "X-Herdgate-Pass-Result", "X-HERDGATE-PASS", "x-herdgate-invitation", "HERDGATE-PLACE",
 		"herdgate-anything-later", "X-Herdgate-", "Herdgate-",
 	}
 	ownCookieNames = []string{
-		PassCookie, VisitorCookie, "herdgate_place", "HERDGATE_PLACE", "Herdgate_Pass", "herdgate_anything_later", "herdgate_",
+		admission.PassCookie, admission.VisitorCookie, "herdgate_place", "HERDGATE_PLACE", "Herdgate_Pass", "herdgate_anything_later", "herdgate_",
 	}
 	// Look-alikes that are the site's own and must go through untouched.
 	siteHeaderNames = []string{"X-Herdgateway", "Herdgatekeeper", "X-App-Herdgate-Pass", "X-Herdgate"}
@@ -52,7 +54,7 @@ func TestNothingOfHerdgatesReachesTheUpstream(t *testing.T) {
 			var req strings.Builder
 			req.WriteString(target + "\r\nHost: shop.example\r\nX-User-Id: alice\r\n")
 			if strings.Contains(target, "orders") {
-				req.WriteString(PassHeader + ": " + token + "\r\n")
+				req.WriteString(admission.PassHeader + ": " + token + "\r\n")
 			}
 			if strings.Contains(target, "socket") {
 				req.WriteString("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
@@ -106,13 +108,13 @@ func TestNothingOfHerdgatesReachesTheUpstream(t *testing.T) {
 		siteSeen := 0
 		for _, c := range calls {
 			for _, hv := range c.Headers {
-				if isOwnHeader([]byte(hv[0])) {
+				if admission.IsOwnHeader([]byte(hv[0])) {
 					t.Errorf("%s: the upstream got herdgate's header %s: %s", c.Line, hv[0], hv[1])
 				}
 				if strings.EqualFold(hv[0], "Cookie") {
 					for pair := range strings.SplitSeq(hv[1], ";") {
 						name := cookieName(pair)
-						if isOwnCookie([]byte(name)) {
+						if admission.IsOwnCookie([]byte(name)) {
 							t.Errorf("%s: the upstream got herdgate's cookie %q in %q", c.Line, pair, hv[1])
 						}
 						for _, site := range siteCookies {
@@ -148,23 +150,29 @@ func pick(rng *rand.Rand, list []string, n int) []string {
 
 func TestOwnHeadersAndCookiesAreOneRule(t *testing.T) {
 	for _, name := range ownHeaderNames {
-		if !isOwnHeader([]byte(name)) {
+		if !admission.IsOwnHeader([]byte(name)) {
 			t.Errorf("%s is not taken for herdgate's", name)
 		}
 	}
 	for _, name := range append(siteHeaderNames, "X-Forwarded-For", "Cookie", "") {
-		if isOwnHeader([]byte(name)) {
+		if admission.IsOwnHeader([]byte(name)) {
 			t.Errorf("%s is taken for herdgate's", name)
 		}
 	}
 	for _, name := range ownCookieNames {
-		if !isOwnCookie([]byte(name)) {
+		if !admission.IsOwnCookie([]byte(name)) {
 			t.Errorf("cookie %s is not taken for herdgate's", name)
 		}
 	}
 	for _, pair := range siteCookies {
-		if isOwnCookie([]byte(cookieName(pair))) {
+		if admission.IsOwnCookie([]byte(cookieName(pair))) {
 			t.Errorf("cookie %s is taken for herdgate's", pair)
 		}
 	}
+}
+
+// cookieName is the name of one cookie-pair as a server reads it: before '=', blanks trimmed.
+func cookieName(pair string) string {
+	name, _, _ := strings.Cut(pair, "=")
+	return strings.Trim(name, " \t")
 }

@@ -14,6 +14,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/route"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // The proxy's own paths live under this prefix and never reach the upstream.
@@ -34,10 +35,10 @@ const (
 	tooEarlyShare = 0.8
 )
 
-// decision is what the gate decided of a request it lets through, for the transport that carries it,
+// Decision is what the gate decided of a request it lets through, for the transport that carries it,
 // with the config it was decided under: the transport forwards as that config says, whatever config
 // is in force by the time it forwards.
-type decision struct {
+type Decision struct {
 	cfg *Config
 	// canonical is the normalised path; class "protected", "open" or "bypass".
 	canonical, class string
@@ -51,6 +52,19 @@ type decision struct {
 	completion bool
 }
 
+// Config is the config the request was decided under, which its forward follows.
+func (d Decision) Config() *Config { return d.cfg }
+
+// Path is the request's normalised path, as its routes were matched.
+func (d Decision) Path() string { return d.canonical }
+
+// Decide is the gate, for a front: it answers through x what the proxy answers itself and returns
+// false, or returns how the request goes upstream. escapedPath is the request target's path as it
+// came; fragment says the target carried a '#'. The decision carries the config it was made under.
+func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) (Decision, bool) {
+	return p.gate(x, p.cfg.Load(), escapedPath, fragment)
+}
+
 // presentedPass is a pass as a request carried it, with what identifies its visitor.
 type presentedPass struct {
 	token string
@@ -60,7 +74,7 @@ type presentedPass struct {
 
 // gate answers what the proxy answers itself (a bad path, the reserved endpoints, a protected route
 // without a valid pass) and otherwise returns how to forward. Both transports decide here.
-func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool) (d decision, forward bool) {
+func (p *Proxy) gate(x Exchange, cfg *Config, escapedPath string, fragment bool) (d Decision, forward bool) {
 	if cfg == nil {
 		p.serveUnconfigured(x, escapedPath)
 		return d, false
@@ -87,7 +101,7 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 		p.serveReserved(x, cfg, canonical)
 		return d, false
 	}
-	d = decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical)}
+	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical)}
 	if d.class == "protected" {
 		if rule := p.bypass(x, cfg, canonical); rule != "" {
 			// A bypass lane: no pass, no queue, whatever the mode.
@@ -107,7 +121,7 @@ func (p *Proxy) gate(x exchange, cfg *Config, escapedPath string, fragment bool)
 }
 
 // passToken is the pass a request carries: the pass header, else the pass cookie.
-func passToken(x exchange) string {
+func passToken(x Exchange) string {
 	if token := x.Header(PassHeader); token != "" {
 		return token
 	}
@@ -115,7 +129,7 @@ func passToken(x exchange) string {
 }
 
 // presentedOf is the pass x carries and what identifies its visitor, unchecked.
-func presentedOf(x exchange, cfg *Config) presentedPass {
+func presentedOf(x Exchange, cfg *Config) presentedPass {
 	token := passToken(x)
 	if token == "" {
 		return presentedPass{}
@@ -143,7 +157,7 @@ func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (p
 	verified, result := cfg.Signer.Verify(token, visitor, now)
 	switch {
 	case result != pass.Valid:
-	case p.sessions.isRevoked(verified):
+	case p.sessions.IsRevoked(verified):
 		result = pass.Released
 	case cfg.fromEarlierOpening(verified):
 		result = pass.EarlierOpening
@@ -151,12 +165,7 @@ func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (p
 	return verified, result
 }
 
-// isWebSocketUpgrade: the Upgrade header asks for WebSocket, the one upgrade the gate honours.
-func isWebSocketUpgrade(upgrade string) bool {
-	return strings.EqualFold(strings.TrimSpace(upgrade), "websocket")
-}
-
-func (p *Proxy) replyBadPath(x exchange) {
+func (p *Proxy) replyBadPath(x Exchange) {
 	p.metrics.requests.WithLabelValues("open", "bad_path").Inc()
 	replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
 }
@@ -164,7 +173,7 @@ func (p *Proxy) replyBadPath(x exchange) {
 // identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
 // mint is set and the visitor has no cookie yet, it issues one. It is the one place that tells who a
 // visitor is, for passes, enter and status alike.
-func (p *Proxy) identify(x exchange, cfg *Config, mint bool) (string, bool) {
+func (p *Proxy) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
 	if cfg.IdentityHeader != "" {
 		v := x.Header(cfg.IdentityHeader)
 		return v, v != ""
@@ -193,7 +202,7 @@ func visitorOfCookie(cfg *Config, cookie string) (string, bool) {
 
 // admit decides whether a request to a protected route may pass, and answers it when not. A valid
 // pass goes into d.
-func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
+func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 	canonical := d.canonical
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModePassthrough:
@@ -219,13 +228,13 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 	p.metrics.verified(result)
 	if result == pass.Valid {
 		d.pass, d.hasPass = verified, true
-		p.workload.used(verified, now)
+		p.workload.Used(verified, now)
 		if cfg.Sliding {
 			p.slide(x, cfg, verified, now)
 		}
 		return true
 	}
-	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() && cfg.phaseAt(now) == queue.PhaseOpen {
+	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() && cfg.phaseAt(now) == settings.PhaseOpen {
 		// Never before the schedule opens the room, nor after it closes.
 		p.metrics.failOpen.Inc()
 		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
@@ -242,12 +251,12 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 			p.replyNotOpen(x, cfg, r, "protected")
 		}
 		return false
-	case r.phase == queue.PhaseClosed && !browser:
+	case r.phase == settings.PhaseClosed && !browser:
 		p.replyScheduleClosed(x, cfg, "protected")
 		return false
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
-		if r.phase == queue.PhaseOpen && r.known && p.admitAtOnce(x, cfg, r) {
+		if r.phase == settings.PhaseOpen && r.known && p.admitAtOnce(x, cfg, r) {
 			return true
 		}
 		p.redirectToPage(x, canonical, "redirected")
@@ -261,7 +270,7 @@ func (p *Proxy) admit(x exchange, cfg *Config, d *decision) bool {
 // slide extends a Sliding pass that has used half its time: to ttl from now, up to maxSession after
 // its not-before time. The visitor gets the new pass as a cookie and in the pass header of the
 // response; its slot in Redis follows at the next sync.
-func (p *Proxy) slide(x exchange, cfg *Config, verified pass.Pass, now time.Time) {
+func (p *Proxy) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time) {
 	if verified.Expiry.Sub(now) > cfg.PassTTL/2 {
 		return
 	}
@@ -275,13 +284,13 @@ func (p *Proxy) slide(x exchange, cfg *Config, verified pass.Pass, now time.Time
 	}
 	pos := queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: verified.NotBefore, Expiry: expiry}}
 	x.SetHeader(PassHeader, p.setPassCookie(x, cfg, verified.Visitor, pos))
-	p.sessions.renew(verified, expiry)
+	p.sessions.Renew(verified, expiry)
 }
 
 // admitAtOnce enters a browser that asks for a protected page without a pass. While nobody waits and
 // the tick's budget has room, the queue admits it at once: it goes on to the page with its pass and
 // never sees the waiting page. Otherwise it holds a place, which the waiting page then shows.
-func (p *Proxy) admitAtOnce(x exchange, cfg *Config, r room) bool {
+func (p *Proxy) admitAtOnce(x Exchange, cfg *Config, r room) bool {
 	visitor, ok := p.identify(x, cfg, true)
 	if !ok || queue.ValidateVisitorID(visitor) != nil {
 		return false
@@ -303,13 +312,13 @@ func (p *Proxy) admitAtOnce(x exchange, cfg *Config, r room) bool {
 }
 
 // isBrowserPage: a GET or HEAD that asks for HTML, which a browser sends to show a page.
-func isBrowserPage(x exchange) bool {
+func isBrowserPage(x Exchange) bool {
 	method := strings.ToUpper(x.Method())
 	return (method == http.MethodGet || method == http.MethodHead) && strings.Contains(x.Header("Accept"), "text/html")
 }
 
 // redirectToPage sends a browser to the waiting page, which brings it back to canonical.
-func (p *Proxy) redirectToPage(x exchange, canonical, outcome string) {
+func (p *Proxy) redirectToPage(x Exchange, canonical, outcome string) {
 	target := canonical
 	if q := x.RawQuery(); q != "" {
 		target += "?" + q
@@ -320,12 +329,12 @@ func (p *Proxy) redirectToPage(x exchange, canonical, outcome string) {
 
 // errorBody is the JSON of every error answer.
 type errorBody struct {
-	Error        string `json:"error"`
-	Message      string `json:"message,omitempty"`
-	Enter        string `json:"enter,omitempty"`
-	Header       string `json:"header,omitempty"`
-	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
-	Phase        string `json:"phase,omitempty"`
-	Position     int64  `json:"position,omitempty"`
-	QueueDepth   int64  `json:"queueDepth,omitempty"`
+	Error        string         `json:"error"`
+	Message      string         `json:"message,omitempty"`
+	Enter        string         `json:"enter,omitempty"`
+	Header       string         `json:"header,omitempty"`
+	RetryAfterMs int64          `json:"retryAfterMs,omitempty"`
+	Phase        settings.Phase `json:"phase,omitempty"`
+	Position     int64          `json:"position,omitempty"`
+	QueueDepth   int64          `json:"queueDepth,omitempty"`
 }

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -12,57 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/admissiontest"
+	"github.com/herdgate/herdgate/admission/front"
+
 	"github.com/google/go-cmp/cmp"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
-
-// memoryEngine is an Engine in memory: the gate's decisions, tested without Redis. The integration
-// tests (harness_test.go) run the same decisions on a real Redis.
-type memoryEngine struct {
-	mu        sync.Mutex
-	positions map[string]queue.Position
-	plan      queue.Plan
-	err       error // every call fails with it when set
-}
-
-func (e *memoryEngine) call(visitor string) (queue.Position, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err != nil {
-		return queue.Position{}, e.err
-	}
-	return e.positions[visitor], nil
-}
-
-func (e *memoryEngine) EnterFrom(_ context.Context, v string, _ time.Duration, _ queue.EntryLimit) (queue.Position, error) {
-	return e.call(v)
-}
-
-func (e *memoryEngine) Status(_ context.Context, v string, _ time.Duration) (queue.Position, error) {
-	return e.call(v)
-}
-
-func (e *memoryEngine) ReadPlan(context.Context) (queue.Plan, error) {
-	if e.err != nil {
-		return queue.Plan{}, e.err
-	}
-	return e.plan, nil
-}
-
-func (e *memoryEngine) Ping(context.Context) error { return e.err }
-
-func (e *memoryEngine) Sessions(context.Context, []queue.PassRef, []queue.Renewal, int64, int) (queue.SessionsResult, error) {
-	return queue.SessionsResult{}, e.err
-}
-
-func (e *memoryEngine) ReportProxy(context.Context, queue.ProxyReport) error { return e.err }
-
-func (e *memoryEngine) ReportWorkload(context.Context, queue.WorkloadReport, []queue.PassUse) error {
-	return e.err
-}
 
 // roundTrips records the requests the gate sends upstream on the net/http transport.
 type roundTrips struct {
@@ -77,28 +36,34 @@ func (rt *roundTrips) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("upstream")), Request: r}, nil
 }
 
-func gateFor(t *testing.T, change func(*builder.QueueBuilder)) (*Proxy, *memoryEngine, *roundTrips, *Config) {
+// gated is a proxy behind the net/http front, whose upstream is a roundTrips.
+type gated struct {
+	*admission.Proxy
+	front *front.NetHTTP
+}
+
+func gateFor(t *testing.T, change func(*builder.QueueBuilder)) (*gated, *admissiontest.MemoryEngine, *roundTrips, *admission.Config) {
 	t.Helper()
 	b := builder.Queue("shop", "orders").UID("uid-1").UpstreamURL("http://orders.internal:8080/base").
 		Routes(builder.Route("/api/v1/orders", false, "POST"), builder.Route("/checkout", true, "GET"))
 	if change != nil {
 		change(b)
 	}
-	cfg, err := NewConfig(b.Obj(), []byte("0123456789abcdef0123456789abcdef"))
+	cfg, err := admission.NewConfig(b.Obj(), []byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := &memoryEngine{positions: map[string]queue.Position{}, plan: queue.Plan{Quota: mustQuota(14),
-		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute}}
+	engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: mustQuota(14),
+		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute})
 	rt := &roundTrips{}
-	p := NewProxyOn("shop/orders", engine, Options{Transport: rt, Rand: fixedRand(0.5)})
+	p := admission.NewProxyOn("shop/orders", engine, admission.Options{Rand: fixedRand(0.5)})
 	p.SetConfig(cfg)
-	return p, engine, rt, cfg
+	return &gated{p, front.NewNetHTTP(p, front.NetHTTPOptions{UpstreamTransport: rt})}, engine, rt, cfg
 }
 
-func serve(p *Proxy, r *http.Request) (*httptest.ResponseRecorder, map[string]any) {
+func serve(p *gated, r *http.Request) (*httptest.ResponseRecorder, map[string]any) {
 	rec := httptest.NewRecorder()
-	p.ServeHTTP(rec, r)
+	p.front.ServeHTTP(rec, r)
 	body := map[string]any{}
 	_ = json.Unmarshal(rec.Body.Bytes(), &body)
 	return rec, body
@@ -110,10 +75,10 @@ func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
 	token := cfg.Signer.Issue("", now.Add(-time.Second), now.Add(time.Minute))
 	r := httptest.NewRequest("post", "http://shop.example/api//v1/./orders?item=7", strings.NewReader("{}")) //nolint:usestdlibvars // a lower-case method, which the gate upper-cases
 	r.RemoteAddr = "198.51.100.7:40000"
-	r.Header.Set(PassHeader, token)
+	r.Header.Set(admission.PassHeader, token)
 	r.Header.Set("Forwarded", "for=203.0.113.1")
 	r.Header.Set("X-Forwarded-For", "203.0.113.1")
-	r.Header.Add("Cookie", "theme=dark; "+PassCookie+"=x; "+VisitorCookie+"=y; lang=en")
+	r.Header.Add("Cookie", "theme=dark; "+admission.PassCookie+"=x; "+admission.VisitorCookie+"=y; lang=en")
 	rec, _ := serve(p, r)
 	if rec.Code != http.StatusOK || len(rt.out) != 1 {
 		t.Fatalf("a request with a valid pass: %d, %d upstream; want 200 and 1", rec.Code, len(rt.out))
@@ -122,7 +87,7 @@ func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
 	got := map[string]string{
 		"method": out.Method, "url": out.URL.String(), "host": out.Host,
 		"xff": out.Header.Get("X-Forwarded-For"), "xfh": out.Header.Get("X-Forwarded-Host"), "xfp": out.Header.Get("X-Forwarded-Proto"),
-		"pass": out.Header.Get(PassHeader), "forwarded": out.Header.Get("Forwarded"), "cookie": out.Header.Get("Cookie"),
+		"pass": out.Header.Get(admission.PassHeader), "forwarded": out.Header.Get("Forwarded"), "cookie": out.Header.Get("Cookie"),
 	}
 	want := map[string]string{
 		"method": "POST", "url": "http://orders.internal:8080/base/api/v1/orders?item=7", "host": "orders.internal:8080",
@@ -136,15 +101,16 @@ func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
 func TestForwardingOf(t *testing.T) {
 	_, _, _, cfg := gateFor(t, nil)
 	for _, tc := range []struct {
-		in                  inbound
+		canonical           string
+		in                  admission.Inbound
 		wantURI, wantMethod string
 		wantProto, wantPath string
 	}{
-		{inbound{method: "get", canonical: "/checkout", host: "h"}, "/base/checkout", "GET", "http", "/base/checkout"},
-		{inbound{method: "POST", canonical: "/a b", rawQuery: "q=1", tls: true}, "/base/a%20b?q=1", "POST", "https", "/base/a b"},
-		{inbound{method: "GET", canonical: "/"}, "/base/", "GET", "http", "/base/"},
+		{"/checkout", admission.Inbound{Method: "get", Host: "h"}, "/base/checkout", "GET", "http", "/base/checkout"},
+		{"/a b", admission.Inbound{Method: "POST", RawQuery: "q=1", TLS: true}, "/base/a%20b?q=1", "POST", "https", "/base/a b"},
+		{"/", admission.Inbound{Method: "GET"}, "/base/", "GET", "http", "/base/"},
 	} {
-		f := forwardingOf(cfg, tc.in)
+		f := admission.ForwardingOf(cfg, tc.canonical, "", tc.in)
 		if f.RequestURI() != tc.wantURI || f.Method != tc.wantMethod || f.ForwardedProto != tc.wantProto || f.Path != tc.wantPath {
 			t.Errorf("forwardingOf(%+v) = %+v; want URI %s, method %s, proto %s", tc.in, f, tc.wantURI, tc.wantMethod, tc.wantProto)
 		}
@@ -180,7 +146,7 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 			t.Fatal("enter set no visitor cookie")
 		}
 		now := time.Now()
-		engine.positions[id] = queue.Position{State: queue.Waiting, Position: 3, Depth: 10, Now: now, PreviousPoll: now.Add(-10 * time.Millisecond)}
+		engine.SetPosition(id, queue.Position{State: queue.Waiting, Position: 3, Depth: 10, Now: now, PreviousPoll: now.Add(-10 * time.Millisecond)})
 		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 		r.AddCookie(cookie)
 		rec, body := serve(p, r)
@@ -191,7 +157,7 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 	t.Run("an admission whose pass is valid soon", func(t *testing.T) {
 		p, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
 		now := time.Now()
-		engine.positions["ada"] = queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(700 * time.Millisecond), Expiry: now.Add(time.Minute)}}
+		engine.SetPosition("ada", queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(700 * time.Millisecond), Expiry: now.Add(time.Minute)}})
 		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 		r.Header.Set("X-User-Id", "ada")
 		rec, body := serve(p, r)
@@ -211,7 +177,7 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 		for _, policy := range []herdgatev1alpha1.FailurePolicy{herdgatev1alpha1.FailClosed, herdgatev1alpha1.FailOpen} {
 			p, engine, rt, cfg := gateFor(t, nil)
 			cfg.FailurePolicy = policy
-			engine.err = errors.New("connection refused")
+			engine.Fail(errors.New("connection refused"))
 			if err := p.CheckRedis(context.Background()); err == nil {
 				t.Fatal("CheckRedis reached a queue that fails")
 			}
@@ -236,7 +202,7 @@ func TestModes(t *testing.T) {
 		cfg := *p.Config()
 		cfg.Mode = herdgatev1alpha1.ModePassthrough
 		p.SetConfig(&cfg)
-		engine.err = errors.New("Redis is not asked")
+		engine.Fail(errors.New("Redis is not asked"))
 		if rec, _ := serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)); rec.Code != http.StatusOK || len(rt.out) != 1 {
 			t.Fatalf("a protected route without a pass: %d, %d upstream calls", rec.Code, len(rt.out))
 		}
@@ -253,12 +219,12 @@ func TestModes(t *testing.T) {
 		closed.Mode = herdgatev1alpha1.ModeClosed
 		p.SetConfig(&closed)
 		now := time.Now()
-		engine.positions["waiting"] = queue.Position{State: queue.Waiting, Position: 4, Depth: 9, Now: now}
-		engine.positions["holder"] = queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}}
+		engine.SetPosition("waiting", queue.Position{State: queue.Waiting, Position: 4, Depth: 9, Now: now})
+		engine.SetPosition("holder", queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})
 
 		r := httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)
 		r.Header.Set("X-User-Id", "holder")
-		r.Header.Set(PassHeader, cfg.Signer.Issue("holder", now.Add(-time.Second), now.Add(time.Minute)))
+		r.Header.Set(admission.PassHeader, cfg.Signer.Issue("holder", now.Add(-time.Second), now.Add(time.Minute)))
 		rec, body := serve(p, r)
 		if rec.Code != http.StatusServiceUnavailable || body["error"] != "closed" || rec.Header().Get("Retry-After") == "" || len(rt.out) != 0 {
 			t.Fatalf("a pass holder's protected request while closed: %d %v, %d upstream", rec.Code, body, len(rt.out))

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"bufio"
@@ -17,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
@@ -59,7 +62,7 @@ type harness struct {
 	redis    *testenv.Redis
 	store    *queue.Store
 	q        *queue.Queue
-	proxy    *Proxy
+	proxy    *admission.Proxy
 	server   *httptest.Server
 	upstream *recorder
 	key      []byte
@@ -97,8 +100,8 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if change != nil {
 		change(h.wq)
 	}
-	fc := FileConfig{Secrets: opts.secrets}
-	cfg, err := NewConfigWithSecrets(h.wq, h.key, fc.values())
+	fc := admission.FileConfig{Secrets: opts.secrets}
+	cfg, err := admission.NewConfigWithSecrets(h.wq, h.key, fc.Values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +115,7 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if h.q, err = h.store.Queue("shop", "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if h.proxy, err = NewProxy(cfg, h.store, Options{Rand: fixedRand(0.5), Now: opts.now}); err != nil {
+	if h.proxy, err = admission.NewProxy(cfg, h.store, admission.Options{Rand: fixedRand(0.5), Now: opts.now}); err != nil {
 		t.Fatal(err)
 	}
 	h.server = serveFront(t, h.proxy)
@@ -144,11 +147,12 @@ func changed(wq *herdgatev1alpha1.WaitingQueue, change func(*herdgatev1alpha1.Wa
 }
 
 // serveFront serves p on a loopback port with the harness's front.
-func serveFront(t *testing.T, p *Proxy) *httptest.Server {
+func serveFront(t *testing.T, p *admission.Proxy) *httptest.Server {
 	t.Helper()
 	if harnessFront == "net/http" {
-		s := httptest.NewUnstartedServer(p)
-		s.Config = NetHTTPServer(p, nil)
+		h := front.NewNetHTTP(p, front.NetHTTPOptions{})
+		s := httptest.NewUnstartedServer(h)
+		s.Config = front.NewNetHTTPServer(h, nil)
 		s.Start()
 		t.Cleanup(s.Close)
 		return s
@@ -157,16 +161,16 @@ func serveFront(t *testing.T, p *Proxy) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := NewFront(p, FrontOptions{})
+	fast := front.NewFast(p, front.FastOptions{})
 	done := make(chan error, 1)
-	go func() { done <- front.Serve(ln) }()
+	go func() { done <- fast.Serve(ln) }()
 	t.Cleanup(func() {
 		// The visitors' clients share the default transport: let its idle connections go first,
 		// so that the front is not left waiting for a connection a client dialled and never used.
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := front.Shutdown(ctx); err != nil {
+		if err := fast.Shutdown(ctx); err != nil {
 			t.Errorf("front shutdown: %v", err)
 		}
 		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -189,7 +193,7 @@ func mustQuota(num int64) capacity.Plan {
 // publishPlan publishes the reference plan, as the scheduler would.
 func (h *harness) publishPlan() {
 	h.t.Helper()
-	if err := h.q.PublishPlan(context.Background(), queue.Plan{
+	if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{
 		Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
 	}); err != nil {
 		h.t.Fatal(err)
@@ -274,7 +278,7 @@ func (v *visitor) status() response { return v.do(http.MethodGet, "/.herdgate/st
 func (v *visitor) visitorCookie() *http.Cookie {
 	u, _ := url.Parse(v.h.server.URL)
 	for _, c := range v.client.Jar.Cookies(u) {
-		if c.Name == VisitorCookie {
+		if c.Name == admission.VisitorCookie {
 			return c
 		}
 	}

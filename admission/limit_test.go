@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"k8s.io/utils/ptr"
 
@@ -34,7 +36,7 @@ func TestClientAddr(t *testing.T) {
 		{"an IPv4-mapped peer", "::ffff:203.0.113.7", nil, "203.0.113.7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := clientAddr(netip.MustParseAddr(tc.peer), tc.xff, trusted); got.String() != tc.want {
+			if got := admission.ClientAddr(netip.MustParseAddr(tc.peer), tc.xff, trusted); got.String() != tc.want {
 				t.Fatalf("clientAddr = %s, want %s", got, tc.want)
 			}
 		})

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/page"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/page"
 	"github.com/herdgate/herdgate/internal/route"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // pageFor is the page data of a request of cfg's queue in lang, returning to ret.
@@ -47,7 +48,7 @@ func SafeReturn(raw string) string {
 
 // servePage renders the waiting page: the site's template when the queue has one, else the built-in
 // page, in the visitor's language.
-func (p *Proxy) servePage(x exchange, cfg *Config) {
+func (p *Proxy) servePage(x Exchange, cfg *Config) {
 	query, _ := url.ParseQuery(x.RawQuery())
 	d := pageFor(page.Language(x.Header("Accept-Language")), SafeReturn(query.Get("return")), cfg)
 	d.Phase = p.pagePhase(cfg)
@@ -74,15 +75,15 @@ func (p *Proxy) servePage(x exchange, cfg *Config) {
 }
 
 // pagePhase is the room's phase by the proxy's clock, without asking Redis.
-func (p *Proxy) pagePhase(cfg *Config) string {
+func (p *Proxy) pagePhase(cfg *Config) settings.Phase {
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModeClosed:
-		return phaseClosed
+		return settings.PhaseClosed
 	case herdgatev1alpha1.ModePassthrough:
-		return phasePassthrough
+		return settings.PhasePassthrough
 	}
 	if cfg.Schedule != nil {
-		return string(cfg.phaseAt(p.now()))
+		return cfg.phaseAt(p.now())
 	}
-	return phaseOpen
+	return settings.PhaseOpen
 }

@@ -1,12 +1,14 @@
-package admission
+package admission_test
 
 import (
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/herdgate/herdgate/admission/page"
+	"github.com/herdgate/herdgate/admission"
+
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/page"
 )
 
 func TestPageLanguage(t *testing.T) {
@@ -58,8 +60,8 @@ func pageQueue(message string) func(*herdgatev1alpha1.WaitingQueue) {
 
 func TestASitePageTemplate(t *testing.T) {
 	h := newHarnessWith(t, harnessOptions{}, nil)
-	fc := &FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": sitePage}}}
-	cfg, err := NewConfigWithSecrets(changed(h.wq, pageQueue("Sales end at 18:00")), h.key, fc.values())
+	fc := &admission.FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": sitePage}}}
+	cfg, err := admission.NewConfigWithSecrets(changed(h.wq, pageQueue("Sales end at 18:00")), h.key, fc.Values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestASitePageTemplate(t *testing.T) {
 	if got := v.enter().json(t)["notice"]; got != "Sales end at 18:00" {
 		t.Fatalf("enter's notice %v", got)
 	}
-	cfg2, err := NewConfigWithSecrets(changed(h.wq, pageQueue("Sold out soon")), h.key, fc.values())
+	cfg2, err := admission.NewConfigWithSecrets(changed(h.wq, pageQueue("Sold out soon")), h.key, fc.Values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +111,14 @@ func TestBrokenPageTemplatesAreRefused(t *testing.T) {
 		}
 	}
 	wq := changed(testQueue("http://127.0.0.1:1"), pageQueue(""))
-	fc := &FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": `{{.Nope}}`}}}
+	fc := &admission.FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": `{{.Nope}}`}}}
 	// In the proxy a template that cannot serve leaves the built-in page, and says why.
-	cfg, err := NewConfigWithSecrets(wq, make([]byte, 32), fc.values())
+	cfg, err := admission.NewConfigWithSecrets(wq, make([]byte, 32), fc.Values())
 	if err != nil || cfg.Page != nil || cfg.PageProblem == nil ||
 		!strings.Contains(cfg.PageProblem.Error(), "spec.page.template: ConfigMap shop-page key page.html: ") {
 		t.Fatalf("a broken template in the config: %v, %v", err, cfg)
 	}
-	if cfg, err := NewConfigWithSecrets(wq, make([]byte, 32), (&FileConfig{}).values()); err != nil || cfg.PageProblem == nil {
+	if cfg, err := admission.NewConfigWithSecrets(wq, make([]byte, 32), (&admission.FileConfig{}).Values()); err != nil || cfg.PageProblem == nil {
 		t.Fatalf("a template with no copy to read: %v, %v", err, cfg)
 	}
 }

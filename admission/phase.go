@@ -8,18 +8,7 @@ import (
 
 	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/queue"
-)
-
-// The phases a visitor is told, in the JSON contract and on the waiting page: the schedule's
-// (Scheduled, PreQueue, Opening, Open, Closed) or the mode's (Passthrough, Closed).
-const (
-	phaseScheduled   = "Scheduled"
-	phasePreQueue    = "PreQueue"
-	phaseOpening     = "Opening"
-	phaseOpen        = "Open"
-	phasePassthrough = "Passthrough"
-	phaseClosed      = "Closed"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // maxNotOpenRetry bounds how long a visitor who came before the pre-queue is told to wait before
@@ -31,7 +20,7 @@ const maxNotOpenRetry = 5 * time.Minute
 type room struct {
 	abandonAfter, pollMin, pollMax time.Duration
 	plan                           capacity.Plan
-	phase                          queue.Phase
+	phase                          settings.Phase
 	// known says the phase is the one the scheduler published for this config's schedule. Without
 	// it the phase comes from the proxy's clock, and a room the clock calls open is Opening: only the
 	// scheduler knows when the draw is done.
@@ -40,7 +29,7 @@ type room struct {
 
 // room reads the published plan (cached for planTTL) and tells the room's phase from it.
 func (p *Proxy) room(ctx context.Context, cfg *Config) room {
-	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Plan, phase: queue.PhaseOpen, known: true}
+	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Plan, phase: settings.PhaseOpen, known: true}
 	published, err := p.plans.Get(ctx)
 	if err == nil {
 		r.abandonAfter, r.pollMin, r.pollMax, r.plan = published.AbandonAfter, published.PollMin, published.PollMax, published.Quota
@@ -53,14 +42,14 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 	if !published.OpensAt.IsZero() && published.OpensAt.UnixMilli() == sc.OpensAt.UnixMilli() {
 		r.phase = published.Phase
 		if r.phase == "" {
-			r.phase = queue.PhaseOpen
+			r.phase = settings.PhaseOpen
 		}
 		return r
 	}
 	r.known = false
 	r.phase = cfg.phaseAt(p.now())
-	if r.phase == queue.PhaseOpen {
-		r.phase = queue.PhaseOpening
+	if r.phase == settings.PhaseOpen {
+		r.phase = settings.PhaseOpening
 	}
 	return r
 }
@@ -68,7 +57,7 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 // before says the room has not opened: visitors without a pass do not reach the protected routes,
 // and nobody is admitted.
 func (r room) beforeOpening() bool {
-	return r.phase == queue.PhaseScheduled || r.phase == queue.PhasePreQueue
+	return r.phase == settings.PhaseScheduled || r.phase == settings.PhasePreQueue
 }
 
 // scheduleTimes are the schedule's instants as the JSON contract states them; nil without one.
@@ -101,7 +90,7 @@ func (p *Proxy) scheduleTimes(c *Config) scheduleTimes {
 }
 
 // phaseAt is the schedule's phase at t; Open without a schedule.
-func (c *Config) phaseAt(t time.Time) queue.Phase { return c.Schedule.PhaseAt(t) }
+func (c *Config) phaseAt(t time.Time) settings.Phase { return c.Schedule.PhaseAt(t) }
 
 // fromEarlierOpening says a pass was issued before the schedule's pre-queue, for an opening that is
 // over: it opens nothing (settings.Schedule.PassesFrom).
@@ -113,9 +102,9 @@ func (c *Config) fromEarlierOpening(p pass.Pass) bool {
 // and, once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask
 // again: at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not
 // all come in the same millisecond.
-func (p *Proxy) replyNotOpen(x exchange, cfg *Config, r room, class string) {
-	body := notOpenBody{Error: "not_open", Phase: string(r.phase), scheduleTimes: p.scheduleTimes(cfg)}
-	if r.phase == queue.PhasePreQueue {
+func (p *Proxy) replyNotOpen(x Exchange, cfg *Config, r room, class string) {
+	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: p.scheduleTimes(cfg)}
+	if r.phase == settings.PhasePreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
 		body.Enter = reservedPrefix + "/enter"
 	} else {
@@ -131,21 +120,21 @@ func (p *Proxy) replyNotOpen(x exchange, cfg *Config, r room, class string) {
 
 // notOpenBody is the 403 of a room that has not opened.
 type notOpenBody struct {
-	Error        string `json:"error"`
-	Message      string `json:"message"`
-	Phase        string `json:"phase"`
-	Enter        string `json:"enter,omitempty"`
-	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
+	Error        string         `json:"error"`
+	Message      string         `json:"message"`
+	Phase        settings.Phase `json:"phase"`
+	Enter        string         `json:"enter,omitempty"`
+	RetryAfterMs int64          `json:"retryAfterMs,omitempty"`
 	scheduleTimes
 }
 
 // replyScheduleClosed answers a newcomer after closesAt: 503 closed. The room does not reopen by itself,
 // so the Retry-After every 503 carries is the longest the proxy tells anyone to wait: a schedule moved
 // or a next launch reaches the client by then.
-func (p *Proxy) replyScheduleClosed(x exchange, cfg *Config, class string) {
+func (p *Proxy) replyScheduleClosed(x Exchange, cfg *Config, class string) {
 	p.metrics.requests.WithLabelValues(class, "closed").Inc()
 	retryAfter(x, maxNotOpenRetry)
-	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phaseClosed, scheduleTimes: p.scheduleTimes(cfg),
+	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: settings.PhaseClosed, scheduleTimes: p.scheduleTimes(cfg),
 		RetryAfterMs: maxNotOpenRetry.Milliseconds(),
 		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httputil"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/herdgate/herdgate/admission/replica"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -38,9 +38,6 @@ type Options struct {
 	Now func() time.Time
 	// Rand spreads poll hints; nil means math/rand/v2.
 	Rand capacity.Rand
-	// Transport reaches the upstream on the net/http path; nil means a keep-alive transport sized
-	// for one upstream.
-	Transport http.RoundTripper
 	// Replica, when set, names this proxy replica (its pod) in the reports Serve writes to Redis of
 	// the config it serves or refuses, from which the manager sets the Programmed condition.
 	Replica string
@@ -48,14 +45,13 @@ type Options struct {
 
 // Proxy is the admission proxy's gate: it decides every request (a route, a visitor, a pass; enter,
 // status and the proxy's other endpoints) and says how a request it lets through goes upstream. The
-// transports, the fast front (transport_fast.go) and net/http (transport_std.go), only carry bytes.
-// A Proxy is an http.Handler, for programs that embed the gate.
+// fronts (package front) only carry bytes: they adapt a request to an Exchange, ask Decide, forward
+// as the Decision says and report the upstream's answer through an UpstreamCall.
 type Proxy struct {
 	cfg     atomic.Pointer[Config]
 	queue   string // namespace/name
 	q       Engine
 	plans   *queue.PlanCache
-	rp      *httputil.ReverseProxy
 	metrics *metrics
 	log     logr.Logger
 	now     func() time.Time
@@ -66,10 +62,11 @@ type Proxy struct {
 	// redisRetryAt is when, after a failed Redis call, visitor calls try Redis again (UnixNano).
 	redisRetryAt atomic.Int64
 	state        configState
-	sessions     *sessions
-	workload     *workloadMeter
-	polls        pollStretches
-	far          *farPositions
+	// What this replica keeps in memory between its calls to Redis (package replica).
+	sessions *replica.Sessions
+	workload *replica.WorkloadMeter
+	polls    replica.PollStretches
+	far      *replica.FarPositions
 	// verifier calls an external challenge's provider.
 	verifier *http.Client
 }
@@ -98,7 +95,7 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: newSessions(), workload: newWorkloadMeter(), far: newFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p.state.init(opts.Replica)
 	if p.now == nil {
 		p.now = time.Now
@@ -106,7 +103,6 @@ func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	if p.rand == nil {
 		p.rand = globalRand{}
 	}
-	p.rp = newReverseProxy(p, opts.Transport)
 	return p
 }
 
@@ -156,6 +152,12 @@ const redisRetryAfterError = 500 * time.Millisecond
 func (p *Proxy) redisResting() bool {
 	return p.redisDown.Load() && p.now().UnixNano() < p.redisRetryAt.Load()
 }
+
+// Draining says StartDrain was called: fronts ask their clients to close their connections.
+func (p *Proxy) Draining() bool { return p.draining.Load() }
+
+// Log is the proxy's logger, for the fronts' own errors.
+func (p *Proxy) Log() logr.Logger { return p.log }
 
 // StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
 func (p *Proxy) StartDrain() { p.draining.Store(true) }

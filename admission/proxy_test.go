@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"bufio"
@@ -13,13 +13,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/herdgate/herdgate/admission"
+
+	"github.com/herdgate/herdgate/admission/front"
 	"github.com/herdgate/herdgate/admission/pass"
 
 	"github.com/google/go-cmp/cmp"
@@ -44,7 +46,7 @@ func TestEnterAndStatus(t *testing.T) {
 	if c == nil {
 		t.Fatal("enter minted no visitor cookie")
 	}
-	setCookie := res.setCookie(VisitorCookie)
+	setCookie := res.setCookie(admission.VisitorCookie)
 	for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Path=/"} {
 		if !strings.Contains(setCookie, attr) {
 			t.Errorf("visitor cookie %q lacks %s", setCookie, attr)
@@ -88,7 +90,7 @@ func TestEnterAndStatus(t *testing.T) {
 	}
 	// A forged cookie is no identity.
 	stranger := h.visitor()
-	res = stranger.do(http.MethodGet, "/.herdgate/status", nil, "Cookie", VisitorCookie+"="+c.Value[:22]+".AAAAAAAAAAAAAAAAAAAAAA")
+	res = stranger.do(http.MethodGet, "/.herdgate/status", nil, "Cookie", admission.VisitorCookie+"="+c.Value[:22]+".AAAAAAAAAAAAAAAAAAAAAA")
 	if res.StatusCode != http.StatusNotFound {
 		t.Fatalf("status with a forged visitor cookie: %d %s", res.StatusCode, res.body)
 	}
@@ -109,11 +111,11 @@ func TestPollHintsFollowThePlan(t *testing.T) {
 		t.Fatalf("enter at 701 = %v; want 6 s of wait (⌈701/140⌉) and a 3 s hint", body)
 	}
 	// A scheduler that admits 28 per tick halves the wait.
-	if err := h.q.PublishPlan(context.Background(), queue.Plan{Quota: mustQuota(28),
+	if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{Quota: mustQuota(28),
 		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(planTTL + 100*time.Millisecond)
+	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
 	if body = h.visitor().enter().json(t); body["estimatedWaitSeconds"] != 3.0 {
 		t.Fatalf("enter at 703 with 280/s = %v; want 3 s of wait", body)
 	}
@@ -121,16 +123,16 @@ func TestPollHintsFollowThePlan(t *testing.T) {
 	if err := h.store.Client().Del(context.Background(), h.q.KeyPrefix()+":plan").Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(planTTL + 100*time.Millisecond)
+	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
 	if body = h.visitor().enter().json(t); body["estimatedWaitSeconds"] != 6.0 {
 		t.Fatalf("enter at 704 without a published plan = %v; want the spec's 6 s", body)
 	}
 	// A suspended queue admits nobody: the wait is unknown and the hint is the longest interval.
-	if err := h.q.PublishPlan(context.Background(), queue.Plan{Quota: mustQuota(14),
+	if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{Quota: mustQuota(14),
 		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute, Suspended: true}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(planTTL + 100*time.Millisecond)
+	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
 	if body = h.visitor().enter().json(t); body["estimatedWaitSeconds"] != nil || body["nextPollMs"] != 5000.0 {
 		t.Fatalf("enter while suspended = %v; want a null wait and a 5 s hint", body)
 	}
@@ -158,7 +160,7 @@ func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 	if r.StatusCode != http.StatusOK || body["admitted"] != true || body["pass"] == "" || body["passExpiresAt"] == nil {
 		t.Fatalf("status at not-before: %d %v", r.StatusCode, body)
 	}
-	passCookie := r.setCookie(PassCookie)
+	passCookie := r.setCookie(admission.PassCookie)
 	for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Secure"} {
 		if !strings.Contains(passCookie, attr) {
 			t.Errorf("pass cookie %q lacks %s", passCookie, attr)
@@ -171,16 +173,16 @@ func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 	token := body["pass"].(string)
 
 	// The pass opens the protected routes, from the cookie or the header, and stays with the proxy.
-	v.client.Jar.SetCookies(mustURL(h.server.URL), []*http.Cookie{{Name: PassCookie, Value: token}})
+	v.client.Jar.SetCookies(mustURL(h.server.URL), []*http.Cookie{{Name: admission.PassCookie, Value: token}})
 	if r := v.do(http.MethodPost, "/api/v1/orders", strings.NewReader(`{"item":1}`)); r.StatusCode != http.StatusOK || r.Header.Get("X-Upstream") != "yes" {
 		t.Fatalf("order with the pass cookie: %d %s", r.StatusCode, r.body)
 	}
 	other := h.visitor()
-	if r := other.do(http.MethodPost, "/api/v1/orders/direct", nil, PassHeader, token); r.StatusCode != http.StatusOK {
+	if r := other.do(http.MethodPost, "/api/v1/orders/direct", nil, admission.PassHeader, token); r.StatusCode != http.StatusOK {
 		t.Fatalf("order with the pass header from a client without cookies: %d %s", r.StatusCode, r.body)
 	}
 	for _, call := range h.upstream.all() {
-		if call.Header.Get(PassHeader) != "" || strings.Contains(call.Header.Get("Cookie"), "herdgate_") {
+		if call.Header.Get(admission.PassHeader) != "" || strings.Contains(call.Header.Get("Cookie"), "herdgate_") {
 			t.Fatalf("the pass reached the upstream: %v", call.Header)
 		}
 	}
@@ -262,7 +264,7 @@ func TestNoSpellingOfAProtectedPathBypassesTheGate(t *testing.T) {
 	}
 	// With a pass, the upstream sees exactly the path and method that were matched.
 	for _, v := range variants {
-		req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: shop\r\n%s: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", v.method, v.path, PassHeader, token)
+		req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: shop\r\n%s: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", v.method, v.path, admission.PassHeader, token)
 		if res := h.raw(req); res.StatusCode != http.StatusOK {
 			t.Errorf("%s %s with a pass: %d %s", v.method, v.path, res.StatusCode, res.Body)
 		}
@@ -330,7 +332,7 @@ func TestBadPassesAreRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := h.metric("herdgate_proxy_pass_verifications_total", fmt.Sprintf(`{result="%s"}`, tc.want))
-			res := v.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, tc.token)
+			res := v.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, tc.token)
 			if res.StatusCode != http.StatusForbidden || res.Header.Get("X-Herdgate-Pass-Result") != string(tc.want) {
 				t.Fatalf("%d, result %q; want 403 and %q", res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"), tc.want)
 			}
@@ -339,7 +341,7 @@ func TestBadPassesAreRefused(t *testing.T) {
 			}
 		})
 	}
-	if res := v.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, good); res.StatusCode != http.StatusOK {
+	if res := v.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, good); res.StatusCode != http.StatusOK {
 		t.Fatalf("the good pass: %d %s", res.StatusCode, res.body)
 	}
 	if calls := h.upstream.all(); len(calls) != 1 {
@@ -369,12 +371,12 @@ func TestIdentityHeader(t *testing.T) {
 	if token == "" {
 		t.Fatal("no pass for user-42")
 	}
-	if res := v.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, token); res.StatusCode != http.StatusOK {
+	if res := v.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); res.StatusCode != http.StatusOK {
 		t.Fatalf("user-42 with its pass: %d", res.StatusCode)
 	}
 	thief := h.visitor()
 	thief.header.Set("X-User-Id", "user-7")
-	if res := thief.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, token); res.StatusCode != http.StatusForbidden ||
+	if res := thief.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); res.StatusCode != http.StatusForbidden ||
 		res.Header.Get("X-Herdgate-Pass-Result") != string(pass.WrongVisitor) {
 		t.Fatalf("user-7 with user-42's pass: %d %s", res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
 	}
@@ -474,7 +476,7 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 
 	req, _ := http.NewRequest(http.MethodGet, h.server.URL+"/headers", nil)
 	req.Host = "shop.example"
-	req.Header.Set("Cookie", "session=abc; "+PassCookie+"=zzz; "+VisitorCookie+"=yyy; theme=dark")
+	req.Header.Set("Cookie", "session=abc; "+admission.PassCookie+"=zzz; "+admission.VisitorCookie+"=yyy; theme=dark")
 	// Hop-by-hop headers, and those the Connection header names, stay on this side of the proxy.
 	req.Header.Set("Connection", "keep-alive, X-Hop")
 	req.Header.Set("X-Hop", "1")
@@ -532,7 +534,7 @@ func TestRedisOutage(t *testing.T) {
 					t.Fatalf("enter/status during the outage: %d %s (Retry-After %q)", res.StatusCode, res.body, res.Header.Get("Retry-After"))
 				}
 			}
-			if res := admitted.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, token); res.StatusCode != http.StatusOK {
+			if res := admitted.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); res.StatusCode != http.StatusOK {
 				t.Fatalf("a valid pass during the outage: %d", res.StatusCode)
 			}
 			res := waiting.do(http.MethodPost, "/api/v1/orders", nil)
@@ -611,7 +613,7 @@ func TestWaitingPageAcceptsOnlySameOriginReturns(t *testing.T) {
 		"/a/../../evil":               "/a/../../evil", // still a path on this origin
 	}
 	for in, want := range cases {
-		if got := SafeReturn(in); got != want {
+		if got := admission.SafeReturn(in); got != want {
 			t.Errorf("SafeReturn(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -650,7 +652,7 @@ func TestConfigChangesApplyLive(t *testing.T) {
 	}
 	wq := h.wq.DeepCopy()
 	wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/api/v2")})
-	cfg, err := NewConfig(wq, h.key)
+	cfg, err := admission.NewConfig(wq, h.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,9 +748,9 @@ func TestFrontServeEndsWithItsListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := NewFront(h.proxy, FrontOptions{})
+	fast := front.NewFast(h.proxy, front.FastOptions{})
 	done := make(chan error, 1)
-	go func() { done <- front.Serve(ln) }()
+	go func() { done <- fast.Serve(ln) }()
 	res, err := http.Get("http://" + ln.Addr().String() + "/.herdgate/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -766,18 +768,6 @@ func TestFrontServeEndsWithItsListener(t *testing.T) {
 	}
 }
 
-func TestFrontKeepsItsUpstreamClientAcrossReloads(t *testing.T) {
-	f := &Front{}
-	first, reloaded, moved := mustURL("http://orders:8080/base"), mustURL("http://orders:8080/v2"), mustURL("http://orders-next:8080")
-	a, b := f.client(first), f.client(reloaded)
-	if a.client != b.client || b.url != reloaded {
-		t.Fatalf("a reload of the same upstream made a new client (%p, %p) or kept the old URL (%v)", a.client, b.client, b.url)
-	}
-	if c := f.client(moved); c.client == a.client || c.client.Addr != "orders-next:8080" {
-		t.Fatalf("another upstream kept the old client (%s)", c.client.Addr)
-	}
-}
-
 // TestAProxyWithoutAValidConfigStaysUpAndReportsIt serves a proxy whose first config was refused: it
 // answers healthz, fails readyz, lets nothing through, and reports the refusal to Redis; the first
 // valid config makes it serve, and a refused change keeps the config in force.
@@ -787,14 +777,14 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			harnessFront = front
 			defer func() { harnessFront = "fast" }()
 			h := newHarness(t, nil)
-			p, err := NewUnconfiguredProxy("shop", "orders", h.store, Options{Replica: "proxy-0"})
+			p, err := admission.NewUnconfiguredProxy("shop", "orders", h.store, admission.Options{Replica: "proxy-0"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			srv := serveFront(t, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { defer close(done); p.reportConfig(ctx) }()
+			go func() { defer close(done); p.ReportConfig(ctx) }()
 			defer func() { cancel(); <-done }()
 			get := func(path string) (int, string) {
 				t.Helper()
@@ -840,7 +830,7 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			}
 			waitReport(queue.ProxyReport{Replica: "proxy-0", RefusedGeneration: 3, Refusal: "spec.protectedRoutes[0].path: is not normalised"})
 
-			cfg, err := NewConfig(h.wq, h.key)
+			cfg, err := admission.NewConfig(h.wq, h.key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -878,13 +868,13 @@ func TestFrontClosesSilentConnectionsWithoutAnAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := NewFront(h.proxy, FrontOptions{HeaderTimeout: 300 * time.Millisecond})
+	fast := front.NewFast(h.proxy, front.FastOptions{HeaderTimeout: 300 * time.Millisecond})
 	done := make(chan error, 1)
-	go func() { done <- front.Serve(ln) }()
+	go func() { done <- fast.Serve(ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := errors.Join(front.Shutdown(ctx), <-done); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := errors.Join(fast.Shutdown(ctx), <-done); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("front: %v", err)
 		}
 	})
@@ -928,31 +918,4 @@ func inlineHashNth(page, tag string, n int) string {
 	m := regexp.MustCompile(`(?s)<`+tag+`>(.*?)</`+tag+`>`).FindAllStringSubmatch(page, -1)
 	sum := sha256.Sum256([]byte(m[n][1]))
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
-}
-
-// TestTheNetHTTPFrontForwardsUnderTheConfigItDecidedWith: a config swapped in between the gate's
-// decision and the forward does not send the request to the new config's upstream; the decision
-// carries its config.
-func TestTheNetHTTPFrontForwardsUnderTheConfigItDecidedWith(t *testing.T) {
-	judged := newHarness(t, nil)
-	swapped := changed(judged.wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-		wq.Spec.Upstream.URL = ptr.To("http://elsewhere.example:9")
-	})
-	cfgB, err := NewConfig(swapped, judged.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgA := judged.proxy.Config()
-	in := httptest.NewRequest(http.MethodGet, "http://shop.example/open/a", nil)
-	x := stdExchange{httptest.NewRecorder(), in}
-	d, ok := judged.proxy.gate(x, cfgA, in.URL.EscapedPath(), false)
-	if !ok {
-		t.Fatal("the gate refused an open request")
-	}
-	judged.proxy.SetConfig(cfgB) // the swap, after the decision
-	pr := &httputil.ProxyRequest{In: in.WithContext(context.WithValue(in.Context(), decisionKey{}, d)), Out: in.Clone(context.Background())}
-	judged.proxy.rewrite(pr)
-	if pr.Out.URL.Host != cfgA.Upstream.Host || pr.Out.Host != cfgA.Upstream.Host {
-		t.Fatalf("forwarded to %s (Host %s), want the upstream it was judged for, %s", pr.Out.URL.Host, pr.Out.Host, cfgA.Upstream.Host)
-	}
 }

@@ -85,7 +85,7 @@ func (p *Proxy) reportConfig(ctx context.Context) {
 
 // serveUnconfigured answers while the proxy has no valid config: alive, not ready, and nothing
 // reaches the upstream or the queue.
-func (p *Proxy) serveUnconfigured(x exchange, escapedPath string) {
+func (p *Proxy) serveUnconfigured(x Exchange, escapedPath string) {
 	switch canonical, _ := route.Normalize(escapedPath); canonical {
 	case reservedPrefix + "/healthz":
 		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})

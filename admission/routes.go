@@ -30,7 +30,7 @@ var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Met
 // override header or a _method query parameter names, and — for a form body, which may carry a
 // _method field the gate does not read — any method. It is protected when a protected route matches
 // one of them; overrides then reach the upstream unchanged, judged.
-func routeClassOf(cfg *Config, x exchange, canonical string) string {
+func routeClassOf(cfg *Config, x Exchange, canonical string) string {
 	if routeClass(cfg, x.Method(), canonical) == "protected" {
 		return "protected"
 	}

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,9 +29,9 @@ import (
 type sessionRig struct {
 	q        *queue.Queue
 	rdb      redis.UniversalClient
-	replicas [2]*Proxy
+	replicas [2]*admission.Proxy
 	urls     [2]string
-	cfg      *Config
+	cfg      *admission.Config
 }
 
 func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig {
@@ -38,9 +40,9 @@ func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/v1/orders", "/account/logout", "/checkout/logout": // the order is placed, the visitor left: the session is over
-			w.Header().Set(ReleaseHeader, "true")
+			w.Header().Set(admission.ReleaseHeader, "true")
 		case "/account/keep":
-			w.Header().Set(ReleaseHeader, "false")
+			w.Header().Set(admission.ReleaseHeader, "false")
 		}
 		_, _ = io.WriteString(w, "done")
 	}))
@@ -52,7 +54,7 @@ func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	cfg, err := NewConfig(b.Obj(), key)
+	cfg, err := admission.NewConfig(b.Obj(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig
 		t.Fatal(err)
 	}
 	for i := range rig.replicas {
-		if rig.replicas[i], err = NewProxy(cfg, store, Options{}); err != nil {
+		if rig.replicas[i], err = admission.NewProxy(cfg, store, admission.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		rig.urls[i] = serveFront(t, rig.replicas[i]).URL
@@ -102,7 +104,7 @@ func (rig *sessionRig) do(t *testing.T, replica int, method, path, visitor, toke
 	req, _ := http.NewRequest(method, rig.urls[replica]+path, nil)
 	req.Header.Set("X-User-Id", visitor)
 	if token != "" {
-		req.Header.Set(PassHeader, token)
+		req.Header.Set(admission.PassHeader, token)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -123,18 +125,18 @@ func TestAReleasedPassIsRefusedByEveryReplicaWithinATick(t *testing.T) {
 
 	// The order ends the session: the workload says so, and the visitor never sees it said.
 	res := rig.do(t, 0, http.MethodPost, "/api/v1/orders", "ada", token)
-	if res.StatusCode != http.StatusOK || res.Header.Get(ReleaseHeader) != "" {
-		t.Fatalf("the order: %d, release header %q; want 200 and the header stripped", res.StatusCode, res.Header.Get(ReleaseHeader))
+	if res.StatusCode != http.StatusOK || res.Header.Get(admission.ReleaseHeader) != "" {
+		t.Fatalf("the order: %d, release header %q; want 200 and the header stripped", res.StatusCode, res.Header.Get(admission.ReleaseHeader))
 	}
 	// Replica A refuses the pass at once ...
 	if res := rig.do(t, 0, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusForbidden || res.Header.Get("X-Herdgate-Pass-Result") != string(pass.Released) {
 		t.Fatalf("replica A after the release: %d %q", res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
 	}
 	// ... tells Redis once (its sync runs at once after a release; here it is driven by hand) ...
-	if err := rig.replicas[0].syncSessions(ctx); err != nil {
+	if err := rig.replicas[0].SyncSessions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := rig.replicas[0].syncSessions(ctx); err != nil { // nothing more to send
+	if err := rig.replicas[0].SyncSessions(ctx); err != nil { // nothing more to send
 		t.Fatal(err)
 	}
 	st, err := rig.q.Stats(ctx)
@@ -151,15 +153,15 @@ func TestAReleasedPassIsRefusedByEveryReplicaWithinATick(t *testing.T) {
 	if res := rig.do(t, 1, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusOK {
 		t.Fatalf("replica B before its next sync: %d (it has not read the revocation yet)", res.StatusCode)
 	}
-	if err := rig.replicas[1].syncSessions(ctx); err != nil {
+	if err := rig.replicas[1].SyncSessions(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if res := rig.do(t, 1, http.MethodGet, "/checkout/cart", "ada", token); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("replica B after one sync: %d, want the released pass refused", res.StatusCode)
 	}
 	// A second release of the same pass, from B, reaches Redis as nothing.
-	rig.replicas[1].afterUpstream(decision{class: "protected", pass: pass.Pass{Visitor: "ada", NotBefore: admitted.Pass.NotBefore, Expiry: admitted.Pass.Expiry}, hasPass: true}, 200, "true")
-	if err := rig.replicas[1].syncSessions(ctx); err != nil {
+	rig.replicas[1].AfterUpstream(admission.PassDecision(pass.Pass{Visitor: "ada", NotBefore: admitted.Pass.NotBefore, Expiry: admitted.Pass.Expiry}), 200, "true")
+	if err := rig.replicas[1].SyncSessions(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := rig.q.Stats(ctx); err != nil || st.ReleasedTotal != 1 {
@@ -172,7 +174,7 @@ func TestTheReplicasSessionLoopsRefuseAReleasedPassWithinATick(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, p := range rig.replicas {
-		go p.keepSessions(ctx)
+		go p.KeepSessions(ctx)
 	}
 	token, _ := rig.admitOne(t, "bea", 1)
 	rig.do(t, 0, http.MethodPost, "/api/v1/orders", "bea", token)
@@ -206,7 +208,7 @@ func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
 	}
 	token := rig.cfg.Signer.Issue("cy", nb, exp)
 	res := rig.do(t, 0, http.MethodGet, "/checkout/cart", "cy", token)
-	renewed := res.Header.Get(PassHeader)
+	renewed := res.Header.Get(admission.PassHeader)
 	if res.StatusCode != http.StatusOK || renewed == "" {
 		t.Fatalf("a request with a pass past half its time: %d, renewed pass %q", res.StatusCode, renewed)
 	}
@@ -214,7 +216,7 @@ func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
 	if result != pass.Valid || time.Until(got.Expiry) < 19*time.Second || !got.NotBefore.Equal(nb) {
 		t.Fatalf("the renewed pass = %+v, %s; want 20 s from now, same not-before", got, result)
 	}
-	if err := rig.replicas[0].syncSessions(ctx); err != nil {
+	if err := rig.replicas[0].SyncSessions(ctx); err != nil {
 		t.Fatal(err)
 	}
 	score, err := rig.rdb.ZScore(ctx, rig.q.KeyPrefix()+":a", "cy").Result()
@@ -226,7 +228,7 @@ func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
 	if err := rig.rdb.Set(ctx, rig.q.KeyPrefix()+":p:dee", strconv.FormatInt(oldNB.UnixMilli(), 10)+":"+strconv.FormatInt(oldExp.UnixMilli(), 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	capped := rig.do(t, 0, http.MethodGet, "/checkout/cart", "dee", rig.cfg.Signer.Issue("dee", oldNB, oldExp)).Header.Get(PassHeader)
+	capped := rig.do(t, 0, http.MethodGet, "/checkout/cart", "dee", rig.cfg.Signer.Issue("dee", oldNB, oldExp)).Header.Get(admission.PassHeader)
 	if got, result := rig.cfg.Signer.Verify(capped, "dee", time.Now()); result != pass.Valid || !got.Expiry.Equal(oldNB.Add(time.Hour)) {
 		t.Fatalf("the renewal of a pass near maxSession = %+v, %s; want it to end at not-before + 1h", got, result)
 	}
@@ -277,15 +279,15 @@ func TestASessionEndsWhereverTheWorkloadEndsIt(t *testing.T) {
 			}
 
 			res := rig.do(t, 0, c.method, c.path, holder, token)
-			if res.StatusCode != http.StatusOK || res.Header.Get(ReleaseHeader) != "" {
-				t.Fatalf("%s: %d, release header %q; want 200 and no header", c.how, res.StatusCode, res.Header.Get(ReleaseHeader))
+			if res.StatusCode != http.StatusOK || res.Header.Get(admission.ReleaseHeader) != "" {
+				t.Fatalf("%s: %d, release header %q; want 200 and no header", c.how, res.StatusCode, res.Header.Get(admission.ReleaseHeader))
 			}
 			if res := rig.do(t, 0, http.MethodGet, "/checkout/cart", holder, token); res.StatusCode != http.StatusForbidden ||
 				res.Header.Get("X-Herdgate-Pass-Result") != string(pass.Released) {
 				t.Fatalf("%s: replica A after the end: %d %q, want 403 released", c.how, res.StatusCode, res.Header.Get("X-Herdgate-Pass-Result"))
 			}
 			for _, p := range rig.replicas { // each replica's per-tick sync
-				if err := p.syncSessions(ctx); err != nil {
+				if err := p.SyncSessions(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -298,8 +300,8 @@ func TestASessionEndsWhereverTheWorkloadEndsIt(t *testing.T) {
 				t.Fatalf("%s: the next tick under maxActive 1 admitted %+v, want %s in the freed slot", c.how, res2.Admitted, waiting)
 			}
 			// Its pass ends at once for the next case.
-			rig.replicas[0].sessions.release(pass.Pass{Visitor: waiting, NotBefore: res2.Admitted[0].Pass.NotBefore, Expiry: res2.Admitted[0].Pass.Expiry})
-			if err := rig.replicas[0].syncSessions(ctx); err != nil {
+			rig.replicas[0].Sessions().Release(pass.Pass{Visitor: waiting, NotBefore: res2.Admitted[0].Pass.NotBefore, Expiry: res2.Admitted[0].Pass.Expiry})
+			if err := rig.replicas[0].SyncSessions(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -336,7 +338,7 @@ func TestASessionEndsWhateverLetTheRequestThrough(t *testing.T) {
 		ctx := context.Background()
 		released := func(t *testing.T, rig *sessionRig, visitor string, a queue.AdmittedVisitor) bool {
 			t.Helper()
-			return rig.replicas[0].sessions.isRevoked(pass.Pass{Visitor: visitor, NotBefore: a.Pass.NotBefore, Expiry: a.Pass.Expiry})
+			return rig.replicas[0].Sessions().IsRevoked(pass.Pass{Visitor: visitor, NotBefore: a.Pass.NotBefore, Expiry: a.Pass.Expiry})
 		}
 		t.Run("through a bypass lane", func(t *testing.T) {
 			rig := newSessionRig(t, func(b *builder.QueueBuilder) {
@@ -353,7 +355,7 @@ func TestASessionEndsWhateverLetTheRequestThrough(t *testing.T) {
 			if res := rig.do(t, 0, http.MethodGet, "/checkout/logout", "cat", token); res.StatusCode != http.StatusOK || !released(t, rig, "cat", a) {
 				t.Fatalf("a logout in Passthrough: %d, released %v", res.StatusCode, released(t, rig, "cat", a))
 			}
-			if err := rig.replicas[0].syncSessions(ctx); err != nil {
+			if err := rig.replicas[0].SyncSessions(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if st, err := rig.q.Stats(ctx); err != nil || st.ReleasedTotal != 1 || st.Active != 0 {
@@ -368,7 +370,7 @@ func TestASessionEndsWhateverLetTheRequestThrough(t *testing.T) {
 			logout := func(visitorCookie string) int {
 				t.Helper()
 				req, _ := http.NewRequest(http.MethodGet, rig.urls[1]+"/account/logout", nil)
-				req.Header.Set("Cookie", VisitorCookie+"="+visitorCookie+"; "+PassCookie+"="+token)
+				req.Header.Set("Cookie", admission.VisitorCookie+"="+visitorCookie+"; "+admission.PassCookie+"="+token)
 				res, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
@@ -377,10 +379,10 @@ func TestASessionEndsWhateverLetTheRequestThrough(t *testing.T) {
 				_ = res.Body.Close()
 				return res.StatusCode
 			}
-			if code := logout(otherCookie); code != http.StatusOK || rig.replicas[1].sessions.isRevoked(pass.Pass{Visitor: id, NotBefore: a.Pass.NotBefore}) {
+			if code := logout(otherCookie); code != http.StatusOK || rig.replicas[1].Sessions().IsRevoked(pass.Pass{Visitor: id, NotBefore: a.Pass.NotBefore}) {
 				t.Fatalf("a logout with another visitor's cookie: %d; it must end nothing", code)
 			}
-			if code := logout(cookie); code != http.StatusOK || !rig.replicas[1].sessions.isRevoked(pass.Pass{Visitor: id, NotBefore: a.Pass.NotBefore}) {
+			if code := logout(cookie); code != http.StatusOK || !rig.replicas[1].Sessions().IsRevoked(pass.Pass{Visitor: id, NotBefore: a.Pass.NotBefore}) {
 				t.Fatalf("a logout with the pass and its visitor's cookie: %d; want the session ended", code)
 			}
 		})

@@ -3,25 +3,95 @@ package admission
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"syscall"
+	"time"
 
-	"github.com/valyala/fasthttp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Forwarding that failed: whose fault it was, what kind, and what the visitor is told. Both transports
-// answer through here.
+// What happens once a request the gate let through leaves for the upstream, whichever front carries
+// it: the in-flight gauge, the workload meter, the outcome metrics, the session the answer ends, and
+// the visitor's answer when the upstream gives none. A front begins an UpstreamCall, forwards, and
+// reports the answer's status or the failure; it keeps nothing of this itself.
+
+var (
+	// ErrVisitorBody marks a failed forward whose cause was the visitor's own malformed body (a bad
+	// chunk): the visitor is answered 400, and the upstream is not blamed.
+	ErrVisitorBody = errors.New("reading the request body")
+	// ErrUpstreamTimeout and ErrUpstreamClosed name, for a front whose client has errors of its own,
+	// an upstream that did not answer in time and one that closed the connection before answering.
+	ErrUpstreamTimeout = errors.New("the upstream did not answer in time")
+	ErrUpstreamClosed  = errors.New("the upstream closed the connection")
+)
+
+// UpstreamCall is one forward to the upstream, from the moment it leaves until its answer's headers
+// or its failure. Answered, Failed and End may each be called; only the first counts.
+type UpstreamCall struct {
+	p        *Proxy
+	d        Decision
+	start    time.Time
+	inFlight prometheus.Gauge
+	// measured: a protected request, which the workload meter times from began.
+	measured bool
+	began    time.Time
+	done     atomic.Bool
+}
+
+// BeginUpstream counts a request going upstream as d decided it.
+func (p *Proxy) BeginUpstream(d Decision) *UpstreamCall {
+	c := &UpstreamCall{p: p, d: d, start: time.Now(), inFlight: p.metrics.upstreamGauge(d.class), measured: d.class == "protected"}
+	c.inFlight.Inc()
+	if c.measured {
+		c.began = p.workload.Begin()
+	}
+	return c
+}
+
+// finish ends the wait once; false when it had ended already.
+func (c *UpstreamCall) finish(failed bool) bool {
+	if c.done.Swap(true) {
+		return false
+	}
+	c.inFlight.Dec()
+	if c.measured {
+		c.p.workload.End(c.began, failed)
+	}
+	return true
+}
+
+// Answered records the upstream's answer: its status and its release header, which the front strips
+// from the answer. The session it ends, it ends.
+func (c *UpstreamCall) Answered(status int, release string) {
+	if !c.finish(status >= 500) {
+		return
+	}
+	c.p.metrics.forwarded(c.d.class, time.Since(c.start))
+	c.p.metrics.answered(c.d.class, status)
+	c.p.afterUpstream(c.d, status, release)
+}
+
+// Failed records that the upstream gave no answer, or that the visitor's body could not be read
+// (ErrVisitorBody), and answers x: 400 for the visitor's fault, 502 for the upstream's, nothing when
+// the visitor went away. A failure after the answer's headers (an upgrade gone wrong) is answered
+// too.
+func (c *UpstreamCall) Failed(x Exchange, err error) {
+	c.finish(upstreamFault(err, 0))
+	c.p.upstreamFailed(x, err, c.d)
+}
+
+// End ends a call the front gave up on without an answer or a failure; it counts nothing more.
+func (c *UpstreamCall) End() { c.finish(false) }
 
 // upstreamFailed answers a request the upstream did not answer, or whose body the visitor spoilt.
-func (p *Proxy) upstreamFailed(x exchange, err error, d decision) {
+func (p *Proxy) upstreamFailed(x Exchange, err error, d Decision) {
 	if errors.Is(err, context.Canceled) {
 		return // the visitor went away
 	}
-	if errors.Is(err, errVisitorBody) {
-		// The visitor's own body was malformed (a bad chunk): its fault, not the upstream's.
+	if errors.Is(err, ErrVisitorBody) {
 		p.metrics.requests.WithLabelValues("open", "bad_body").Inc()
 		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"})
 		return
@@ -37,7 +107,7 @@ func (p *Proxy) upstreamFailed(x exchange, err error, d decision) {
 // going away or sending a malformed body), or a 5xx.
 func upstreamFault(err error, status int) bool {
 	if err != nil {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, errVisitorBody)
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, ErrVisitorBody)
 	}
 	return status >= 500
 }
@@ -49,30 +119,10 @@ func upstreamErrorKind(err error) (kind, message string) {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused", "the upstream refused the connection"
-	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "timeout", "the upstream did not answer in time"
-	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, ErrUpstreamClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
 		return "closed", "the upstream closed the connection before answering"
 	}
 	return "other", "the upstream could not be reached"
-}
-
-// errVisitorBody marks an error reading the visitor's request body while it went upstream.
-var errVisitorBody = errors.New("reading the request body")
-
-// visitorBody reads a visitor's body on its way upstream and keeps what went wrong reading it, so
-// that a malformed body is answered 400 rather than taken for an upstream failure.
-type visitorBody struct {
-	r   io.Reader
-	err error
-}
-
-func (b *visitorBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		b.err = fmt.Errorf("%w: %w", errVisitorBody, err)
-		return n, b.err
-	}
-	return n, err
 }

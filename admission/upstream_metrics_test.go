@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"net"
@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/herdgate/herdgate/admission"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
@@ -34,7 +36,7 @@ func TestUpstreamInFlightAndErrors(t *testing.T) {
 			wq := h.wq.DeepCopy()
 			wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: &upstream}
 			wq.Generation++
-			cfg, err := NewConfig(wq, h.key)
+			cfg, err := admission.NewConfig(wq, h.key)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,138 +2,14 @@ package admission
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"sync"
 	"time"
-
-	"github.com/herdgate/herdgate/admission/pass"
-	"github.com/herdgate/herdgate/internal/queue"
 )
 
 const (
 	// declaredReportInterval is how often a replica reports what it measured while the rate does
 	// not follow it (capacity mode Declared): for the status only. Adaptive queues report every tick.
 	declaredReportInterval = time.Second
-	// useWindow: a pass's first use counts for the no-show share only within this long after its
-	// not-before time, which is as long as the replica remembers that it saw the pass. The scheduler
-	// judges a second of passes a few seconds after it (internal/scheduler), well within it.
-	useWindow = time.Minute
-	// maxRememberedPasses bounds the passes a replica remembers for it.
-	maxRememberedPasses = 1 << 20
 )
-
-// workloadMeter measures the protected requests this replica forwards: how many, how long to the
-// upstream's response headers, how many failed, how many were in flight over time, and the first use
-// of each pass. It keeps running totals; the scheduler takes the differences between two reports,
-// so a report lost or read twice loses nothing.
-type workloadMeter struct {
-	epoch  string
-	origin time.Time // monotonic
-
-	mu       sync.Mutex
-	inFlight int64
-	changed  time.Duration // since origin, when inFlight last changed
-	totals   queue.WorkloadReport
-	buckets  []int64
-	uses     []queue.PassUse
-	seen     map[passKey]time.Time // → its not-before time
-	prunedAt time.Time
-}
-
-func newWorkloadMeter() *workloadMeter {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return &workloadMeter{epoch: hex.EncodeToString(b), origin: time.Now(), buckets: make([]int64, len(queue.LatencyBuckets)),
-		seen: map[passKey]time.Time{}}
-}
-
-// flightLocked adds the requests in flight since the last change to the integral.
-func (m *workloadMeter) flightLocked(now time.Duration) {
-	m.totals.FlightMicros += m.inFlight * (now - m.changed).Microseconds()
-	m.changed = now
-}
-
-// begin counts a request going upstream; the time it returns is the request's start.
-func (m *workloadMeter) begin() time.Time {
-	now := time.Now()
-	m.mu.Lock()
-	m.flightLocked(now.Sub(m.origin))
-	m.inFlight++
-	m.mu.Unlock()
-	return now
-}
-
-// end counts the request begun at start as answered (or failed).
-func (m *workloadMeter) end(start time.Time, failed bool) {
-	now := time.Now()
-	latency := now.Sub(start)
-	bucket := queue.LatencyBucket(latency)
-	m.mu.Lock()
-	m.flightLocked(now.Sub(m.origin))
-	m.inFlight--
-	m.totals.Requests++
-	if failed {
-		m.totals.Errors++
-	}
-	m.totals.LatencyMicros += latency.Microseconds()
-	m.buckets[bucket]++
-	m.mu.Unlock()
-}
-
-// used records a protected request with a valid pass: the pass's first use, once per replica, goes
-// to Redis with the next report.
-func (m *workloadMeter) used(p pass.Pass, now time.Time) {
-	notBefore := p.NotBefore
-	if now.Sub(notBefore) > useWindow {
-		return
-	}
-	k := keyOf(p)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.seen[k]; ok || len(m.seen) >= maxRememberedPasses {
-		return
-	}
-	m.seen[k] = notBefore
-	m.uses = append(m.uses, queue.PassUse{Second: notBefore.Unix(), ID: queue.PassUseID(p.Visitor, notBefore)})
-}
-
-// take returns the running totals and the first uses since the last take, and forgets passes too
-// old to count.
-func (m *workloadMeter) take(now time.Time) (queue.WorkloadReport, []queue.PassUse) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	elapsed := now.Sub(m.origin)
-	m.flightLocked(elapsed)
-	r := m.totals
-	r.Epoch, r.ElapsedMicros = m.epoch, elapsed.Microseconds()
-	last := len(m.buckets)
-	for last > 0 && m.buckets[last-1] == 0 {
-		last--
-	}
-	r.Buckets = append([]int64(nil), m.buckets[:last]...)
-	uses := m.uses
-	m.uses = nil
-	if now.Sub(m.prunedAt) >= time.Second {
-		// Once a second is enough: the map only needs to stay bounded.
-		m.prunedAt = now
-		for k, nb := range m.seen {
-			if now.Sub(nb) > useWindow {
-				delete(m.seen, k)
-			}
-		}
-	}
-	return r, uses
-}
-
-// giveBack keeps uses a failed report did not deliver, for the next one.
-func (m *workloadMeter) giveBack(uses []queue.PassUse) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.uses)+len(uses) <= maxRememberedPasses {
-		m.uses = append(uses, m.uses...)
-	}
-}
 
 // reportWorkload writes this replica's workload report to Redis every tick of an Adaptive queue and
 // every second otherwise, until ctx ends. Without a replica name it does nothing.
@@ -153,11 +29,11 @@ func (p *Proxy) reportWorkload(ctx context.Context) {
 		if p.cfg.Load() == nil {
 			continue
 		}
-		r, uses := p.workload.take(time.Now())
+		r, uses := p.workload.Take(time.Now())
 		r.Replica = replica
 		callCtx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
 		if err := p.q.ReportWorkload(callCtx, r, uses); err != nil && ctx.Err() == nil {
-			p.workload.giveBack(uses)
+			p.workload.GiveBack(uses)
 			p.log.V(1).Info("Reporting the workload to Redis failed; will retry", "error", err.Error())
 		}
 		cancel()

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/admission"
 
 	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -36,13 +38,13 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 		v := h.visitor()
 		v.header.Set("X-User-Id", "user-1")
 
-		before, _ := h.proxy.workload.take(time.Now())
+		before, _ := h.proxy.WorkloadMeter().Take(time.Now())
 		for range 3 {
-			if r := v.do(http.MethodPost, "/api/v1/orders", nil, PassHeader, token); r.StatusCode != http.StatusOK {
+			if r := v.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); r.StatusCode != http.StatusOK {
 				t.Fatalf("an order with the pass: %d %s", r.StatusCode, r.body)
 			}
 		}
-		if r := v.do(http.MethodPost, "/api/v1/orders/direct", nil, PassHeader, token); r.StatusCode != http.StatusServiceUnavailable {
+		if r := v.do(http.MethodPost, "/api/v1/orders/direct", nil, admission.PassHeader, token); r.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("the failing route: %d", r.StatusCode)
 		}
 		if r := v.do(http.MethodGet, "/open", nil); r.StatusCode != http.StatusOK {
@@ -52,7 +54,7 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 		if r := h.visitor().do(http.MethodPost, "/api/v1/orders", nil, "X-User-Id", "user-2"); r.StatusCode != http.StatusForbidden {
 			t.Fatalf("no pass: %d", r.StatusCode)
 		}
-		after, uses := h.proxy.workload.take(time.Now())
+		after, uses := h.proxy.WorkloadMeter().Take(time.Now())
 
 		if n, e := after.Requests-before.Requests, after.Errors-before.Errors; n != 4 || e != 1 {
 			t.Fatalf("measured %d protected requests, %d failed; want 4 and 1", n, e)
@@ -79,7 +81,7 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 		if len(uses) != 1 || uses[0].Second != notBefore.Unix() || !strings.HasPrefix(uses[0].ID, "user-1@") {
 			t.Fatalf("pass uses %+v, want user-1's once, in the second of its not-before", uses)
 		}
-		if _, again := h.proxy.workload.take(time.Now()); len(again) != 0 {
+		if _, again := h.proxy.WorkloadMeter().Take(time.Now()); len(again) != 0 {
 			t.Fatalf("uses taken twice: %+v", again)
 		}
 	})
@@ -91,18 +93,18 @@ func TestAReplicaReportsItsWorkloadToRedis(t *testing.T) {
 	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
 	})
-	p, err := NewProxy(h.proxy.Config(), h.store, Options{Replica: "proxy-7"})
+	p, err := admission.NewProxy(h.proxy.Config(), h.store, admission.Options{Replica: "proxy-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.reportWorkload(ctx) }()
+	go func() { defer close(done); p.ReportWorkload(ctx) }()
 	defer func() { cancel(); <-done }()
 	nb := time.Now().Add(-time.Second)
-	p.workload.used(pass.Pass{Visitor: "user-1", NotBefore: nb, Expiry: nb.Add(time.Minute)}, time.Now())
-	start := p.workload.begin()
-	p.workload.end(start, true)
+	p.WorkloadMeter().Used(pass.Pass{Visitor: "user-1", NotBefore: nb, Expiry: nb.Add(time.Minute)}, time.Now())
+	start := p.WorkloadMeter().Begin()
+	p.WorkloadMeter().End(start, true)
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -21,7 +21,6 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
-	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
 )
@@ -280,13 +279,13 @@ func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *s
 	}
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	switch phase {
-	case queue.PhaseScheduled:
+	case settings.PhaseScheduled:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonScheduled,
 			fmt.Sprintf("opens at %s; the pre-queue opens at %s; until then the protected routes are closed to visitors without a pass", at(sc.OpensAt), at(sc.PreQueueFrom)))
-	case queue.PhasePreQueue:
+	case settings.PhasePreQueue:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonPreQueue,
 			fmt.Sprintf("visitors take pre-queue places until %s, when their order is drawn", at(sc.OpensAt)))
-	case queue.PhaseOpening:
+	case settings.PhaseOpening:
 		msg := "drawing the pre-queue's order"
 		if snap != nil && snap.DrawError != "" {
 			msg = "cannot draw the pre-queue: " + snap.DrawError
@@ -294,7 +293,7 @@ func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *s
 			msg = fmt.Sprintf("drawing the pre-queue's order: %d of %d placed", snap.Draw.Placed+snap.Draw.Dropped, snap.Draw.Size)
 		}
 		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpening, msg)
-	case queue.PhaseClosed:
+	case settings.PhaseClosed:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed,
 			fmt.Sprintf("closed to new visitors since %s; those in the queue are still admitted", at(sc.ClosesAt)))
 	default:

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
@@ -127,7 +128,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	serve := func(p *admission.Proxy) error {
 		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Queue())
-		return admission.Serve(ctx, p, admission.ServerOptions{
+		return front.Serve(ctx, p, front.ServerOptions{
 			Listener: ln, MetricsListener: metricsLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
 		})
 	}

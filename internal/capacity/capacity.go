@@ -94,6 +94,12 @@ func FromQuota(num, den int64, tick time.Duration, override bool) (Plan, error) 
 	return Plan{tick: tick, num: num, den: den, override: override}, nil
 }
 
+// MaxAdmitPerTick is the most visitors one tick admits, whatever the plan asks for. It bounds the
+// time one tick holds Redis (each admission writes a pass record), and so how long one queue's tick
+// can delay every other call on the same Redis: docs/performance.md gives the measured cost. A plan
+// that asks for more per tick admits this many; the scheduler says so in the queue's status.
+const MaxAdmitPerTick = 250
+
 // Capped returns the plan that admits at most maxPerTick visitors per tick, and whether p asked for
 // more. The capped plan keeps p's tick and source; its quota is min(p's quota, maxPerTick).
 func (p Plan) Capped(maxPerTick int64) (Plan, bool) {

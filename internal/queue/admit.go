@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/internal/capacity"
 )
 
 // DefaultFrontBudget is how many silent visitors one Admit call may drop at the front beyond its batch.
@@ -17,11 +19,8 @@ const DefaultFrontBudget = 128
 // sweeps deeper in the queue. At 10 ticks per second that walks 1,200 visitors per second.
 const DefaultSweepBlocks = 12
 
-// MaxAdmitPerTick is the most visitors one Admit call admits, whatever the plan asks for. It bounds
-// the time one tick holds Redis (each admission writes a pass record), and so how long one queue's
-// tick can delay every other call on the same Redis: docs/performance.md gives the measured cost.
-// A plan that asks for more per tick admits this many; the scheduler says so in the queue's status.
-const MaxAdmitPerTick = 250
+// MaxAdmitPerTick is the most visitors one Admit call admits (capacity.MaxAdmitPerTick).
+const MaxAdmitPerTick = capacity.MaxAdmitPerTick
 
 // jitterModulus is the modulus of the Park–Miller generator that draws jitter offsets (2^31 − 1).
 const jitterModulus = 2147483647

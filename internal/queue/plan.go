@@ -13,47 +13,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/capacity"
-)
-
-// Phase is where a room stands in its schedule. A room without a schedule is always Open.
-type Phase string
-
-// The phases, in order.
-const (
-	// PhaseScheduled: before the pre-queue; protected routes are closed to visitors without a pass.
-	PhaseScheduled Phase = "Scheduled"
-	// PhasePreQueue: visitors take pre-queue places, with no position yet.
-	PhasePreQueue Phase = "PreQueue"
-	// PhaseOpening: opened; the scheduler is drawing the pre-queue's order into the queue.
-	PhaseOpening Phase = "Opening"
-	// PhaseOpen: visitors queue and are admitted.
-	PhaseOpen Phase = "Open"
-	// PhaseClosed: after closesAt; no new visitor enters and the queue drains.
-	PhaseClosed Phase = "Closed"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // phaseCodes are the phases as the plan hash and the scripts hold them (PHASE_* in common.lua). A
 // plan without a phase, as an older scheduler wrote, is Open.
-var phaseCodes = map[Phase]int64{PhaseOpen: 0, PhaseScheduled: 1, PhasePreQueue: 2, PhaseOpening: 3, PhaseClosed: 4}
+var phaseCodes = map[settings.Phase]int64{settings.PhaseOpen: 0, settings.PhaseScheduled: 1, settings.PhasePreQueue: 2, settings.PhaseOpening: 3, settings.PhaseClosed: 4}
 
-func phaseOfCode(c int64) Phase {
+func phaseOfCode(c int64) settings.Phase {
 	for p, code := range phaseCodes {
 		if code == c {
 			return p
 		}
 	}
-	return PhaseOpen
+	return settings.PhaseOpen
 }
 
-// Before reports whether the room in phase p has not opened yet: Scheduled or PreQueue.
-func (p Phase) Before() bool { return p == PhaseScheduled || p == PhasePreQueue }
-
-// Plan is what the scheduler publishes for the proxies: the plan ticks run, which they estimate waits
-// and poll hints from, the timings they hand to visitors, and the room's phase. It is read back ready
-// to use.
-type Plan struct {
-	// Quota is the admission plan ticks run. ReadPlan returns the zero Plan, which admits nobody,
-	// while Suspended.
+// PublishedPlan is what the scheduler publishes for the proxies: the plan ticks run, which they
+// estimate waits and poll hints from, the timings they hand to visitors, and the room's phase. It is
+// read back ready to use. (capacity.Plan is the admission plan itself, which it carries as Quota.)
+type PublishedPlan struct {
+	// Quota is the admission plan ticks run. ReadPlan returns the zero PublishedPlan, which admits
+	// nobody, while Suspended.
 	Quota capacity.Plan
 	// PollMin and PollMax bound the poll interval handed to waiting visitors.
 	PollMin, PollMax time.Duration
@@ -63,7 +44,7 @@ type Plan struct {
 	Suspended bool
 	// Phase is the room's phase; the empty phase publishes Open. While a draw runs, the published
 	// phase is Opening whatever the scheduler sends.
-	Phase Phase
+	Phase settings.Phase
 	// PreQueueFrom, OpensAt and ClosesAt are the room's schedule, zero without one (ClosesAt also
 	// when it does not close), to the millisecond.
 	PreQueueFrom, OpensAt, ClosesAt time.Time
@@ -89,12 +70,12 @@ func timeOrZero(ms int64) time.Time {
 }
 
 // PublishPlan stores p for the proxies.
-func (q *Queue) PublishPlan(ctx context.Context, p Plan) error {
+func (q *Queue) PublishPlan(ctx context.Context, p PublishedPlan) error {
 	num, den := p.Quota.PerTick()
 	if den <= 0 || p.Quota.Tick() <= 0 {
 		return fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, num, den, p.Quota.Tick())
 	}
-	phase, ok := phaseCodes[cmp.Or(p.Phase, PhaseOpen)]
+	phase, ok := phaseCodes[cmp.Or(p.Phase, settings.PhaseOpen)]
 	if !ok {
 		return fmt.Errorf("publishing plan of queue %s: unknown phase %q", q.prefix, p.Phase)
 	}
@@ -118,30 +99,30 @@ func (q *Queue) PublishPlan(ctx context.Context, p Plan) error {
 var ErrNoPlan = errors.New("no plan published yet")
 
 // ReadPlan reads the published plan, or ErrNoPlan.
-func (q *Queue) ReadPlan(ctx context.Context) (Plan, error) {
+func (q *Queue) ReadPlan(ctx context.Context) (PublishedPlan, error) {
 	vals, err := q.rdb.HMGet(ctx, q.keys.plan, append(slices.Clone(planFields), scheduleFields...)...).Result()
 	if err != nil {
-		return Plan{}, fmt.Errorf("reading plan of queue %s: %w", q.prefix, err)
+		return PublishedPlan{}, fmt.Errorf("reading plan of queue %s: %w", q.prefix, err)
 	}
 	ints := make([]int64, len(vals))
 	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {
 			if i < len(planFields) {
-				return Plan{}, ErrNoPlan
+				return PublishedPlan{}, ErrNoPlan
 			}
 			continue
 		}
 		if ints[i], err = strconv.ParseInt(s, 10, 64); err != nil {
 			field := append(slices.Clone(planFields), scheduleFields...)[i]
-			return Plan{}, fmt.Errorf("plan of queue %s: field %s is %q: %w", q.prefix, field, s, err)
+			return PublishedPlan{}, fmt.Errorf("plan of queue %s: field %s is %q: %w", q.prefix, field, s, err)
 		}
 	}
-	p := Plan{PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]), AbandonAfter: time.Duration(ints[5]), Suspended: ints[6] != 0,
+	p := PublishedPlan{PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]), AbandonAfter: time.Duration(ints[5]), Suspended: ints[6] != 0,
 		Phase: phaseOfCode(ints[7]), PreQueueFrom: timeOrZero(ints[8]), OpensAt: timeOrZero(ints[9]), ClosesAt: timeOrZero(ints[10])}
 	if !p.Suspended {
 		if p.Quota, err = capacity.FromQuota(ints[0], ints[1], time.Duration(ints[2]), false); err != nil {
-			return Plan{}, fmt.Errorf("plan of queue %s: %w", q.prefix, err)
+			return PublishedPlan{}, fmt.Errorf("plan of queue %s: %w", q.prefix, err)
 		}
 	}
 	return p, nil
@@ -155,7 +136,7 @@ type PlanCache struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	plan    Plan
+	plan    PublishedPlan
 	err     error
 	fetched time.Time
 	valid   bool
@@ -170,7 +151,7 @@ const planRetryAfterError = time.Second
 
 // PlanReader reads a queue's published plan; *Queue is one.
 type PlanReader interface {
-	ReadPlan(ctx context.Context) (Plan, error)
+	ReadPlan(ctx context.Context) (PublishedPlan, error)
 }
 
 // NewPlanCache caches q's plan for ttl.
@@ -180,7 +161,7 @@ func NewPlanCache(q PlanReader, ttl time.Duration) *PlanCache {
 
 // Get returns the plan. When Redis fails after a plan was read, it returns the last plan read with
 // the error, so the caller can keep serving on slightly stale timings.
-func (c *PlanCache) Get(ctx context.Context) (Plan, error) {
+func (c *PlanCache) Get(ctx context.Context) (PublishedPlan, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -198,7 +179,7 @@ func (c *PlanCache) Get(ctx context.Context) (Plan, error) {
 	case err == nil:
 		c.plan, c.err = p, nil
 	case errors.Is(err, ErrNoPlan) || errors.Is(err, redis.Nil):
-		c.plan, c.err = Plan{}, ErrNoPlan
+		c.plan, c.err = PublishedPlan{}, ErrNoPlan
 	default:
 		// Keep the last good plan, and retry after a short pause rather than after a full TTL.
 		c.failed, c.retryAt = err, c.now().Add(planRetryAfterError)

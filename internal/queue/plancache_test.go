@@ -10,10 +10,10 @@ import (
 // stuckReader is a Redis that never answers: each read waits for its context.
 type stuckReader struct{ calls int }
 
-func (r *stuckReader) ReadPlan(ctx context.Context) (Plan, error) {
+func (r *stuckReader) ReadPlan(ctx context.Context) (PublishedPlan, error) {
 	r.calls++
 	<-ctx.Done()
-	return Plan{}, ctx.Err()
+	return PublishedPlan{}, ctx.Err()
 }
 
 // A Redis that does not answer must not hold every request on the cache's lock: a read is bounded,

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // MaxVisitorIDLength is the longest visitor ID the engine accepts.
@@ -220,7 +222,7 @@ type Position struct {
 	// its position from, and what SeenBatch records its signs of life by.
 	Seq int64
 	// Phase is the room's phase when NotQueued or TurnedAway.
-	Phase Phase
+	Phase settings.Phase
 	// Pass is set when Admitted.
 	Pass Pass
 	// Now is Redis' clock when it answered.
@@ -412,7 +414,7 @@ func decodePosition(res []int64) (Position, error) {
 	}
 	switch State(res[0]) {
 	case NotQueued:
-		p := Position{State: NotQueued, Now: time.UnixMilli(res[1]), Phase: PhaseOpen}
+		p := Position{State: NotQueued, Now: time.UnixMilli(res[1]), Phase: settings.PhaseOpen}
 		if len(res) > 2 {
 			p.Phase = phaseOfCode(res[2])
 		}
@@ -440,9 +442,9 @@ func decodePosition(res []int64) (Position, error) {
 		if len(res) < 4 {
 			return bad()
 		}
-		return Position{State: PreQueued, Phase: PhasePreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
+		return Position{State: PreQueued, Phase: settings.PhasePreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
 	case Drawing:
-		return Position{State: Drawing, Phase: PhaseOpening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
+		return Position{State: Drawing, Phase: settings.PhaseOpening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
 	case RateLimited:
 		if len(res) != 3 {
 			return bad()

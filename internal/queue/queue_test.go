@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -1031,7 +1032,7 @@ func testPlan(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Plan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute, Phase: PhaseOpen}
+	want := PublishedPlan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute, Phase: settings.PhaseOpen}
 	if err := q.PublishPlan(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -1058,7 +1059,7 @@ func testPlan(t *testing.T, b backend) {
 	if got, _ := cache.Get(ctx); got != changed {
 		t.Fatalf("PlanCache.Get after its TTL = %+v, want %+v", got, changed)
 	}
-	if err := q.PublishPlan(ctx, Plan{}); err == nil {
+	if err := q.PublishPlan(ctx, PublishedPlan{}); err == nil {
 		t.Fatal("PublishPlan accepted the zero plan")
 	}
 	if err := b.rdb.HSet(ctx, q.keys.plan, "tick", "soon").Err(); err != nil {
@@ -1093,7 +1094,7 @@ func testDelete(t *testing.T, b backend) {
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 20, PassTTL: passTTL, AbandonAfter: longAbandon}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PublishPlan(ctx, Plan{Quota: mustQuota(t, 1, time.Second)}); err != nil {
+	if err := q.PublishPlan(ctx, PublishedPlan{Quota: mustQuota(t, 1, time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	before := keysOf(t, b, q)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // DrawProgress is what the scheduler observed of the latest draw of a queue's pre-queue.
@@ -42,9 +43,9 @@ type drawRun struct {
 
 // drawing tells whether the queue's schedule wants a draw now: it has opened (its phase is Open or
 // Closed) and this opening's draw is not done.
-func (st *tickState) drawing(cfg *Queue, phase queue.Phase) bool {
+func (st *tickState) drawing(cfg *Queue, phase settings.Phase) bool {
 	sc := cfg.Schedule
-	if sc == nil || (phase != queue.PhaseOpen && phase != queue.PhaseClosed) {
+	if sc == nil || (phase != settings.PhaseOpen && phase != settings.PhaseClosed) {
 		return st.draw != nil // a draw once begun is finished, whatever the schedule says now
 	}
 	return st.draw != nil || !st.drawnFor.Equal(sc.OpensAt)
@@ -55,7 +56,7 @@ func (st *tickState) drawing(cfg *Queue, phase queue.Phase) bool {
 // Every call is short (queue.MaxPlaceChunk visitors), so Enter and Status answer between them. When
 // a call finds the draw moved on (a retry that had been applied, a second scheduler), the draw is
 // reloaded at the next tick; visitors already placed keep their place and the rest keep their order.
-func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase queue.Phase, budget time.Duration) error {
+func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, budget time.Duration) error {
 	start := r.s.clock.Now()
 	timed := func(f func(context.Context) error) error {
 		callCtx, cancel := context.WithTimeout(ctx, time.Second)
@@ -91,9 +92,9 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase 
 		if len(cfg.DrawSeed) != draw.SeedBytes {
 			return fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
 		}
-		after := queue.PhaseOpen
-		if phase == queue.PhaseClosed {
-			after = queue.PhaseClosed
+		after := settings.PhaseOpen
+		if phase == settings.PhaseClosed {
+			after = settings.PhaseClosed
 		}
 		opensAt := cfg.Schedule.OpensAt
 		r.update(func(s *Snapshot) {
@@ -144,9 +145,9 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase 
 	d := st.draw
 	for d.next < len(d.order) {
 		chunk := d.order[d.next:min(d.next+queue.MaxPlaceChunk, len(d.order))]
-		after := queue.PhaseOpen
-		if phase == queue.PhaseClosed {
-			after = queue.PhaseClosed
+		after := settings.PhaseOpen
+		if phase == settings.PhaseClosed {
+			after = settings.PhaseClosed
 		}
 		var next queue.DrawState
 		err := timed(func(ctx context.Context) (err error) {

@@ -6,7 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // The scheduler's metrics, served on the manager's metrics endpoint next to controller-runtime's.
@@ -94,10 +94,10 @@ func init() {
 		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge)
 }
 
-var phases = []queue.Phase{queue.PhaseScheduled, queue.PhasePreQueue, queue.PhaseOpening, queue.PhaseOpen, queue.PhaseClosed}
+var phases = []settings.Phase{settings.PhaseScheduled, settings.PhasePreQueue, settings.PhaseOpening, settings.PhaseOpen, settings.PhaseClosed}
 
 // setPhaseMetric sets herdgate_phase: 1 for phase, 0 for the others.
-func setPhaseMetric(namespace, name string, phase queue.Phase) {
+func setPhaseMetric(namespace, name string, phase settings.Phase) {
 	for _, p := range phases {
 		v := 0.0
 		if p == phase {

@@ -43,7 +43,7 @@ type Snapshot struct {
 	// PreQueued is the number of pre-queue places not drawn yet.
 	PreQueued int64
 	// Phase is the room's phase at the last tick: its schedule's, Opening while the draw runs.
-	Phase queue.Phase
+	Phase settings.Phase
 	// Draw is the latest draw of the pre-queue this scheduler saw; nil before any. DrawError says
 	// why the draw cannot run, when it cannot.
 	Draw      *DrawProgress
@@ -96,7 +96,7 @@ type TickReport struct {
 	Window, Lead time.Duration
 	Seed         int64
 	// Phase is the room's phase at the tick.
-	Phase  queue.Phase
+	Phase  settings.Phase
 	Result queue.AdmitResult
 	Err    error
 }

@@ -127,7 +127,7 @@ func (h *schedulerHarness) step(d time.Duration) (TickReport, bool) {
 // publishedPlan reads the queue's published plan until done says it is the one expected, for at
 // most 5 s, and returns the last read. A tick is reported when its admission is done and publishes
 // the plan right after, so a plan read at once may be the one before.
-func publishedPlan(q *queue.Queue, done func(queue.Plan) bool) (queue.Plan, error) {
+func publishedPlan(q *queue.Queue, done func(queue.PublishedPlan) bool) (queue.PublishedPlan, error) {
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		p, err := q.ReadPlan(context.Background())
 		if (err == nil && done(p)) || time.Now().After(deadline) {
@@ -190,7 +190,7 @@ func TestSchedulerBoundsATickByWhomItCanAdmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	published, err := publishedPlan(q, func(p queue.Plan) bool { num, _ := p.Quota.PerTick(); return num == queue.MaxAdmitPerTick })
+	published, err := publishedPlan(q, func(p queue.PublishedPlan) bool { num, _ := p.Quota.PerTick(); return num == queue.MaxAdmitPerTick })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 const (
@@ -41,7 +42,7 @@ type tickState struct {
 	next      time.Time // scheduled time of the next tick
 	retryAt   time.Time // Redis backoff: no calls before this
 	backoff   time.Duration
-	published *queue.Plan
+	published *queue.PublishedPlan
 	publishAt time.Time
 	resumed   bool // the last tick in Redis was read, so that this runner carries on from it
 	statsAt   time.Time
@@ -226,10 +227,10 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 
 // phase is the room's phase at the tick's grid point: the schedule's, with Opening while the draw of
 // the pre-queue runs.
-func (r *runner) phase(st *tickState, t gridTick) queue.Phase {
+func (r *runner) phase(st *tickState, t gridTick) settings.Phase {
 	phase := t.cfg.PhaseAt(t.latest)
 	if st.drawing(t.cfg, phase) {
-		phase = queue.PhaseOpening
+		phase = settings.PhaseOpening
 	}
 	r.update(func(s *Snapshot) { s.Phase = phase })
 	setPhaseMetric(r.key.Namespace, r.key.Name, phase)
@@ -239,7 +240,7 @@ func (r *runner) phase(st *tickState, t gridTick) queue.Phase {
 // admit runs the tick in Redis. Its work follows whom it can admit, never the plan's size: Redis
 // gets a limit and draws the offsets for the admitted alone, and the limit is capped
 // (docs/performance.md).
-func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase queue.Phase) error {
+func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase settings.Phase) error {
 	cfg := t.cfg
 	quota, share := int64(0), int64(0)
 	plan := st.quota(cfg)
@@ -254,11 +255,11 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	// What the queue does not take of this tick's own share, new visitors may take at once until the
 	// next tick; ticks made up for give no instant budget, so a late tick never opens a burst.
 	instant := min(share, limit)
-	if phase != queue.PhaseOpen {
+	if phase != settings.PhaseOpen {
 		instant = 0
 	}
 	// While the draw runs, only the part of the pre-queue already placed can be admitted.
-	holding, through := phase == queue.PhaseOpening, int64(0)
+	holding, through := phase == settings.PhaseOpening, int64(0)
 	if st.draw != nil {
 		through = st.draw.state.Settled()
 	}
@@ -312,8 +313,8 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 }
 
 // publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
-func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, phase queue.Phase, now time.Time) error {
-	p := queue.Plan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
+func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, now time.Time) error {
+	p := queue.PublishedPlan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
 	if sc := cfg.Schedule; sc != nil {
 		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.
 		p.PreQueueFrom, p.OpensAt = sc.PreQueueFrom.Truncate(time.Millisecond), sc.OpensAt.Truncate(time.Millisecond)

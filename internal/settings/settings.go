@@ -21,7 +21,6 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/route"
 )
 
@@ -32,7 +31,7 @@ type Settings struct {
 	Generation      int64
 
 	// Plan is the admission plan the spec declares. Effective is the plan ticks run: Plan, capped at
-	// the most one tick admits (queue.MaxAdmitPerTick); Capped says whether the cap applies.
+	// the most one tick admits (capacity.MaxAdmitPerTick); Capped says whether the cap applies.
 	Plan, Effective capacity.Plan
 	Capped          bool
 	// TargetInFlight is what the pool is sized for, poolSize × utilization; Adaptive, set with
@@ -96,21 +95,21 @@ type Schedule struct {
 
 // PhaseAt is the phase the schedule gives time t. The scheduler asks it on its tick grid, and
 // replaces Open by Opening while it draws the pre-queue.
-func (s *Settings) PhaseAt(t time.Time) queue.Phase { return s.Schedule.PhaseAt(t) }
+func (s *Settings) PhaseAt(t time.Time) Phase { return s.Schedule.PhaseAt(t) }
 
 // PhaseAt is the phase the schedule gives time t; Open for the nil schedule.
-func (sc *Schedule) PhaseAt(t time.Time) queue.Phase {
+func (sc *Schedule) PhaseAt(t time.Time) Phase {
 	switch {
 	case sc == nil:
-		return queue.PhaseOpen
+		return PhaseOpen
 	case t.Before(sc.PreQueueFrom):
-		return queue.PhaseScheduled
+		return PhaseScheduled
 	case t.Before(sc.OpensAt):
-		return queue.PhasePreQueue
+		return PhasePreQueue
 	case !sc.ClosesAt.IsZero() && !t.Before(sc.ClosesAt):
-		return queue.PhaseClosed
+		return PhaseClosed
 	default:
-		return queue.PhaseOpen
+		return PhaseOpen
 	}
 }
 
@@ -190,7 +189,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if s.Plan, err = PlanOf(spec); err != nil {
 		return nil, err
 	}
-	s.Effective, s.Capped = s.Plan.Capped(queue.MaxAdmitPerTick)
+	s.Effective, s.Capped = s.Plan.Capped(capacity.MaxAdmitPerTick)
 	if err := s.deriveAdaptive(spec); err != nil {
 		return nil, err
 	}
@@ -293,7 +292,7 @@ func (s *Settings) deriveAdaptive(spec *herdgatev1alpha1.WaitingQueueSpec) error
 	if c.RequestLatency.Duration > 0 {
 		ceiling = max(declared, float64(c.PoolSize)/c.RequestLatency.Seconds())
 	}
-	ceiling = min(ceiling, float64(queue.MaxAdmitPerTick)/tick.Seconds())
+	ceiling = min(ceiling, float64(capacity.MaxAdmitPerTick)/tick.Seconds())
 	l := &capacity.AdaptiveLimits{Declared: declared, Ceiling: max(ceiling, declared), Floor: declared / 10,
 		TargetInFlight: s.TargetInFlight, Tick: tick}
 	if c.MinAdmissionsPerSecond != nil {

@@ -12,7 +12,6 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -58,9 +57,9 @@ func TestDeriveCapsThePlanAtWhatATickAdmits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Capped || s.Plan.BatchSize() != 10_000_000_000 || s.Effective.BatchSize() != queue.MaxAdmitPerTick || s.Effective.RateString() != "25" {
+	if !s.Capped || s.Plan.BatchSize() != 10_000_000_000 || s.Effective.BatchSize() != capacity.MaxAdmitPerTick || s.Effective.RateString() != "25" {
 		t.Fatalf("plan %d per tick, effective %d (%s/s), capped %v; want 10^10, %d (25/s), true",
-			s.Plan.BatchSize(), s.Effective.BatchSize(), s.Effective.RateString(), s.Capped, queue.MaxAdmitPerTick)
+			s.Plan.BatchSize(), s.Effective.BatchSize(), s.Effective.RateString(), s.Capped, capacity.MaxAdmitPerTick)
 	}
 }
 
@@ -174,14 +173,14 @@ func TestPhaseAtFollowsTheSchedule(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		at   time.Time
-		want queue.Phase
+		want settings.Phase
 	}{
-		{pre.Add(-time.Millisecond), queue.PhaseScheduled},
-		{pre, queue.PhasePreQueue},
-		{opens.Add(-time.Millisecond), queue.PhasePreQueue},
-		{opens, queue.PhaseOpen},
-		{closes.Add(-time.Millisecond), queue.PhaseOpen},
-		{closes, queue.PhaseClosed},
+		{pre.Add(-time.Millisecond), settings.PhaseScheduled},
+		{pre, settings.PhasePreQueue},
+		{opens.Add(-time.Millisecond), settings.PhasePreQueue},
+		{opens, settings.PhaseOpen},
+		{closes.Add(-time.Millisecond), settings.PhaseOpen},
+		{closes, settings.PhaseClosed},
 	} {
 		if got := s.PhaseAt(tc.at); got != tc.want {
 			t.Errorf("PhaseAt(%s) = %s, want %s", tc.at.Format(time.RFC3339Nano), got, tc.want)
@@ -192,16 +191,35 @@ func TestPhaseAtFollowsTheSchedule(t *testing.T) {
 	if s, err = settings.Derive(wq); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue - time.Millisecond)); got != queue.PhaseScheduled {
+	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue - time.Millisecond)); got != settings.PhaseScheduled {
 		t.Errorf("just before the default pre-queue: %s, want Scheduled", got)
 	}
-	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue)); got != queue.PhasePreQueue {
+	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue)); got != settings.PhasePreQueue {
 		t.Errorf("at the default pre-queue: %s, want PreQueue", got)
 	}
-	if got := s.PhaseAt(opens.Add(1000 * time.Hour)); got != queue.PhaseOpen {
+	if got := s.PhaseAt(opens.Add(1000 * time.Hour)); got != settings.PhaseOpen {
 		t.Errorf("long after an opening without closesAt: %s, want Open", got)
 	}
-	if got := (&settings.Settings{}).PhaseAt(pre); got != queue.PhaseOpen {
+	if got := (&settings.Settings{}).PhaseAt(pre); got != settings.PhaseOpen {
 		t.Errorf("without a schedule: %s, want Open", got)
+	}
+}
+
+// TestThePhasesAreTheConditionReasons: the Open condition's reasons name the schedule's phases as
+// visitors are told them, so that a status and an answer never call one phase two names.
+func TestThePhasesAreTheConditionReasons(t *testing.T) {
+	for phase, reason := range map[settings.Phase]string{
+		settings.PhaseScheduled: herdgatev1alpha1.ReasonScheduled,
+		settings.PhasePreQueue:  herdgatev1alpha1.ReasonPreQueue,
+		settings.PhaseOpening:   herdgatev1alpha1.ReasonOpening,
+		settings.PhaseOpen:      herdgatev1alpha1.ReasonOpen,
+		settings.PhaseClosed:    herdgatev1alpha1.ReasonClosed,
+	} {
+		if string(phase) != reason {
+			t.Errorf("phase %q has the condition reason %q", phase, reason)
+		}
+	}
+	if len(settings.Phases) != 6 {
+		t.Errorf("Phases lists %d phases, want the five of a schedule and Passthrough", len(settings.Phases))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
@@ -118,10 +119,10 @@ func BenchmarkSolveInTheBrowser(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := httptest.NewServer(proxy)
-	defer front.Close()
+	server := httptest.NewServer(front.NewNetHTTP(proxy, front.NetHTTPOptions{}))
+	defer server.Close()
 	browserCtx, _ := startBrowser(b, chromium)
-	if err := chromedp.Do(browserCtx, chromedp.Navigate(front.URL+"/.herdgate")); err != nil {
+	if err := chromedp.Do(browserCtx, chromedp.Navigate(server.URL+"/.herdgate")); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := chromedp.Run(browserCtx, chromedp.Poll[bool](`typeof window.herdgate === "object"`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {

@@ -30,7 +30,7 @@ func TestABrowserFarFromTheFront(t *testing.T) {
 	frontURL, q, proxy := serveQueueProxy(t, wq)
 	loop, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); proxy.KeepFarPositions(loop) }()
+	go func() { defer close(done); proxy.Run(loop, 0) }()
 	t.Cleanup(func() { stop(); <-done })
 	for i := range 5100 {
 		if _, err := q.Enter(ctx, fmt.Sprintf("ahead-%04d", i), time.Hour); err != nil {

@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -173,7 +174,7 @@ func serveFront(t *testing.T, p *admission.Proxy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := admission.NewFront(p, admission.FrontOptions{})
+	front := front.NewFast(p, front.FastOptions{})
 	served := make(chan error, 1)
 	go func() { served <- front.Serve(ln) }()
 	t.Cleanup(func() {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
@@ -78,7 +79,7 @@ func startCapRig(t *testing.T, name string, maxActive int32, releases bool) *cap
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			_ = admission.Serve(ctx, p, admission.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
+			_ = front.Serve(ctx, p, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
 		})
 		rig.replicas = append(rig.replicas, "http://"+ln.Addr().String())
 	}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -174,7 +175,7 @@ func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.Waitin
 		})
 	})
 	wg.Go(func() {
-		if err := admission.Serve(ctx, p, admission.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: log}); err != nil {
+		if err := front.Serve(ctx, p, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: log}); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -178,7 +179,7 @@ func newWorkloadRig(ctx context.Context, name string, mode herdgatev1alpha1.Capa
 		served := make(chan struct{})
 		go func() {
 			defer close(served)
-			if err := admission.Serve(serveCtx, proxy, admission.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()}); err != nil {
+			if err := front.Serve(serveCtx, proxy, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()}); err != nil {
 				fmt.Fprintln(log, "herd: stopping a proxy:", err)
 			}
 		}()

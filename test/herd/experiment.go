@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -124,7 +125,7 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 	if err != nil {
 		return RunResult{}, err
 	}
-	front := admission.NewFront(proxy, admission.FrontOptions{})
+	front := front.NewFast(proxy, front.FastOptions{})
 	served := make(chan error, 1)
 	go func() { served <- front.Serve(ln) }()
 	defer func() {

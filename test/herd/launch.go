@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -283,7 +284,7 @@ func Launch(ctx context.Context, spec LaunchSpec, log io.Writer) (LaunchResult, 
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- admission.Serve(serveCtx, proxy, admission.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
+		served <- front.Serve(serveCtx, proxy, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
 	}()
 	defer func() {
 		stopServing()

@@ -44,7 +44,7 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, p
 		return wrkResult{}, wrkResult{}, err
 	}
 	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
-	if err := q.PublishPlan(ctx, queue.Plan{Quota: quota14,
+	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: quota14,
 		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour}); err != nil {
 		return wrkResult{}, wrkResult{}, err
 	}

@@ -1,4 +1,4 @@
-package admission
+package replica
 
 import (
 	"sync"
@@ -10,9 +10,9 @@ import (
 // maxStretches bounds the stretches a proxy remembers; the cache starts over beyond it.
 const maxStretches = 1024
 
-// pollStretches remembers the far visitors' poll interval per plan, budget and depth, so that a poll
+// PollStretches remembers the far visitors' poll interval per plan, budget and depth, so that a poll
 // costs a map lookup, not the budget's arithmetic.
-type pollStretches struct {
+type PollStretches struct {
 	mu   sync.Mutex
 	seen map[stretchKey]time.Duration
 }
@@ -23,22 +23,21 @@ type stretchKey struct {
 	depth  int64
 }
 
-// stretch is the poll interval of visitors far from the front of a queue of depth under cfg's
-// budget (capacity.PollBudget.Stretch). The depth is rounded up to two significant digits, so that
+// Stretch is the poll interval of visitors far from the front of a queue of depth under budget b
+// and plan (capacity.PollBudget.Stretch). The depth is rounded up to two significant digits, so that
 // the interval errs on the side of the budget and few depths are worked out.
-func (s *pollStretches) stretch(cfg *Config, r room, depth int64) time.Duration {
-	b := capacity.PollBudget{PerSecond: cfg.PollBudget, MinInterval: r.pollMin, MaxInterval: r.pollMax, AbandonAfter: r.abandonAfter}
+func (s *PollStretches) Stretch(b capacity.PollBudget, plan capacity.Plan, depth int64) time.Duration {
 	if b.PerSecond <= 0 || depth <= 0 {
-		return r.pollMax
+		return b.MaxInterval
 	}
-	k := stretchKey{plan: r.plan, budget: b, depth: roundUp2(depth)}
+	k := stretchKey{plan: plan, budget: b, depth: roundUp2(depth)}
 	s.mu.Lock()
 	d, ok := s.seen[k]
 	s.mu.Unlock()
 	if ok {
 		return d
 	}
-	d, _ = b.Stretch(r.plan, k.depth)
+	d, _ = b.Stretch(plan, k.depth)
 	s.mu.Lock()
 	if s.seen == nil || len(s.seen) >= maxStretches {
 		s.seen = map[stretchKey]time.Duration{}

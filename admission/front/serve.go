@@ -1,4 +1,4 @@
-package admission
+package front
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/herdgate/herdgate/admission"
 )
 
 // ServerOptions configure Serve.
@@ -31,9 +33,9 @@ type ServerOptions struct {
 
 // Serve runs the proxy until ctx ends, then drains: readyz fails for DrainDelay, the servers stop
 // accepting and wait up to ShutdownTimeout for requests in flight.
-func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
+func Serve(ctx context.Context, p *admission.Proxy, o ServerOptions) error {
 	errLog := log.New(logrWriter{o.Log}, "", 0)
-	front := NewFront(p, FrontOptions{ErrorLog: errLog})
+	front := NewFast(p, FastOptions{ErrorLog: errLog})
 	var servers []*http.Server
 	var listeners []net.Listener
 	if o.MetricsListener != nil {
@@ -47,10 +49,6 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 		}
 		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
 		listeners = append(listeners, o.MetricsListener)
-	}
-	interval := o.RedisCheckInterval
-	if interval <= 0 {
-		interval = time.Second
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -69,33 +67,7 @@ func Serve(ctx context.Context, p *Proxy, o ServerOptions) error {
 		})
 	}
 	g.Go(func() error {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			pingCtx, cancel := context.WithTimeout(gctx, interval)
-			_ = p.CheckRedis(pingCtx)
-			cancel()
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	})
-	g.Go(func() error {
-		p.reportConfig(gctx)
-		return nil
-	})
-	g.Go(func() error {
-		p.keepSessions(gctx)
-		return nil
-	})
-	g.Go(func() error {
-		p.reportWorkload(gctx)
-		return nil
-	})
-	g.Go(func() error {
-		p.keepFarPositions(gctx)
+		p.Run(gctx, o.RedisCheckInterval)
 		return nil
 	})
 	g.Go(func() error {

@@ -1,4 +1,4 @@
-package admission
+package front
 
 import (
 	"bytes"
@@ -21,10 +21,9 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-)
 
-// MaxHeaderBytes bounds a request's line and headers, cookies included, on both fronts.
-const MaxHeaderBytes = 16 << 10
+	"github.com/herdgate/herdgate/admission"
+)
 
 // streamedBodyFrom: a request body longer than this no longer falls under the read timeout.
 const streamedBodyFrom = 64 << 10
@@ -33,13 +32,13 @@ const streamedBodyFrom = 64 << 10
 // only, which rarely carry one); it is held in memory while the connection changes hands.
 const escalatedBodyLimit = 1 << 20
 
-// Front is the proxy's visitor-facing HTTP/1.1 server. It answers the reserved endpoints, checks
+// Fast is the proxy's visitor-facing HTTP/1.1 server, the front herdgate-proxy serves. It answers the reserved endpoints, checks
 // passes and forwards to the upstream on fasthttp, whose per-request cost is a fraction of net/http's
 // (the gate sits in every request of the workload). A connection that asks for a protocol upgrade
 // (WebSocket) is handed over, with the request already read, to a net/http server running the same
 // Proxy, which stays in charge of it until it closes.
-type Front struct {
-	p      *Proxy
+type Fast struct {
+	p      *admission.Proxy
 	server *fasthttp.Server
 	// escalated serves the connections handed over; it accepts from handover.
 	escalated *http.Server
@@ -56,17 +55,20 @@ type upstreamClient struct {
 	client *fasthttp.HostClient
 }
 
-// FrontOptions tune a Front.
-type FrontOptions struct {
+// FastOptions tune a Fast front.
+type FastOptions struct {
 	// ErrorLog receives the servers' own errors (malformed requests, failed handovers).
 	ErrorLog *log.Logger
 	// HeaderTimeout bounds the wait for a request's headers; 10 s when zero.
 	HeaderTimeout time.Duration
+	// UpstreamTransport reaches the upstream for the upgraded connections the net/http front
+	// carries; nil means NewUpstreamTransport.
+	UpstreamTransport http.RoundTripper
 }
 
-// NewFront is the visitor-facing server of p.
-func NewFront(p *Proxy, o FrontOptions) *Front {
-	f := &Front{p: p, handover: newHandoverListener()}
+// NewFast is the visitor-facing server of p.
+func NewFast(p *admission.Proxy, o FastOptions) *Fast {
+	f := &Fast{p: p, handover: newHandoverListener()}
 	f.server = &fasthttp.Server{
 		Handler:                      f.serve,
 		ErrorHandler:                 f.badRequest,
@@ -84,12 +86,12 @@ func NewFront(p *Proxy, o FrontOptions) *Front {
 	// A request that asks to send its body only once it may is judged before the 100 Continue: a
 	// refused one gets its refusal instead, and its body is never read.
 	f.server.ExpectHandler = f.expect
-	f.escalated = NetHTTPServer(p, o.ErrorLog)
+	f.escalated = NewNetHTTPServer(NewNetHTTP(p, NetHTTPOptions{UpstreamTransport: o.UpstreamTransport}), o.ErrorLog)
 	return f
 }
 
 // Serve answers visitors on ln until Shutdown.
-func (f *Front) Serve(ln net.Listener) error {
+func (f *Fast) Serve(ln net.Listener) error {
 	f.handover.addr = ln.Addr()
 	escalatedDone := make(chan error, 1)
 	go func() { escalatedDone <- f.escalated.Serve(f.handover) }()
@@ -107,7 +109,7 @@ func (f *Front) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting and waits, until ctx ends, for the requests in flight on both servers.
-func (f *Front) Shutdown(ctx context.Context) error {
+func (f *Fast) Shutdown(ctx context.Context) error {
 	return errors.Join(f.server.ShutdownWithContext(ctx), f.escalated.Shutdown(ctx))
 }
 
@@ -115,28 +117,27 @@ func (f *Front) Shutdown(ctx context.Context) error {
 // handler carries it on instead of judging the request again.
 const decidedKey = "herdgate.decided"
 
-func (f *Front) expect(ctx *fasthttp.RequestCtx) int {
+func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
 	if !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 {
 		return fasthttp.StatusContinue // the handler refuses or hands over as for any request
 	}
-	cfg := f.p.cfg.Load()
-	target := ctx.Request.Header.RequestURI()
-	d, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
+	d, ok := f.decide(ctx)
 	if !ok {
 		return ctx.Response.StatusCode() // the gate's answer is in the response; the body stays unread
 	}
-	ctx.SetUserValue(decidedKey, decidedRequest{cfg: cfg, d: d})
+	ctx.SetUserValue(decidedKey, d)
 	return fasthttp.StatusContinue
 }
 
-type decidedRequest struct {
-	cfg *Config
-	d   decision
+// decide asks the gate about the request.
+func (f *Fast) decide(ctx *fasthttp.RequestCtx) (admission.Decision, bool) {
+	target := ctx.Request.Header.RequestURI()
+	return f.p.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 }
 
-func (f *Front) serve(ctx *fasthttp.RequestCtx) {
+func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 	defer f.recoverPanic(ctx)
-	if f.p.draining.Load() {
+	if f.p.Draining() {
 		// Clients move to another replica after this answer, before the front stops accepting and
 		// closes idle connections (a request sent on one as it closes would fail).
 		ctx.SetConnectionClose()
@@ -144,15 +145,13 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 	if !validHeaderNames(&ctx.Request.Header) {
 		// fasthttp's parser lets through names the grammar forbids, which net/http refuses.
 		ctx.SetConnectionClose()
-		replyJSON(fastExchange{ctx}, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "a header name or line is malformed"})
+		admission.ReplyError(fastExchange{ctx}, http.StatusBadRequest, "bad_request", "a header name or line is malformed")
 		return
 	}
-	if decided, ok := ctx.UserValue(decidedKey).(decidedRequest); ok {
-		f.forward(ctx, decided.cfg, decided.d)
+	if d, ok := ctx.UserValue(decidedKey).(admission.Decision); ok {
+		f.forward(ctx, d)
 		return
 	}
-	cfg := f.p.cfg.Load()
-	target := ctx.Request.Header.RequestURI()
 	if upgrade := ctx.Request.Header.Peek("Upgrade"); len(upgrade) > 0 {
 		if !isWebSocketUpgrade(string(upgrade)) {
 			// Only WebSocket upgrades are honoured: any other (h2c, ...) goes on as a plain request.
@@ -161,7 +160,7 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 		} else {
 			// The gate decides before the connection is handed over (and before any of its body is
 			// read); net/http carries the upgrade, deciding again on the same request.
-			if _, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0); !ok {
+			if _, ok := f.decide(ctx); !ok {
 				ctx.SetConnectionClose()
 				return
 			}
@@ -170,24 +169,23 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	d, ok := f.p.gate(fastExchange{ctx}, cfg, requestPath(target), bytes.IndexByte(target, '#') >= 0)
-	if ok {
-		f.forward(ctx, cfg, d)
+	if d, ok := f.decide(ctx); ok {
+		f.forward(ctx, d)
 	}
 }
 
 // recoverPanic answers 500 and closes the connection instead of letting one request's bug end the
 // process, as net/http does.
-func (f *Front) recoverPanic(ctx *fasthttp.RequestCtx) {
+func (f *Fast) recoverPanic(ctx *fasthttp.RequestCtx) {
 	if v := recover(); v != nil {
-		f.p.log.Error(fmt.Errorf("%v", v), "Serving a request panicked", "path", string(ctx.Path()), "stack", string(debug.Stack()))
+		f.p.Log().Error(fmt.Errorf("%v", v), "Serving a request panicked", "path", string(ctx.Path()), "stack", string(debug.Stack()))
 		ctx.ResetBody()
 		ctx.SetConnectionClose()
-		replyJSON(fastExchange{ctx}, http.StatusInternalServerError, errorBody{Error: "internal"})
+		admission.ReplyError(fastExchange{ctx}, http.StatusInternalServerError, "internal", "")
 	}
 }
 
-func (f *Front) badRequest(ctx *fasthttp.RequestCtx, err error) {
+func (f *Fast) badRequest(ctx *fasthttp.RequestCtx, err error) {
 	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		// No request came in time: a connection a client opened and kept idle, or headers too slow.
 		// Close it without an answer, as net/http does: a client takes an answer on a connection it
@@ -201,18 +199,17 @@ func (f *Front) badRequest(ctx *fasthttp.RequestCtx, err error) {
 		status = http.StatusRequestHeaderFieldsTooLarge
 	}
 	ctx.SetConnectionClose()
-	replyJSON(fastExchange{ctx}, status, errorBody{Error: "bad_request", Message: http.StatusText(status)})
+	admission.ReplyError(fastExchange{ctx}, status, "bad_request", http.StatusText(status))
 }
 
 // forward carries the request upstream as the forwarding policy says and streams the answer back.
 // The visitor's request and response objects travel upstream and back themselves: no copy of headers
 // or body, and a small body goes in the same write as its headers.
-func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
-	up := f.client(cfg.Upstream)
+func (f *Fast) forward(ctx *fasthttp.RequestCtx, d admission.Decision) {
+	up := f.client(d.Config().Upstream)
 	req := &ctx.Request
-	fw := forwardingOf(cfg, inbound{
-		method: string(ctx.Method()), canonical: d.canonical, rawQuery: string(ctx.URI().QueryString()),
-		host: string(ctx.Host()), clientIP: forwardedClient(fastExchange{ctx}, cfg), tls: ctx.IsTLS(),
+	fw := d.Forwarding(fastExchange{ctx}, admission.Inbound{
+		Method: string(ctx.Method()), RawQuery: string(ctx.URI().QueryString()), Host: string(ctx.Host()), TLS: ctx.IsTLS(),
 	})
 	// The server noted a visitor's Connection: close before this handler ran; the upstream
 	// connection stays open either way.
@@ -228,7 +225,7 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	// The client writes the URI's host as Host: set both, so that the upstream gets its own, once.
 	req.URI().SetHost(fw.Host)
 	req.Header.SetHost(fw.Host)
-	fw.apply(fastHeader{&req.Header})
+	fw.Apply(fastHeader{&req.Header})
 	if n := req.Header.ContentLength(); n == -1 || n > streamedBodyFrom {
 		// A long body takes as long as it takes: that is the upstream's business.
 		_ = ctx.SetReadDeadline(time.Time{})
@@ -246,42 +243,26 @@ func (f *Front) forward(ctx *fasthttp.RequestCtx, cfg *Config, d decision) {
 	for _, c := range ctx.Response.Header.PeekAll("Set-Cookie") {
 		gateCookies = append(gateCookies, append([]byte(nil), c...))
 	}
-	gatePass := append([]byte(nil), ctx.Response.Header.Peek(PassHeader)...)
-	start := time.Now()
-	inFlight := f.p.metrics.upstreamGauge(d.class)
-	inFlight.Inc()
-	measured := d.class == "protected"
-	var began time.Time
-	if measured {
-		began = f.p.workload.begin()
-	}
+	gatePass := append([]byte(nil), ctx.Response.Header.Peek(admission.PassHeader)...)
+	call := f.p.BeginUpstream(d)
 	err := up.client.Do(req, &ctx.Response)
-	inFlight.Dec()
-	if err == nil && body != nil && body.err != nil {
+	if body != nil && body.err != nil {
 		err = body.err
-	}
-	if measured {
-		f.p.workload.end(began, upstreamFault(err, ctx.Response.StatusCode()))
+		ctx.SetConnectionClose() // the rest of the body cannot be told from the next request
 	}
 	if err != nil {
-		if body != nil && body.err != nil {
-			err = body.err
-			ctx.SetConnectionClose() // the rest of the body cannot be told from the next request
-		}
 		ctx.Response.Reset()
-		f.p.upstreamFailed(fastExchange{ctx}, err, d)
+		call.Failed(fastExchange{ctx}, upstreamError(err))
 		return
 	}
-	f.p.metrics.forwarded(d.class, time.Since(start))
-	f.p.metrics.answered(d.class, ctx.Response.StatusCode())
-	release := string(ctx.Response.Header.Peek(ReleaseHeader))
-	ctx.Response.Header.Del(ReleaseHeader)
-	f.p.afterUpstream(d, ctx.Response.StatusCode(), release)
+	release := string(ctx.Response.Header.Peek(admission.ReleaseHeader))
+	ctx.Response.Header.Del(admission.ReleaseHeader)
+	call.Answered(ctx.Response.StatusCode(), release)
 	for _, c := range gateCookies {
 		ctx.Response.Header.AddBytesV("Set-Cookie", c)
 	}
 	if len(gatePass) > 0 {
-		ctx.Response.Header.SetBytesV(PassHeader, gatePass)
+		ctx.Response.Header.SetBytesV(admission.PassHeader, gatePass)
 	}
 	// The body streams from the upstream connection as the visitor reads it; a body of unknown
 	// length goes out chunked, flushed chunk by chunk, so streams stay live.
@@ -424,7 +405,7 @@ func requestPath(target []byte) string {
 }
 
 // client is the keep-alive client of the configured upstream.
-func (f *Front) client(u *url.URL) *upstreamClient {
+func (f *Fast) client(u *url.URL) *upstreamClient {
 	if c := f.upstream.Load(); c != nil && c.url == u {
 		return c
 	}
@@ -465,7 +446,7 @@ func (f *Front) client(u *url.URL) *upstreamClient {
 }
 
 // escalate hands the connection, with the request already read, to the net/http server.
-func (f *Front) escalate(ctx *fasthttp.RequestCtx) {
+func (f *Fast) escalate(ctx *fasthttp.RequestCtx) {
 	var head bytes.Buffer
 	head.Write(ctx.Method())
 	head.WriteByte(' ')
@@ -480,7 +461,7 @@ func (f *Front) escalate(ctx *fasthttp.RequestCtx) {
 	// A chunked body is still unread on the connection; a fixed-length one was partly read ahead.
 	if n := ctx.Request.Header.ContentLength(); n > 0 {
 		if n > escalatedBodyLimit {
-			replyJSON(fastExchange{ctx}, http.StatusRequestEntityTooLarge, errorBody{Error: "body_too_large", Message: "an upgrade request's body is limited to 1 MiB"})
+			admission.ReplyError(fastExchange{ctx}, http.StatusRequestEntityTooLarge, "body_too_large", "an upgrade request's body is limited to 1 MiB")
 			return
 		}
 		if _, err := io.CopyN(&head, ctx.RequestBodyStream(), int64(n)); err != nil {
@@ -539,4 +520,15 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 	if l.l != nil {
 		l.l.Printf(format, args...)
 	}
+}
+
+// upstreamError names fasthttp's own errors in the words the gate knows them by.
+func upstreamError(err error) error {
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout):
+		return fmt.Errorf("%w: %w", admission.ErrUpstreamTimeout, err)
+	case errors.Is(err, fasthttp.ErrConnectionClosed):
+		return fmt.Errorf("%w: %w", admission.ErrUpstreamClosed, err)
+	}
+	return err
 }

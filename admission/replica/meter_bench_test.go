@@ -1,4 +1,4 @@
-package admission
+package replica
 
 import (
 	"testing"
@@ -13,13 +13,13 @@ import (
 // pass's use, from both cores at once), beside BenchmarkInFlightGauge, the in-flight gauge every
 // forwarded request already moves.
 func BenchmarkWorkloadMeter(b *testing.B) {
-	m := newWorkloadMeter()
+	m := NewWorkloadMeter()
 	p := pass.Pass{Visitor: "visitor-1", NotBefore: time.Now(), Expiry: time.Now().Add(time.Minute)}
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			now := time.Now()
-			m.used(p, now)
-			m.end(m.begin(), false)
+			m.Used(p, now)
+			m.End(m.Begin(), false)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package admission
+package front
 
 import (
 	"context"
@@ -10,20 +10,16 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/herdgate/herdgate/admission"
 )
 
-// The net/http transport: the Proxy as an http.Handler. The fast front hands it the connections
-// that ask for a protocol upgrade (WebSocket), and programs that embed the gate serve it directly.
-
-// NetHTTPServer is the net/http server for p, with the front's limits: the one that takes over
-// upgraded connections, and the one to use when serving p as an http.Handler on its own.
-func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
+// NewNetHTTPServer is a net/http server for h with the fast front's limits: the one that takes over
+// upgraded connections, and the one to serve a NetHTTP front on its own.
+func NewNetHTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
 	return &http.Server{
-		Handler:           p,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		// net/http allows 4 KiB on top of this, for the request line.
@@ -32,8 +28,40 @@ func NetHTTPServer(p *Proxy, errorLog *log.Logger) *http.Server {
 	}
 }
 
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p.draining.Load() {
+// NetHTTP is the net/http front: an http.Handler that decides through the gate and forwards with
+// net/http's reverse proxy. It carries the connections the fast front hands over for a protocol
+// upgrade (WebSocket), and serves programs that embed the gate in a net/http server (which then run
+// Proxy.Run beside it).
+type NetHTTP struct {
+	p  *admission.Proxy
+	rp *httputil.ReverseProxy
+}
+
+// NetHTTPOptions tune a NetHTTP front.
+type NetHTTPOptions struct {
+	// UpstreamTransport reaches the upstream; nil means NewUpstreamTransport.
+	UpstreamTransport http.RoundTripper
+}
+
+// NewNetHTTP is the net/http front of p.
+func NewNetHTTP(p *admission.Proxy, o NetHTTPOptions) *NetHTTP {
+	h := &NetHTTP{p: p}
+	transport := o.UpstreamTransport
+	if transport == nil {
+		transport = NewUpstreamTransport()
+	}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		ModifyResponse: modifyResponse,
+		Transport:      transport,
+		BufferPool:     bufferPool{},
+		ErrorHandler:   upstreamFailed,
+	}
+	return h
+}
+
+func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.p.Draining() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
 	}
 	if !isWebSocketUpgrade(r.Header.Get("Upgrade")) {
@@ -41,92 +69,49 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Upgrade")
 		r.Header.Del("HTTP2-Settings")
 	}
-	d, ok := p.gate(stdExchange{w, r}, p.cfg.Load(), r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	d, ok := h.p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	if !ok {
 		return
 	}
-	start := time.Now()
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = readCloser{&visitorBody{r: r.Body}, r.Body}
 	}
-	waiting := &upstreamWait{gauge: p.metrics.upstreamGauge(d.class)}
-	waiting.gauge.Inc()
-	if d.class == "protected" {
-		waiting.meter = p.workload
-		waiting.began = waiting.meter.begin()
-	}
-	ctx := context.WithValue(context.WithValue(r.Context(), decisionKey{}, d), waitKey{}, waiting)
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
-	waiting.answered(false) // in case neither the response nor the error handler said so
-	p.metrics.forwarded(d.class, time.Since(start))
+	// The call is in flight until the upstream's response headers (or its failure), as on the fast
+	// front, not for as long as an upgraded connection lasts.
+	call := h.p.BeginUpstream(d)
+	defer call.End() // in case neither the response nor the error handler said so
+	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, forward{d, call})))
 }
 
-// decisionKey carries the gate's decision from ServeHTTP to the upstream's response.
-type decisionKey struct{}
+// forwardKey carries a request's forward from ServeHTTP to the reverse proxy's hooks.
+type forwardKey struct{}
 
-// waitKey carries a request's upstreamWait: it is in flight until the upstream's response headers
-// (or its failure), as on the fast front, not for as long as an upgraded connection lasts.
-type waitKey struct{}
-
-type upstreamWait struct {
-	gauge prometheus.Gauge
-	// meter, for a protected request, measures it for the workload report from began.
-	meter *workloadMeter
-	began time.Time
-	done  atomic.Bool
+// forward is what the gate decided of a request and its call to the upstream.
+type forward struct {
+	d    admission.Decision
+	call *admission.UpstreamCall
 }
 
-// answered ends the wait once; failed says whether the upstream failed the request.
-func (u *upstreamWait) answered(failed bool) {
-	if u != nil && !u.done.Swap(true) {
-		u.gauge.Dec()
-		if u.meter != nil {
-			u.meter.end(u.began, failed)
-		}
-	}
+func forwardOf(r *http.Request) forward {
+	f, _ := r.Context().Value(forwardKey{}).(forward)
+	return f
 }
 
-func waitOf(r *http.Request) *upstreamWait {
-	u, _ := r.Context().Value(waitKey{}).(*upstreamWait)
-	return u
-}
-
-// modifyResponse strips the release header from the upstream's answer and ends the session it asks
-// to end.
-func (p *Proxy) modifyResponse(res *http.Response) error {
-	waitOf(res.Request).answered(res.StatusCode >= 500)
-	release := res.Header.Get(ReleaseHeader)
-	res.Header.Del(ReleaseHeader)
-	if d, ok := res.Request.Context().Value(decisionKey{}).(decision); ok {
-		p.metrics.answered(d.class, res.StatusCode)
-		p.afterUpstream(d, res.StatusCode, release)
-	}
+// modifyResponse strips the release header from the upstream's answer and reports the answer.
+func modifyResponse(res *http.Response) error {
+	release := res.Header.Get(admission.ReleaseHeader)
+	res.Header.Del(admission.ReleaseHeader)
+	forwardOf(res.Request).call.Answered(res.StatusCode, release)
 	return nil
-}
-
-func newReverseProxy(p *Proxy, transport http.RoundTripper) *httputil.ReverseProxy {
-	if transport == nil {
-		transport = NewUpstreamTransport()
-	}
-	return &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		ModifyResponse: p.modifyResponse,
-		Transport:      transport,
-		BufferPool:     bufferPool{},
-		ErrorHandler:   p.upstreamError,
-	}
 }
 
 // rewrite applies the forwarding policy to the outbound request; the reverse proxy has removed the
 // hop-by-hop headers already (keeping those of a protocol upgrade). It forwards as the gate decided,
 // under the config the gate decided with: a config swapped in meanwhile never sends a request judged
 // under another to its upstream.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	d, _ := pr.In.Context().Value(decisionKey{}).(decision)
-	cfg := d.cfg
-	f := forwardingOf(cfg, inbound{
-		method: pr.In.Method, canonical: d.canonical, rawQuery: pr.In.URL.RawQuery, host: pr.In.Host,
-		clientIP: forwardedClient(stdExchange{nil, pr.In}, cfg), tls: pr.In.TLS != nil,
+func rewrite(pr *httputil.ProxyRequest) {
+	f := forwardOf(pr.In).d.Forwarding(stdExchange{nil, pr.In}, admission.Inbound{
+		Method: pr.In.Method, RawQuery: pr.In.URL.RawQuery, Host: pr.In.Host, TLS: pr.In.TLS != nil,
 	})
 	pr.Out.Method = f.Method
 	pr.Out.URL = f.URL()
@@ -134,7 +119,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// ReverseProxy keeps "TE: trailers" for gRPC; the fast front drops TE with the other hop-by-hop
 	// headers, and so does this one.
 	pr.Out.Header.Del("Te")
-	f.apply(stdHeader(pr.Out.Header))
+	f.Apply(stdHeader(pr.Out.Header))
 }
 
 // stdHeader is a net/http request header as the forwarding policy changes it.
@@ -182,13 +167,9 @@ type readCloser struct {
 	io.Closer
 }
 
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	waitOf(r).answered(upstreamFault(err, 0))
-	d, _ := r.Context().Value(decisionKey{}).(decision)
-	if d.class == "" {
-		d.class = "open"
-	}
-	p.upstreamFailed(stdExchange{w, r}, err, d)
+// upstreamFailed answers a request the upstream did not answer.
+func upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	forwardOf(r).call.Failed(stdExchange{w, r}, err)
 }
 
 // NewUpstreamTransport is the one keep-alive transport the proxy shares for its upstream: many idle

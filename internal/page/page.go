@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/text/language"
+
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 var (
@@ -51,18 +53,14 @@ func mustTexts(raw []byte) map[string]string {
 	return m
 }
 
-// Phases a page may be opened in: Open, Closed, Passthrough, and with a schedule Scheduled, PreQueue,
-// Opening.
-var Phases = []string{"Open", "Closed", "Passthrough", "Scheduled", "PreQueue", "Opening"}
-
 // Data is what the waiting page renders with, the built-in page or a template of the site's own
 // (spec.page.template). The page is rendered when a visitor opens it; from then on its script keeps it
 // current from enter and status.
 type Data struct {
 	// Lang is the page's language, "en" or "ko", from the browser's Accept-Language.
 	Lang string
-	// Phase is the room's phase when the page was opened (one of Phases, by the proxy's clock).
-	Phase string
+	// Phase is the room's phase when the page was opened (by the proxy's clock).
+	Phase settings.Phase
 	// Queue is the WaitingQueue as namespace/name.
 	Queue string
 	// Return is where the visitor goes once admitted: a path on this origin.
@@ -111,7 +109,7 @@ func Parse(text string) (*Template, error) {
 		return nil, err
 	}
 	sample := time.Unix(0, 0).UTC().Format(time.RFC3339)
-	for _, phase := range Phases {
+	for _, phase := range settings.Phases {
 		for lang := range texts {
 			d := NewData(lang, "/")
 			d.Phase, d.Queue, d.Message = phase, "namespace/name", "a message"

@@ -1,0 +1,57 @@
+package admission
+
+import (
+	"context"
+
+	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/admission/replica"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// Doors into the package for its tests, which speak to it from outside (package admission_test) as
+// the fronts do, and reach inside only through here.
+
+type (
+	ChallengeBody = challengeBody
+	PositionBody  = positionBody
+)
+
+const (
+	ChallengeLifetime = challengeLifetime
+	MaxNotOpenRetry   = maxNotOpenRetry
+	PlanTTL           = planTTL
+	TooEarlyShare     = tooEarlyShare
+)
+
+var (
+	ClientAddr  = clientAddr
+	IsOwnCookie = isOwnCookie
+	IsOwnHeader = isOwnHeader
+)
+
+// ForwardingOf is how a request of canonical path goes to cfg's upstream.
+func ForwardingOf(cfg *Config, canonical, clientIP string, in Inbound) Forwarding {
+	return forwardingOf(cfg, canonical, clientIP, in)
+}
+
+// Values are the Secret values a file config carries.
+func (fc *FileConfig) Values() SecretValues { return fc.values() }
+
+// PassDecision is a protected request's decision with a valid pass.
+func PassDecision(p pass.Pass) Decision { return Decision{class: "protected", pass: p, hasPass: true} }
+
+func (p *Proxy) AfterUpstream(d Decision, status int, release string) {
+	p.afterUpstream(d, status, release)
+}
+func (p *Proxy) SyncSessions(ctx context.Context) error { return p.syncSessions(ctx) }
+func (p *Proxy) KeepSessions(ctx context.Context)       { p.keepSessions(ctx) }
+func (p *Proxy) RefreshFar(ctx context.Context)         { p.refreshFar(ctx) }
+func (p *Proxy) KeepFarPositions(ctx context.Context)   { p.keepFarPositions(ctx) }
+func (p *Proxy) ReportWorkload(ctx context.Context)     { p.reportWorkload(ctx) }
+func (p *Proxy) ReportConfig(ctx context.Context)       { p.reportConfig(ctx) }
+func (p *Proxy) Sessions() *replica.Sessions            { return p.sessions }
+func (p *Proxy) FarPositions() *replica.FarPositions    { return p.far }
+func (p *Proxy) WorkloadMeter() *replica.WorkloadMeter  { return p.workload }
+
+// ReadPlansFresh makes the proxy read the published plan at every request.
+func (p *Proxy) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }

@@ -1,0 +1,52 @@
+package replica
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herdgate/herdgate/admission/pass"
+)
+
+// TestTheMeterKeepsRunningTotals: requests, errors, latency and time in flight add up across takes,
+// which report totals (the scheduler takes differences); a pass's first use is reported once, and a
+// use given back after a failed report goes with the next.
+func TestTheMeterKeepsRunningTotals(t *testing.T) {
+	m := NewWorkloadMeter()
+	start := m.Begin()
+	second := m.Begin()
+	time.Sleep(2 * time.Millisecond) // both in flight a while: the integral grows
+	m.End(start, false)
+	m.End(second, true)
+	now := time.Now()
+	nb := now.Add(-time.Second)
+	p := pass.Pass{Visitor: "ada", NotBefore: nb, Expiry: nb.Add(time.Minute)}
+	m.Used(p, now)
+	m.Used(p, now)
+	m.Used(pass.Pass{Visitor: "old", NotBefore: now.Add(-2 * useWindow), Expiry: now}, now) // too old to count
+	r, uses := m.Take(now)
+	if r.Requests != 2 || r.Errors != 1 || r.LatencyMicros < 2*2000 || r.FlightMicros < 2*2000 || r.Epoch == "" {
+		t.Fatalf("first take: %+v", r)
+	}
+	if len(uses) != 1 || uses[0].Second != nb.Unix() {
+		t.Fatalf("uses %v, want ada's once", uses)
+	}
+	var bucketed int64
+	for _, n := range r.Buckets {
+		bucketed += n
+	}
+	if bucketed != 2 {
+		t.Fatalf("latency buckets %v hold %d requests, want 2", r.Buckets, bucketed)
+	}
+	m.GiveBack(uses)
+	m.End(m.Begin(), false)
+	again, uses := m.Take(time.Now())
+	if again.Requests != 3 || again.Errors != 1 || again.Epoch != r.Epoch || again.ElapsedMicros < r.ElapsedMicros {
+		t.Fatalf("second take: %+v, want running totals of the same epoch", again)
+	}
+	if len(uses) != 1 {
+		t.Fatalf("a use given back was lost: %v", uses)
+	}
+	if _, uses := m.Take(time.Now()); len(uses) != 0 {
+		t.Fatalf("a use reported twice: %v", uses)
+	}
+}
