@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/entry"
 )
 
 // BenchmarkSolve times Solve, what an API client runs, at each difficulty; beside it
@@ -14,7 +14,7 @@ func BenchmarkSolve(b *testing.B) {
 		b.Run(fmt.Sprintf("difficulty=%d", d), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				challenge := fmt.Sprintf("bench-%d-%d", d, i)
-				if nonce := admission.Solve(challenge, d); admission.LeadingZeroBits(challenge, nonce) < d {
+				if nonce := entry.Solve(challenge, d); entry.LeadingZeroBits(challenge, nonce) < d {
 					b.Fatal("not solved")
 				}
 			}

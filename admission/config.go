@@ -7,12 +7,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/entry"
 	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/internal/page"
 
@@ -21,63 +20,47 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/route"
 	"github.com/herdgate/herdgate/internal/settings"
 )
 
-// Config is everything the proxy serves one queue with. It is immutable; a change builds a new one.
+// Config is everything the proxy serves one queue with: the queue's settings, as the manager and the
+// scheduler derive them too, and what the proxy makes of them with the Secret values they refer to
+// (the pass signer, the entry checks, the bypass lanes, the page template). It is immutable; a
+// change builds a new one.
 type Config struct {
-	Namespace, Name string
-	// Generation is the WaitingQueue generation the config was built from.
-	Generation int64
-	Routes     []route.Route
-	// IdentityHeader, when set, names the trusted header that identifies visitors.
-	IdentityHeader string
-	Upstream       *url.URL
-	FailurePolicy  herdgatev1alpha1.FailurePolicy
-	// Mode is Queue, Passthrough or Closed.
-	Mode   herdgatev1alpha1.Mode
+	settings.Settings
+
 	Signer *pass.Signer
-	// PassTTL, Sliding and MaxSession say how passes are extended; CompletionRoutes end a session.
-	PassTTL          time.Duration
-	Sliding          bool
-	MaxSession       time.Duration
-	CompletionRoutes []route.Route
-	// Plan, PollMin, PollMax and AbandonAfter come from the spec and apply until the scheduler
-	// publishes its plan in Redis. Plan is the plan ticks run, and admits nobody when the spec
-	// suspends the queue.
-	Plan capacity.Plan
-	// Tick is the plan's tick, suspended or not; Adaptive is set when the rate follows what the
-	// replicas measure, which they then report every tick rather than every second (workload.go).
-	Tick     time.Duration
-	Adaptive bool
-	// PollBudget is the most polls per second the waiting visitors may cost (spec.polling.budget).
-	PollBudget float64
-	// ExactPositions is how far from the front a status poll asks Redis; further back the proxy
-	// answers from its snapshot of the queue (far.go).
-	ExactPositions   int64
-	PollMin, PollMax time.Duration
-	AbandonAfter     time.Duration
-	// Schedule, when set, opens the room at a set time (see phase.go).
-	Schedule *settings.Schedule
-	// Entry, when set, bounds the places one client takes; TrustedProxies say whose X-Forwarded-For
-	// names the client (see client.go).
-	Entry          *settings.EntryLimit
-	TrustedProxies []netip.Prefix
-	// Invitation, ProofOfWork and External, when set, are what an entry must bring (invitation.go,
-	// challenge.go); Bypass the rules that need no pass (bypass.go).
-	Invitation  *invitationCheck
-	ProofOfWork *proofOfWork
-	External    *externalChallenge
-	Bypass      []bypassRule
-	// bypassHeaders are the bypass rules' headers, which never reach the upstream.
+	// Quota is the plan ticks run, which admits nobody when the spec suspends the queue; it applies
+	// until the scheduler publishes its plan in Redis.
+	Quota capacity.Plan
+	// EntryChecks are what an entry must bring, in order: the client's limit, the invitation, the
+	// proof of work or the external challenge (package entry). BypassLanes let requests to protected
+	// routes through without a pass; bypassHeaders are their headers, never forwarded.
+	EntryChecks   entry.Chain
+	BypassLanes   entry.Chain
 	bypassHeaders []string
-	// Page, when set, is the site's waiting page template; PageMessage is shown on the page and in
-	// enter and status answers.
-	Page        *page.Template
-	PageMessage string
-	// PageProblem says why the queue's page template is not served (the built-in page is).
-	PageProblem error
+	// ProofOfWork, when set, issues the challenges an entry must solve.
+	ProofOfWork *entry.ProofOfWork
+	// invitationTokens is how many of an entry's single-use tokens come from its invitation.
+	invitationTokens int
+	// clients tells a request's client from the trusted proxies.
+	clients entry.Clients
+	// PageTemplate, when set, is the site's waiting page template; PageProblem says why the queue's
+	// template is not served (the built-in page is).
+	PageTemplate *page.Template
+	PageProblem  error
+}
+
+// Tick is the tick of the plan the queue runs, suspended or not.
+func (c *Config) Tick() time.Duration { return c.Effective.Tick() }
+
+// PageMessage is the operator's notice on the waiting page and in enter and status answers.
+func (c *Config) PageMessage() string {
+	if c.Page == nil {
+		return ""
+	}
+	return c.Page.Message
 }
 
 // SecretValues reads the copy of a value a spec field refers to, by its key in the queue's Secret
@@ -114,25 +97,20 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{
-		Namespace: s.Namespace, Name: s.Name, Generation: s.Generation, Routes: s.Routes,
-		IdentityHeader: s.IdentityHeader, Upstream: s.Upstream, FailurePolicy: s.FailurePolicy, Mode: s.Mode, Signer: signer,
-		PassTTL: s.PassTTL, Sliding: s.Sliding, MaxSession: s.MaxSession, CompletionRoutes: s.CompletionRoutes,
-		PollMin: s.PollMin, PollMax: s.PollMax, AbandonAfter: s.AbandonAfter, Schedule: s.Schedule,
-		Entry: s.Entry, TrustedProxies: s.TrustedProxies, Tick: s.Effective.Tick(), Adaptive: s.Adaptive != nil,
-		PollBudget: s.PollBudget.PerSecond, ExactPositions: s.ExactPositions,
-	}
+	c := &Config{Settings: *s, Signer: signer, clients: entry.Clients{Trusted: s.TrustedProxies}}
 	if s.Admits() {
-		c.Plan = s.Effective
+		c.Quota = s.Effective
 	}
-	if err := c.applyEdge(s, hmacKey, values); err != nil {
+	if err := c.applyEdge(hmacKey, values); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// applyEdge fills the entry's checks and the bypass rules, reading the values they refer to.
-func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretValues) error {
+// applyEdge fills the entry's checks, the bypass lanes and the page, reading the values they refer
+// to.
+func (c *Config) applyEdge(hmacKey []byte, values SecretValues) error {
+	s := &c.Settings
 	read := func(ref settings.SecretRef) ([]byte, error) {
 		if values == nil {
 			return nil, fmt.Errorf("%s: Secret %s key %s: no Secret values to read", ref.Field, ref.Name, ref.Key)
@@ -143,25 +121,30 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 		}
 		return v, ref.CheckValue(v)
 	}
+	if s.Entry != nil {
+		c.EntryChecks = append(c.EntryChecks, &entry.ClientLimit{EntryLimit: *s.Entry, Clients: c.clients})
+	}
 	if inv := s.Invitation; inv != nil {
 		key, err := read(inv.Key)
 		if err != nil {
 			return err
 		}
-		c.Invitation = &invitationCheck{key: key, audience: s.Namespace + "/" + s.Name, singleUse: inv.SingleUse}
+		c.EntryChecks = append(c.EntryChecks, &entry.Invitation{Key: key, Audience: s.Namespace + "/" + s.Name, SingleUse: inv.SingleUse})
+		if inv.SingleUse {
+			c.invitationTokens = 1
+		}
 	}
 	if pow := s.ProofOfWork; pow != nil {
-		c.ProofOfWork = newProofOfWork(*pow, hmacKey, s.Namespace+"/"+s.Name)
-	}
-	if ext := s.External; ext != nil {
+		c.ProofOfWork = entry.NewProofOfWork(*pow, hmacKey, s.Namespace+"/"+s.Name)
+		c.EntryChecks = append(c.EntryChecks, c.ProofOfWork)
+	} else if ext := s.External; ext != nil {
 		secret, err := read(ext.Secret)
 		if err != nil {
 			return err
 		}
-		c.External = &externalChallenge{verifyURL: ext.VerifyURL, secret: string(secret), timeout: ext.Timeout}
+		c.EntryChecks = append(c.EntryChecks, &entry.ExternalChallenge{VerifyURL: ext.VerifyURL, Secret: string(secret), Timeout: ext.Timeout, Clients: c.clients})
 	}
 	if pg := s.Page; pg != nil {
-		c.PageMessage = pg.Message
 		if ref := pg.Template; ref != nil {
 			// A template that cannot serve leaves the built-in page, never the queue without a config:
 			// the manager reports it (PageTemplateInvalid) and keeps the last good copy in the mount.
@@ -172,7 +155,7 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 				text, err = values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
 			}
 			if err == nil {
-				c.Page, err = page.Parse(string(text))
+				c.PageTemplate, err = page.Parse(string(text))
 			}
 			if err != nil {
 				c.PageProblem = fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
@@ -180,16 +163,16 @@ func (c *Config) applyEdge(s *settings.Settings, hmacKey []byte, values SecretVa
 		}
 	}
 	for _, b := range s.Bypass {
-		rule := bypassRule{name: b.Name, cidrs: b.CIDRs, header: b.Header, path: b.Path}
+		lane := &entry.BypassLane{Name: b.Name, CIDRs: b.CIDRs, Header: b.Header, Path: b.Path, Clients: c.clients}
 		if b.Header != "" {
 			v, err := read(b.HeaderValue)
 			if err != nil {
 				return err
 			}
-			rule.value = v
+			lane.Value = v
 			c.bypassHeaders = append(c.bypassHeaders, b.Header)
 		}
-		c.Bypass = append(c.Bypass, rule)
+		c.BypassLanes = append(c.BypassLanes, lane)
 	}
 	return nil
 }

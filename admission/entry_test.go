@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/entry"
 
 	"github.com/golang-jwt/jwt/v5"
 	"k8s.io/utils/ptr"
@@ -117,19 +118,6 @@ func TestAnInvitationForAVisitor(t *testing.T) {
 		http.StatusForbidden, "invitation_other_visitor")
 }
 
-func TestTheProofOfWorkAlgorithm(t *testing.T) {
-	// SHA-256("abc:0") starts with the bits 0110…: one leading zero.
-	if got := admission.LeadingZeroBits("abc", "0"); got != 1 {
-		t.Fatalf("LeadingZeroBits(abc, 0) = %d, want 1", got)
-	}
-	for _, d := range []int{1, 8, 12} {
-		nonce := admission.Solve("a challenge", d)
-		if admission.LeadingZeroBits("a challenge", nonce) < d {
-			t.Fatalf("Solve at %d bits found %s, which does not solve it", d, nonce)
-		}
-	}
-}
-
 // clock is a test's settable clock.
 type clock struct{ offset atomic.Int64 }
 
@@ -143,11 +131,11 @@ func TestTheProofOfWork(t *testing.T) {
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
 				ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 10}}}
 		})
-		challenge := func() admission.ChallengeBody {
+		challenge := func() entry.Challenge {
 			t.Helper()
 			r := h.visitor().do(http.MethodGet, "/.herdgate/challenge", nil)
-			body := admission.ChallengeBody{}
-			if r.StatusCode != http.StatusOK || json.Unmarshal(r.body, &body) != nil || body.Algorithm != admission.ProofOfWorkAlgorithm || body.Difficulty != 10 {
+			body := entry.Challenge{}
+			if r.StatusCode != http.StatusOK || json.Unmarshal(r.body, &body) != nil || body.Algorithm != entry.ProofOfWorkAlgorithm || body.Difficulty != 10 {
 				t.Fatalf("GET /.herdgate/challenge: %d %s", r.StatusCode, r.body)
 			}
 			return body
@@ -157,7 +145,7 @@ func TestTheProofOfWork(t *testing.T) {
 		}
 
 		ch := challenge()
-		solved := ch.Challenge + ":" + admission.Solve(ch.Challenge, ch.Difficulty)
+		solved := ch.Challenge + ":" + entry.Solve(ch.Challenge, ch.Difficulty)
 		first := h.visitor()
 		if r := enter(first, solved); r.StatusCode != http.StatusOK || r.json(t)["position"] != float64(1) {
 			t.Fatalf("a solved challenge: %d %s; want a place", r.StatusCode, r.body)
@@ -171,7 +159,7 @@ func TestTheProofOfWork(t *testing.T) {
 		fresh := challenge()
 		wrong := ""
 		for n := 0; ; n++ { // the first nonce that does not solve it
-			if nonce := strings.Repeat("7", 1) + string(rune('a'+n%26)); admission.LeadingZeroBits(fresh.Challenge, nonce) < fresh.Difficulty {
+			if nonce := strings.Repeat("7", 1) + string(rune('a'+n%26)); entry.LeadingZeroBits(fresh.Challenge, nonce) < fresh.Difficulty {
 				wrong = nonce
 				break
 			}
@@ -180,13 +168,13 @@ func TestTheProofOfWork(t *testing.T) {
 		// A challenge whose difficulty byte is lowered no longer carries its MAC.
 		parts := strings.Split(fresh.Challenge, ".")
 		forged := parts[0] + "." + parts[1][:len(parts[1])-2] + "AA." + parts[2]
-		wantError(t, "a forged challenge", enter(h.visitor(), forged+":"+admission.Solve(forged, 1)), http.StatusForbidden, "challenge_invalid")
+		wantError(t, "a forged challenge", enter(h.visitor(), forged+":"+entry.Solve(forged, 1)), http.StatusForbidden, "challenge_invalid")
 		wantError(t, "a proof without a nonce", enter(h.visitor(), fresh.Challenge), http.StatusBadRequest, "challenge_invalid")
 		wantError(t, "a nonce of symbols", enter(h.visitor(), fresh.Challenge+":1;2"), http.StatusBadRequest, "challenge_invalid")
 
 		old := challenge()
-		oldProof := old.Challenge + ":" + admission.Solve(old.Challenge, old.Difficulty)
-		c.advance(admission.ChallengeLifetime + time.Second)
+		oldProof := old.Challenge + ":" + entry.Solve(old.Challenge, old.Difficulty)
+		c.advance(entry.ChallengeLifetime + time.Second)
 		wantError(t, "a challenge solved too late", enter(h.visitor(), oldProof), http.StatusForbidden, "challenge_expired")
 
 		st, err := h.q.Stats(t.Context())
@@ -409,5 +397,41 @@ func TestSecretValuesThatCannotServe(t *testing.T) {
 	}
 	if _, err := admission.NewConfig(wq, key); err == nil || !strings.Contains(err.Error(), "no Secret values to read") {
 		t.Errorf("NewConfig without values: %v", err)
+	}
+}
+
+// TestABrowserEntersOnlyWithWhatTheEntryAsks: a browser opening a protected page without a pass is
+// admitted at once only when it brings what an enter would have to (an invitation, a proof of work,
+// a challenge's answer): without, it goes to the waiting page, which asks for it, and the workload
+// never sees the request.
+func TestABrowserEntersOnlyWithWhatTheEntryAsks(t *testing.T) {
+	stand := &verifierStandIn{secret: "the site's secret", responses: map[string]bool{}}
+	verifier := httptest.NewServer(stand)
+	defer verifier.Close()
+	for name, spec := range map[string]*herdgatev1alpha1.EntrySpec{
+		"invitation":    {Invitation: &herdgatev1alpha1.InvitationSpec{KeySecretRef: herdgatev1alpha1.SecretValueRef{Name: "invites", Key: "key"}}},
+		"proof of work": {Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 8}}},
+		"external challenge": {Challenge: &herdgatev1alpha1.ChallengeSpec{External: &herdgatev1alpha1.ExternalChallengeSpec{
+			VerifyURL: verifier.URL + "/siteverify", SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			onBothFronts(t, func(t *testing.T) {
+				h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{
+					"invites": {"key": invitationKey}, "captcha": {"secret": stand.secret}}},
+					func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Entry = spec })
+				browser := h.visitor()
+				res := browser.do(http.MethodGet, "/checkout", nil, "Accept", "text/html")
+				if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/.herdgate/?return=") {
+					t.Fatalf("a browser without what the entry asks: %d %s (Location %q); want 303 to the waiting page",
+						res.StatusCode, res.body, res.Header.Get("Location"))
+				}
+				if calls := h.upstream.all(); len(calls) != 0 {
+					t.Fatalf("the workload saw %d requests", len(calls))
+				}
+				if res := browser.status(); res.StatusCode != http.StatusNotFound {
+					t.Fatalf("the browser's status: %d %s; want 404, never entered", res.StatusCode, res.body)
+				}
+			})
+		})
 	}
 }

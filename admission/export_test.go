@@ -11,20 +11,15 @@ import (
 // Doors into the package for its tests, which speak to it from outside (package admission_test) as
 // the fronts do, and reach inside only through here.
 
-type (
-	ChallengeBody = challengeBody
-	PositionBody  = positionBody
-)
+type PositionBody = positionBody
 
 const (
-	ChallengeLifetime = challengeLifetime
-	MaxNotOpenRetry   = maxNotOpenRetry
-	PlanTTL           = planTTL
-	TooEarlyShare     = tooEarlyShare
+	MaxNotOpenRetry = maxNotOpenRetry
+	PlanTTL         = planTTL
+	TooEarlyShare   = tooEarlyShare
 )
 
 var (
-	ClientAddr  = clientAddr
 	IsOwnCookie = isOwnCookie
 	IsOwnHeader = isOwnHeader
 )

@@ -106,8 +106,8 @@ func (p *Proxy) keepFarPositions(ctx context.Context) {
 	}
 	for {
 		interval := herdgatev1alpha1.DefaultTick
-		if cfg := p.cfg.Load(); cfg != nil && cfg.Tick > 0 {
-			interval = cfg.Tick
+		if cfg := p.cfg.Load(); cfg != nil && cfg.Tick() > 0 {
+			interval = cfg.Tick()
 		}
 		if !sleepFor(ctx, interval) {
 			// The last tick's signs of life still go to Redis, so that a replica shutting down
@@ -124,7 +124,7 @@ func (p *Proxy) keepFarPositions(ctx context.Context) {
 // stretch is the poll interval of visitors far from the front of a queue of depth, under cfg's
 // budget and the room's plan.
 func (p *Proxy) stretch(cfg *Config, r room, depth int64) time.Duration {
-	b := capacity.PollBudget{PerSecond: cfg.PollBudget, MinInterval: r.pollMin, MaxInterval: r.pollMax, AbandonAfter: r.abandonAfter}
+	b := capacity.PollBudget{PerSecond: cfg.PollBudget.PerSecond, MinInterval: r.pollMin, MaxInterval: r.pollMax, AbandonAfter: r.abandonAfter}
 	return p.polls.Stretch(b, r.plan, depth)
 }
 

@@ -152,3 +152,13 @@ func escapedPath(p string) string {
 func pathSafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/-._~!$&'()*+,=:@", c) >= 0
 }
+
+// forwardedClient is the X-Forwarded-For the upstream gets: the visitor's address, which behind a
+// trusted proxy is the client it names.
+func forwardedClient(x Exchange, cfg *Config) string {
+	a := cfg.clients.Of(x)
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}

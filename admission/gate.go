@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/entry"
 	"github.com/herdgate/herdgate/admission/pass"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -103,9 +104,9 @@ func (p *Proxy) gate(x Exchange, cfg *Config, escapedPath string, fragment bool)
 	}
 	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical)}
 	if d.class == "protected" {
-		if rule := p.bypass(x, cfg, canonical); rule != "" {
+		if lane := bypassLane(x, cfg, canonical); lane != "" {
 			// A bypass lane: no pass, no queue, whatever the mode.
-			p.metrics.bypassed.WithLabelValues(rule).Inc()
+			p.metrics.bypassed.WithLabelValues(lane).Inc()
 			d.class = "bypass"
 		} else if !p.admit(x, cfg, &d) {
 			return d, false
@@ -118,6 +119,16 @@ func (p *Proxy) gate(x Exchange, cfg *Config, escapedPath string, fragment bool)
 		d.presented = presentedOf(x, cfg)
 	}
 	return d, true
+}
+
+// bypassLane is the first bypass lane the request to a protected route takes, or "".
+func bypassLane(x Exchange, cfg *Config, canonical string) string {
+	if len(cfg.BypassLanes) == 0 {
+		return ""
+	}
+	var out entry.Outcome
+	cfg.BypassLanes.Check(entry.Input{Request: x, Path: canonical}, &out)
+	return out.Bypass
 }
 
 // passToken is the pass a request carries: the pass header, else the pass cookie.
@@ -289,13 +300,19 @@ func (p *Proxy) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time
 
 // admitAtOnce enters a browser that asks for a protected page without a pass. While nobody waits and
 // the tick's budget has room, the queue admits it at once: it goes on to the page with its pass and
-// never sees the waiting page. Otherwise it holds a place, which the waiting page then shows.
+// never sees the waiting page. Otherwise it holds a place, which the waiting page then shows. The
+// entry checks apply as to any enter: a browser without what they ask for (an invitation, a proof of
+// work) enters nothing and goes to the waiting page, which asks for it.
 func (p *Proxy) admitAtOnce(x Exchange, cfg *Config, r room) bool {
 	visitor, ok := p.identify(x, cfg, true)
 	if !ok || queue.ValidateVisitorID(visitor) != nil {
 		return false
 	}
-	pos, err := p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, p.entryLimit(x, cfg))
+	var granted entry.Outcome
+	if cfg.EntryChecks.Check(entry.Input{Request: x, Visitor: visitor, Now: p.now()}, &granted) != nil {
+		return false
+	}
+	pos, err := p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.redisResult(err)

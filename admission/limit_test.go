@@ -4,44 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/herdgate/herdgate/admission"
-
 	"k8s.io/utils/ptr"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
-
-func TestClientAddr(t *testing.T) {
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
-	for _, tc := range []struct {
-		name, peer string
-		xff        []string
-		want       string
-	}{
-		{"a direct visitor: its header is ignored", "203.0.113.7", []string{"198.51.100.1"}, "203.0.113.7"},
-		{"behind a trusted proxy", "10.1.2.3", []string{"198.51.100.1"}, "198.51.100.1"},
-		{"a visitor's own hops come before the proxy's", "10.1.2.3", []string{"1.1.1.1, 198.51.100.1"}, "198.51.100.1"},
-		{"two trusted hops", "10.1.2.3", []string{"198.51.100.1, 10.9.9.9"}, "198.51.100.1"},
-		{"repeated headers read in order", "10.1.2.3", []string{"1.1.1.1", "198.51.100.1, 10.9.9.9"}, "198.51.100.1"},
-		{"garbage ends the walk at the trusted hop after it", "10.1.2.3", []string{"198.51.100.1, nonsense, 10.9.9.9"}, "10.9.9.9"},
-		{"only trusted hops", "10.1.2.3", []string{"10.4.4.4"}, "10.4.4.4"},
-		{"no header behind a trusted proxy", "10.1.2.3", nil, "10.1.2.3"},
-		{"IPv6 behind a trusted proxy", "fd00::1", []string{"2001:db8::42"}, "2001:db8::42"},
-		{"an IPv4-mapped peer", "::ffff:203.0.113.7", nil, "203.0.113.7"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := admission.ClientAddr(netip.MustParseAddr(tc.peer), tc.xff, trusted); got.String() != tc.want {
-				t.Fatalf("clientAddr = %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
 
 // TestEntriesPerClientAreLimited: one address without cookies takes at most the burst of places, on
 // both fronts, and behind a trusted proxy the forwarded client is the one limited.

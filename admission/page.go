@@ -15,7 +15,7 @@ import (
 // pageFor is the page data of a request of cfg's queue in lang, returning to ret.
 func pageFor(lang, ret string, cfg *Config) page.Data {
 	d := page.NewData(lang, ret)
-	d.Queue, d.Message = cfg.Namespace+"/"+cfg.Name, cfg.PageMessage
+	d.Queue, d.Message = cfg.Namespace+"/"+cfg.Name, cfg.PageMessage()
 	if sc := cfg.Schedule; sc != nil {
 		d.PreQueueFrom, d.OpensAt = sc.PreQueueFrom.UTC().Format(time.RFC3339), sc.OpensAt.UTC().Format(time.RFC3339)
 		if !sc.ClosesAt.IsZero() {
@@ -53,8 +53,8 @@ func (p *Proxy) servePage(x Exchange, cfg *Config) {
 	d := pageFor(page.Language(x.Header("Accept-Language")), SafeReturn(query.Get("return")), cfg)
 	d.Phase = p.pagePhase(cfg)
 	t := page.Builtin()
-	if cfg.Page != nil {
-		t = cfg.Page
+	if cfg.PageTemplate != nil {
+		t = cfg.PageTemplate
 	}
 	body, err := t.Render(d)
 	if err != nil {

@@ -114,7 +114,7 @@ func TestBrokenPageTemplatesAreRefused(t *testing.T) {
 	fc := &admission.FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": `{{.Nope}}`}}}
 	// In the proxy a template that cannot serve leaves the built-in page, and says why.
 	cfg, err := admission.NewConfigWithSecrets(wq, make([]byte, 32), fc.Values())
-	if err != nil || cfg.Page != nil || cfg.PageProblem == nil ||
+	if err != nil || cfg.PageTemplate != nil || cfg.PageProblem == nil ||
 		!strings.Contains(cfg.PageProblem.Error(), "spec.page.template: ConfigMap shop-page key page.html: ") {
 		t.Fatalf("a broken template in the config: %v, %v", err, cfg)
 	}

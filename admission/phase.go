@@ -29,7 +29,7 @@ type room struct {
 
 // room reads the published plan (cached for planTTL) and tells the room's phase from it.
 func (p *Proxy) room(ctx context.Context, cfg *Config) room {
-	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Plan, phase: settings.PhaseOpen, known: true}
+	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: settings.PhaseOpen, known: true}
 	published, err := p.plans.Get(ctx)
 	if err == nil {
 		r.abandonAfter, r.pollMin, r.pollMax, r.plan = published.AbandonAfter, published.PollMin, published.PollMax, published.Quota

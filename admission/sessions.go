@@ -31,8 +31,8 @@ func (p *Proxy) syncSessions(ctx context.Context) error {
 func (p *Proxy) keepSessions(ctx context.Context) {
 	for {
 		tick := 100 * time.Millisecond
-		if cfg := p.cfg.Load(); cfg != nil && cfg.Plan.Tick() > 0 {
-			tick = cfg.Plan.Tick()
+		if cfg := p.cfg.Load(); cfg != nil && cfg.Tick() > 0 {
+			tick = cfg.Tick()
 		}
 		timer := time.NewTimer(tick)
 		select {

@@ -20,8 +20,8 @@ func (p *Proxy) reportWorkload(ctx context.Context) {
 	}
 	for {
 		interval := declaredReportInterval
-		if cfg := p.cfg.Load(); cfg != nil && cfg.Adaptive && cfg.Tick > 0 {
-			interval = cfg.Tick
+		if cfg := p.cfg.Load(); cfg != nil && cfg.Adaptive != nil && cfg.Tick() > 0 {
+			interval = cfg.Tick()
 		}
 		if !sleepFor(ctx, interval) {
 			return

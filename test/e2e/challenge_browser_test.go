@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/entry"
 	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -137,7 +138,7 @@ func BenchmarkSolveInTheBrowser(b *testing.B) {
 					b.Fatal(err)
 				}
 				sep := strings.LastIndexByte(proof, ':')
-				if admission.LeadingZeroBits(proof[:sep], proof[sep+1:]) < d {
+				if entry.LeadingZeroBits(proof[:sep], proof[sep+1:]) < d {
 					b.Fatalf("the browser's solution %q does not solve difficulty %d", proof, d)
 				}
 			}

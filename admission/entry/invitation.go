@@ -1,8 +1,6 @@
-package admission
+package entry
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"time"
@@ -12,21 +10,20 @@ import (
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
-// InvitationHeader carries an invitation on enter.
-const InvitationHeader = "X-Herdgate-Invitation"
-
 const (
 	// maxInvitation bounds the invitations read; longer ones are refused unread.
 	maxInvitation = 4096
 )
 
-// invitationCheck verifies the invitations the site signs (spec.entry.invitation): a JWT signed with
+// Invitation verifies the invitations the site signs (spec.entry.invitation): a JWT signed with
 // HS256 whose audience is the queue (namespace/name), with an expiry, a subject (the user the site
 // verified) or a visitor claim (the herdgate visitor it is for), or both.
-type invitationCheck struct {
-	key       []byte
-	audience  string
-	singleUse bool
+type Invitation struct {
+	// Key is the site's signing key; Audience the queue, as namespace/name.
+	Key      []byte
+	Audience string
+	// SingleUse: an invitation enters one visitor only.
+	SingleUse bool
 }
 
 // invitationClaims are an invitation's claims: the registered ones and vis, the visitor it is for.
@@ -35,17 +32,19 @@ type invitationClaims struct {
 	Visitor string `json:"vis,omitempty"`
 }
 
-// refusal is an entry the gate refuses before it asks the engine: the status and the JSON error.
-type refusal struct {
-	status int
-	body   errorBody
+// Check verifies the request's invitation for its visitor; a single-use one goes in out, for the
+// engine to bind.
+func (c *Invitation) Check(in Input, out *Outcome) *Refusal {
+	t, refused := c.verify(in.Request.Header(InvitationHeader), in.Visitor, in.Now)
+	out.Limit.SingleUse = append(out.Limit.SingleUse, t...)
+	return refused
 }
 
 // verify checks token for visitor at now. It returns the single-use token the engine binds when
 // the queue's invitations are single use, or why the entry is refused.
-func (c *invitationCheck) verify(token, visitor string, now time.Time) ([]queue.SingleUse, *refusal) {
-	refuse := func(status int, code, message string) ([]queue.SingleUse, *refusal) {
-		return nil, &refusal{status, errorBody{Error: code, Message: message, Header: InvitationHeader}}
+func (c *Invitation) verify(token, visitor string, now time.Time) ([]queue.SingleUse, *Refusal) {
+	refuse := func(status int, code, message string) ([]queue.SingleUse, *Refusal) {
+		return nil, &Refusal{Status: status, Code: code, Message: message, Header: InvitationHeader}
 	}
 	if token == "" {
 		return refuse(http.StatusUnauthorized, "invitation_required", "this queue takes only invited visitors: enter with the invitation the site gave you")
@@ -54,9 +53,9 @@ func (c *invitationCheck) verify(token, visitor string, now time.Time) ([]queue.
 		return refuse(http.StatusForbidden, "invitation_invalid", "the invitation is too long")
 	}
 	claims := &invitationClaims{}
-	_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return c.key, nil },
+	_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return c.Key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
-		jwt.WithAudience(c.audience), jwt.WithTimeFunc(func() time.Time { return now }))
+		jwt.WithAudience(c.Audience), jwt.WithTimeFunc(func() time.Time { return now }))
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return refuse(http.StatusForbidden, "invitation_expired", "the invitation has expired")
@@ -74,14 +73,8 @@ func (c *invitationCheck) verify(token, visitor string, now time.Time) ([]queue.
 	if claims.Visitor != "" && claims.Visitor != visitor {
 		return refuse(http.StatusForbidden, "invitation_other_visitor", "the invitation is for another visitor")
 	}
-	if !c.singleUse {
+	if !c.SingleUse {
 		return nil, nil
 	}
 	return []queue.SingleUse{{ID: singleUseID("invitation", token), Until: claims.ExpiresAt.Time}}, nil
-}
-
-// singleUseID names a single-use token in Redis: a hash of what it is and its text.
-func singleUseID(kind, token string) string {
-	sum := sha256.Sum256([]byte(kind + "\x00" + token))
-	return hex.EncodeToString(sum[:16])
 }

@@ -1,4 +1,4 @@
-package admission
+package entry
 
 import (
 	"crypto/hmac"
@@ -6,11 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
-	"io"
 	"math/bits"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,41 +17,38 @@ import (
 	"github.com/herdgate/herdgate/internal/settings"
 )
 
-// Headers of the challenges on enter.
 const (
-	// ProofHeader carries a solved proof of work: the challenge, ':', the nonce.
-	ProofHeader = "X-Herdgate-Proof"
-	// ChallengeResponseHeader carries the token an external challenge's widget gave the client.
-	ChallengeResponseHeader = "X-Herdgate-Challenge-Response"
 	// ProofOfWorkAlgorithm names the built-in proof of work: SHA-256 of challenge ":" nonce must
 	// start with difficulty zero bits.
 	ProofOfWorkAlgorithm = "sha256-leading-zero-bits"
-	// challengeLifetime is how long a challenge may be solved and used.
-	challengeLifetime = 2 * time.Minute
+	// ChallengeLifetime is how long a challenge may be solved and used.
+	ChallengeLifetime = 2 * time.Minute
 	// maxNonce bounds a nonce: letters and digits, at most this many.
 	maxNonce = 32
 	// challengeVersion starts every challenge this proxy issues.
 	challengeVersion = "v1"
 )
 
-// proofOfWork issues and checks the built-in challenge. A challenge is self-contained and signed, so
+// ProofOfWork issues and checks the built-in challenge. A challenge is self-contained and signed, so
 // any replica checks one another issued: "v1.", the base64url payload (expiry in Unix ms, the
 // difficulty, 16 random bytes), ".", a MAC of the payload.
-type proofOfWork struct {
+type ProofOfWork struct {
 	settings.ProofOfWork
 	key   []byte
 	queue string
 	rate  *entryRate
 }
 
-func newProofOfWork(s settings.ProofOfWork, hmacKey []byte, queueName string) *proofOfWork {
+// NewProofOfWork is the proof of work of the queue queueName, whose challenges are signed with a key
+// derived from hmacKey.
+func NewProofOfWork(s settings.ProofOfWork, hmacKey []byte, queueName string) *ProofOfWork {
 	m := hmac.New(sha256.New, hmacKey)
 	m.Write([]byte("herdgate proof-of-work key\x00" + queueName))
-	return &proofOfWork{ProofOfWork: s, key: m.Sum(nil), queue: queueName, rate: &entryRate{}}
+	return &ProofOfWork{ProofOfWork: s, key: m.Sum(nil), queue: queueName, rate: &entryRate{}}
 }
 
-// challengeBody is the answer of GET /.herdgate/challenge.
-type challengeBody struct {
+// Challenge is a proof-of-work challenge, the answer of GET /.herdgate/challenge.
+type Challenge struct {
 	Algorithm  string    `json:"algorithm"`
 	Challenge  string    `json:"challenge"`
 	Difficulty int       `json:"difficulty"`
@@ -63,7 +57,7 @@ type challengeBody struct {
 
 // difficultyAt is the difficulty of a challenge issued now: the spec's, plus one bit for each doubling
 // of the entries a second above raiseAbove, up to maxDifficulty.
-func (w *proofOfWork) difficultyAt(now time.Time) int {
+func (w *ProofOfWork) difficultyAt(now time.Time) int {
 	d := w.Difficulty
 	if w.RaiseAbove <= 0 {
 		return d
@@ -75,31 +69,41 @@ func (w *proofOfWork) difficultyAt(now time.Time) int {
 	return d
 }
 
-func (w *proofOfWork) issue(now time.Time) challengeBody {
+// Issue is a fresh challenge, as hard as the entries of the last second make it.
+func (w *ProofOfWork) Issue(now time.Time) Challenge {
 	difficulty := w.difficultyAt(now)
-	expires := now.Add(challengeLifetime).Truncate(time.Millisecond)
+	expires := now.Add(ChallengeLifetime).Truncate(time.Millisecond)
 	payload := make([]byte, 8+1+16)
 	binary.BigEndian.PutUint64(payload, uint64(expires.UnixMilli()))
 	payload[8] = byte(difficulty)
 	_, _ = rand.Read(payload[9:])
 	c := challengeVersion + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(w.mac(payload))
-	return challengeBody{Algorithm: ProofOfWorkAlgorithm, Challenge: c, Difficulty: difficulty, ExpiresAt: expires.UTC()}
+	return Challenge{Algorithm: ProofOfWorkAlgorithm, Challenge: c, Difficulty: difficulty, ExpiresAt: expires.UTC()}
 }
 
-func (w *proofOfWork) mac(payload []byte) []byte {
+func (w *ProofOfWork) mac(payload []byte) []byte {
 	m := hmac.New(sha256.New, w.key)
 	m.Write(payload)
 	return m.Sum(nil)[:16]
 }
 
+// Check counts the entry toward the difficulty, then verifies its proof; the solution goes in out
+// as a single-use token, for the engine to bind.
+func (w *ProofOfWork) Check(in Input, out *Outcome) *Refusal {
+	w.rate.add(in.Now)
+	t, refused := w.verify(in.Request.Header(ProofHeader), in.Now)
+	out.Limit.SingleUse = append(out.Limit.SingleUse, t...)
+	return refused
+}
+
 // verify checks a proof, "challenge:nonce", at now; it returns the single-use token that keeps the
 // solution from entering a second visitor, or why the entry is refused.
-func (w *proofOfWork) verify(proof string, now time.Time) ([]queue.SingleUse, *refusal) {
-	refuse := func(status int, code, message string) ([]queue.SingleUse, *refusal) {
-		return nil, &refusal{status, errorBody{Error: code, Message: message, Header: ProofHeader, Enter: reservedPrefix + "/challenge"}}
+func (w *ProofOfWork) verify(proof string, now time.Time) ([]queue.SingleUse, *Refusal) {
+	refuse := func(status int, code, message string) ([]queue.SingleUse, *Refusal) {
+		return nil, &Refusal{Status: status, Code: code, Message: message, Header: ProofHeader, Link: ChallengePath}
 	}
 	if proof == "" {
-		return refuse(http.StatusUnauthorized, "challenge_required", "solve the proof of work from "+reservedPrefix+"/challenge and enter with it")
+		return refuse(http.StatusUnauthorized, "challenge_required", "solve the proof of work from "+ChallengePath+" and enter with it")
 	}
 	sep := strings.LastIndexByte(proof, ':')
 	if sep < 0 || len(proof) > 256 {
@@ -190,55 +194,4 @@ func (r *entryRate) roll(second int64) {
 	default:
 		r.second, r.last, r.current = second, 0, 0
 	}
-}
-
-// externalChallenge verifies a widget's token with the provider (spec.entry.challenge.external).
-type externalChallenge struct {
-	verifyURL string
-	secret    string
-	timeout   time.Duration
-}
-
-// verifyAnswer is the provider's answer, as Turnstile and hCaptcha write it.
-type verifyAnswer struct {
-	Success    bool     `json:"success"`
-	ErrorCodes []string `json:"error-codes"`
-}
-
-// verify asks the provider about response, from the client at remoteIP; it returns the single-use
-// token that keeps the response from entering a second visitor, or why the entry is refused.
-func (e *externalChallenge) verify(client *http.Client, response, remoteIP string, now time.Time) ([]queue.SingleUse, *refusal) {
-	refuse := func(status int, code, message string) ([]queue.SingleUse, *refusal) {
-		return nil, &refusal{status, errorBody{Error: code, Message: message, Header: ChallengeResponseHeader}}
-	}
-	if response == "" {
-		return refuse(http.StatusUnauthorized, "challenge_required", "solve the site's challenge and enter with its response")
-	}
-	if len(response) > 4096 {
-		return refuse(http.StatusBadRequest, "challenge_invalid", "the challenge response is too long")
-	}
-	form := url.Values{"secret": {e.secret}, "response": {response}}
-	if remoteIP != "" {
-		form.Set("remoteip", remoteIP)
-	}
-	c := *client
-	c.Timeout = e.timeout
-	res, err := c.PostForm(e.verifyURL, form)
-	if err != nil {
-		return refuse(http.StatusServiceUnavailable, "challenge_unavailable", "the challenge could not be verified; try again shortly")
-	}
-	defer res.Body.Close()
-	answer := verifyAnswer{}
-	if res.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&answer) != nil {
-		return refuse(http.StatusServiceUnavailable, "challenge_unavailable", "the challenge could not be verified; try again shortly")
-	}
-	if !answer.Success {
-		message := "the challenge was not solved"
-		if len(answer.ErrorCodes) > 0 {
-			message += ": " + strings.Join(answer.ErrorCodes, ", ")
-		}
-		return refuse(http.StatusForbidden, "challenge_failed", message)
-	}
-	// Providers spend a response once; the engine does too, for providers that do not.
-	return []queue.SingleUse{{ID: singleUseID("external", response), Until: now.Add(challengeLifetime)}}, nil
 }

@@ -1,0 +1,87 @@
+// Package entry holds the checks a request meets at the gate's door: what an entry must bring (an
+// invitation, a proof of work, an external challenge's answer), the places one client may take, and
+// the bypass lanes that need no pass. Each is a Check of one shape; a Chain runs checks in order and
+// the first refusal ends it. The checks verify what a request carries and need no Redis: the engine
+// binds the single-use tokens they grant and keeps the client's limit.
+package entry
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/netip"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// Headers and paths of the HTTP contract the checks read.
+const (
+	// InvitationHeader carries an invitation on enter.
+	InvitationHeader = "X-Herdgate-Invitation"
+	// ProofHeader carries a solved proof of work: the challenge, ':', the nonce.
+	ProofHeader = "X-Herdgate-Proof"
+	// ChallengeResponseHeader carries the token an external challenge's widget gave the client.
+	ChallengeResponseHeader = "X-Herdgate-Challenge-Response"
+	// ChallengePath serves proof-of-work challenges.
+	ChallengePath = "/.herdgate/challenge"
+)
+
+// Request is what the checks read of a request; the gate's Exchange is one.
+type Request interface {
+	// Header is the first value of a request header, "" when absent; HeaderCount how many times
+	// the request carries it; HeaderValues its values.
+	Header(name string) string
+	HeaderCount(name string) int
+	HeaderValues(name string) []string
+	// RemoteAddr is the address of the connection's peer.
+	RemoteAddr() netip.Addr
+}
+
+// Input is one request as the checks see it.
+type Input struct {
+	Request Request
+	// Visitor is who enters ("" for a request to a protected route); Path the normalised path.
+	Visitor, Path string
+	Now           time.Time
+}
+
+// Outcome is what the checks of a chain granted a request.
+type Outcome struct {
+	// Limit is what the engine enforces as it enters the visitor: the client's limit, and the
+	// single-use tokens bound to the visitor in the same call.
+	Limit queue.EntryLimit
+	// Bypass names the bypass lane the request took; "" when none.
+	Bypass string
+}
+
+// Refusal is a request refused at the door: its status and the error of its JSON answer.
+type Refusal struct {
+	Status        int
+	Code, Message string
+	// Header names the request header the check read; Link is where to get what it asks for.
+	Header, Link string
+}
+
+// Check is one check at the door: it adds what it grants to out, or refuses.
+type Check interface {
+	Check(in Input, out *Outcome) *Refusal
+}
+
+// Chain runs its checks in order; the first refusal ends it.
+type Chain []Check
+
+// Check runs the chain.
+func (c Chain) Check(in Input, out *Outcome) *Refusal {
+	for _, check := range c {
+		if r := check.Check(in, out); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// singleUseID names a single-use token in Redis: a hash of what it is and its text.
+func singleUseID(kind, token string) string {
+	sum := sha256.Sum256([]byte(kind + "\x00" + token))
+	return hex.EncodeToString(sum[:16])
+}

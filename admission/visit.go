@@ -1,0 +1,272 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/herdgate/herdgate/admission/entry"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
+)
+
+// Entry headers of the HTTP contract (package entry reads them).
+const (
+	InvitationHeader        = entry.InvitationHeader
+	ProofHeader             = entry.ProofHeader
+	ChallengeResponseHeader = entry.ChallengeResponseHeader
+)
+
+// visit is one enter or status call on its way through serveEnterOrStatus.
+type visit struct {
+	x     Exchange
+	cfg   *Config
+	enter bool
+	// class labels its metrics: "enter" or "status".
+	class string
+	r     room
+	// visitor is who asks, once identified.
+	visitor string
+}
+
+// serveEnterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status: the mode's and the
+// schedule's answers first, then who asks, then the answer far from the front (the proxy's alone)
+// or the engine's, and one reply per state the engine tells.
+func (p *Proxy) serveEnterOrStatus(x Exchange, cfg *Config, enter bool) {
+	v := &visit{x: x, cfg: cfg, enter: enter, class: "status"}
+	if enter {
+		v.class = "enter"
+	}
+	if p.modeAnswers(v) {
+		return
+	}
+	v.r = p.room(x.Context(), cfg)
+	if p.scheduleAnswers(v) || !p.identifyVisit(v) {
+		return
+	}
+	if !enter && p.farPathOpen(cfg, v.r) {
+		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
+		if seq, ok := p.place(x, cfg, v.visitor); ok && p.serveFar(x, cfg, v.r, v.visitor, seq) {
+			return
+		}
+	}
+	if pos, ok := p.askEngine(v); ok {
+		p.replyPosition(v, pos)
+	}
+}
+
+// modeAnswers answers for a room its mode switched off or closed to newcomers.
+func (p *Proxy) modeAnswers(v *visit) bool {
+	switch v.cfg.Mode {
+	case herdgatev1alpha1.ModePassthrough:
+		// The room is switched off: nobody needs a pass, so everybody is through.
+		zero := int64(0)
+		p.metrics.requests.WithLabelValues(v.class, "passthrough").Inc()
+		replyJSON(v.x, http.StatusOK, positionBody{Admitted: true, Phase: settings.PhasePassthrough, EstimatedWaitSeconds: &zero})
+		return true
+	case herdgatev1alpha1.ModeClosed:
+		if v.enter {
+			p.replyClosed(v.x, v.cfg, v.class)
+			return true
+		}
+	}
+	return false
+}
+
+// scheduleAnswers answers an enter the schedule settles without the engine.
+func (p *Proxy) scheduleAnswers(v *visit) bool {
+	if !v.enter || v.cfg.Schedule == nil {
+		return false
+	}
+	switch {
+	case v.r.phase == settings.PhaseScheduled && v.cfg.phaseAt(p.now()) == settings.PhaseScheduled:
+		// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
+		p.replyNotOpen(v.x, v.cfg, v.r, v.class)
+		return true
+	case !v.r.known:
+		// The scheduler has not published this schedule's phase yet; the engine would take the
+		// visitor as if the room had no schedule.
+		p.metrics.requests.WithLabelValues(v.class, "starting").Inc()
+		retryAfter(v.x, time.Second)
+		replyJSON(v.x, http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: v.r.phase,
+			Message: "the waiting room is getting ready; try again shortly"})
+		return true
+	}
+	return false
+}
+
+// identifyVisit finds who asks (an enter may mint a visitor cookie), or answers that it cannot.
+func (p *Proxy) identifyVisit(v *visit) bool {
+	visitor, ok := p.identify(v.x, v.cfg, v.enter)
+	if ok {
+		v.visitor = visitor
+		return true
+	}
+	p.metrics.requests.WithLabelValues(v.class, "identity_required").Inc()
+	if v.cfg.IdentityHeader != "" {
+		replyJSON(v.x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: v.cfg.IdentityHeader})
+		return false
+	}
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
+	if v.cfg.Schedule != nil {
+		body.Phase = v.r.phase
+	}
+	replyJSON(v.x, http.StatusNotFound, body)
+	return false
+}
+
+// askEngine runs the entry checks of an enter, then asks the engine where the visitor stands; it
+// answers what stops it (a refused entry, a bad identity, Redis away).
+func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
+	if p.redisResting() {
+		p.replyUnavailable(v)
+		return queue.Position{}, false
+	}
+	var pos queue.Position
+	var err error
+	if v.enter {
+		var granted entry.Outcome
+		if refused := v.cfg.EntryChecks.Check(entry.Input{Request: v.x, Visitor: v.visitor, Now: p.now()}, &granted); refused != nil {
+			p.metrics.requests.WithLabelValues(v.class, refused.Code).Inc()
+			replyJSON(v.x, refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link})
+			return pos, false
+		}
+		pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
+	} else {
+		pos, err = p.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
+	}
+	switch {
+	case errors.Is(err, queue.ErrInvalidVisitor):
+		p.metrics.requests.WithLabelValues(v.class, "bad_identity").Inc()
+		replyJSON(v.x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: err.Error()})
+		return pos, false
+	case errors.Is(err, context.Canceled):
+		return pos, false
+	case err != nil:
+		p.redisResult(err)
+		p.replyUnavailable(v)
+		return pos, false
+	}
+	p.redisResult(nil)
+	return pos, true
+}
+
+func (p *Proxy) replyUnavailable(v *visit) {
+	p.metrics.requests.WithLabelValues(v.class, "unavailable").Inc()
+	retryAfter(v.x, 2*time.Second)
+	replyJSON(v.x, http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"})
+}
+
+// replyPosition answers with where the engine says the visitor stands.
+func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
+	if v.cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
+		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
+		p.metrics.requests.WithLabelValues(v.class, "closed").Inc()
+		replyJSON(v.x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: settings.PhaseClosed,
+			NextPollMs: p.spread(v.r.pollMax).Milliseconds()})
+		return
+	}
+	switch pos.State {
+	case queue.TokenSpent:
+		p.replyTokenSpent(v, pos)
+	case queue.RateLimited:
+		// The client took its burst of places: it may come back when it has earned one.
+		p.metrics.requests.WithLabelValues(v.class, "rate_limited").Inc()
+		retryAfter(v.x, pos.RetryAfter)
+		replyJSON(v.x, http.StatusTooManyRequests, errorBody{Error: "too_many_entries",
+			Message: "this address took its share of places; try again later", RetryAfterMs: max(1, pos.RetryAfter.Milliseconds())})
+	case queue.NotQueued:
+		p.replyNotQueued(v, pos)
+	case queue.TurnedAway:
+		if pos.Phase == settings.PhaseClosed {
+			p.replyScheduleClosed(v.x, v.cfg, v.class)
+			return
+		}
+		v.r.phase = pos.Phase
+		p.replyNotOpen(v.x, v.cfg, v.r, v.class)
+	case queue.PreQueued, queue.Drawing:
+		p.replyPreQueued(v, pos)
+	case queue.Admitted:
+		p.serveAdmitted(v.x, v.cfg, v.class, v.visitor, pos, p.visitPhase(v))
+	case queue.Waiting:
+		p.replyWaiting(v, pos)
+	}
+}
+
+// visitPhase is the phase told to a visitor the engine placed.
+func (p *Proxy) visitPhase(v *visit) settings.Phase {
+	if v.cfg.Schedule == nil {
+		return settings.PhaseOpen
+	}
+	if v.r.beforeOpening() {
+		// The engine placed the visitor, so the room opened since the plan was cached.
+		return settings.PhaseOpening
+	}
+	return v.r.phase
+}
+
+// replyTokenSpent answers an entry whose single-use invitation or solution entered another visitor.
+func (p *Proxy) replyTokenSpent(v *visit, pos queue.Position) {
+	body := errorBody{Error: "invitation_used", Message: "the invitation entered another visitor already", Header: InvitationHeader}
+	if pos.Token >= v.cfg.invitationTokens {
+		body = errorBody{Error: "challenge_reused", Message: "the solution entered another visitor already; solve a new challenge", Header: ProofHeader}
+		if v.cfg.External != nil {
+			body.Header = ChallengeResponseHeader
+		}
+	}
+	p.metrics.requests.WithLabelValues(v.class, body.Error).Inc()
+	replyJSON(v.x, http.StatusConflict, body)
+}
+
+func (p *Proxy) replyNotQueued(v *visit, pos queue.Position) {
+	p.metrics.requests.WithLabelValues(v.class, "not_queued").Inc()
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
+	if v.cfg.Schedule != nil {
+		// The engine's phase is the freshest, once the scheduler has published this schedule.
+		body.Phase = v.r.phase
+		if v.r.known {
+			body.Phase = pos.Phase
+		}
+	}
+	replyJSON(v.x, http.StatusNotFound, body)
+}
+
+func (p *Proxy) replyPreQueued(v *visit, pos queue.Position) {
+	drawing := pos.State == queue.Drawing
+	hint, shortest := p.preQueuePoll(v.r, drawing)
+	if p.pollTooEarly(v.x, v.class, v.enter, pos, shortest) {
+		return
+	}
+	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: settings.PhasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(v.cfg)}
+	outcome := "pre_queued"
+	if drawing {
+		body.Phase, outcome = settings.PhaseOpening, "drawing"
+	}
+	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
+	replyJSON(v.x, http.StatusOK, body)
+}
+
+func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
+	r := v.r
+	p.far.NoteDepth(pos.Depth)
+	// The shortest interval this visitor could have been told.
+	stretch := p.stretch(v.cfg, r, pos.Depth)
+	if p.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
+		return
+	}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: p.visitPhase(v), scheduleTimes: p.scheduleTimes(v.cfg)}
+	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
+		s := int64(wait / time.Second)
+		body.EstimatedWaitSeconds = &s
+	}
+	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
+	if pos.Seq > 0 && pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r) {
+		// Nobody joins ahead of a waiting visitor: one within the exact zone never needs a place.
+		body.Place = p.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
+	}
+	p.metrics.requests.WithLabelValues(v.class, "waiting").Inc()
+	replyJSON(v.x, http.StatusOK, body)
+}
