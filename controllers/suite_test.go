@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +25,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
-	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -68,22 +66,8 @@ var _ = BeforeSuite(func() {
 	var err error
 	repoRoot, err = testenv.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := testenv.EnvtestAssets()
-	Expect(err).NotTo(HaveOccurred())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
-
-	scheme = runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(herdgatev1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	cp := testenv.NewControlPlane(GinkgoT(), testenv.ControlPlaneOptions{})
+	testEnv, cfg, scheme, k8sClient = cp.Env, cp.Config, cp.Scheme, cp.Client
 
 	dir, err := os.MkdirTemp("", "herdgate-controllers-redis-")
 	Expect(err).NotTo(HaveOccurred())

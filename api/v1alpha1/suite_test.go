@@ -2,18 +2,15 @@ package v1alpha1_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -43,22 +40,8 @@ var _ = BeforeSuite(func() {
 	var err error
 	repoRoot, err = testenv.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
-	assets, err := testenv.EnvtestAssets()
-	Expect(err).NotTo(HaveOccurred())
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
-
-	scheme := runtime.NewScheme()
-	Expect(herdgatev1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	cp := testenv.NewControlPlane(GinkgoT(), testenv.ControlPlaneOptions{})
+	testEnv, cfg, k8sClient = cp.Env, cp.Config, cp.Client
 })
 
 var _ = AfterSuite(func() {

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -132,29 +131,13 @@ func run(ctx context.Context, once bool, visitors int) error {
 		return err
 	}
 	say("Starting a local control plane (etcd, kube-apiserver %s)", kubeVersion)
-	assets, err := testenv.EnvtestAssets()
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
 	if err != nil {
 		return err
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	if _, err := env.Start(); err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
-	}
-	d.stops = append(d.stops, func() { _ = env.Stop() })
-	admin, err := env.AddUser(envtest.User{Name: "demo", Groups: []string{"system:masters"}}, nil)
+	d.stops = append(d.stops, func() { _ = cp.Stop() })
+	kubeconfigPath, err := cp.WriteKubeconfig("demo", dir)
 	if err != nil {
-		return err
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		return err
-	}
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return err
 	}
 	d.env = []string{"KUBECONFIG=" + kubeconfigPath}

@@ -9,16 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -50,29 +47,13 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
-	root, err := testenv.RepoRoot()
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
 	if err != nil {
 		return fail(err)
 	}
-	assets, err := testenv.EnvtestAssets()
-	if err != nil {
-		return fail(err)
-	}
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	if adminCfg, err = testEnv.Start(); err != nil {
-		return fail(err)
-	}
-	defer func() { _ = testEnv.Stop() }()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = herdgatev1alpha1.AddToScheme(scheme)
-	if k8sClient, err = client.New(adminCfg, client.Options{Scheme: scheme}); err != nil {
-		return fail(err)
-	}
+	defer func() { _ = cp.Stop() }()
+	testEnv, adminCfg, k8sClient = cp.Env, cp.Config, cp.Client
+	scheme := cp.Scheme
 	dir, err := os.MkdirTemp("", "herdgate-e2e-redis-")
 	if err != nil {
 		return fail(err)

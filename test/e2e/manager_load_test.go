@@ -21,11 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -63,23 +60,8 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "manager")).CombinedOutput(); err != nil {
 		t.Fatalf("building the manager: %v\n%s", err, out)
 	}
-	assets, err := testenv.EnvtestAssets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
-	adminCfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = herdgatev1alpha1.AddToScheme(scheme)
-	admin, err := client.New(adminCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := testenv.NewControlPlane(t, testenv.ControlPlaneOptions{})
+	admin := cp.Client
 	redis := testenv.StartRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -87,16 +69,8 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	user, err := env.AddUser(envtest.User{Name: "load-manager", Groups: []string{"system:masters"}}, nil)
+	kubeconfigPath, err := cp.WriteKubeconfig("load-manager", t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	metricsPort, err := testenv.FreePort()

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,31 +31,8 @@ import (
 // job with no cluster-wide permission, and could not read a Secret or create a Deployment outside its
 // namespaces if it wanted to.
 func TestNamespacedModeRunsAQueueWithoutClusterWidePermissions(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := testenv.EnvtestAssets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	adminCfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = herdgatev1alpha1.AddToScheme(scheme)
-	admin, err := client.New(adminCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := testenv.NewControlPlane(t, testenv.ControlPlaneOptions{})
+	admin, scheme := cp.Client, cp.Scheme
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, ns := range []string{"hg-system", "team-a", "team-b", "elsewhere"} {
@@ -68,7 +41,7 @@ func TestNamespacedModeRunsAQueueWithoutClusterWidePermissions(t *testing.T) {
 		}
 	}
 
-	tl := chartToolsOn(t, env)
+	tl := chartToolsOn(t, cp)
 	out, err := tl.run(t, tl.helm, "template", "ns", tl.chart, "--namespace", "hg-system",
 		"--set", "redis.url="+redisSrv.URL(), "--set", "watchNamespaces={team-a,team-b}")
 	if err != nil {
@@ -83,7 +56,7 @@ func TestNamespacedModeRunsAQueueWithoutClusterWidePermissions(t *testing.T) {
 
 	// The manager, as the chart's ServiceAccount, with the chart's flags: leader election in its own
 	// namespace, caches limited to the watched namespaces.
-	sa, err := env.AddUser(envtest.User{
+	sa, err := cp.Env.AddUser(envtest.User{
 		Name:   "system:serviceaccount:hg-system:ns-herdgate-manager",
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:hg-system"},
 	}, nil)
@@ -200,19 +173,11 @@ func TestNamespacedModeRunsAQueueWithoutClusterWidePermissions(t *testing.T) {
 }
 
 // chartToolsOn is chartTools for a control plane of the test's own.
-func chartToolsOn(t *testing.T, env *envtest.Environment) tools {
+func chartToolsOn(t *testing.T, cp *testenv.ControlPlane) tools {
 	t.Helper()
 	tl := chartTools(t)
-	admin, err := env.AddUser(envtest.User{Name: "chart-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(tl.kubeconfig, raw, 0o600); err != nil {
+	var err error
+	if tl.kubeconfig, err = cp.WriteKubeconfig("chart-admin", t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	return tl

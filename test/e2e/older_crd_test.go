@@ -12,13 +12,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -59,23 +56,8 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), older, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	assets, err := testenv.EnvtestAssets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{dir}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = herdgatev1alpha1.AddToScheme(scheme)
-	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := testenv.NewControlPlane(t, testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{dir}})
+	admin, cfg, scheme := cp.Client, cp.Config, cp.Scheme
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
