@@ -172,6 +172,76 @@ func (b *QueueBuilder) Redis(secret, key string) *QueueBuilder {
 	return b
 }
 
+// MaxActive caps the passes active at once (spec.capacity.maxActive).
+func (b *QueueBuilder) MaxActive(n int32) *QueueBuilder {
+	b.wq.Spec.Capacity.MaxActive = ptr.To(n)
+	return b
+}
+
+// Adaptive makes the rate follow the measured workload (spec.capacity.mode Adaptive), never below
+// minPerSecond admissions a second (0 leaves the default floor).
+func (b *QueueBuilder) Adaptive(minPerSecond int32) *QueueBuilder {
+	b.wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
+	if minPerSecond > 0 {
+		b.wq.Spec.Capacity.MinAdmissionsPerSecond = ptr.To(minPerSecond)
+	}
+	return b
+}
+
+// PollBudget bounds the polls a second the waiting visitors cost (spec.polling.budget), keeping the
+// intervals set.
+func (b *QueueBuilder) PollBudget(perSecond int32) *QueueBuilder {
+	b.polling().Budget = ptr.To(perSecond)
+	return b
+}
+
+// ExactPositions sets how far from the front positions come from Redis at every poll
+// (spec.polling.exactPositions), keeping the intervals set.
+func (b *QueueBuilder) ExactPositions(n int32) *QueueBuilder {
+	b.polling().ExactPositions = ptr.To(n)
+	return b
+}
+
+func (b *QueueBuilder) polling() *herdgatev1alpha1.PollingSpec {
+	if b.wq.Spec.Polling == nil {
+		b.wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{}
+	}
+	return b.wq.Spec.Polling
+}
+
+// Entry replaces spec.entry: what an entry must bring, and the places one client takes.
+func (b *QueueBuilder) Entry(e *herdgatev1alpha1.EntrySpec) *QueueBuilder {
+	b.wq.Spec.Entry = e.DeepCopy()
+	return b
+}
+
+// Page replaces spec.page: the waiting page's template and notice.
+func (b *QueueBuilder) Page(p *herdgatev1alpha1.PageSpec) *QueueBuilder {
+	b.wq.Spec.Page = p.DeepCopy()
+	return b
+}
+
+// PageMessage sets the notice on the waiting page (spec.page.message), keeping any template.
+func (b *QueueBuilder) PageMessage(message string) *QueueBuilder {
+	if b.wq.Spec.Page == nil {
+		b.wq.Spec.Page = &herdgatev1alpha1.PageSpec{}
+	}
+	b.wq.Spec.Page.Message = message
+	return b
+}
+
+// UpstreamService sends requests to port of the Service name in the queue's namespace.
+func (b *QueueBuilder) UpstreamService(name string, port int32) *QueueBuilder {
+	b.wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: name, Port: port}}
+	return b
+}
+
+// Proxy replaces spec.proxy: the admission proxy's replicas, resources and placement.
+func (b *QueueBuilder) Proxy(p *herdgatev1alpha1.ProxySpec) *QueueBuilder {
+	b.wq.Spec.Proxy = p.DeepCopy()
+	return b
+}
+
 // Route is a protected route of path (a prefix when prefix is set) for methods.
 func Route(path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) herdgatev1alpha1.ProtectedRoute {
 	r := herdgatev1alpha1.ProtectedRoute{Methods: methods}
