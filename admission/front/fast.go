@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"log"
 	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,9 +27,9 @@ const streamedBodyFrom = 64 << 10
 // only, which rarely carry one); it is held in memory while the connection changes hands.
 const escalatedBodyLimit = 1 << 20
 
-// Fast is the proxy's visitor-facing HTTP/1.1 server, the front herdgate-proxy serves. It answers the reserved endpoints, checks
-// passes and forwards to the upstream on fasthttp, whose per-request cost is a fraction of net/http's
-// (the gate sits in every request of the workload). A connection that asks for a protocol upgrade
+// Fast is the proxy's visitor-facing HTTP/1.1 server, the front herdgate-proxy serves. It carries
+// requests to the gate and what the gate lets through to the upstream on fasthttp, whose per-request
+// cost is a fraction of net/http's (the gate sits in every request of the workload). A connection that asks for a protocol upgrade
 // (WebSocket) is handed over, with the request already read, to a net/http server running the same
 // Proxy, which stays in charge of it until it closes.
 type Fast struct {
@@ -46,13 +41,6 @@ type Fast struct {
 
 	mu       sync.Mutex
 	upstream atomic.Pointer[upstreamClient]
-}
-
-// upstreamClient is the keep-alive client of one upstream (scheme and host); a config change to
-// another upstream makes a new one, and the old one's idle connections time out.
-type upstreamClient struct {
-	url    *url.URL
-	client *fasthttp.HostClient
 }
 
 // FastOptions tune a Fast front.
@@ -271,180 +259,6 @@ func (f *Fast) forward(ctx *fasthttp.RequestCtx, d admission.Decision) {
 	out.ResetConnectionClose()
 }
 
-// validHeaderNames reports whether every header line is a token, a colon and a value, with no line
-// folded onto the one before it (RFC 9110 §5.1, RFC 9112 §5.2), and the body's framing is one:
-// a request with both Content-Length and Transfer-Encoding is how requests are smuggled past a
-// proxy that reads one and an upstream that reads the other (RFC 9112 §6.1).
-func validHeaderNames(h *fasthttp.RequestHeader) bool {
-	raw := h.RawHeaders()
-	length, chunked := false, false
-	for line := range bytes.SplitSeq(raw, []byte("\n")) {
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 {
-			continue
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return false // a folded continuation, or no name
-		}
-		name := line[:colon]
-		for _, c := range name {
-			if !isTokenChar(c) {
-				return false
-			}
-		}
-		length = length || bytes.EqualFold(name, []byte("Content-Length"))
-		chunked = chunked || bytes.EqualFold(name, []byte("Transfer-Encoding"))
-	}
-	return !length || !chunked
-}
-
-func isTokenChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-// fastHeader is a fasthttp request header as the forwarding policy changes it.
-type fastHeader struct{ h *fasthttp.RequestHeader }
-
-func (h fastHeader) Set(name, value string) { h.h.Set(name, value) }
-func (h fastHeader) Del(name string)        { h.h.Del(name) }
-
-func (h fastHeader) DelMatching(own func(name []byte) bool) {
-	var found []string
-	for name := range h.h.All() {
-		if own(name) {
-			found = append(found, string(name))
-		}
-	}
-	for _, name := range found {
-		h.h.Del(name)
-	}
-}
-
-// DelCookiesMatching works on the cookies as fasthttp parsed them from every Cookie header, which is
-// also how it writes them upstream: what is judged is what is sent.
-func (h fastHeader) DelCookiesMatching(own func(name []byte) bool) {
-	found := false
-	for key, value := range h.h.Cookies() {
-		if own(key) || len(key) == 0 && own(value) {
-			found = true
-			break
-		}
-	}
-	if !found {
-		return
-	}
-	var kept []byte
-	for key, value := range h.h.Cookies() {
-		if own(key) || len(key) == 0 && own(value) {
-			continue
-		}
-		if len(kept) > 0 {
-			kept = append(kept, ';', ' ')
-		}
-		if len(key) > 0 {
-			kept = append(append(kept, key...), '=')
-		}
-		kept = append(kept, value...)
-	}
-	h.h.DelAllCookies()
-	if len(kept) > 0 {
-		h.h.SetBytesV("Cookie", kept)
-	}
-}
-
-func isUpper(b []byte) bool {
-	for _, c := range b {
-		if 'a' <= c && c <= 'z' {
-			return false
-		}
-	}
-	return true
-}
-
-type header interface {
-	All() iter.Seq2[[]byte, []byte]
-	Del(string)
-}
-
-// removeHopHeaders deletes the hop-by-hop headers and those the Connection header names; one pass
-// over the headers, since most requests carry none.
-func removeHopHeaders(h header, connection string) {
-	var found []string
-	for name := range h.All() {
-		for _, hop := range hopHeaders {
-			if len(name) == len(hop) && strings.EqualFold(string(name), hop) {
-				found = append(found, hop)
-			}
-		}
-	}
-	for _, name := range found {
-		h.Del(name)
-	}
-	for name := range strings.SplitSeq(connection, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			h.Del(name)
-		}
-	}
-}
-
-// requestPath is the escaped path of a request target, in origin form or absolute form.
-func requestPath(target []byte) string {
-	if i := bytes.IndexByte(target, '?'); i >= 0 {
-		target = target[:i]
-	}
-	if i := bytes.Index(target, []byte("://")); i > 0 && target[0] != '/' {
-		target = target[i+3:]
-		if j := bytes.IndexByte(target, '/'); j >= 0 {
-			target = target[j:]
-		} else {
-			target = []byte("/")
-		}
-	}
-	return string(target)
-}
-
-// client is the keep-alive client of the configured upstream.
-func (f *Fast) client(u *url.URL) *upstreamClient {
-	if c := f.upstream.Load(); c != nil && c.url == u {
-		return c
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.upstream.Load()
-	if c != nil && c.url == u {
-		return c
-	}
-	// A config reload parses the URL anew: the same upstream keeps its client and connections.
-	if c != nil && c.url.Scheme == u.Scheme && c.url.Host == u.Host {
-		c = &upstreamClient{url: u, client: c.client}
-		f.upstream.Store(c)
-		return c
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		if u.Scheme == "https" {
-			addr += ":443"
-		} else {
-			addr += ":80"
-		}
-	}
-	c = &upstreamClient{url: u, client: &fasthttp.HostClient{
-		Addr:                     addr,
-		IsTLS:                    u.Scheme == "https",
-		TLSConfig:                &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12},
-		MaxConns:                 1 << 16,
-		MaxIdleConnDuration:      90 * time.Second,
-		MaxConnWaitTimeout:       5 * time.Second,
-		StreamResponseBody:       true,
-		NoDefaultUserAgentHeader: true,
-		DisablePathNormalizing:   true,
-		ReadBufferSize:           MaxHeaderBytes,
-	}}
-	f.upstream.Store(c)
-	return c
-}
-
 // escalate hands the connection, with the request already read, to the net/http server.
 func (f *Fast) escalate(ctx *fasthttp.RequestCtx) {
 	var head bytes.Buffer
@@ -478,57 +292,4 @@ func (f *Fast) escalate(ctx *fasthttp.RequestCtx) {
 			_ = c.Close()
 		}
 	})
-}
-
-// fastExchange is an exchange of the fast front.
-type fastExchange struct{ ctx *fasthttp.RequestCtx }
-
-// Context: fasthttp notices no disconnects, so a call ends on its own timeouts.
-func (x fastExchange) Context() context.Context { return context.Background() }
-func (x fastExchange) Method() string           { return string(x.ctx.Method()) }
-func (x fastExchange) Header(name string) string {
-	return string(x.ctx.Request.Header.Peek(name))
-}
-func (x fastExchange) HeaderCount(name string) int { return len(x.ctx.Request.Header.PeekAll(name)) }
-func (x fastExchange) HeaderValues(name string) []string {
-	var out []string
-	for _, v := range x.ctx.Request.Header.PeekAll(name) {
-		out = append(out, string(v))
-	}
-	return out
-}
-func (x fastExchange) RemoteAddr() netip.Addr {
-	a, _ := netip.AddrFromSlice(x.ctx.RemoteIP())
-	return a.Unmap()
-}
-func (x fastExchange) Cookie(name string) string { return string(x.ctx.Request.Header.Cookie(name)) }
-func (x fastExchange) RawQuery() string          { return string(x.ctx.URI().QueryString()) }
-func (x fastExchange) Secure() bool {
-	return x.ctx.IsTLS() || string(x.ctx.Request.Header.Peek("X-Forwarded-Proto")) == "https"
-}
-func (x fastExchange) SetHeader(name, v string) { x.ctx.Response.Header.Set(name, v) }
-func (x fastExchange) SetCookie(c *http.Cookie) { x.ctx.Response.Header.Add("Set-Cookie", c.String()) }
-func (x fastExchange) Reply(status int, contentType string, body []byte) {
-	x.ctx.SetStatusCode(status)
-	x.ctx.SetContentType(contentType)
-	x.ctx.SetBody(body)
-}
-
-type fasthttpLogger struct{ l *log.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	if l.l != nil {
-		l.l.Printf(format, args...)
-	}
-}
-
-// upstreamError names fasthttp's own errors in the words the gate knows them by.
-func upstreamError(err error) error {
-	switch {
-	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout):
-		return fmt.Errorf("%w: %w", admission.ErrUpstreamTimeout, err)
-	case errors.Is(err, fasthttp.ErrConnectionClosed):
-		return fmt.Errorf("%w: %w", admission.ErrUpstreamClosed, err)
-	}
-	return err
 }
