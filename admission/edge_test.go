@@ -161,8 +161,8 @@ func edgeHarness(t *testing.T) (*harness, *rawUpstream) {
 	return h, up
 }
 
-// TestTheGateForwardsOnlyWhatItMatched covers what the upstream receives (README, "What the
-// upstream receives") on both fronts.
+// TestTheGateForwardsOnlyWhatItMatched covers what the upstream receives (docs/reference/upstream.md) on
+// both fronts.
 func TestTheGateForwardsOnlyWhatItMatched(t *testing.T) {
 	onBothFronts(t, testForwardsOnlyWhatItMatched)
 }

@@ -17,7 +17,7 @@ import (
 // every tick. The visitor's sign of life waits for the tick's batch, one call for all the visitors
 // answered so. Within cfg.ExactPositions of the front every poll goes to Redis, as does any poll the
 // proxy cannot answer surely (no fresh snapshot, a visitor Redis no longer knows under that place).
-// See docs/architecture.md, "Positions far from the front".
+// See docs/architecture.md, "A deep queue".
 
 const (
 	// PlaceCookie holds the visitor's place; PlaceHeader carries it for clients without cookies.

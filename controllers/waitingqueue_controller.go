@@ -35,8 +35,8 @@ const (
 	// finalizeAttempts bounds how often deletion tries to reach Redis before it lets go.
 	finalizeAttempts = 5
 	// secretResync is how often a queue is reconciled without a change: the manager may not list or
-	// watch Secrets (see the README's permissions), so this is how it notices a per-queue Secret that
-	// was deleted or edited, and a rotated Redis URL in spec.redis.secretRef.
+	// watch Secrets (docs/guides/operations.md, "Permissions"), so this is how it notices a per-queue
+	// Secret that was deleted or edited, and a rotated Redis URL in spec.redis.secretRef.
 	secretResync = time.Minute
 	// failingResync replaces secretResync while the queue has no usable Redis, so that a fixed
 	// Secret is picked up within seconds.

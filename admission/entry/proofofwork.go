@@ -153,7 +153,7 @@ func LeadingZeroBits(challenge, nonce string) int {
 }
 
 // Solve finds the first decimal nonce, from 0, that solves challenge at difficulty: what an API
-// client runs (see the README's "Proof of work").
+// client runs (see docs/guides/entry-control.md).
 func Solve(challenge string, difficulty int) string {
 	for n := uint64(0); ; n++ {
 		nonce := strconv.FormatUint(n, 10)

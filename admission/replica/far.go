@@ -8,7 +8,7 @@ import (
 )
 
 // Far from the front a status poll is answered without a call to Redis, from a snapshot of the queue
-// less the admissions since (docs/architecture.md, "Positions far from the front"). FarPositions is
+// less the admissions since (docs/architecture.md, "A deep queue"). FarPositions is
 // what a replica knows for it: the snapshot, the signs of life the next batch records, whom it
 // answered lately, and the places Redis no longer knows.
 

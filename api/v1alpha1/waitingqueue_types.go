@@ -570,7 +570,7 @@ type EntrySpec struct {
 	TrustedProxies []CIDR `json:"trustedProxies,omitempty"`
 
 	// invitation, when set, lets only visitors who bring an invitation enter: a token the site signs
-	// for a user it has verified (a JWT signed with HMAC-SHA256; see the README's "Invitations").
+	// for a user it has verified (a JWT signed with HMAC-SHA256; see docs/guides/entry-control.md).
 	// Enter without one answers 401, with a bad, expired or another queue's one 403.
 	// +optional
 	Invitation *InvitationSpec `json:"invitation,omitempty"`
@@ -619,7 +619,7 @@ type InvitationSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.proofOfWork) != has(self.external)",message="challenge needs exactly one of proofOfWork or external"
 type ChallengeSpec struct {
 	// proofOfWork asks the client for a nonce that makes a SHA-256 hash start with difficulty zero
-	// bits (see the README's "Proof of work"); the waiting page solves it with WebCrypto.
+	// bits (see docs/guides/entry-control.md); the waiting page solves it with WebCrypto.
 	// +optional
 	ProofOfWork *ProofOfWorkSpec `json:"proofOfWork,omitempty"`
 
@@ -686,8 +686,8 @@ type ExternalChallengeSpec struct {
 
 // PageSpec is the waiting page.
 type PageSpec struct {
-	// template names a ConfigMap key holding the page as a Go html/template; the README's "The
-	// waiting page" lists its variables. The operator checks it by rendering it for every phase: a
+	// template names a ConfigMap key holding the page as a Go html/template;
+	// docs/guides/waiting-page.md lists its variables. The operator checks it by rendering it for every phase: a
 	// template that fails keeps the page in force (the built-in one at first) and sets Programmed to
 	// False with reason PageTemplateInvalid, naming the error. Unset: the built-in page, in English or
 	// Korean as the browser's Accept-Language asks.
