@@ -44,37 +44,16 @@ type flags struct {
 
 // run serves until ctx ends; it returns 2 for bad flags or config, 1 when serving fails.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	f := flags{}
-	fs := flag.NewFlagSet("herdgate-proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.waitingQueue, "waitingqueue", "", "namespace/name of the WaitingQueue to serve, watched in Kubernetes")
-	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --waitingqueue outside a cluster (default: in-cluster, then $KUBECONFIG)")
-	fs.StringVar(&f.redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"), "Redis URL for --waitingqueue (default $HERDGATE_REDIS_URL)")
-	fs.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the queue's HMAC key, as mounted from its Secret, for --waitingqueue (required with it)")
-	fs.StringVar(&f.replica, "replica", defaultReplica(), "name of this replica in its reports to the manager (default: the host name, the pod's name)")
-	fs.StringVar(&f.listen, "listen", ":8080", "address that serves visitors")
-	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address that serves /metrics; empty disables it")
-	fs.DurationVar(&f.drainDelay, "drain-delay", 5*time.Second, "how long readyz fails before shutdown stops accepting")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long shutdown waits for requests in flight")
-	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the metrics address")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, format+"\n", a...)
 		return 2
 	}
-	if (f.waitingQueue == "") == (f.configFile == "") {
-		return usage("exactly one of --waitingqueue or --config is required")
+	f, zapOpts, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
 	}
-	if f.drainDelay < 0 || f.shutdownTimeout <= 0 {
-		return usage("flag --drain-delay must not be negative and --shutdown-timeout must be positive")
+	if msg := f.check(); msg != "" {
+		return usage("%s", msg)
 	}
 
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
@@ -82,24 +61,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	queue.RouteClientLogs(log)
 
 	// Config from a file is read and checked before anything listens.
-	var fileCfg *admission.Config
-	var key types.NamespacedName
-	if f.configFile != "" {
-		cfg, url, err := admission.LoadFile(f.configFile)
-		if err != nil {
-			return usage("flag --config: %v", err)
-		}
-		fileCfg, f.redisURL = cfg, url
-	} else {
-		ns, name, ok := strings.Cut(f.waitingQueue, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return usage("flag --waitingqueue: %q is not namespace/name", f.waitingQueue)
-		}
-		key = types.NamespacedName{Namespace: ns, Name: name}
-		if f.redisURL == "" {
-			return usage("flag --redis-url (or $HERDGATE_REDIS_URL) is required with --waitingqueue")
-		}
-
+	fileCfg, key, msg := f.source()
+	if msg != "" {
+		return usage("%s", msg)
 	}
 	rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy"})
 	if err != nil {
@@ -145,6 +109,67 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 0
 	}
 	return watchAndServe(ctx, f, key, store, serve, log)
+}
+
+// parseFlags reads the command line; false means to exit with code (help, or a flag error already
+// printed).
+func parseFlags(args []string, stderr io.Writer) (flags, zap.Options, int, bool) {
+	f := flags{}
+	fs := flag.NewFlagSet("herdgate-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.waitingQueue, "waitingqueue", "", "namespace/name of the WaitingQueue to serve, watched in Kubernetes")
+	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --waitingqueue outside a cluster (default: in-cluster, then $KUBECONFIG)")
+	fs.StringVar(&f.redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"), "Redis URL for --waitingqueue (default $HERDGATE_REDIS_URL)")
+	fs.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the queue's HMAC key, as mounted from its Secret, for --waitingqueue (required with it)")
+	fs.StringVar(&f.replica, "replica", defaultReplica(), "name of this replica in its reports to the manager (default: the host name, the pod's name)")
+	fs.StringVar(&f.listen, "listen", ":8080", "address that serves visitors")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address that serves /metrics; empty disables it")
+	fs.DurationVar(&f.drainDelay, "drain-delay", 5*time.Second, "how long readyz fails before shutdown stops accepting")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long shutdown waits for requests in flight")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the metrics address")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, zapOpts, 0, false
+		}
+		return f, zapOpts, 2, false
+	}
+	return f, zapOpts, 0, true
+}
+
+// check says what is wrong with the flags together, naming the flag; "" when nothing is.
+func (f *flags) check() string {
+	if (f.waitingQueue == "") == (f.configFile == "") {
+		return "exactly one of --waitingqueue or --config is required"
+	}
+	if f.drainDelay < 0 || f.shutdownTimeout <= 0 {
+		return "flag --drain-delay must not be negative and --shutdown-timeout must be positive"
+	}
+	return ""
+}
+
+// source is what the proxy serves: the config of --config, read and checked (its Redis URL replaces
+// --redis-url), or the WaitingQueue --waitingqueue names. A message says what is wrong, naming the
+// flag.
+func (f *flags) source() (*admission.Config, types.NamespacedName, string) {
+	if f.configFile != "" {
+		cfg, url, err := admission.LoadFile(f.configFile)
+		if err != nil {
+			return nil, types.NamespacedName{}, fmt.Sprintf("flag --config: %v", err)
+		}
+		f.redisURL = url
+		return cfg, types.NamespacedName{}, ""
+	}
+	ns, name, ok := strings.Cut(f.waitingQueue, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, types.NamespacedName{}, fmt.Sprintf("flag --waitingqueue: %q is not namespace/name", f.waitingQueue)
+	}
+	if f.redisURL == "" {
+		return nil, types.NamespacedName{}, "flag --redis-url (or $HERDGATE_REDIS_URL) is required with --waitingqueue"
+	}
+	return nil, types.NamespacedName{Namespace: ns, Name: name}, ""
 }
 
 // watchAndServe serves the WaitingQueue key, applying its changes live. It serves from the start:

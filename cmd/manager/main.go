@@ -86,27 +86,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flag --namespaces: %v\n", err)
 		return 2
 	}
-	clientOpts := queue.ClientOptions{ClientName: "herdgate-manager"}
-	if redisURL != "" {
-		// Fail at start on a URL no queue could use, naming the flag.
-		rdb, err := queue.NewClient(redisURL, clientOpts)
-		if err != nil {
-			fmt.Fprintf(stderr, "flag --redis-url: %v\n", err)
-			return 2
-		}
-		_ = rdb.Close()
-	}
-	if redisCAFile != "" {
-		pem, err := os.ReadFile(redisCAFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "flag --redis-ca-file: %v\n", err)
-			return 2
-		}
-		clientOpts.RootCAs = x509.NewCertPool()
-		if !clientOpts.RootCAs.AppendCertsFromPEM(pem) {
-			fmt.Fprintf(stderr, "flag --redis-ca-file: %s holds no PEM certificate\n", redisCAFile)
-			return 2
-		}
+	clientOpts, err := redisClientOptions(redisURL, redisCAFile)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
 	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -136,12 +119,8 @@ func run(args []string, stderr io.Writer) int {
 		log.Error(err, "Setting up the controllers")
 		return 1
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "Adding the health check")
-		return 1
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "Adding the readiness check")
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+		log.Error(err, "Adding the health and readiness checks")
 		return 1
 	}
 	log.Info("Starting the manager", "leaderElection", leaderElect, "proxyImage", proxyImage, "namespaces", namespaces)
@@ -150,4 +129,29 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// redisClientOptions are the options of the manager's Redis clients. It fails at start, naming the
+// flag, on a URL no queue could use or a CA file without a certificate.
+func redisClientOptions(redisURL, caFile string) (queue.ClientOptions, error) {
+	opts := queue.ClientOptions{ClientName: "herdgate-manager"}
+	if redisURL != "" {
+		rdb, err := queue.NewClient(redisURL, opts)
+		if err != nil {
+			return opts, fmt.Errorf("flag --redis-url: %w", err)
+		}
+		_ = rdb.Close()
+	}
+	if caFile == "" {
+		return opts, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return opts, fmt.Errorf("flag --redis-ca-file: %w", err)
+	}
+	opts.RootCAs = x509.NewCertPool()
+	if !opts.RootCAs.AppendCertsFromPEM(pem) {
+		return opts, fmt.Errorf("flag --redis-ca-file: %s holds no PEM certificate", caFile)
+	}
+	return opts, nil
 }
