@@ -58,100 +58,20 @@ func (st *tickState) drawing(cfg *Queue, phase settings.Phase) bool {
 // reloaded at the next tick; visitors already placed keep their place and the rest keep their order.
 func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, budget time.Duration) error {
 	start := r.s.clock.Now()
-	timed := func(f func(context.Context) error) error {
-		callCtx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		// Wall time, whatever clock the grid runs on: this is how long Redis was busy.
-		began := time.Now()
-		err := f(callCtx)
-		d := time.Since(began)
-		drawCallHistogram.WithLabelValues(r.key.Namespace, r.key.Name).Observe(d.Seconds())
-		r.update(func(s *Snapshot) {
-			if s.Draw != nil {
-				s.Draw.Calls++
-				s.Draw.LongestCall = max(s.Draw.LongestCall, d)
-			}
-		})
-		return err
-	}
 	if st.draw == nil {
-		if opensAt := cfg.Schedule.OpensAt; !st.forgotFor.Equal(opensAt) {
-			// The passes of an earlier opening open nothing now: their slots under maxActive go to
-			// this one's visitors. Once per opening and runner; a second run finds nothing to drop.
-			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // a bounded call per thousand passes
-			forgotten, err := st.q.ForgetPassesBefore(callCtx, cfg.Schedule.PassesFrom())
-			cancel()
-			if err != nil {
-				return err
-			}
-			st.forgotFor = opensAt
-			if forgotten > 0 {
-				ctrl.LoggerFrom(ctx).Info("Dropped the passes of an earlier opening", "waitingqueue", r.key.String(), "passes", forgotten)
-			}
-		}
-		if len(cfg.DrawSeed) != draw.SeedBytes {
-			return fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
-		}
-		after := settings.PhaseOpen
-		if phase == settings.PhaseClosed {
-			after = settings.PhaseClosed
-		}
-		opensAt := cfg.Schedule.OpensAt
-		r.update(func(s *Snapshot) {
-			if s.Draw == nil || !s.Draw.OpensAt.Equal(opensAt) {
-				s.Draw = &DrawProgress{OpensAt: opensAt}
-			}
-		})
-		var ds queue.DrawState
-		err := timed(func(ctx context.Context) (err error) {
-			ds, err = st.q.BeginDraw(ctx, opensAt, after)
-			return err
-		})
-		if err != nil && !errors.Is(err, queue.ErrDrawMoved) {
+		if err := r.forgetEarlierOpening(ctx, st, cfg); err != nil {
 			return err
 		}
-		if ds.Done {
-			st.drawnFor = ds.OpensAt
-			r.progress(ds, r.s.clock.Now())
-			return nil
+		if done, err := r.loadDraw(ctx, st, cfg, phase, start); done || err != nil {
+			return err
 		}
-		if errors.Is(err, queue.ErrDrawMoved) {
-			ctrl.LoggerFrom(ctx).Info("Finishing the draw of an earlier opening first", "waitingqueue", r.key.String(), "opensAt", ds.OpensAt)
-		}
-		var order []int64
-		for after := int64(0); ; {
-			var page []int64
-			if err := timed(func(ctx context.Context) (err error) {
-				page, err = st.q.DrawArrivals(ctx, after)
-				return err
-			}); err != nil {
-				return err
-			}
-			order = append(order, page...)
-			if len(page) == 0 || len(page) < queue.DrawPage {
-				break
-			}
-			after = page[len(page)-1]
-		}
-		draw.Order(cfg.DrawSeed, order)
-		st.draw = &drawRun{state: ds, order: order}
-		r.progress(ds, time.Time{})
-		r.update(func(s *Snapshot) {
-			if s.Draw.Began.IsZero() {
-				s.Draw.Began = start
-			}
-		})
 	}
 	d := st.draw
 	for d.next < len(d.order) {
 		chunk := d.order[d.next:min(d.next+queue.MaxPlaceChunk, len(d.order))]
-		after := settings.PhaseOpen
-		if phase == settings.PhaseClosed {
-			after = settings.PhaseClosed
-		}
 		var next queue.DrawState
-		err := timed(func(ctx context.Context) (err error) {
-			next, err = st.q.PlaceDrawn(ctx, d.state, chunk, cfg.AbandonAfter, after)
+		err := r.timedDrawCall(ctx, func(ctx context.Context) (err error) {
+			next, err = st.q.PlaceDrawn(ctx, d.state, chunk, cfg.AbandonAfter, phaseAfterDraw(phase))
 			return err
 		})
 		if errors.Is(err, queue.ErrDrawMoved) {
@@ -176,6 +96,109 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase 
 	// Everyone loaded was placed and the pre-queue is not empty: reload it at the next tick.
 	st.draw = nil
 	return nil
+}
+
+// phaseAfterDraw is the phase the room takes once its draw is done: Open, or Closed when the schedule
+// closed it meanwhile.
+func phaseAfterDraw(phase settings.Phase) settings.Phase {
+	if phase == settings.PhaseClosed {
+		return settings.PhaseClosed
+	}
+	return settings.PhaseOpen
+}
+
+// timedDrawCall makes one Redis call of the draw, bounded to a second, and records how long Redis
+// was busy with it.
+func (r *runner) timedDrawCall(ctx context.Context, f func(context.Context) error) error {
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	// Wall time, whatever clock the grid runs on: this is how long Redis was busy.
+	began := time.Now()
+	err := f(callCtx)
+	d := time.Since(began)
+	drawCallHistogram.WithLabelValues(r.key.Namespace, r.key.Name).Observe(d.Seconds())
+	r.update(func(s *Snapshot) {
+		if s.Draw != nil {
+			s.Draw.Calls++
+			s.Draw.LongestCall = max(s.Draw.LongestCall, d)
+		}
+	})
+	return err
+}
+
+// forgetEarlierOpening drops the passes of an earlier opening, which open nothing now: their slots
+// under maxActive go to this one's visitors. Once per opening and runner; a second run finds nothing
+// to drop.
+func (r *runner) forgetEarlierOpening(ctx context.Context, st *tickState, cfg *Queue) error {
+	opensAt := cfg.Schedule.OpensAt
+	if st.forgotFor.Equal(opensAt) {
+		return nil
+	}
+	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // a bounded call per thousand passes
+	forgotten, err := st.q.ForgetPassesBefore(callCtx, cfg.Schedule.PassesFrom())
+	cancel()
+	if err != nil {
+		return err
+	}
+	st.forgotFor = opensAt
+	if forgotten > 0 {
+		ctrl.LoggerFrom(ctx).Info("Dropped the passes of an earlier opening", "waitingqueue", r.key.String(), "passes", forgotten)
+	}
+	return nil
+}
+
+// loadDraw begins the opening's draw and reads the pre-queue into the order the seed gives it, into
+// st.draw; done says the draw had finished already.
+func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, start time.Time) (done bool, err error) {
+	if len(cfg.DrawSeed) != draw.SeedBytes {
+		return false, fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
+	}
+	opensAt := cfg.Schedule.OpensAt
+	r.update(func(s *Snapshot) {
+		if s.Draw == nil || !s.Draw.OpensAt.Equal(opensAt) {
+			s.Draw = &DrawProgress{OpensAt: opensAt}
+		}
+	})
+	var ds queue.DrawState
+	err = r.timedDrawCall(ctx, func(ctx context.Context) (err error) {
+		ds, err = st.q.BeginDraw(ctx, opensAt, phaseAfterDraw(phase))
+		return err
+	})
+	if err != nil && !errors.Is(err, queue.ErrDrawMoved) {
+		return false, err
+	}
+	if ds.Done {
+		st.drawnFor = ds.OpensAt
+		r.progress(ds, r.s.clock.Now())
+		return true, nil
+	}
+	if errors.Is(err, queue.ErrDrawMoved) {
+		ctrl.LoggerFrom(ctx).Info("Finishing the draw of an earlier opening first", "waitingqueue", r.key.String(), "opensAt", ds.OpensAt)
+	}
+	var order []int64
+	for after := int64(0); ; {
+		var page []int64
+		if err := r.timedDrawCall(ctx, func(ctx context.Context) (err error) {
+			page, err = st.q.DrawArrivals(ctx, after)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		order = append(order, page...)
+		if len(page) == 0 || len(page) < queue.DrawPage {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	draw.Order(cfg.DrawSeed, order)
+	st.draw = &drawRun{state: ds, order: order}
+	r.progress(ds, time.Time{})
+	r.update(func(s *Snapshot) {
+		if s.Draw.Began.IsZero() {
+			s.Draw.Began = start
+		}
+	})
+	return false, nil
 }
 
 // progress records the draw's state in the snapshot; finished, when set, is when it was done.
