@@ -219,41 +219,11 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 			return nil, err
 		}
 	}
-	if sc := spec.Schedule; sc != nil {
-		s.Schedule = &Schedule{PreQueueFrom: spec.EffectivePreQueueFrom(), OpensAt: sc.OpensAt.Time}
-		if sc.ClosesAt != nil {
-			s.Schedule.ClosesAt = sc.ClosesAt.Time
-		}
-		switch {
-		case sc.OpensAt.IsZero():
-			return nil, fieldErr("spec.schedule.opensAt", "is required")
-		case !s.Schedule.PreQueueFrom.Before(s.Schedule.OpensAt) || s.Schedule.OpensAt.Sub(s.Schedule.PreQueueFrom) > 24*time.Hour:
-			return nil, fieldErr("spec.schedule.preQueueFrom", "must be before opensAt and at most 24h before it")
-		case !s.Schedule.ClosesAt.IsZero() && !s.Schedule.OpensAt.Before(s.Schedule.ClosesAt):
-			return nil, fieldErr("spec.schedule.closesAt", "must be after opensAt")
-		}
+	if err := s.deriveSchedule(spec); err != nil {
+		return nil, err
 	}
-	if burst, perMinute, v4, v6, ok := spec.EffectivePerClient(); ok {
-		switch {
-		case burst < 1 || burst > 100000:
-			return nil, fieldErr("spec.entry.perClient.burst", "%d is outside 1 … 100000", burst)
-		case perMinute < 1 || perMinute > 600000:
-			return nil, fieldErr("spec.entry.perClient.perMinute", "%d is outside 1 … 600000", perMinute)
-		case v4 < 8 || v4 > 32:
-			return nil, fieldErr("spec.entry.perClient.ipv4PrefixLength", "%d is outside 8 … 32", v4)
-		case v6 < 16 || v6 > 128:
-			return nil, fieldErr("spec.entry.perClient.ipv6PrefixLength", "%d is outside 16 … 128", v6)
-		}
-		s.Entry = &EntryLimit{Burst: burst, PerMinute: perMinute, V4Bits: v4, V6Bits: v6}
-	}
-	if spec.Entry != nil {
-		for i, c := range spec.Entry.TrustedProxies {
-			p, err := netip.ParsePrefix(string(c))
-			if err != nil {
-				return nil, fieldErr(fmt.Sprintf("spec.entry.trustedProxies[%d]", i), "%q is not a CIDR such as 10.0.0.0/8", c)
-			}
-			s.TrustedProxies = append(s.TrustedProxies, p.Masked())
-		}
+	if err := s.deriveClients(spec); err != nil {
+		return nil, err
 	}
 	if err := s.deriveEdge(spec); err != nil {
 		return nil, err
@@ -271,6 +241,55 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// deriveSchedule sets the schedule, when the spec has one.
+func (s *Settings) deriveSchedule(spec *herdgatev1alpha1.WaitingQueueSpec) error {
+	sc := spec.Schedule
+	if sc == nil {
+		return nil
+	}
+	s.Schedule = &Schedule{PreQueueFrom: spec.EffectivePreQueueFrom(), OpensAt: sc.OpensAt.Time}
+	if sc.ClosesAt != nil {
+		s.Schedule.ClosesAt = sc.ClosesAt.Time
+	}
+	switch {
+	case sc.OpensAt.IsZero():
+		return fieldErr("spec.schedule.opensAt", "is required")
+	case !s.Schedule.PreQueueFrom.Before(s.Schedule.OpensAt) || s.Schedule.OpensAt.Sub(s.Schedule.PreQueueFrom) > 24*time.Hour:
+		return fieldErr("spec.schedule.preQueueFrom", "must be before opensAt and at most 24h before it")
+	case !s.Schedule.ClosesAt.IsZero() && !s.Schedule.OpensAt.Before(s.Schedule.ClosesAt):
+		return fieldErr("spec.schedule.closesAt", "must be after opensAt")
+	}
+	return nil
+}
+
+// deriveClients sets the limit of places per client and the proxies trusted to name clients.
+func (s *Settings) deriveClients(spec *herdgatev1alpha1.WaitingQueueSpec) error {
+	if burst, perMinute, v4, v6, ok := spec.EffectivePerClient(); ok {
+		switch {
+		case burst < 1 || burst > 100000:
+			return fieldErr("spec.entry.perClient.burst", "%d is outside 1 … 100000", burst)
+		case perMinute < 1 || perMinute > 600000:
+			return fieldErr("spec.entry.perClient.perMinute", "%d is outside 1 … 600000", perMinute)
+		case v4 < 8 || v4 > 32:
+			return fieldErr("spec.entry.perClient.ipv4PrefixLength", "%d is outside 8 … 32", v4)
+		case v6 < 16 || v6 > 128:
+			return fieldErr("spec.entry.perClient.ipv6PrefixLength", "%d is outside 16 … 128", v6)
+		}
+		s.Entry = &EntryLimit{Burst: burst, PerMinute: perMinute, V4Bits: v4, V6Bits: v6}
+	}
+	if spec.Entry == nil {
+		return nil
+	}
+	for i, c := range spec.Entry.TrustedProxies {
+		p, err := netip.ParsePrefix(string(c))
+		if err != nil {
+			return fieldErr(fmt.Sprintf("spec.entry.trustedProxies[%d]", i), "%q is not a CIDR such as 10.0.0.0/8", c)
+		}
+		s.TrustedProxies = append(s.TrustedProxies, p.Masked())
+	}
+	return nil
 }
 
 // deriveAdaptive sets the target in flight and, for an Adaptive capacity, the controller's bounds: the
