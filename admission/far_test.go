@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/herdgate/herdgate/admission"
 
 	"github.com/redis/go-redis/v9"
@@ -94,9 +96,12 @@ func exactPosition(t *testing.T, rdb redis.UniversalClient, visitor string) int6
 // refused as near the front; a browser gets its place as a cookie and is answered by it.
 func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	const n, zone = 25_000, 5000
-	h, rdb := farHarness(t, zone, nil)
+	// The proxy hands out its own timings: polls at most a second apart.
+	h, rdb := farHarness(t, zone, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.Polling.MaxInterval = &metav1.Duration{Duration: time.Second}
+	})
 	ctx := context.Background()
-	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: time.Second, AbandonAfter: 5 * time.Minute}); err != nil {
+	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14)}); err != nil {
 		t.Fatal(err)
 	}
 	fillQueue(t, h.q, "u", n, 5*time.Minute)
@@ -274,9 +279,15 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	const zone, crowd = 5000, 5600
 	const abandon = 3 * time.Second
-	h, rdb := farHarness(t, zone, nil)
+	h, rdb := farHarness(t, zone, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.Polling.MaxInterval = &metav1.Duration{Duration: time.Second}
+	})
+	// Shorter than a spec may say (10 s at least), so that the test waits seconds, not minutes.
+	short := *h.proxy.Config()
+	short.AbandonAfter = abandon
+	h.proxy.SetConfig(&short)
 	ctx := context.Background()
-	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: time.Second, AbandonAfter: abandon}); err != nil {
+	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14)}); err != nil {
 		t.Fatal(err)
 	}
 	fillQueue(t, h.q, "c", crowd, abandon)

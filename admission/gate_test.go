@@ -154,6 +154,17 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 			t.Fatalf("got %d %v", rec.Code, body)
 		}
 	})
+	t.Run("the proxy hands out its own timings, not the published plan's", func(t *testing.T) {
+		// The published plan says 5 s at most (the memory engine's); the config says 2 s.
+		p, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id").Polling(500*time.Millisecond, 2*time.Second) })
+		engine.SetPosition("ada", queue.Position{State: queue.Waiting, Position: 2000, Depth: 2000, Now: time.Now()})
+		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
+		r.Header.Set("X-User-Id", "ada")
+		rec, body := serve(p, r)
+		if rec.Code != http.StatusOK || body["nextPollMs"] != float64(2000) {
+			t.Fatalf("far back: %d %v; want the config's longest interval, 2000 ms", rec.Code, body)
+		}
+	})
 	t.Run("an admission whose pass is valid soon", func(t *testing.T) {
 		p, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
 		now := time.Now()

@@ -15,8 +15,9 @@ import (
 // asking again, so that a schedule moved earlier reaches the page in time.
 const maxNotOpenRetry = 5 * time.Minute
 
-// room is what the proxy knows of its queue's state: the timings and plan the scheduler published
-// (the spec's until it has) and the room's phase.
+// room is what the proxy knows of its queue's state: the plan ticks run (the scheduler's, published,
+// or the spec's until it has published one; an Adaptive rate is the scheduler's to choose), the room's
+// phase, and the timings it hands visitors, which are its own config's.
 type room struct {
 	abandonAfter, pollMin, pollMax time.Duration
 	plan                           capacity.Plan
@@ -32,7 +33,7 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: settings.PhaseOpen, known: true}
 	published, err := p.plans.Get(ctx)
 	if err == nil {
-		r.abandonAfter, r.pollMin, r.pollMax, r.plan = published.AbandonAfter, published.PollMin, published.PollMax, published.Quota
+		r.plan = published.Quota
 	}
 	sc := cfg.Schedule
 	if sc == nil {

@@ -29,17 +29,18 @@ func phaseOfCode(c int64) settings.Phase {
 	return settings.PhaseOpen
 }
 
-// PublishedPlan is what the scheduler publishes for the proxies: the plan ticks run, which they
-// estimate waits and poll hints from, the timings they hand to visitors, and the room's phase. It is
+// PublishedPlan is what the scheduler publishes for the proxies: what it decides, the plan ticks run
+// (which they estimate waits and poll hints from) and the room's phase, with the schedule it is of. It is
 // read back ready to use. (capacity.Plan is the admission plan itself, which it carries as Quota.)
 type PublishedPlan struct {
 	// Quota is the admission plan ticks run. ReadPlan returns the zero PublishedPlan, which admits
 	// nobody, while Suspended.
 	Quota capacity.Plan
-	// PollMin and PollMax bound the poll interval handed to waiting visitors.
+	// PollMin, PollMax and AbandonAfter are the spec's timings, written for proxies of the previous
+	// version, which read them here during a rolling upgrade. A proxy takes its timings from its own
+	// settings; these are not read, and go once no proxy of that version can remain.
 	PollMin, PollMax time.Duration
-	// AbandonAfter is the silence after which a visitor loses its place.
-	AbandonAfter time.Duration
+	AbandonAfter     time.Duration
 	// Suspended is true while admissions are stopped.
 	Suspended bool
 	// Phase is the room's phase; the empty phase publishes Open. While a draw runs, the published
