@@ -22,6 +22,7 @@ const (
 var (
 	IsOwnCookie = isOwnCookie
 	IsOwnHeader = isOwnHeader
+	SafeReturn  = safeReturn
 )
 
 // ForwardingOf is how a request of canonical path goes to cfg's upstream.

@@ -25,9 +25,9 @@ func pageFor(lang, ret string, cfg *Config) page.Data {
 	return d
 }
 
-// SafeReturn accepts ?return= only as a path on this origin, so the waiting page cannot redirect a
+// safeReturn accepts ?return= only as a path on this origin, so the waiting page cannot redirect a
 // visitor elsewhere; anything else becomes "/".
-func SafeReturn(raw string) string {
+func safeReturn(raw string) string {
 	if raw == "" || raw[0] != '/' || strings.HasPrefix(raw, "//") || strings.HasPrefix(raw, "/\\") {
 		return "/"
 	}
@@ -50,7 +50,7 @@ func SafeReturn(raw string) string {
 // page, in the visitor's language.
 func (p *Proxy) servePage(x Exchange, cfg *Config) {
 	query, _ := url.ParseQuery(x.RawQuery())
-	d := pageFor(page.Language(x.Header("Accept-Language")), SafeReturn(query.Get("return")), cfg)
+	d := pageFor(page.Language(x.Header("Accept-Language")), safeReturn(query.Get("return")), cfg)
 	d.Phase = p.pagePhase(cfg)
 	t := page.Builtin()
 	if cfg.PageTemplate != nil {
