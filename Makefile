@@ -211,7 +211,7 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
-	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
+	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy $(if $(BENCH_PROXY_BASELINE),--baseline=$(BENCH_PROXY_BASELINE)) --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
 	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission/pass
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 

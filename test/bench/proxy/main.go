@@ -31,6 +31,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of every load, interleaved across the paths; the median is reported")
 	connections := flag.Int("connections", 64, "concurrent connections of every load")
 	proxyBin := flag.String("proxy", "", "herdgate-proxy binary (required)")
+	baselineBin := flag.String("baseline", "", "another herdgate-proxy binary (an earlier build) to run beside --proxy in the same rounds, for before/after ratios")
 	out := flag.String("out", "", "also write the report to this file")
 	profileDir := flag.String("cpu-profile-dir", "", "write herdgate-proxy's CPU profiles of the first forward and status runs to this directory (profiling slows the proxy: read the numbers of such a run with care)")
 	flag.Parse()
@@ -42,7 +43,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flag --rounds must be at least 1")
 		os.Exit(2)
 	}
-	report, err := run(*proxyBin, *duration, *connections, *rounds, *profileDir)
+	report, err := run(*proxyBin, *baselineBin, *duration, *connections, *rounds, *profileDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
 		os.Exit(1)
@@ -56,7 +57,10 @@ func main() {
 	}
 }
 
-func run(proxyBin string, d time.Duration, conns, rounds int, profileDir string) (string, error) {
+// baselineName is the path of the --baseline proxy in the report.
+const baselineName = "herdgate-proxy (baseline)"
+
+func run(proxyBin, baselineBin string, d time.Duration, conns, rounds int, profileDir string) (string, error) {
 	for _, bin := range []string{"wrk", "nginx", "redis-benchmark", "redis-server"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "", fmt.Errorf("%s not found; run 'make toolchain'", bin)
@@ -127,6 +131,19 @@ waitingQueue:
 	if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/healthz", proxyPort)); err != nil {
 		return "", fmt.Errorf("herdgate-proxy: %w", err)
 	}
+	baselinePID, baselinePort := 0, freePort()
+	if baselineBin != "" {
+		baseline := exec.Command(baselineBin, "--config="+cfgPath, fmt.Sprintf("--listen=127.0.0.1:%d", baselinePort), "--metrics-listen=", "--pprof=false", "--drain-delay=0s", "--zap-log-level=error")
+		baseline.Stderr = os.Stderr
+		if err := baseline.Start(); err != nil {
+			return "", err
+		}
+		stops = append(stops, func() { _ = baseline.Process.Kill(); _ = baseline.Wait() })
+		if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/healthz", baselinePort)); err != nil {
+			return "", fmt.Errorf("herdgate-proxy (baseline): %w", err)
+		}
+		baselinePID = baseline.Process.Pid
+	}
 	if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/", nginxPort)); err != nil {
 		return "", fmt.Errorf("nginx: %w", err)
 	}
@@ -150,15 +167,19 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		{"nginx proxy_pass", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", nginxPort)},
 		{"herdgate-proxy", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", proxyPort)},
 	}
+	saturated := targets
+	if baselinePID != 0 {
+		saturated = append(slices.Clone(targets), struct{ name, url string }{baselineName, fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", baselinePort)})
+	}
 	runs := map[string][]wrkResult{}
 	for round := 1; round <= rounds; round++ {
-		for _, t := range targets {
+		for _, t := range saturated {
 			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: wrk %s, %d connections, %s\n", round, rounds, t.name, conns, d)
 			profiled := notProfiled
 			if round == 1 && t.name == "herdgate-proxy" {
 				profiled = profile("forward")
 			}
-			groups0, proxy0 := groupCPU(backendPID, nginxPID), processCPU(proxy.Process.Pid)
+			groups0, proxy0, baseline0 := groupCPU(backendPID, nginxPID), processCPU(proxy.Process.Pid), processCPU(baselinePID)
 			r, err := wrk(t.url, postScript, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
@@ -173,6 +194,8 @@ wrk.headers["X-Herdgate-Pass"] = %q
 				r.proxyCPU = groups[1] - groups0[1]
 			case "herdgate-proxy":
 				r.proxyCPU = processCPU(proxy.Process.Pid) - proxy0
+			case baselineName:
+				r.proxyCPU = processCPU(baselinePID) - baseline0
 			}
 			if r.non2xx > 0 {
 				return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
@@ -231,6 +254,13 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	fmt.Fprintf(&b, "\nCPU per forwarded request (median run): herdgate-proxy %s, nginx proxy_pass %s; ratio %.2f× (the backend's: %s, %s, and %s direct; wrk's: %s, %s, and %s direct)\n",
 		us(herdgatePerReq), us(nginxPerReq), float64(herdgatePerReq)/float64(nginxPerReq),
 		us(herdgateBackend), us(nginxBackend), us(directBackend), us(herdgateLoad), us(nginxLoad), us(directLoad))
+	if baselinePID != 0 {
+		before, after := saturating[baselineName], saturating["herdgate-proxy"]
+		baselinePerReq, _, _ := cpuPerRequest(baselineName)
+		fmt.Fprintf(&b, "\nBefore and after, in the same rounds: req/s %.0f (baseline) and %.0f, ratio %.2f×; CPU per request %s and %s, ratio %.2f×; p99 %s and %s\n",
+			before.rps, after.rps, after.rps/before.rps, us(baselinePerReq), us(herdgatePerReq), float64(herdgatePerReq)/float64(baselinePerReq),
+			before.p99.Round(time.Microsecond), after.p99.Round(time.Microsecond))
+	}
 	fmt.Fprintf(&b, "\n### Fixed rate %.0f req/s (half the proxy's saturating rate), %d connections, median p99 of %d runs\n\n", rate, conns, rounds)
 	fmt.Fprintf(&b, "| path | p50 | p99 | added p99 |\n| --- | ---: | ---: | ---: |\n")
 	for _, t := range targets {
