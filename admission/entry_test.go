@@ -305,7 +305,7 @@ func TestBypassLanes(t *testing.T) {
 					{Name: "office", SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.0/24"}},
 					{Name: "monitor", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Monitor-Token",
 						ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: "monitor", Key: "token"}}},
-					{Name: "health", Path: ptr.To("/checkout/health")},
+					{Name: "health", Path: ptr.To(herdgatev1alpha1.RoutePath("/checkout/health"))},
 				}
 			})
 		get := func(path string, header ...string) response {

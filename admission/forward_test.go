@@ -40,7 +40,7 @@ func TestNothingOfHerdgatesReachesTheUpstream(t *testing.T) {
 		h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Upstream.URL = ptr.To(up.URL())
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
-			wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "health", Path: ptr.To("/health")}}
+			wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "health", Path: ptr.To(herdgatev1alpha1.RoutePath("/health"))}}
 		})
 		now := time.Now()
 		token := h.proxy.Config().Signer.Issue("alice", now.Add(-time.Second), now.Add(time.Minute))

@@ -651,7 +651,7 @@ func TestConfigChangesApplyLive(t *testing.T) {
 		t.Fatalf("an unprotected path: %d", res.StatusCode)
 	}
 	wq := h.wq.DeepCopy()
-	wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/api/v2")})
+	wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/api/v2"))})
 	cfg, err := admission.NewConfig(wq, h.key)
 	if err != nil {
 		t.Fatal(err)

@@ -342,7 +342,7 @@ func TestASessionEndsWhateverLetTheRequestThrough(t *testing.T) {
 		}
 		t.Run("through a bypass lane", func(t *testing.T) {
 			rig := newSessionRig(t, func(b *builder.QueueBuilder) {
-				b.Bypass(herdgatev1alpha1.BypassRule{Name: "leave", Path: ptr.To("/checkout/logout")})
+				b.Bypass(herdgatev1alpha1.BypassRule{Name: "leave", Path: ptr.To(herdgatev1alpha1.RoutePath("/checkout/logout"))})
 			})
 			token, a := rig.admitOne(t, "bob", 1)
 			if res := rig.do(t, 0, http.MethodGet, "/checkout/logout", "bob", token); res.StatusCode != http.StatusOK || !released(t, rig, "bob", a) {

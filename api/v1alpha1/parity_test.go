@@ -50,9 +50,9 @@ var _ = Describe("The API server and the proxy's checks", func() {
 			for _, p := range append(valid, invalid...) {
 				accepted := agree(fmt.Sprintf("%s %q", field, p), func(wq *herdgatev1alpha1.WaitingQueue) {
 					if field == "path" {
-						wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{Path: ptr.To(p)}
+						wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{Path: ptr.To(herdgatev1alpha1.RoutePath(p))}
 					} else {
-						wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To(p)}
+						wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath(p))}
 					}
 				})
 				want := !contains(invalid, p)
@@ -157,18 +157,18 @@ var _ = Describe("The API server and the proxy's checks", func() {
 				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{
 					{Name: "office", SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.0/24", "2001:db8::/32"}},
 					{Name: "monitor", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Monitor-Token", ValueSecretRef: ref("monitor", "token")}},
-					{Name: "health", Path: ptr.To("/checkout/health")},
-					{Name: "static", PathPrefix: ptr.To("/checkout/static")},
+					{Name: "health", Path: ptr.To(herdgatev1alpha1.RoutePath("/checkout/health"))},
+					{Name: "static", PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/checkout/static"))},
 				}
 			}, true},
 			{"a bypass rule of two kinds", func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "two", Path: ptr.To("/a"), SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.0/24"}}}
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "two", Path: ptr.To(herdgatev1alpha1.RoutePath("/a")), SourceCIDRs: []herdgatev1alpha1.CIDR{"192.0.2.0/24"}}}
 			}, false},
 			{"a bypass rule of no kind", func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "none"}}
 			}, false},
 			{"a bypass rule named with a capital", func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "Office", Path: ptr.To("/a")}}
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "Office", Path: ptr.To(herdgatev1alpha1.RoutePath("/a"))}}
 			}, false},
 			{"a bypass by herdgate's pass header", func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "pass", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Herdgate-Pass", ValueSecretRef: ref("monitor", "token")}}}
@@ -177,7 +177,7 @@ var _ = Describe("The API server and the proxy's checks", func() {
 				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "host", Header: &herdgatev1alpha1.BypassHeader{Name: "host", ValueSecretRef: ref("monitor", "token")}}}
 			}, false},
 			{"a bypass path that is not normalised", func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "dots", PathPrefix: ptr.To("/a/../b")}}
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "dots", PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/a/../b"))}}
 			}, false},
 			{"a page message of 500 Korean characters", func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: strings.Repeat("가", 500)}

@@ -61,7 +61,7 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(s.Mode).To(Equal(herdgatev1alpha1.ModeQueue))
 		Expect(s.Pass.Renewal).To(Equal(herdgatev1alpha1.RenewalFixed))
 		Expect(s.ProtectedRoutes).To(HaveLen(2))
-		Expect(*s.ProtectedRoutes[1].Path).To(Equal("/api/v1/orders/direct"))
+		Expect(*s.ProtectedRoutes[1].Path).To(Equal(herdgatev1alpha1.RoutePath("/api/v1/orders/direct")))
 	})
 
 	It("accepts a schedule whose pre-queue is exactly 24 hours long, and one without preQueueFrom or closesAt", func() {
@@ -91,7 +91,7 @@ var _ = Describe("WaitingQueue validation", func() {
 			Spec: herdgatev1alpha1.WaitingQueueSpec{
 				Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 5, RequestLatency: metav1.Duration{Duration: time.Second}},
 				Upstream:        herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders.example:8080")},
-				ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{PathPrefix: ptr.To("/checkout")}},
+				ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/checkout"))}},
 				Redis:           &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "redis"}},
 			},
 		}
@@ -176,7 +176,7 @@ var _ = Describe("WaitingQueue validation", func() {
 			"spec.entry.challenge.external.verifyURL", "verifyURL must be an absolute http or https URL"),
 		Entry("a bypass rule of two kinds",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "two", Path: ptr.To("/a"), PathPrefix: ptr.To("/b")}}
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "two", Path: ptr.To(herdgatev1alpha1.RoutePath("/a")), PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/b"))}}
 			},
 			"spec.bypass[0]", "a bypass rule needs exactly one of sourceCIDRs, header, path or pathPrefix"),
 		Entry("a bypass header of herdgate's own",
@@ -192,7 +192,7 @@ var _ = Describe("WaitingQueue validation", func() {
 			"spec.bypass[0].sourceCIDRs[0]", "must be a CIDR"),
 		Entry("two bypass rules of one name",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "a", Path: ptr.To("/a")}, {Name: "a", Path: ptr.To("/b")}}
+				wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "a", Path: ptr.To(herdgatev1alpha1.RoutePath("/a"))}, {Name: "a", Path: ptr.To(herdgatev1alpha1.RoutePath("/b"))}}
 			},
 			"spec.bypass[1]", "Duplicate value"),
 		Entry("an entry burst of 0",
@@ -299,7 +299,7 @@ var _ = Describe("WaitingQueue validation", func() {
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.ProtectedRoutes = nil
 				for i := range 33 {
-					wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{Path: ptr.To(fmt.Sprintf("/r%d", i))})
+					wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{Path: ptr.To(herdgatev1alpha1.RoutePath(fmt.Sprintf("/r%d", i)))})
 				}
 			},
 			"spec.protectedRoutes", "must have at most 32 items"),
@@ -307,10 +307,14 @@ var _ = Describe("WaitingQueue validation", func() {
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes = []herdgatev1alpha1.ProtectedRoute{} },
 			"spec.protectedRoutes", "should have at least 1 items"),
 		Entry("a route with both path and pathPrefix",
-			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To("/api") },
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To(herdgatev1alpha1.RoutePath("/api"))
+			},
 			"spec.protectedRoutes[0]", "exactly one of path or pathPrefix must be set"),
 		Entry("a route path that is not normalised",
-			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[1].Path = ptr.To("/api/v1/../orders") },
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[1].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/v1/../orders"))
+			},
 			"spec.protectedRoutes[1].path", "path must be absolute and normalised"),
 		Entry("a route with a lower-case method",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
@@ -362,14 +366,14 @@ var _ = Describe("WaitingQueue validation", func() {
 			"spec.pass.maxSession", "pass.maxSession must be at most 24h"),
 		Entry("a completion route that is not normalised",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{{Path: ptr.To("/checkout/done/")}}}
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{{Path: ptr.To(herdgatev1alpha1.RoutePath("/checkout/done/"))}}}
 			},
 			"spec.pass.completionRoutes[0].path", "path must be absolute and normalised"),
 		Entry("nine completion routes",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				routes := []herdgatev1alpha1.ProtectedRoute{}
 				for i := range 9 {
-					routes = append(routes, herdgatev1alpha1.ProtectedRoute{Path: ptr.To(fmt.Sprintf("/done%d", i))})
+					routes = append(routes, herdgatev1alpha1.ProtectedRoute{Path: ptr.To(herdgatev1alpha1.RoutePath(fmt.Sprintf("/done%d", i)))})
 				}
 				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: routes}
 			},
@@ -389,17 +393,23 @@ var _ = Describe("WaitingQueue validation", func() {
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = "1st.queue" },
 			"metadata.name", "must be a DNS-1035 label"),
 		Entry("a route path with a trailing slash",
-			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders/") },
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders/"))
+			},
 			"spec.protectedRoutes[0].path", "trailing '/'"),
 		Entry("a route path with a backslash",
-			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To(`/api\v1`) },
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].Path = ptr.To(herdgatev1alpha1.RoutePath(`/api\v1`))
+			},
 			"spec.protectedRoutes[0].path", "backslash"),
 		Entry("a route path ending in a newline, as a YAML block scalar makes it",
-			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders\n") },
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders\n"))
+			},
 			"spec.protectedRoutes[0].path", "control character"),
 		Entry("a route prefix with a control character",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/api\tv1")}
+				wq.Spec.ProtectedRoutes[0] = herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/api\tv1"))}
 			},
 			"spec.protectedRoutes[0].pathPrefix", "control character"),
 		Entry("Host as the identity header",

@@ -428,6 +428,14 @@ type ServiceUpstream struct {
 // +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS
 type HTTPMethod string
 
+// RoutePath is a path a route or a bypass lane matches: absolute and already normalised, as the proxy
+// matches requests, with no "//", "." or ".." segments, no trailing "/", no backslash, ";", "%", "?",
+// "#" or control character. One rule for every field of this type; the proxy's own check mirrors it
+// (internal/route).
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="path must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
+type RoutePath string
+
 // ProtectedRoute selects requests that need a valid pass: one of the methods and a path that is
 // either exactly path or starts with pathPrefix. Exactly one of path or pathPrefix is set.
 //
@@ -445,17 +453,13 @@ type ProtectedRoute struct {
 	// It must be absolute and already normalised, as the proxy matches requests: no "//", "." or ".."
 	// segments, no trailing "/", no backslash, ";", "%", "?", "#" or control character.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="path must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
-	Path *string `json:"path,omitempty"`
+	Path *RoutePath `json:"path,omitempty"`
 
 	// pathPrefix matches a request whose normalised path is pathPrefix or lies below it: "/api/orders"
 	// matches "/api/orders" and "/api/orders/42" but not "/api/orders-archive". It must be absolute
 	// and already normalised, like path.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="pathPrefix must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
-	PathPrefix *string `json:"pathPrefix,omitempty"`
+	PathPrefix *RoutePath `json:"pathPrefix,omitempty"`
 
 	// exactCase matches path or pathPrefix letter for letter. By default a route matches whatever the
 	// letter case of the request ("/API/V1/Orders" is "/api/v1/orders"), because many servers route
@@ -746,16 +750,12 @@ type BypassRule struct {
 	// path matches requests whose normalised path equals it, whatever the letter case, like a
 	// protected route's path.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="path must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
-	Path *string `json:"path,omitempty"`
+	Path *RoutePath `json:"path,omitempty"`
 
 	// pathPrefix matches requests whose normalised path is it or lies below it, whatever the letter
 	// case, like a protected route's pathPrefix.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule=`self.startsWith('/') && !self.matches('[[:cntrl:]]') && !self.contains('\x5c') && !self.contains('//') && !self.matches('(^|/)[.][.]?(/|$)') && (self == '/' || !self.endsWith('/')) && !self.contains(';') && !self.contains('%') && !self.contains('?') && !self.contains('#')`,message="pathPrefix must be absolute and normalised: it starts with '/' and has no control character, '//', '.' or '..' segment, trailing '/', backslash, ';', '%', '?' or '#'"
-	PathPrefix *string `json:"pathPrefix,omitempty"`
+	PathPrefix *RoutePath `json:"pathPrefix,omitempty"`
 }
 
 // BypassHeader is a header whose value, held in a Secret, lets a request bypass the queue.

@@ -40,12 +40,12 @@ func (in *BypassRule) DeepCopyInto(out *BypassRule) {
 	}
 	if in.Path != nil {
 		in, out := &in.Path, &out.Path
-		*out = new(string)
+		*out = new(RoutePath)
 		**out = **in
 	}
 	if in.PathPrefix != nil {
 		in, out := &in.PathPrefix, &out.PathPrefix
-		*out = new(string)
+		*out = new(RoutePath)
 		**out = **in
 	}
 }
@@ -440,12 +440,12 @@ func (in *ProtectedRoute) DeepCopyInto(out *ProtectedRoute) {
 	}
 	if in.Path != nil {
 		in, out := &in.Path, &out.Path
-		*out = new(string)
+		*out = new(RoutePath)
 		**out = **in
 	}
 	if in.PathPrefix != nil {
 		in, out := &in.PathPrefix, &out.PathPrefix
-		*out = new(string)
+		*out = new(RoutePath)
 		**out = **in
 	}
 }

@@ -340,9 +340,9 @@ func compileRoutes(list string, spec []herdgatev1alpha1.ProtectedRoute) ([]route
 		prefix := false
 		switch {
 		case r.Path != nil && r.PathPrefix == nil:
-			p, field = *r.Path, field+".path"
+			p, field = string(*r.Path), field+".path"
 		case r.PathPrefix != nil && r.Path == nil:
-			p, prefix, field = *r.PathPrefix, true, field+".pathPrefix"
+			p, prefix, field = string(*r.PathPrefix), true, field+".pathPrefix"
 		default:
 			return nil, fieldErr(field, "exactly one of path or pathPrefix must be set")
 		}

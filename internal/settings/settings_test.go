@@ -97,11 +97,17 @@ func TestDeriveNamesTheField(t *testing.T) {
 		field  string
 		detail string
 	}{
-		{"a route with a trailing slash", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/") },
+		{"a route with a trailing slash", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.ProtectedRoutes[0].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/"))
+		},
 			"spec.protectedRoutes[0].path", "must be absolute and normalised"},
-		{"a prefix with a newline", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[1].PathPrefix = ptr.To("/checkout\n") },
+		{"a prefix with a newline", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.ProtectedRoutes[1].PathPrefix = ptr.To(herdgatev1alpha1.RoutePath("/checkout\n"))
+		},
 			"spec.protectedRoutes[1].pathPrefix", "control character"},
-		{"a route with both forms", func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To("/x") },
+		{"a route with both forms", func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.ProtectedRoutes[0].PathPrefix = ptr.To(herdgatev1alpha1.RoutePath("/x"))
+		},
 			"spec.protectedRoutes[0]", "exactly one of path or pathPrefix"},
 		{"a lower-case method", func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}

@@ -34,8 +34,8 @@ func Queue(namespace, name string) *QueueBuilder {
 			Tick:     &metav1.Duration{Duration: 100 * time.Millisecond},
 			Upstream: herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: "orders", Port: 8080}},
 			ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders")},
-				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To("/api/v1/orders/direct")},
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders"))},
+				{Methods: []herdgatev1alpha1.HTTPMethod{"POST"}, Path: ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders/direct"))},
 			},
 		},
 	}}
@@ -246,9 +246,9 @@ func (b *QueueBuilder) Proxy(p *herdgatev1alpha1.ProxySpec) *QueueBuilder {
 func Route(path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) herdgatev1alpha1.ProtectedRoute {
 	r := herdgatev1alpha1.ProtectedRoute{Methods: methods}
 	if prefix {
-		r.PathPrefix = ptr.To(path)
+		r.PathPrefix = ptr.To(herdgatev1alpha1.RoutePath(path))
 	} else {
-		r.Path = ptr.To(path)
+		r.Path = ptr.To(herdgatev1alpha1.RoutePath(path))
 	}
 	return r
 }

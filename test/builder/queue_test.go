@@ -55,7 +55,9 @@ func TestEverySpecSectionHasASetter(t *testing.T) {
 		"Entry": func(b *QueueBuilder) {
 			b.Entry(&herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{}})
 		},
-		"Bypass":          func(b *QueueBuilder) { b.Bypass(herdgatev1alpha1.BypassRule{Name: "health", Path: ptr.To("/healthz")}) },
+		"Bypass": func(b *QueueBuilder) {
+			b.Bypass(herdgatev1alpha1.BypassRule{Name: "health", Path: ptr.To(herdgatev1alpha1.RoutePath("/healthz"))})
+		},
 		"Page":            func(b *QueueBuilder) { b.PageMessage("soon") },
 		"Upstream":        func(b *QueueBuilder) { b.UpstreamService("shop", 80) },
 		"ProtectedRoutes": func(b *QueueBuilder) { b.Routes(Route("/checkout", true, "GET")) },

@@ -121,7 +121,7 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 	acceptedGeneration := first.Generation
 	// A trailing slash: the older CRD takes it, the proxy would refuse it.
 	updateSpec(t, admin, first, func(wq *herdgatev1alpha1.WaitingQueue) {
-		wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders/")
+		wq.Spec.ProtectedRoutes[0].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders/"))
 		wq.Spec.Capacity.BatchSizeOverride = ptr.To[int32](3)
 	})
 	refused := waitCondition("the refusal", func(got *herdgatev1alpha1.WaitingQueue) bool {
@@ -155,7 +155,9 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 		t.Fatal("the scheduler stopped ticking")
 	}
 
-	updateSpec(t, admin, refused, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.ProtectedRoutes[0].Path = ptr.To("/api/v1/orders") })
+	updateSpec(t, admin, refused, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.ProtectedRoutes[0].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders"))
+	})
 	waitCondition("the fixed spec accepted with its plan", func(got *herdgatev1alpha1.WaitingQueue) bool {
 		return meta.IsStatusConditionTrue(got.Status.Conditions, herdgatev1alpha1.ConditionAccepted) &&
 			got.Status.Plan != nil && got.Status.Plan.BatchSize == 3

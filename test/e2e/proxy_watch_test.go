@@ -128,7 +128,7 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 	})
 
 	updateSpec(t, k8sClient, wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-		wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/checkout")})
+		wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/checkout"))})
 		wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 		wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders-v2.example:9000")}
 	})
@@ -228,7 +228,7 @@ func TestAProxyThatCannotApplyAChangeSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	updateSpec(t, k8sClient, wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-		wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To("/checkout")})
+		wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, herdgatev1alpha1.ProtectedRoute{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/checkout"))})
 	})
 	waitForProgrammed(t, wq, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyRefusedConfig,
 		fmt.Sprintf("proxy replica orders-herdgate-proxy-0 cannot apply generation %d", wq.Generation))

@@ -246,7 +246,7 @@ func bypassRule(field string, b herdgatev1alpha1.BypassRule) (BypassRule, error)
 		rule.Header, rule.HeaderValue = http.CanonicalHeaderKey(h.Name), value
 	}
 	for _, p := range []struct {
-		value  *string
+		value  *herdgatev1alpha1.RoutePath
 		prefix bool
 		name   string
 	}{{b.Path, false, "path"}, {b.PathPrefix, true, "pathPrefix"}} {
@@ -254,7 +254,7 @@ func bypassRule(field string, b herdgatev1alpha1.BypassRule) (BypassRule, error)
 			continue
 		}
 		kinds++
-		r, err := route.New(*p.value, p.prefix, route.Methods)
+		r, err := route.New(string(*p.value), p.prefix, route.Methods)
 		if err != nil {
 			return BypassRule{}, fieldErr(field+"."+p.name, "%q %v", *p.value, err)
 		}
