@@ -101,15 +101,15 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 	if s.Admits() {
 		c.Quota = s.Effective
 	}
-	if err := c.applyEdge(hmacKey, values); err != nil {
+	if err := c.applyEntry(hmacKey, values); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// applyEdge fills the entry's checks, the bypass lanes and the page, reading the values they refer
+// applyEntry fills the entry's checks, the bypass lanes and the page, reading the values they refer
 // to.
-func (c *Config) applyEdge(hmacKey []byte, values SecretValues) error {
+func (c *Config) applyEntry(hmacKey []byte, values SecretValues) error {
 	s := &c.Settings
 	read := func(ref settings.SecretRef) ([]byte, error) {
 		if values == nil {

@@ -104,8 +104,8 @@ func secretRef(field string, r herdgatev1alpha1.SecretValueRef, minLength int) (
 	return SecretRef{Field: field, Name: r.Name, Key: r.Key, MinLength: minLength}, nil
 }
 
-// deriveEdge fills the entry's invitation and challenge and the bypass rules.
-func (s *Settings) deriveEdge(spec *herdgatev1alpha1.WaitingQueueSpec) error {
+// deriveEntry fills the entry's invitation and challenge and the bypass rules.
+func (s *Settings) deriveEntry(spec *herdgatev1alpha1.WaitingQueueSpec) error {
 	if e := spec.Entry; e != nil {
 		if inv := e.Invitation; inv != nil {
 			key, err := secretRef("spec.entry.invitation.keySecretRef", inv.KeySecretRef, MinInvitationKey)

@@ -65,7 +65,7 @@ type Settings struct {
 	Entry *EntryLimit
 	// TrustedProxies are the load balancers whose X-Forwarded-For names the client.
 	TrustedProxies []netip.Prefix
-	// Invitation, ProofOfWork and External, when set, are what an entry must bring (edge.go).
+	// Invitation, ProofOfWork and External, when set, are what an entry must bring (entry.go).
 	Invitation  *Invitation
 	ProofOfWork *ProofOfWork
 	External    *ExternalChallenge
@@ -225,7 +225,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if err := s.deriveClients(spec); err != nil {
 		return nil, err
 	}
-	if err := s.deriveEdge(spec); err != nil {
+	if err := s.deriveEntry(spec); err != nil {
 		return nil, err
 	}
 	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {
