@@ -29,6 +29,7 @@ import (
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 // Timeouts of every Eventually in this suite, kept in one place.
@@ -66,7 +67,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	repoRoot, err = testenv.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
-	cp := testenv.NewControlPlane(GinkgoT(), testenv.ControlPlaneOptions{})
+	cp := controlplane.New(GinkgoT(), controlplane.Options{})
 	testEnv, cfg, scheme, k8sClient = cp.Env, cp.Config, cp.Scheme, cp.Client
 
 	dir, err := os.MkdirTemp("", "herdgate-controllers-redis-")

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 // Timeouts of every Eventually in this suite, kept in one place.
@@ -40,7 +41,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	repoRoot, err = testenv.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
-	cp := testenv.NewControlPlane(GinkgoT(), testenv.ControlPlaneOptions{})
+	cp := controlplane.New(GinkgoT(), controlplane.Options{})
 	testEnv, cfg, k8sClient = cp.Env, cp.Config, cp.Client
 })
 

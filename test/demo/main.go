@@ -29,6 +29,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/herd"
 	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 func main() {
@@ -131,7 +132,7 @@ func run(ctx context.Context, once bool, visitors int) error {
 		return err
 	}
 	say("Starting a local control plane (etcd, kube-apiserver %s)", kubeVersion)
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
+	cp, err := controlplane.Start(controlplane.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 var (
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{})
+	cp, err := controlplane.Start(controlplane.Options{})
 	if err != nil {
 		return fail(err)
 	}

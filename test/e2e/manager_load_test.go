@@ -27,6 +27,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 var loadPhase = flag.Duration("manager-load.phase", 8*time.Second, "how long each phase of TestManagerUnderTheLargestPlans runs")
@@ -60,7 +61,7 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "manager")).CombinedOutput(); err != nil {
 		t.Fatalf("building the manager: %v\n%s", err, out)
 	}
-	cp := testenv.NewControlPlane(t, testenv.ControlPlaneOptions{})
+	cp := controlplane.New(t, controlplane.Options{})
 	admin := cp.Client
 	redis := testenv.StartRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())

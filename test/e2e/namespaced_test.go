@@ -22,7 +22,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
-	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 // TestNamespacedModeRunsAQueueWithoutClusterWidePermissions installs the chart with watchNamespaces on
@@ -31,7 +31,7 @@ import (
 // job with no cluster-wide permission, and could not read a Secret or create a Deployment outside its
 // namespaces if it wanted to.
 func TestNamespacedModeRunsAQueueWithoutClusterWidePermissions(t *testing.T) {
-	cp := testenv.NewControlPlane(t, testenv.ControlPlaneOptions{})
+	cp := controlplane.New(t, controlplane.Options{})
 	admin, scheme := cp.Client, cp.Scheme
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -173,7 +173,7 @@ func TestNamespacedModeRunsAQueueWithoutClusterWidePermissions(t *testing.T) {
 }
 
 // chartToolsOn is chartTools for a control plane of the test's own.
-func chartToolsOn(t *testing.T, cp *testenv.ControlPlane) tools {
+func chartToolsOn(t *testing.T, cp *controlplane.ControlPlane) tools {
 	t.Helper()
 	tl := chartTools(t)
 	var err error

@@ -23,6 +23,7 @@ import (
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
 )
 
 // TestTheManagerRefusesWhatAnOlderCRDLetsThrough installs a CRD without the route path rules, as a
@@ -56,7 +57,7 @@ func TestTheManagerRefusesWhatAnOlderCRDLetsThrough(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), older, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cp := testenv.NewControlPlane(t, testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{dir}})
+	cp := controlplane.New(t, controlplane.Options{CRDDirectoryPaths: []string{dir}})
 	admin, cfg, scheme := cp.Client, cp.Config, cp.Scheme
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

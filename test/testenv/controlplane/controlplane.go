@@ -1,4 +1,7 @@
-package testenv
+// Package controlplane starts a real etcd and kube-apiserver (envtest) for tests, with the WaitingQueue
+// CRD installed. It is a package of its own so that the programs that link test/testenv (the herd
+// load tool, in an image) do not link envtest, whose set-up writes to /tmp as it loads.
+package controlplane
 
 import (
 	"fmt"
@@ -12,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // ControlPlane is a real etcd and kube-apiserver (envtest) with the WaitingQueue CRD installed, and a
@@ -25,21 +29,21 @@ type ControlPlane struct {
 	Client client.Client
 }
 
-// ControlPlaneOptions tune a control plane.
-type ControlPlaneOptions struct {
+// Options tune a control plane.
+type Options struct {
 	// CRDDirectoryPaths hold the CRDs to install; the source tree's config/crd/bases when empty.
 	CRDDirectoryPaths []string
 }
 
-// StartControlPlane starts a control plane; Stop stops it.
-func StartControlPlane(o ControlPlaneOptions) (*ControlPlane, error) {
-	assets, err := EnvtestAssets()
+// Start starts a control plane; Stop stops it.
+func Start(o Options) (*ControlPlane, error) {
+	assets, err := testenv.EnvtestAssets()
 	if err != nil {
 		return nil, err
 	}
 	crds := o.CRDDirectoryPaths
 	if len(crds) == 0 {
-		root, err := RepoRoot()
+		root, err := testenv.RepoRoot()
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +71,7 @@ func (cp *ControlPlane) stopAfter(err error) error {
 	return err
 }
 
-// T is what NewControlPlane needs of a test: a *testing.T, or ginkgo's GinkgoT() in a suite.
+// T is what New needs of a test: a *testing.T, or ginkgo's GinkgoT() in a suite.
 type T interface {
 	Helper()
 	Fatal(args ...any)
@@ -75,10 +79,10 @@ type T interface {
 	Cleanup(func())
 }
 
-// NewControlPlane starts a control plane for t and stops it when t ends.
-func NewControlPlane(t T, o ControlPlaneOptions) *ControlPlane {
+// New starts a control plane for t and stops it when t ends.
+func New(t T, o Options) *ControlPlane {
 	t.Helper()
-	cp, err := StartControlPlane(o)
+	cp, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
