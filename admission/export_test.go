@@ -19,11 +19,7 @@ const (
 	TooEarlyShare   = tooEarlyShare
 )
 
-var (
-	IsOwnCookie = isOwnCookie
-	IsOwnHeader = isOwnHeader
-	SafeReturn  = safeReturn
-)
+var SafeReturn = safeReturn
 
 // ForwardingOf is how a request of canonical path goes to cfg's upstream.
 func ForwardingOf(cfg *Config, canonical, clientIP string, in Inbound) Forwarding {

@@ -97,14 +97,14 @@ const (
 	ownCookiePrefix       = "herdgate_"
 )
 
-// isOwnHeader: the header is herdgate's and never goes upstream.
-func isOwnHeader(name []byte) bool {
+// IsOwnHeader: the header is herdgate's and never goes upstream.
+func IsOwnHeader(name []byte) bool {
 	return hasPrefixFoldBytes(name, ownHeaderPrefixLegacy) || hasPrefixFoldBytes(name, ownHeaderPrefix)
 }
 
-// isOwnCookie: the cookie is herdgate's and never goes upstream. A bare cookie value without a name
+// IsOwnCookie: the cookie is herdgate's and never goes upstream. A bare cookie value without a name
 // is judged by its value, which some servers take for the name.
-func isOwnCookie(name []byte) bool {
+func IsOwnCookie(name []byte) bool {
 	return hasPrefixFoldBytes(name, ownCookiePrefix)
 }
 
@@ -127,8 +127,8 @@ func hasPrefixFoldBytes(s []byte, prefix string) bool {
 // Apply sets the forwarding headers on h and removes what the upstream must never see: every header
 // and cookie of herdgate's, and a Forwarded header the visitor may have sent.
 func (f Forwarding) Apply(h OutboundHeader) {
-	h.DelMatching(isOwnHeader)
-	h.DelCookiesMatching(isOwnCookie)
+	h.DelMatching(IsOwnHeader)
+	h.DelCookiesMatching(IsOwnCookie)
 	h.Del("Forwarded")
 	for _, name := range f.Strip {
 		h.Del(name)

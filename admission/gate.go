@@ -51,6 +51,8 @@ type Decision struct {
 	presented presentedPass
 	// completion says the route is a completion route: a 2xx or 3xx answer ends the session.
 	completion bool
+	// checking: a gateway asked (DecideForGateway); nothing is handed out on the allow path.
+	checking bool
 }
 
 // Config is the config the request was decided under, which its forward follows.
@@ -63,7 +65,25 @@ func (d Decision) Path() string { return d.canonical }
 // false, or returns how the request goes upstream. escapedPath is the request target's path as it
 // came; fragment says the target carried a '#'. The decision carries the config it was made under.
 func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) (Decision, bool) {
-	return p.gate(x, p.cfg.Load(), escapedPath, fragment)
+	return p.decide(x, p.cfg.Load(), escapedPath, fragment, false)
+}
+
+// DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
+// ext_authz) and forwards it itself. Nothing is handed out on the allow path, since not every
+// gateway can set a cookie on an allowed request: a browser without a pass is never admitted at once
+// (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
+// pass is not extended. An allowed request is reported with Allowed.
+func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) (Decision, bool) {
+	return p.decide(x, p.cfg.Load(), escapedPath, fragment, true)
+}
+
+// Allowed records a request a gateway was told it may pass: it is counted, and on a completion route
+// it ends the session, since no answer of the workload reaches the gate.
+func (p *Proxy) Allowed(d Decision) {
+	p.metrics.requests.WithLabelValues(d.class, "allowed").Inc()
+	if d.completion {
+		p.afterUpstream(d, http.StatusOK, "")
+	}
 }
 
 // presentedPass is a pass as a request carried it, with what identifies its visitor.
@@ -73,9 +93,10 @@ type presentedPass struct {
 	identity string
 }
 
-// gate answers what the proxy answers itself (a bad path, the reserved endpoints, a protected route
-// without a valid pass) and otherwise returns how to forward. Both transports decide here.
-func (p *Proxy) gate(x Exchange, cfg *Config, escapedPath string, fragment bool) (d Decision, forward bool) {
+// decide is the gate: it answers what the proxy answers itself (a bad path, the reserved endpoints, a
+// protected route without a valid pass) and otherwise returns how to forward. Every front decides
+// here; checking says a gateway asks (DecideForGateway).
+func (p *Proxy) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, forward bool) {
 	if cfg == nil {
 		p.serveUnconfigured(x, escapedPath)
 		return d, false
@@ -102,7 +123,7 @@ func (p *Proxy) gate(x Exchange, cfg *Config, escapedPath string, fragment bool)
 		p.serveReserved(x, cfg, canonical)
 		return d, false
 	}
-	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical)}
+	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical), checking: checking}
 	if d.class == "protected" {
 		if lane := bypassLane(x, cfg, canonical); lane != "" {
 			// A bypass lane: no pass, no queue, whatever the mode.
@@ -240,7 +261,7 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 	if result == pass.Valid {
 		d.pass, d.hasPass = verified, true
 		p.workload.Used(verified, now)
-		if cfg.Sliding {
+		if cfg.Sliding && !d.checking {
 			p.slide(x, cfg, verified, now)
 		}
 		return true
@@ -267,7 +288,7 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		return false
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
-		if r.phase == settings.PhaseOpen && r.known && p.admitAtOnce(x, cfg, r) {
+		if r.phase == settings.PhaseOpen && r.known && !d.checking && p.admitAtOnce(x, cfg, r) {
 			return true
 		}
 		p.redirectToPage(x, canonical, "redirected")

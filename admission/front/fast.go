@@ -106,8 +106,9 @@ func (f *Fast) Shutdown(ctx context.Context) error {
 const decidedKey = "herdgate.decided"
 
 func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
-	if !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 {
-		return fasthttp.StatusContinue // the handler refuses or hands over as for any request
+	if !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
+		requestPath(ctx.Request.Header.RequestURI()) == CheckPath {
+		return fasthttp.StatusContinue // the handler refuses, hands over or checks as for any request
 	}
 	d, ok := f.decide(ctx)
 	if !ok {
@@ -138,6 +139,10 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 	}
 	if d, ok := ctx.UserValue(decidedKey).(admission.Decision); ok {
 		f.forward(ctx, d)
+		return
+	}
+	if requestPath(ctx.Request.Header.RequestURI()) == CheckPath {
+		check(f.p, fastExchange{ctx})
 		return
 	}
 	if upgrade := ctx.Request.Header.Peek("Upgrade"); len(upgrade) > 0 {

@@ -64,6 +64,10 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.p.Draining() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
 	}
+	if r.URL.EscapedPath() == CheckPath {
+		check(h.p, stdExchange{w, r})
+		return
+	}
 	if !isWebSocketUpgrade(r.Header.Get("Upgrade")) {
 		// Only WebSocket upgrades are honoured: any other (h2c, ...) goes on as a plain request.
 		r.Header.Del("Upgrade")

@@ -1,0 +1,167 @@
+package front
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/internal/route"
+)
+
+// The gateway's check: a front for gateways that ask whether a request may pass and forward it
+// themselves (forward auth). The gateway sends the request's headers to CheckPath and names the
+// request itself in forwarding headers; the gate decides as for a request it would carry, and the
+// answer says allow (2xx) or is the gate's own answer (the waiting page's redirect, the JSON of the
+// HTTP contract). docs/guides/gateways.md has the configurations.
+
+// CheckPath is where a gateway asks about a request.
+const CheckPath = "/.herdgate/check"
+
+// Headers of the check. A gateway names the request it asks about in the first two pairs:
+// nginx's auth_request as its configuration sets them (X-Original-*), Traefik's ForwardAuth and
+// Caddy's forward_auth as they send them (X-Forwarded-*).
+const (
+	originalURIHeader     = "X-Original-URI"
+	originalMethodHeader  = "X-Original-Method"
+	forwardedURIHeader    = "X-Forwarded-Uri"
+	forwardedMethodHeader = "X-Forwarded-Method"
+	// CheckCookieHeader, on an allowed request, is the request's Cookie header without herdgate's
+	// cookies: the gateway sends it upstream in place of the visitor's.
+	CheckCookieHeader = "X-Herdgate-Cookie"
+	// CheckStatusHeader, on a refusal nginx can only pass as 401 or 403, is the gate's own status.
+	CheckStatusHeader = "X-Herdgate-Status"
+	// CheckAnswerHeader set to "full" asks for the gate's answer as it is, whatever the convention:
+	// what nginx fetches to show a refusal its auth_request could not carry.
+	CheckAnswerHeader = "X-Herdgate-Answer"
+)
+
+// checkedRequest is the request a gateway asks about.
+type checkedRequest struct {
+	method, uri string
+	// nginx: auth_request passes on 2xx, 401 and 403 only; any other answer is its own 500.
+	nginx bool
+}
+
+// checkedRequestOf reads the request a check names; false when it names none.
+func checkedRequestOf(h func(string) string) (checkedRequest, bool) {
+	if uri := h(originalURIHeader); uri != "" {
+		return checkedRequest{method: h(originalMethodHeader), uri: uri, nginx: h(CheckAnswerHeader) != "full"}, true
+	}
+	if uri := h(forwardedURIHeader); uri != "" {
+		return checkedRequest{method: h(forwardedMethodHeader), uri: uri}, true
+	}
+	return checkedRequest{}, false
+}
+
+// check answers a gateway's check through x, the exchange of the check request itself.
+func check(p *admission.Proxy, x admission.Exchange) {
+	req, ok := checkedRequestOf(x.Header)
+	if !ok {
+		admission.ReplyError(x, http.StatusBadRequest, "bad_check",
+			"name the request to check in "+forwardedURIHeader+" (and "+forwardedMethodHeader+") or "+originalURIHeader+" (and "+originalMethodHeader+")")
+		return
+	}
+	if req.method == "" {
+		req.method = http.MethodGet
+	}
+	path, rawQuery, _ := strings.Cut(req.uri, "?")
+	if i := strings.Index(path, "://"); i > 0 && path[0] != '/' {
+		// An absolute URI: its path.
+		path = requestPath([]byte(path))
+	}
+	fragment := strings.IndexByte(req.uri, '#') >= 0
+	if canonical, err := route.Normalize(path); err == nil && isReservedPath(canonical) {
+		// herdgate's own paths: the gateway routes them to herdgate, which answers them there.
+		x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
+		return
+	}
+	asked := &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery, answer: checkAnswer{header: http.Header{}}}
+	d, allowed := p.DecideForGateway(asked, path, fragment)
+	if allowed {
+		p.Allowed(d)
+		x.SetHeader(CheckCookieHeader, withoutOwnCookies(x.HeaderValues("Cookie")))
+		x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
+		return
+	}
+	asked.answer.send(x, req.nginx)
+}
+
+// isReservedPath: the normalised path is herdgate's own.
+func isReservedPath(canonical string) bool {
+	return canonical == "/.herdgate" || strings.HasPrefix(canonical, "/.herdgate/")
+}
+
+// withoutOwnCookies is a Cookie header's value without herdgate's cookies, the others in order.
+func withoutOwnCookies(lines []string) string {
+	var kept []string
+	for _, l := range lines {
+		for part := range strings.SplitSeq(l, ";") {
+			part = strings.TrimSpace(part)
+			if part != "" && !admission.IsOwnCookie([]byte(cookieName(part))) {
+				kept = append(kept, part)
+			}
+		}
+	}
+	return strings.Join(kept, "; ")
+}
+
+// checkExchange is the request a gateway asks about, as the gate sees it: the check request's headers,
+// cookies and peer, the checked request's method and query; the gate's answer is kept for the check to
+// send.
+type checkExchange struct {
+	admission.Exchange
+	method, rawQuery string
+	answer           checkAnswer
+}
+
+func (x *checkExchange) Method() string   { return x.method }
+func (x *checkExchange) RawQuery() string { return x.rawQuery }
+func (x *checkExchange) SetHeader(name, value string) {
+	x.answer.header.Set(name, value)
+}
+func (x *checkExchange) SetCookie(c *http.Cookie) { x.answer.header.Add("Set-Cookie", c.String()) }
+func (x *checkExchange) Reply(status int, contentType string, body []byte) {
+	x.answer.status, x.answer.contentType, x.answer.body = status, contentType, body
+}
+
+// checkAnswer is the gate's answer to a request a gateway asked about.
+type checkAnswer struct {
+	status      int
+	contentType string
+	header      http.Header
+	body        []byte
+}
+
+// send answers the check with the gate's answer: as it is, or in the two statuses nginx passes on, a
+// redirect (to the waiting page) as 401 with its Location, anything else as 403, the gate's status in
+// CheckStatusHeader.
+func (a *checkAnswer) send(x admission.Exchange, nginx bool) {
+	status := a.status
+	if nginx {
+		x.SetHeader(CheckStatusHeader, strconv.Itoa(a.status))
+		status = http.StatusForbidden
+		if a.status >= 300 && a.status < 400 {
+			status = http.StatusUnauthorized
+		}
+	}
+	for name, values := range a.header {
+		if name == "Set-Cookie" {
+			for _, v := range values {
+				x.SetCookie(rawCookie(v))
+			}
+			continue
+		}
+		x.SetHeader(name, values[0])
+	}
+	x.Reply(status, a.contentType, a.body)
+}
+
+// rawCookie passes a Set-Cookie line the gate wrote on as it is.
+func rawCookie(line string) *http.Cookie {
+	c, err := http.ParseSetCookie(line)
+	if err != nil {
+		return &http.Cookie{}
+	}
+	return c
+}

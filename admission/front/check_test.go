@@ -1,0 +1,161 @@
+package front
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/admissiontest"
+	"github.com/herdgate/herdgate/admission/pass"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// checked is a proxy on the in-memory engine whose visitors say who they are in X-User-Id, with the
+// checkout pages protected, and the net/http front that answers its checks.
+func checked(t *testing.T) (*admission.Proxy, *admissiontest.MemoryEngine, http.Handler) {
+	t.Helper()
+	wq := builder.Queue("shop", "orders").UID("uid-1").UpstreamURL("http://orders.internal:8080").Identity("X-User-Id").
+		Routes(builder.Route("/checkout", true, "GET"), builder.Route("/api/v1/orders", false, "POST")).Obj()
+	wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
+	cfg, err := admission.NewConfig(wq, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota})
+	p := admission.NewProxyOn("shop/orders", engine, admission.Options{})
+	p.SetConfig(cfg)
+	return p, engine, NewNetHTTP(p, NetHTTPOptions{})
+}
+
+// ask sends a check naming the request method uri with the headers kv.
+func ask(h http.Handler, kv ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "http://herdgate.internal"+CheckPath, nil)
+	r.RemoteAddr = "10.0.0.9:4000"
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.Header.Add(kv[i], kv[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+func jsonOf(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%d %q is not JSON: %v", rec.Code, rec.Body, err)
+	}
+	return out
+}
+
+func TestTheCheckAnswersForwardAuth(t *testing.T) {
+	p, engine, h := checked(t)
+	now := time.Now()
+	token := p.Config().Signer.Issue("ada", now.Add(-time.Second), now.Add(time.Minute))
+
+	rec := ask(h, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/checkout/cart?step=2", "X-User-Id", "ada",
+		"Cookie", "theme=dark; herdgate_pass="+token+"; herdgate_visitor=x; lang=en")
+	if rec.Code != http.StatusOK || rec.Header().Get(CheckCookieHeader) != "theme=dark; lang=en" {
+		t.Fatalf("a valid pass: %d, cookie for upstream %q; want 200 and the site's cookies only", rec.Code, rec.Header().Get(CheckCookieHeader))
+	}
+
+	// A browser the queue would admit at once is sent to the waiting page: nothing is handed out on
+	// the allow path.
+	engine.SetPosition("bea", queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})
+	rec = ask(h, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/checkout?x=1", "X-User-Id", "bea", "Accept", "text/html")
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/.herdgate/?return=%2Fcheckout%3Fx%3D1" || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("a browser without a pass: %d, Location %q, cookies %v; want 303 to the waiting page and no pass",
+			rec.Code, rec.Header().Get("Location"), rec.Result().Cookies())
+	}
+
+	rec = ask(h, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/v1/orders", "X-User-Id", "cy", "Accept", "application/json")
+	if body := jsonOf(t, rec); rec.Code != http.StatusForbidden || body["error"] != "pass_required" || body["enter"] != "/.herdgate/enter" {
+		t.Fatalf("an API client without a pass: %d %v; want the contract's 403 pass_required", rec.Code, body)
+	}
+	forged := token[:len(token)-2] + "AA"
+	rec = ask(h, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/v1/orders", "X-User-Id", "ada", "X-Herdgate-Pass", forged)
+	if rec.Code != http.StatusForbidden || rec.Header().Get("X-Herdgate-Pass-Result") != "tampered" {
+		t.Fatalf("a forged pass: %d, result %q", rec.Code, rec.Header().Get("X-Herdgate-Pass-Result"))
+	}
+	rec = ask(h, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/v1/orders", "X-User-Id", "bea", "X-Herdgate-Pass", token)
+	if rec.Code != http.StatusForbidden || rec.Header().Get("X-Herdgate-Pass-Result") != "wrong_visitor" {
+		t.Fatalf("another visitor's pass: %d, result %q", rec.Code, rec.Header().Get("X-Herdgate-Pass-Result"))
+	}
+	expired := p.Config().Signer.Issue("ada", now.Add(-2*time.Minute), now.Add(-time.Minute))
+	other, err := pass.NewSigner("uid-other-queue", testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ token, result string }{
+		"an expired pass":      {expired, "expired"},
+		"another queue's pass": {other.Issue("ada", now.Add(-time.Second), now.Add(time.Minute)), "tampered"},
+		"a pass cut short":     {token[:len(token)/2], "malformed"},
+	} {
+		rec := ask(h, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/v1/orders", "X-User-Id", "ada", "X-Herdgate-Pass", c.token)
+		if rec.Code != http.StatusForbidden || rec.Header().Get("X-Herdgate-Pass-Result") != c.result {
+			t.Errorf("%s: %d, result %q; want 403 and %s", name, rec.Code, rec.Header().Get("X-Herdgate-Pass-Result"), c.result)
+		}
+	}
+	if rec := ask(h, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/open/page"); rec.Code != http.StatusOK {
+		t.Fatalf("an open route: %d", rec.Code)
+	}
+	if rec := ask(h, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/.herdgate/enter"); rec.Code != http.StatusOK {
+		t.Fatalf("herdgate's own path: %d; want it left to the gateway's route to herdgate", rec.Code)
+	}
+	if rec := ask(h, "X-Forwarded-Uri", "/api//v1/./orders", "X-Forwarded-Method", "post", "X-User-Id", "cy"); rec.Code != http.StatusForbidden {
+		t.Fatalf("a protected route spelt otherwise: %d; want it judged as the route", rec.Code)
+	}
+	if body := jsonOf(t, ask(h)); body["error"] != "bad_check" {
+		t.Fatalf("a check that names no request: %v", body)
+	}
+}
+
+// TestTheCheckSpeaksNginx: nginx's auth_request passes on 2xx, 401 and 403 only. The waiting page's
+// redirect comes as 401 with its Location, any other refusal as 403, the gate's status beside; with
+// X-Herdgate-Answer: full the gate's answer comes as it is, for nginx to show.
+func TestTheCheckSpeaksNginx(t *testing.T) {
+	_, _, h := checked(t)
+	rec := ask(h, "X-Original-Method", "GET", "X-Original-URI", "/checkout", "X-User-Id", "bea", "Accept", "text/html")
+	if rec.Code != http.StatusUnauthorized || !strings.HasPrefix(rec.Header().Get("Location"), "/.herdgate/?return=") || rec.Header().Get(CheckStatusHeader) != "303" {
+		t.Fatalf("a browser: %d, Location %q, status %q; want 401 with the page's Location and 303", rec.Code, rec.Header().Get("Location"), rec.Header().Get(CheckStatusHeader))
+	}
+	rec = ask(h, "X-Original-Method", "POST", "X-Original-URI", "/api/v1/orders", "X-User-Id", "cy")
+	if rec.Code != http.StatusForbidden || rec.Header().Get(CheckStatusHeader) != "403" {
+		t.Fatalf("an API client: %d, status %q", rec.Code, rec.Header().Get(CheckStatusHeader))
+	}
+	rec = ask(h, "X-Original-Method", "POST", "X-Original-URI", "/api/v1/orders", CheckAnswerHeader, "full")
+	if body := jsonOf(t, rec); rec.Code != http.StatusUnauthorized || body["error"] != "identity_required" {
+		t.Fatalf("the full answer without an identity: %d %v; want the contract's 401", rec.Code, body)
+	}
+}
+
+// TestACompletionRouteEndsTheSessionAtTheCheck: the check never sees the workload's answer, so a
+// completion route ends the session when the check allows it; the pass is refused from then on.
+func TestACompletionRouteEndsTheSessionAtTheCheck(t *testing.T) {
+	p, _, h := checked(t)
+	now := time.Now()
+	token := p.Config().Signer.Issue("ada", now.Add(-time.Second), now.Add(time.Minute))
+	pass := func(uri string) *httptest.ResponseRecorder {
+		return ask(h, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", uri, "X-User-Id", "ada", "X-Herdgate-Pass", token)
+	}
+	if rec := pass("/checkout/cart"); rec.Code != http.StatusOK {
+		t.Fatalf("before the completion route: %d", rec.Code)
+	}
+	if rec := pass("/checkout/done"); rec.Code != http.StatusOK {
+		t.Fatalf("the completion route: %d", rec.Code)
+	}
+	if rec := pass("/checkout/cart"); rec.Code != http.StatusForbidden || rec.Header().Get("X-Herdgate-Pass-Result") != "released" {
+		t.Fatalf("after the completion route: %d, result %q; want 403 released", rec.Code, rec.Header().Get("X-Herdgate-Pass-Result"))
+	}
+}
