@@ -16,9 +16,9 @@ import (
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
-// nginxGateway is the nginx configuration of docs/guides/gateways.md, as the guide shows it, with
-// the gateway's port, herdgate's address and the workload's filled in.
-func nginxGateway(t *testing.T, port int, herdgate, workload string) string {
+// guideBlock is the code block of language lang in docs/guides/gateways.md, with the gateway's port,
+// herdgate's address and the workload's filled in.
+func guideBlock(t *testing.T, lang string, port int, herdgate, workload string) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -28,31 +28,53 @@ func nginxGateway(t *testing.T, port int, herdgate, workload string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, found := strings.Cut(string(guide), "```nginx\n")
+	_, block, found := strings.Cut(string(guide), "```"+lang+"\n")
 	block, _, closed := strings.Cut(block, "```")
 	if !found || !closed {
-		t.Fatal("docs/guides/gateways.md has no nginx block")
+		t.Fatalf("docs/guides/gateways.md has no %s block", lang)
 	}
 	return strings.NewReplacer("LISTEN_PORT", fmt.Sprintf("127.0.0.1:%d", port), "HERDGATE_ADDRESS", herdgate,
 		"WORKLOAD_ADDRESS", workload).Replace(block)
 }
 
-// TestNginxEnforcesTheRoom runs the room through a real nginx that asks herdgate's check with
-// auth_request: a browser is sent to the waiting page, enters, waits, gets its pass at its
-// not-before time and reaches the protected route; an API client gets the JSON contract; a forged or
-// missing pass is refused; the workload never sees a pass, a herdgate cookie or header.
-func TestNginxEnforcesTheRoom(t *testing.T) {
+// gateways are the gateways the tests run the room through, each with the configuration
+// docs/guides/gateways.md gives for it.
+var gateways = map[string]func(t *testing.T, dir, config string) (stop func()){
+	"nginx": func(t *testing.T, dir, config string) func() {
+		n, err := testenv.StartNginx(dir, config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Stop
+	},
+	"caddyfile": func(t *testing.T, dir, config string) func() {
+		c, err := testenv.StartCaddy(dir, config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Stop
+	},
+}
+
+// TestGatewaysEnforceTheRoom runs the room through real gateways that ask herdgate's check (nginx's
+// auth_request, Caddy's forward_auth), configured as docs/guides/gateways.md says: a browser is sent
+// to the waiting page, enters, waits, gets its pass at its not-before time and reaches the protected
+// route; an API client gets the JSON contract; a forged or missing pass is refused; the workload never
+// sees a pass, a herdgate cookie or header.
+func TestGatewaysEnforceTheRoom(t *testing.T) {
+	for lang, start := range gateways {
+		t.Run(lang, func(t *testing.T) { testGatewayEnforcesTheRoom(t, lang, start) })
+	}
+}
+
+func testGatewayEnforcesTheRoom(t *testing.T, lang string, start func(t *testing.T, dir, config string) func()) {
 	h := newHarness(t, nil)
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstream, _ := url.Parse(*h.wq.Spec.Upstream.URL)
-	n, err := testenv.StartNginx(t.TempDir(), nginxGateway(t, port, strings.TrimPrefix(h.server.URL, "http://"), upstream.Host))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Stop)
+	t.Cleanup(start(t, t.TempDir(), guideBlock(t, lang, port, strings.TrimPrefix(h.server.URL, "http://"), upstream.Host)))
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, gateway+"/.herdgate/healthz")
 
