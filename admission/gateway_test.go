@@ -113,7 +113,18 @@ func testGatewayEnforcesTheRoom(t *testing.T, lang string, start func(t *testing
 		t.Fatalf("a forged pass: %d %q", res.StatusCode, body)
 	}
 
-	// The waiting page's calls go to herdgate through nginx: enter, wait for the tick, take the pass.
+	// A visitor naming another request in the check's own headers gets what its request earns.
+	for _, smuggled := range [][]string{
+		{"X-Original-URI", "/open/page", "X-Original-Method", "GET"},
+		{"X-Forwarded-Uri", "/open/page", "X-Forwarded-Method", "GET"},
+	} {
+		if res, body = do(http.DefaultClient, http.MethodPost, "/api/v1/orders", smuggled...); res.StatusCode != http.StatusForbidden {
+			t.Fatalf("an order naming %s in %s: %d %q; want 403", smuggled[1], smuggled[0], res.StatusCode, body)
+		}
+	}
+
+	// The waiting page's calls go to herdgate through the gateway: enter, wait for the tick, take the
+	// pass.
 	if res, body = do(browser, http.MethodPost, "/.herdgate/enter"); res.StatusCode != http.StatusOK || !strings.Contains(body, `"position":1`) {
 		t.Fatalf("enter: %d %q", res.StatusCode, body)
 	}

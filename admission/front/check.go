@@ -43,23 +43,32 @@ type checkedRequest struct {
 	nginx bool
 }
 
-// checkedRequestOf reads the request a check names; false when it names none.
-func checkedRequestOf(h func(string) string) (checkedRequest, bool) {
-	if uri := h(originalURIHeader); uri != "" {
-		return checkedRequest{method: h(originalMethodHeader), uri: uri, nginx: h(CheckAnswerHeader) != "full"}, true
+// checkedRequestOf reads the request a check names; false when it names none, or more than one. A
+// gateway sets its own pair and passes the visitor's other headers on: a visitor who sends the other
+// convention's pair, or a second value, would name another request than the one the gateway forwards,
+// so the check refuses to judge any.
+func checkedRequestOf(x admission.Exchange) (checkedRequest, bool) {
+	for _, name := range []string{originalURIHeader, originalMethodHeader, forwardedURIHeader, forwardedMethodHeader} {
+		if x.HeaderCount(name) > 1 {
+			return checkedRequest{}, false
+		}
 	}
-	if uri := h(forwardedURIHeader); uri != "" {
-		return checkedRequest{method: h(forwardedMethodHeader), uri: uri}, true
+	original, forwarded := x.Header(originalURIHeader), x.Header(forwardedURIHeader)
+	switch {
+	case original != "" && forwarded == "" && x.Header(forwardedMethodHeader) == "":
+		return checkedRequest{method: x.Header(originalMethodHeader), uri: original, nginx: x.Header(CheckAnswerHeader) != "full"}, true
+	case forwarded != "" && original == "" && x.Header(originalMethodHeader) == "":
+		return checkedRequest{method: x.Header(forwardedMethodHeader), uri: forwarded}, true
 	}
 	return checkedRequest{}, false
 }
 
 // check answers a gateway's check through x, the exchange of the check request itself.
 func check(p *admission.Proxy, x admission.Exchange) {
-	req, ok := checkedRequestOf(x.Header)
+	req, ok := checkedRequestOf(x)
 	if !ok {
 		admission.ReplyError(x, http.StatusBadRequest, "bad_check",
-			"name the request to check in "+forwardedURIHeader+" (and "+forwardedMethodHeader+") or "+originalURIHeader+" (and "+originalMethodHeader+")")
+			"name the request to check once, in "+forwardedURIHeader+" (and "+forwardedMethodHeader+") or in "+originalURIHeader+" (and "+originalMethodHeader+")")
 		return
 	}
 	if req.method == "" {

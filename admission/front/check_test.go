@@ -116,8 +116,16 @@ func TestTheCheckAnswersForwardAuth(t *testing.T) {
 	if rec := ask(h, "X-Forwarded-Uri", "/api//v1/./orders", "X-Forwarded-Method", "post", "X-User-Id", "cy"); rec.Code != http.StatusForbidden {
 		t.Fatalf("a protected route spelt otherwise: %d; want it judged as the route", rec.Code)
 	}
-	if body := jsonOf(t, ask(h)); body["error"] != "bad_check" {
-		t.Fatalf("a check that names no request: %v", body)
+	for name, kv := range map[string][]string{
+		"no request":                    {},
+		"both conventions":              {"X-Forwarded-Uri", "/open/page", "X-Original-URI", "/checkout"},
+		"the other convention's method": {"X-Forwarded-Uri", "/checkout", "X-Original-Method", "GET"},
+		"a second URI":                  {"X-Forwarded-Uri", "/open/page", "X-Forwarded-Uri", "/checkout"},
+		"a second method":               {"X-Original-URI", "/checkout", "X-Original-Method", "GET", "X-Original-Method", "POST"},
+	} {
+		if rec := ask(h, kv...); rec.Code != http.StatusBadRequest || jsonOf(t, rec)["error"] != "bad_check" {
+			t.Errorf("a check naming %s: %d %s; want 400 bad_check", name, rec.Code, rec.Body)
+		}
 	}
 }
 
