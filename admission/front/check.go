@@ -1,6 +1,7 @@
 package front
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -146,6 +147,13 @@ type checkAnswer struct {
 // redirect (to the waiting page) as 401 with its Location, anything else as 403, the gate's status in
 // CheckStatusHeader.
 func (a *checkAnswer) send(x admission.Exchange, nginx bool) {
+	if a.status < 300 {
+		// A refusal is never an allow, whatever the gate wrote (or did not write, the visitor gone).
+		a.status = cmp.Or(a.status, http.StatusServiceUnavailable)
+		if a.status < 300 {
+			a.status = http.StatusForbidden
+		}
+	}
 	status := a.status
 	if nginx {
 		x.SetHeader(CheckStatusHeader, strconv.Itoa(a.status))

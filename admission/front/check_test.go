@@ -167,3 +167,16 @@ func TestACompletionRouteEndsTheSessionAtTheCheck(t *testing.T) {
 		t.Fatalf("after the completion route: %d, result %q; want 403 released", rec.Code, rec.Header().Get("X-Herdgate-Pass-Result"))
 	}
 }
+
+// TestARefusalIsNeverAnAllow: whatever the gate wrote for a request it did not let through (nothing,
+// when the visitor went away), the check never answers it with a 2xx.
+func TestARefusalIsNeverAnAllow(t *testing.T) {
+	for written, want := range map[int]int{0: http.StatusServiceUnavailable, http.StatusOK: http.StatusForbidden, http.StatusForbidden: http.StatusForbidden} {
+		rec := httptest.NewRecorder()
+		a := checkAnswer{status: written, header: http.Header{}}
+		a.send(stdExchange{rec, httptest.NewRequest(http.MethodGet, CheckPath, nil)}, false)
+		if rec.Code != want {
+			t.Errorf("the gate wrote %d: the check answered %d, want %d", written, rec.Code, want)
+		}
+	}
+}
