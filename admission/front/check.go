@@ -28,7 +28,8 @@ const (
 	forwardedURIHeader    = "X-Forwarded-Uri"
 	forwardedMethodHeader = "X-Forwarded-Method"
 	// CheckCookieHeader, on an allowed request, is the request's Cookie header without herdgate's
-	// cookies: the gateway sends it upstream in place of the visitor's.
+	// cookies: the gateway sends it upstream in place of the visitor's. The answer's Cookie header
+	// says the same, when there is one left, for gateways that copy headers by their names.
 	CheckCookieHeader = "X-Herdgate-Cookie"
 	// CheckStatusHeader, on a refusal nginx can only pass as 401 or 403, is the gate's own status.
 	CheckStatusHeader = "X-Herdgate-Status"
@@ -90,9 +91,18 @@ func check(p *admission.Proxy, x admission.Exchange) {
 	d, allowed := p.DecideForGateway(asked, path, fragment)
 	if allowed {
 		p.Allowed(d)
-		x.SetHeader(CheckCookieHeader, withoutOwnCookies(x.HeaderValues("Cookie")))
+		cookies := withoutOwnCookies(x.HeaderValues("Cookie"))
+		x.SetHeader(CheckCookieHeader, cookies)
+		if cookies != "" {
+			// For gateways that replace request headers with the check's own (Traefik's
+			// authResponseHeaders): the Cookie the workload gets, or none.
+			x.SetHeader("Cookie", cookies)
+		}
 		x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
 		return
+	}
+	if !req.nginx {
+		asked.answer.absoluteLocation(x)
 	}
 	asked.answer.send(x, req.nginx)
 }
@@ -141,6 +151,22 @@ type checkAnswer struct {
 	contentType string
 	header      http.Header
 	body        []byte
+}
+
+// absoluteLocation makes the waiting page's Location absolute on the visitor's own origin, from the
+// X-Forwarded-Host and -Proto the gateway sends: a gateway that passes the check's answer on (Traefik)
+// resolves a relative Location against the check's address, which the visitor cannot reach.
+func (a *checkAnswer) absoluteLocation(x admission.Exchange) {
+	loc, host := a.header.Get("Location"), x.Header("X-Forwarded-Host")
+	if !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || host == "" || x.HeaderCount("X-Forwarded-Host") > 1 ||
+		strings.ContainsAny(host, "/\\@?#") {
+		return
+	}
+	scheme := "http"
+	if x.Header("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	a.header.Set("Location", scheme+"://"+host+loc)
 }
 
 // send answers the check with the gate's answer: as it is, or in the two statuses nginx passes on, a

@@ -66,7 +66,7 @@ func TestTheCheckAnswersForwardAuth(t *testing.T) {
 
 	rec := ask(h, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/checkout/cart?step=2", "X-User-Id", "ada",
 		"Cookie", "theme=dark; herdgate_pass="+token+"; herdgate_visitor=x; lang=en")
-	if rec.Code != http.StatusOK || rec.Header().Get(CheckCookieHeader) != "theme=dark; lang=en" {
+	if rec.Code != http.StatusOK || rec.Header().Get(CheckCookieHeader) != "theme=dark; lang=en" || rec.Header().Get("Cookie") != "theme=dark; lang=en" {
 		t.Fatalf("a valid pass: %d, cookie for upstream %q; want 200 and the site's cookies only", rec.Code, rec.Header().Get(CheckCookieHeader))
 	}
 
@@ -178,5 +178,32 @@ func TestARefusalIsNeverAnAllow(t *testing.T) {
 		if rec.Code != want {
 			t.Errorf("the gate wrote %d: the check answered %d, want %d", written, rec.Code, want)
 		}
+	}
+}
+
+// TestTheWaitingPageIsOnTheVisitorsOrigin: a gateway that passes the check's answer on resolves a
+// relative Location against the check's own address, so the check makes it absolute on the host
+// the gateway says the visitor asked for; nginx, which redirects itself, keeps the path.
+func TestTheWaitingPageIsOnTheVisitorsOrigin(t *testing.T) {
+	_, _, h := checked(t)
+	for _, c := range []struct {
+		name string
+		kv   []string
+		want string
+	}{
+		{"behind TLS", []string{"X-Forwarded-Host", "shop.example", "X-Forwarded-Proto", "https"}, "https://shop.example/.herdgate/?return=%2Fcheckout"},
+		{"plain", []string{"X-Forwarded-Host", "shop.example:8080"}, "http://shop.example:8080/.herdgate/?return=%2Fcheckout"},
+		{"a host that is no host", []string{"X-Forwarded-Host", "evil.example/x"}, "/.herdgate/?return=%2Fcheckout"},
+		{"two hosts", []string{"X-Forwarded-Host", "a.example", "X-Forwarded-Host", "b.example"}, "/.herdgate/?return=%2Fcheckout"},
+		{"no host", nil, "/.herdgate/?return=%2Fcheckout"},
+	} {
+		kv := append([]string{"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/checkout", "X-User-Id", "bea", "Accept", "text/html"}, c.kv...)
+		if rec := ask(h, kv...); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != c.want {
+			t.Errorf("%s: %d, Location %q; want 303 to %s", c.name, rec.Code, rec.Header().Get("Location"), c.want)
+		}
+	}
+	rec := ask(h, "X-Original-Method", "GET", "X-Original-URI", "/checkout", "X-User-Id", "bea", "Accept", "text/html", "X-Forwarded-Host", "shop.example")
+	if rec.Header().Get("Location") != "/.herdgate/?return=%2Fcheckout" {
+		t.Fatalf("nginx: Location %q; want the path", rec.Header().Get("Location"))
 	}
 }
