@@ -216,6 +216,13 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission/pass
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 
+.PHONY: bench-gateway
+bench-gateway: toolchain ## bench-proxy with nginx asking herdgate's check (auth_request) beside nginx alone and herdgate-proxy.
+	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
+	@mkdir -p $(ARTIFACTS)
+	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
+	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy --gateway --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-gateway.md
+
 ##@ Experiment
 
 .PHONY: herd

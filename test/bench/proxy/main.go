@@ -31,6 +31,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of every load, interleaved across the paths; the median is reported")
 	connections := flag.Int("connections", 64, "concurrent connections of every load")
 	proxyBin := flag.String("proxy", "", "herdgate-proxy binary (required)")
+	gateway := flag.Bool("gateway", false, "also run nginx with auth_request to herdgate-proxy's check in front of the backend (the gateway mode)")
 	baselineBin := flag.String("baseline", "", "another herdgate-proxy binary (an earlier build) to run beside --proxy in the same rounds, for before/after ratios")
 	out := flag.String("out", "", "also write the report to this file")
 	profileDir := flag.String("cpu-profile-dir", "", "write herdgate-proxy's CPU profiles of the first forward and status runs to this directory (profiling slows the proxy: read the numbers of such a run with care)")
@@ -43,7 +44,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flag --rounds must be at least 1")
 		os.Exit(2)
 	}
-	report, err := run(*proxyBin, *baselineBin, *duration, *connections, *rounds, *profileDir)
+	report, err := run(*proxyBin, *baselineBin, *gateway, *duration, *connections, *rounds, *profileDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
 		os.Exit(1)
@@ -57,10 +58,42 @@ func main() {
 	}
 }
 
+// checkName is the path of --gateway in the report: nginx asking herdgate-proxy's check.
+const checkName = "nginx + herdgate check"
+
+// checkServer is nginx in front of the backend, asking herdgate-proxy's check about every request
+// with auth_request (placeholders: the proxy's port, the backend's, the gateway's own).
+const checkServer = `upstream herdgate { server 127.0.0.1:%[1]d; keepalive 256; keepalive_requests 1000000; }
+  upstream checked { server 127.0.0.1:%[2]d; keepalive 256; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:%[3]d;
+    location /.herdgate/ { proxy_pass http://herdgate; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    location / {
+      auth_request /.herdgate-check;
+      auth_request_set $herdgate_cookie $upstream_http_x_herdgate_cookie;
+      proxy_pass http://checked;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header Cookie $herdgate_cookie;
+      proxy_set_header X-Herdgate-Pass "";
+    }
+    location = /.herdgate-check {
+      internal;
+      proxy_pass http://herdgate/.herdgate/check;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header X-Original-Method $request_method;
+    }
+  }`
+
 // baselineName is the path of the --baseline proxy in the report.
 const baselineName = "herdgate-proxy (baseline)"
 
-func run(proxyBin, baselineBin string, d time.Duration, conns, rounds int, profileDir string) (string, error) {
+func run(proxyBin, baselineBin string, gateway bool, d time.Duration, conns, rounds int, profileDir string) (string, error) {
 	for _, bin := range []string{"wrk", "nginx", "redis-benchmark", "redis-server"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "", fmt.Errorf("%s not found; run 'make toolchain'", bin)
@@ -168,6 +201,20 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		{"herdgate-proxy", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", proxyPort)},
 	}
 	saturated := targets
+	gatewayPID := 0
+	if gateway {
+		gatewayPort := freePort()
+		stopGateway, pgid, err := startNginx(dir, "gateway", fmt.Sprintf(checkServer, proxyPort, backendPort, gatewayPort))
+		if err != nil {
+			return "", err
+		}
+		stops = append(stops, stopGateway)
+		gatewayPID = pgid
+		if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/healthz", gatewayPort)); err != nil {
+			return "", fmt.Errorf("nginx with auth_request: %w", err)
+		}
+		saturated = append(slices.Clone(saturated), struct{ name, url string }{checkName, fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", gatewayPort)})
+	}
 	if baselinePID != 0 {
 		saturated = append(slices.Clone(targets), struct{ name, url string }{baselineName, fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", baselinePort)})
 	}
@@ -179,7 +226,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			if round == 1 && t.name == "herdgate-proxy" {
 				profiled = profile("forward")
 			}
-			groups0, proxy0, baseline0 := groupCPU(backendPID, nginxPID), processCPU(proxy.Process.Pid), processCPU(baselinePID)
+			groups0, proxy0, baseline0 := groupCPU(backendPID, nginxPID, gatewayPID), processCPU(proxy.Process.Pid), processCPU(baselinePID)
 			r, err := wrk(t.url, postScript, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
@@ -187,7 +234,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			if err := profiled(); err != nil {
 				return "", err
 			}
-			groups := groupCPU(backendPID, nginxPID)
+			groups := groupCPU(backendPID, nginxPID, gatewayPID)
 			r.backendCPU = groups[0] - groups0[0]
 			switch t.name {
 			case "nginx proxy_pass":
@@ -196,6 +243,9 @@ wrk.headers["X-Herdgate-Pass"] = %q
 				r.proxyCPU = processCPU(proxy.Process.Pid) - proxy0
 			case baselineName:
 				r.proxyCPU = processCPU(baselinePID) - baseline0
+			case checkName:
+				// The gateway's nginx and the check it asks, together.
+				r.proxyCPU = groups[2] - groups0[2] + processCPU(proxy.Process.Pid) - proxy0
 			}
 			if r.non2xx > 0 {
 				return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
@@ -238,7 +288,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Protected POST with a valid pass, %d connections, median of %d interleaved %s runs (wrk)\n\n", conns, rounds, d)
 	fmt.Fprintf(&b, "| path | req/s | p50 | p99 | req/s vs nginx |\n| --- | ---: | ---: | ---: | ---: |\n")
-	for _, t := range targets {
+	for _, t := range saturated {
 		r := saturating[t.name]
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f× |\n", t.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.rps/saturating["nginx proxy_pass"].rps)
 	}
@@ -285,6 +335,12 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	fmt.Fprintf(&b, "| redis-benchmark ZRANK | %.0f | %s (redis-benchmark) | – | %s |\n", zrank.rps, perReq(zrank, zrank.loadCPU), perReq(zrank, zrank.redisCPU))
 	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank.rps, polls.non2xx)
 	fmt.Fprintf(&b, "herdgate-proxy ÷ nginx throughput: %.2f× (goal ≥ 0.8×)\n", saturating["herdgate-proxy"].rps/saturating["nginx proxy_pass"].rps)
+	if gatewayPID != 0 {
+		withCheck, alone := saturating[checkName], saturating["nginx proxy_pass"]
+		checkPerReq, _, _ := cpuPerRequest(checkName)
+		fmt.Fprintf(&b, "nginx with herdgate's check ÷ nginx alone: %.2f× req/s (goal ≥ 0.7×), p99 %s and %s; CPU per request of nginx and the check together %s, of nginx alone %s\n",
+			withCheck.rps/alone.rps, withCheck.p99.Round(time.Microsecond), alone.p99.Round(time.Microsecond), us(checkPerReq), us(nginxPerReq))
+	}
 	return b.String(), nil
 }
 
