@@ -1,9 +1,10 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // TestTheImagesBinariesLinkNoTestServers: the programs the images hold never link envtest, whose
@@ -13,13 +14,9 @@ func TestTheImagesBinariesLinkNoTestServers(t *testing.T) {
 		t.Skip("runs the go command")
 	}
 	for _, cmd := range []string{"herd", "manager", "herdgate-proxy"} {
-		out, err := exec.Command("go", "list", "-deps", "github.com/herdgate/herdgate/cmd/"+cmd).Output()
+		deps, err := testenv.Deps("github.com/herdgate/herdgate/cmd/" + cmd)
 		if err != nil {
-			t.Fatalf("go list %s: %v", cmd, err)
-		}
-		deps := strings.Fields(string(out))
-		if len(deps) < 10 {
-			t.Fatalf("go list listed %d packages for %s", len(deps), cmd)
+			t.Fatal(err)
 		}
 		for _, dep := range deps {
 			if strings.Contains(dep, "controller-runtime/pkg/envtest") || strings.HasSuffix(dep, "test/testenv/controlplane") {

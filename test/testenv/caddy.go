@@ -5,14 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
-	"time"
 )
 
 // Caddy is a Caddy (Debian's) serving the Caddyfile a test gives it, its state in a folder of its own.
-type Caddy struct {
-	cmd *exec.Cmd
-}
+type Caddy struct{ *Process }
 
 // StartCaddy runs caddy with caddyfile, its files in dir. The file's global options should turn off
 // the admin endpoint and automatic HTTPS: tests listen on loopback ports only.
@@ -30,22 +26,9 @@ func StartCaddy(dir, caddyfile string) (*Caddy, error) {
 	cmd := exec.Command("caddy", "run", "--config", path, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 	cmd.Stderr, _ = os.Create(filepath.Join(dir, "caddy.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, err := startProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	return &Caddy{cmd: cmd}, nil
-}
-
-// Stop stops caddy.
-func (c *Caddy) Stop() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
+	return &Caddy{p}, nil
 }

@@ -5,15 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
-	"time"
 )
 
 // Nginx is an nginx (Debian's) serving the http-level configuration a test or benchmark gives it,
 // from a folder of its own.
-type Nginx struct {
-	cmd *exec.Cmd
-}
+type Nginx struct{ *Process }
 
 // StartNginx runs nginx with the http block's contents http (servers, upstreams), its files in dir.
 func StartNginx(dir, http string) (*Nginx, error) {
@@ -45,27 +41,9 @@ http {
 	}
 	cmd := exec.Command("nginx", "-p", dir, "-c", path, "-g", "daemon off;")
 	cmd.Stderr = os.Stderr
-	// Its own process group, so that the workers go with the master: killed alone, the master
-	// leaves its workers running, holding their ports.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, err := startProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	return &Nginx{cmd: cmd}, nil
-}
-
-// PGID is the process group of nginx's master and workers.
-func (n *Nginx) PGID() int { return n.cmd.Process.Pid }
-
-// Stop stops nginx and its workers.
-func (n *Nginx) Stop() {
-	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM) // nginx's fast shutdown: the master stops its workers
-	done := make(chan struct{})
-	go func() { _ = n.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
+	return &Nginx{p}, nil
 }

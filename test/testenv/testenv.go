@@ -106,3 +106,16 @@ func ArtifactsDir() (string, error) {
 	}
 	return dir, os.MkdirAll(dir, 0o755)
 }
+
+// Deps are the packages pkg depends on, itself included, as `go list -deps` lists them.
+func Deps(pkg string) ([]string, error) {
+	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -deps %s: %w", pkg, err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		return nil, fmt.Errorf("go list -deps %s listed %d packages: %q", pkg, len(deps), out)
+	}
+	return deps, nil
+}

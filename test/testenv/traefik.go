@@ -6,8 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 )
 
 // TraefikVersion is the Traefik hack/setup-traefik.sh builds from the Go module proxy. (Later v3
@@ -29,9 +27,7 @@ func TraefikBinary() (string, error) {
 }
 
 // Traefik is a Traefik serving a static and a dynamic configuration (file provider) a test gives it.
-type Traefik struct {
-	cmd *exec.Cmd
-}
+type Traefik struct{ *Process }
 
 // StartTraefik runs Traefik with the static configuration static, whose file provider reads
 // DYNAMIC_FILE (replaced by the path it writes dynamic to), its files in dir.
@@ -54,22 +50,9 @@ func StartTraefik(dir, static, dynamic string) (*Traefik, error) {
 	cmd.Dir = dir
 	cmd.Stdout, _ = os.Create(filepath.Join(dir, "traefik.log"))
 	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, err := startProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	return &Traefik{cmd: cmd}, nil
-}
-
-// Stop stops Traefik.
-func (tr *Traefik) Stop() {
-	_ = syscall.Kill(-tr.cmd.Process.Pid, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = tr.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-tr.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
+	return &Traefik{p}, nil
 }
