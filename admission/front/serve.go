@@ -11,14 +11,16 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/herdgate/herdgate/admission"
 )
 
 // ServerOptions configure Serve.
 type ServerOptions struct {
-	// Listener serves visitors; MetricsListener serves /metrics (nil: no metrics server).
-	Listener, MetricsListener net.Listener
+	// Listener serves visitors; MetricsListener serves /metrics (nil: no metrics server);
+	// ExtAuthzListener serves Envoy's ext_authz check over gRPC (nil: none).
+	Listener, MetricsListener, ExtAuthzListener net.Listener
 	// DrainDelay is how long readyz fails before the server stops accepting, so that load balancers
 	// stop sending new requests first.
 	DrainDelay time.Duration
@@ -66,6 +68,15 @@ func Serve(ctx context.Context, p *admission.Proxy, o ServerOptions) error {
 			return nil
 		})
 	}
+	if o.ExtAuthzListener != nil {
+		grpcServer := NewExtAuthzServer(&ExtAuthz{Queue: OneQueue(p)})
+		g.Go(func() error { return grpcServer.Serve(o.ExtAuthzListener) })
+		g.Go(func() error {
+			<-gctx.Done()
+			stopGracefully(grpcServer, o.ShutdownTimeout)
+			return nil
+		})
+	}
 	g.Go(func() error {
 		p.Run(gctx, o.RedisCheckInterval)
 		return nil
@@ -93,4 +104,15 @@ type logrWriter struct{ log logr.Logger }
 func (w logrWriter) Write(b []byte) (int, error) {
 	w.log.V(1).Info(string(b))
 	return len(b), nil
+}
+
+// stopGracefully lets the gRPC server finish the checks in flight, for at most timeout.
+func stopGracefully(s *grpc.Server, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.Stop()
+	}
 }

@@ -38,6 +38,7 @@ type flags struct {
 	waitingQueue, configFile, kubeconfig string
 	hmacKeyFile, replica                 string
 	redisURL, listen, metricsListen      string
+	extAuthzListen                       string
 	drainDelay, shutdownTimeout          time.Duration
 	pprof                                bool
 }
@@ -90,10 +91,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return usage("flag --metrics-listen: %v", err)
 		}
 	}
+	var extAuthzLn net.Listener
+	if f.extAuthzListen != "" {
+		if extAuthzLn, err = net.Listen("tcp", f.extAuthzListen); err != nil {
+			return usage("flag --ext-authz-listen: %v", err)
+		}
+	}
 	serve := func(p *admission.Proxy) error {
 		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Queue())
 		return front.Serve(ctx, p, front.ServerOptions{
-			Listener: ln, MetricsListener: metricsLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
+			Listener: ln, MetricsListener: metricsLn, ExtAuthzListener: extAuthzLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
 		})
 	}
 
@@ -125,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, zap.Options, int, bool)
 	fs.StringVar(&f.replica, "replica", defaultReplica(), "name of this replica in its reports to the manager (default: the host name, the pod's name)")
 	fs.StringVar(&f.listen, "listen", ":8080", "address that serves visitors")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", "address that serves /metrics; empty disables it")
+	fs.StringVar(&f.extAuthzListen, "ext-authz-listen", "", "address that serves Envoy's ext_authz check (gRPC) for gateways; empty disables it")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 5*time.Second, "how long readyz fails before shutdown stops accepting")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 20*time.Second, "how long shutdown waits for requests in flight")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's /debug/pprof/ profiles on the metrics address")

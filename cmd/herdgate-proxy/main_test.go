@@ -52,6 +52,7 @@ func TestBadFlagsAndConfigExitTwoAndNameTheField(t *testing.T) {
 		{"no redis for a watched queue", []string{"--waitingqueue=shop/orders", "--redis-url="}, "flag --redis-url"},
 		{"bad redis URL", []string{"--waitingqueue=shop/orders", "--redis-url=http://r:1"}, "flag --redis-url: redis URL http://r:1 has scheme"},
 		{"negative drain", []string{"--config=x", "--drain-delay=-1s"}, "flag --drain-delay"},
+		{"bad ext_authz address", []string{"--config=" + writeConfig(t, good), "--listen=127.0.0.1:0", "--metrics-listen=", "--ext-authz-listen=nowhere:x"}, "flag --ext-authz-listen"},
 		{"missing file", []string{"--config=/nonexistent/proxy.yaml"}, "flag --config: open /nonexistent/proxy.yaml"},
 		{"unknown field", []string{"--config=" + writeConfig(t, good+"    colour: blue\n")}, `unknown field "colour"`},
 		{"no redis URL", []string{"--config=" + writeConfig(t, fmt.Sprintf("hmacKey: %s\n%s", key(), validQueue))}, "redisURL: required"},
