@@ -462,10 +462,15 @@ start() {
     exec setsid nsenter --net="${NETNS}" -- unshare --mount --propagation private -- \
       env NODE_LOGS="${NODE_LOGS}" "${BASH_SOURCE[0]}" _inside </dev/null >"${NODE_LOGS}/supervisor.log" 2>&1
   ) &
-  local i
+  # The supervisor keeps this PID through its execs. Asked too early, the node's cgroup is still empty
+  # (the supervisor has not joined it yet), so it is the PID that says whether the supervisor lives.
+  local supervisor=$! i
   for i in $(seq 1 900); do
     [[ -e "${RUN}/started" ]] && break
-    [[ -n "$(node_pids)" ]] || { cat "${NODE_LOGS}/supervisor.log" >&2; die "the node's supervisor exited; see ${NODE_LOGS}"; }
+    if ! kill -0 "${supervisor}" 2>/dev/null && [[ -z "$(node_pids)" ]]; then
+      cat "${NODE_LOGS}/supervisor.log" >&2 2>/dev/null || true
+      die "the node's supervisor exited; see ${NODE_LOGS}"
+    fi
     sleep 0.1
   done
   [[ -e "${RUN}/started" ]] || die "the node's components did not start in 90 s; see ${NODE_LOGS}"
