@@ -18,7 +18,12 @@ type Clients struct {
 // writes itself come first, so they are never believed past an untrusted hop). A hop that is not an
 // address ends the walk at the trusted one after it.
 func (c Clients) Of(r Request) netip.Addr {
-	return ClientAddr(r.RemoteAddr(), r.HeaderValues("X-Forwarded-For"), c.Trusted)
+	peer := r.RemoteAddr()
+	if !isTrusted(peer.Unmap(), c.Trusted) {
+		// Most requests: no trusted proxy in front, and no header to read (every forward asks).
+		return peer.Unmap()
+	}
+	return ClientAddr(peer, r.HeaderValues("X-Forwarded-For"), c.Trusted)
 }
 
 // ClientAddr is Clients.Of for a peer and its X-Forwarded-For values.

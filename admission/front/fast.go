@@ -107,7 +107,7 @@ const decidedKey = "herdgate.decided"
 
 func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
 	if !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
-		requestPath(ctx.Request.Header.RequestURI()) == CheckPath {
+		isCheck(ctx.Request.Header.RequestURI()) {
 		return fasthttp.StatusContinue // the handler refuses, hands over or checks as for any request
 	}
 	d, ok := f.decide(ctx)
@@ -141,7 +141,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		f.forward(ctx, d)
 		return
 	}
-	if requestPath(ctx.Request.Header.RequestURI()) == CheckPath {
+	if isCheck(ctx.Request.Header.RequestURI()) {
 		check(f.p, fastExchange{ctx})
 		return
 	}
@@ -297,4 +297,10 @@ func (f *Fast) escalate(ctx *fasthttp.RequestCtx) {
 			_ = c.Close()
 		}
 	})
+}
+
+// isCheck: the request target is the check's path. Every request asks, so the common answer costs a
+// prefix comparison and no allocation.
+func isCheck(target []byte) bool {
+	return bytes.HasPrefix(target, []byte(CheckPath)) && requestPath(target) == CheckPath
 }
