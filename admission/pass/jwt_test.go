@@ -209,7 +209,7 @@ func TestPassesOutliveRotation(t *testing.T) {
 
 func jwksOf(t *testing.T, ks *KeySet) jose.JSONWebKeySet {
 	t.Helper()
-	raw, err := ks.JWKS()
+	raw, err := ks.PublicJWKS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +275,14 @@ func TestKeySetPublishesWhatGatewaysRead(t *testing.T) {
 		if _, err := ParseKeySet([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	hs := newKeySet(t, HS256, now)
+	if raw, _ := hs.PublicJWKS(); string(raw) != `{"keys":[]}` {
+		t.Errorf("HS256 secrets in the public JWKS: %s", raw)
+	}
+	var secret jose.JSONWebKeySet
+	if raw, _ := hs.SecretJWKS(); json.Unmarshal(raw, &secret) != nil || len(secret.Key(hs.Signing(now).ID)) != 1 {
+		t.Errorf("the secret JWKS lacks the HS256 key: %s", raw)
 	}
 	if _, err := NewJWTPasses(audience, &KeySet{}, time.Now); err == nil {
 		t.Error("an empty key set is accepted")

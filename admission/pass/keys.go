@@ -151,6 +151,24 @@ func (ks *KeySet) Signing(now time.Time) *Key {
 	return nil
 }
 
+// Slots are the keys a gateway must accept at now: the key before the signing one (its passes may
+// still live), the signing key and the next one (a replica whose clock runs ahead signs with it).
+// A slot with no key of its own holds the signing key, so that every slot always holds a key.
+func (ks *KeySet) Slots(now time.Time) (previous, current, next *Key) {
+	i := len(ks.Keys) - 1
+	for i > 0 && ks.Keys[i].ActiveFrom.After(now) {
+		i--
+	}
+	previous, current, next = &ks.Keys[i], &ks.Keys[i], &ks.Keys[i]
+	if i > 0 {
+		previous = &ks.Keys[i-1]
+	}
+	if i+1 < len(ks.Keys) {
+		next = &ks.Keys[i+1]
+	}
+	return previous, current, next
+}
+
 // Rotation says how a key set changes with time.
 type Rotation struct {
 	// Algorithm signs new passes; keys of another algorithm are retired at once.
@@ -226,17 +244,25 @@ func (ks *KeySet) NextChange(now time.Time, r Rotation) time.Time {
 	return at
 }
 
-// JWKS is the public key set gateways verify ES256 passes with (RFC 7517), or, for HS256 keys, the
-// set with the secrets: publish that only where a Secret would be kept.
-func (ks *KeySet) JWKS() ([]byte, error) {
+// PublicJWKS is the key set gateways verify ES256 passes with (RFC 7517): public keys only; HS256
+// keys are left out.
+func (ks *KeySet) PublicJWKS() ([]byte, error) { return ks.jwks(false) }
+
+// SecretJWKS is the key set with the HS256 keys' secrets too: publish it only where a Secret would
+// be kept.
+func (ks *KeySet) SecretJWKS() ([]byte, error) { return ks.jwks(true) }
+
+func (ks *KeySet) jwks(secrets bool) ([]byte, error) {
 	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(ks.Keys))}
 	for _, k := range ks.Keys {
 		jwk := jose.JSONWebKey{KeyID: k.ID, Algorithm: string(k.Algorithm), Use: "sig"}
-		switch k.Algorithm {
-		case ES256:
+		switch {
+		case k.Algorithm == ES256:
 			jwk.Key = &k.ecdsa.PublicKey
-		case HS256:
+		case secrets:
 			jwk.Key = k.secret
+		default:
+			continue
 		}
 		set.Keys = append(set.Keys, jwk)
 	}
