@@ -17,6 +17,10 @@ func (wq *WaitingQueue) ProxyName() string { return wq.Name + "-herdgate-proxy" 
 // ServiceName is the Service that visitors reach the waiting room through.
 func (wq *WaitingQueue) ServiceName() string { return wq.Name + "-herdgate" }
 
+// PassKeysName is the ConfigMap that publishes the public keys of the queue's JWT passes, and, for
+// HS256 passes, the Secret that holds what gateways verify them with.
+func (wq *WaitingQueue) PassKeysName() string { return wq.Name + "-herdgate-pass-keys" }
+
 // SecretRefKey is the key of the per-queue Secret that holds the copy of the value a spec field
 // refers to (a SecretValueRef): "ref-" and a hash of the Secret's name and key, which always makes a
 // valid key of bounded length.
@@ -39,6 +43,9 @@ const SecretRefKeyPrefix = "ref-"
 const (
 	// SecretHMACKey holds the 32-byte key that signs passes and visitor cookies.
 	SecretHMACKey = "hmac-key"
+	// SecretPassKeys holds the signing keys of the queue's JWT passes, private keys included, as
+	// JSON: the current key, the next one and the retired ones still verifying.
+	SecretPassKeys = "pass-keys"
 	// SecretRedisURL holds the Redis URL the proxy connects to.
 	SecretRedisURL = "redis-url"
 	// SecretDrawSeed holds the 32-byte seed that draws the pre-queue at opening (spec.schedule),

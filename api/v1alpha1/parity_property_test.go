@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
@@ -70,6 +72,9 @@ var fieldPools = map[string][]any{
 	"tick":                                       append(durations("10ms", "100ms", "10s", "9ms", "10.000001s"), absent),
 	"jitter.mode":                                {"Uniform", "None", "uniform", absent},
 	"jitter.window":                              append(durations("0s", "50ms", "100ms", "101ms"), absent),
+	"pass.format":                                {"HMAC", "JWT", "jwt", "", absent},
+	"pass.algorithm":                             {"ES256", "HS256", "RS256", "none", "", absent},
+	"pass.keyRotation":                           append(durations("1h", "168h", "2160h", "59m", "2160h0m1s"), absent),
 	"pass.ttl":                                   append(durations("10s", "5m", "24h", "9s", "24h0m1s"), absent),
 	"pass.renewal":                               {"Fixed", "Sliding", "sliding", absent},
 	"pass.maxSession":                            append(durations("5m", "1h", "24h", "4m59s", "25h"), absent),
@@ -85,6 +90,7 @@ var fieldPools = map[string][]any{
 	"abandonAfter":                               append(durations("10s", "5m", "24h", "9s", "24h1s"), absent),
 	"suspend":                                    {true, false, absent},
 	"mode":                                       {"Queue", "Passthrough", "Closed", "closed", "", absent},
+	"enforcement":                                {"Proxy", "Gateway", "gateway", "", absent},
 	"schedule":                                   {absent},
 	"schedule.opensAt":                           times(),
 	"schedule.preQueueFrom":                      append(times(), absent),
@@ -312,9 +318,17 @@ func setField(spec map[string]any, path string, v any) {
 	}
 }
 
-// The proxy's verdict on a typed spec: the config it would build (Secret values stand in with 32 bytes).
+// The proxy's verdict on a typed spec: the config it would build (Secret values stand in with 32
+// bytes, JWT pass keys with a key set of the spec's algorithm, as the operator keeps them).
 func proxyVerdict(wq *herdgatev1alpha1.WaitingQueue) error {
-	_, err := admission.NewConfigWithSecrets(wq, []byte(strings.Repeat("k", 32)), func(string) ([]byte, error) {
+	_, err := admission.NewConfigWithSecrets(wq, []byte(strings.Repeat("k", 32)), func(key string) ([]byte, error) {
+		if key == herdgatev1alpha1.SecretPassKeys {
+			keys := &pass.KeySet{}
+			if _, err := keys.Rotate(time.Now(), pass.Rotation{Algorithm: pass.Algorithm(wq.Spec.EffectivePassAlgorithm()), Every: time.Hour}); err != nil {
+				return nil, err
+			}
+			return keys.Marshal()
+		}
 		return []byte(strings.Repeat("v", 32)), nil
 	})
 	return err

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -85,6 +86,23 @@ var _ = Describe("WaitingQueue validation", func() {
 		}
 	})
 
+	It("accepts a gateway-enforced queue with JWT passes, and defaults their algorithm and rotation", func() {
+		wq := sampleQueue()
+		wq.Name = "gateway-jwt"
+		wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+		wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT}
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+		got := &herdgatev1alpha1.WaitingQueue{}
+		Expect(k8sClient.Get(ctx, keyOf(wq), got)).To(Succeed())
+		Expect(got.Spec.Enforcement).To(Equal(herdgatev1alpha1.EnforcementGateway))
+		Expect(got.Spec.EffectivePassAlgorithm()).To(Equal(herdgatev1alpha1.PassAlgorithmES256))
+		Expect(got.Spec.EffectiveKeyRotation()).To(Equal(herdgatev1alpha1.DefaultKeyRotation))
+		s, err := settings.Derive(got)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.PassFormat).To(Equal(herdgatev1alpha1.PassFormatJWT))
+	})
+
 	It("fills the same defaults as the Go accessors when only the required fields are given", func() {
 		wq := &herdgatev1alpha1.WaitingQueue{
 			ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: "default"},
@@ -127,6 +145,9 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(defaulted.EffectiveCapacityMode()).To(Equal(unset.EffectiveCapacityMode()))
 		Expect(defaulted.EffectivePassRenewal()).To(Equal(unset.EffectivePassRenewal()))
 		Expect(defaulted.EffectiveMaxSession()).To(Equal(unset.EffectiveMaxSession()))
+		Expect(defaulted.Enforcement).To(Equal(herdgatev1alpha1.EnforcementProxy))
+		Expect(defaulted.EffectiveEnforcement()).To(Equal(unset.EffectiveEnforcement()))
+		Expect(defaulted.EffectivePassFormat()).To(Equal(unset.EffectivePassFormat()))
 		Expect(defaulted.ProtectedRoutes[0].Methods).To(Equal(unset.ProtectedRoutes[0].EffectiveMethods()))
 		Expect(defaulted.Redis.SecretRef.Key).To(Equal(herdgatev1alpha1.DefaultRedisSecretKey))
 	})
@@ -378,6 +399,50 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: routes}
 			},
 			"spec.pass.completionRoutes", "must have at most 8 items"),
+		Entry("an unknown enforcement",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = "Sidecar" },
+			"spec.enforcement", `supported values: "Proxy", "Gateway"`),
+		Entry("Adaptive capacity enforced by a gateway",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+				wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
+			},
+			"spec.capacity.mode", "Adaptive needs enforcement Proxy"),
+		Entry("an unknown pass format",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: "PASETO"}
+			},
+			"spec.pass.format", `supported values: "HMAC", "JWT"`),
+		Entry("an unknown pass algorithm",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT, Algorithm: "RS256"}
+			},
+			"spec.pass.algorithm", `supported values: "ES256", "HS256"`),
+		Entry("an algorithm for an HMAC pass",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Algorithm: herdgatev1alpha1.PassAlgorithmES256}
+			},
+			"spec.pass.algorithm", "pass.algorithm applies to format JWT only"),
+		Entry("a key rotation for an HMAC pass",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatHMAC, KeyRotation: duration(24 * time.Hour)}
+			},
+			"spec.pass.keyRotation", "pass.keyRotation applies to format JWT only"),
+		Entry("a key rotation of 59 minutes",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT, KeyRotation: duration(59 * time.Minute)}
+			},
+			"spec.pass.keyRotation", "pass.keyRotation must be between 1h and 2160h"),
+		Entry("a key rotation of 91 days",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT, KeyRotation: duration(91 * 24 * time.Hour)}
+			},
+			"spec.pass.keyRotation", "pass.keyRotation must be between 1h and 2160h"),
+		Entry("a sliding JWT pass",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT, Renewal: herdgatev1alpha1.RenewalSliding}
+			},
+			"spec.pass.renewal", "pass.renewal Sliding needs format HMAC"),
 		Entry("an unknown mode",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = "Maintenance" },
 			"spec.mode", `supported values: "Queue", "Passthrough", "Closed"`),

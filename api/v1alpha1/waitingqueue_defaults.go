@@ -76,6 +76,44 @@ func (s *WaitingQueueSpec) EffectivePassRenewal() PassRenewal {
 	return s.Pass.Renewal
 }
 
+// DefaultKeyRotation is spec.pass.keyRotation's default.
+const DefaultKeyRotation = 7 * 24 * time.Hour
+
+// EffectiveEnforcement returns spec.enforcement.
+func (s *WaitingQueueSpec) EffectiveEnforcement() Enforcement {
+	if s.Enforcement == "" {
+		return EnforcementProxy
+	}
+	return s.Enforcement
+}
+
+// EffectivePassFormat returns spec.pass.format.
+func (s *WaitingQueueSpec) EffectivePassFormat() PassFormat {
+	if s.Pass == nil || s.Pass.Format == "" {
+		return PassFormatHMAC
+	}
+	return s.Pass.Format
+}
+
+// EffectivePassAlgorithm returns spec.pass.algorithm; empty for HMAC passes.
+func (s *WaitingQueueSpec) EffectivePassAlgorithm() PassAlgorithm {
+	switch {
+	case s.EffectivePassFormat() != PassFormatJWT:
+		return ""
+	case s.Pass.Algorithm == "":
+		return PassAlgorithmES256
+	}
+	return s.Pass.Algorithm
+}
+
+// EffectiveKeyRotation returns spec.pass.keyRotation.
+func (s *WaitingQueueSpec) EffectiveKeyRotation() time.Duration {
+	if s.Pass == nil {
+		return DefaultKeyRotation
+	}
+	return durationOr(s.Pass.KeyRotation, DefaultKeyRotation)
+}
+
 // EffectiveMaxSession returns spec.pass.maxSession, at least the pass's ttl.
 func (s *WaitingQueueSpec) EffectiveMaxSession() time.Duration {
 	d := DefaultMaxSession

@@ -27,6 +27,7 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.jitter) || !has(self.jitter.window) || duration(self.jitter.window) <= duration(has(self.tick) ? self.tick : '100ms')",message="jitter.window must not be longer than tick",fieldPath=".jitter.window"
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place",fieldPath=".abandonAfter"
+// +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
 type WaitingQueueSpec struct {
 	// capacity describes the bottleneck of the protected workload. The operator derives from it how many
 	// visitors to admit per tick: poolSize × utilizationPercent% × tick ÷ requestLatency.
@@ -84,6 +85,16 @@ type WaitingQueueSpec struct {
 	// +kubebuilder:default=Queue
 	Mode Mode `json:"mode,omitempty"`
 
+	// enforcement says what stops visitors without a pass on the protected routes. Proxy: the
+	// admission proxy is the hop in front of the workload and forwards what it admits. Gateway: the
+	// platform's gateway routes to the workload itself and asks the herdgate Service for each
+	// protected request (Envoy ext_authz over gRPC, or forward-auth over HTTP), or verifies JWT passes
+	// on its own; herdgate serves /.herdgate/* and the checks, and forwards nothing. See
+	// docs/guides/gateways.md. Defaults to Proxy.
+	// +optional
+	// +kubebuilder:default=Proxy
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+
 	// schedule opens the room at a set time, for a launch: before opensAt the protected routes are
 	// closed to visitors without a pass; from preQueueFrom, visitors who come hold a place in a
 	// pre-queue, whose order is drawn at opening from a seed committed to in status beforehand (so
@@ -139,6 +150,17 @@ type WaitingQueueSpec struct {
 	// +kubebuilder:default={}
 	Proxy *ProxySpec `json:"proxy,omitempty"`
 }
+
+// Enforcement says what enforces the room on the protected routes.
+// +kubebuilder:validation:Enum=Proxy;Gateway
+type Enforcement string
+
+const (
+	// EnforcementProxy: the admission proxy is the hop in front of the workload.
+	EnforcementProxy Enforcement = "Proxy"
+	// EnforcementGateway: the platform's gateway asks herdgate's check, or verifies JWT passes.
+	EnforcementGateway Enforcement = "Gateway"
+)
 
 // ScheduleSpec is when the room opens and closes.
 //
@@ -291,7 +313,34 @@ type JitterSpec struct {
 // PassSpec configures the pass of an admitted visitor.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.maxSession) || duration(self.maxSession) >= duration(has(self.ttl) ? self.ttl : '5m')",message="pass.maxSession must not be shorter than pass.ttl",fieldPath=".maxSession"
+// +kubebuilder:validation:XValidation:rule="!has(self.algorithm) || (has(self.format) && self.format == 'JWT')",message="pass.algorithm applies to format JWT only",fieldPath=".algorithm"
+// +kubebuilder:validation:XValidation:rule="!has(self.keyRotation) || (has(self.format) && self.format == 'JWT')",message="pass.keyRotation applies to format JWT only",fieldPath=".keyRotation"
+// +kubebuilder:validation:XValidation:rule="!(has(self.format) && self.format == 'JWT' && has(self.renewal) && self.renewal == 'Sliding')",message="pass.renewal Sliding needs format HMAC: a gateway verifying a JWT pass cannot see it renewed",fieldPath=".renewal"
 type PassSpec struct {
+	// format is HMAC (herdgate's compact pass, which only herdgate verifies: the fastest) or JWT (a
+	// JSON Web Token signed with the queue's rotating keys, which gateways verify on their own with
+	// the keys published at /.herdgate/jwks.json and in the ConfigMap <name>-herdgate-pass-keys).
+	// Defaults to HMAC.
+	// +optional
+	// +kubebuilder:default=HMAC
+	Format PassFormat `json:"format,omitempty"`
+
+	// algorithm signs JWT passes: ES256 (gateways verify with a public key; the default) or HS256
+	// (faster, but whatever verifies holds the signing key: it is published in the Secret
+	// <name>-herdgate-pass-keys, never in the ConfigMap).
+	// +optional
+	Algorithm PassAlgorithm `json:"algorithm,omitempty"`
+
+	// keyRotation is how long one key signs JWT passes. The next key is published this long before
+	// its turn, and a retired key is published until every pass it signed has expired. Between 1h and
+	// 2160h (90 days). Defaults to 168h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('2160h')",message="pass.keyRotation must be between 1h and 2160h"
+	KeyRotation *metav1.Duration `json:"keyRotation,omitempty"`
+
 	// ttl is how long a pass stays valid after its not-before time. Between 10s and 24h. Defaults to 5m.
 	// +optional
 	// +kubebuilder:default="5m"
@@ -324,6 +373,28 @@ type PassSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	CompletionRoutes []ProtectedRoute `json:"completionRoutes,omitempty"`
 }
+
+// PassFormat is the form of a pass.
+// +kubebuilder:validation:Enum=HMAC;JWT
+type PassFormat string
+
+const (
+	// PassFormatHMAC is herdgate's compact pass, verified by herdgate only.
+	PassFormatHMAC PassFormat = "HMAC"
+	// PassFormatJWT is a JWT pass gateways verify on their own.
+	PassFormatJWT PassFormat = "JWT"
+)
+
+// PassAlgorithm signs JWT passes.
+// +kubebuilder:validation:Enum=ES256;HS256
+type PassAlgorithm string
+
+const (
+	// PassAlgorithmES256 is ECDSA on P-256 with SHA-256.
+	PassAlgorithmES256 PassAlgorithm = "ES256"
+	// PassAlgorithmHS256 is HMAC with SHA-256.
+	PassAlgorithmHS256 PassAlgorithm = "HS256"
+)
 
 // PassRenewal says whether activity extends a pass.
 // +kubebuilder:validation:Enum=Fixed;Sliding

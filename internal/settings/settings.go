@@ -54,6 +54,12 @@ type Settings struct {
 	Mode herdgatev1alpha1.Mode
 	// MaxActive caps the active passes; 0 means no cap.
 	MaxActive int64
+	// Enforcement is Proxy or Gateway; PassFormat HMAC or JWT, signed with PassAlgorithm by keys
+	// that rotate every KeyRotation.
+	Enforcement   herdgatev1alpha1.Enforcement
+	PassFormat    herdgatev1alpha1.PassFormat
+	PassAlgorithm herdgatev1alpha1.PassAlgorithm
+	KeyRotation   time.Duration
 	// Sliding passes are extended by activity, up to MaxSession after their not-before time.
 	Sliding    bool
 	MaxSession time.Duration
@@ -183,7 +189,8 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		AbandonAfter: spec.EffectiveAbandonAfter(), Suspended: spec.IsSuspended(),
 		FailurePolicy: spec.EffectiveFailurePolicy(), Mode: spec.EffectiveMode(),
 		MaxActive: spec.EffectiveMaxActive(), Sliding: spec.EffectivePassRenewal() == herdgatev1alpha1.RenewalSliding,
-		MaxSession: spec.EffectiveMaxSession(),
+		MaxSession: spec.EffectiveMaxSession(), Enforcement: spec.EffectiveEnforcement(),
+		PassFormat: spec.EffectivePassFormat(), PassAlgorithm: spec.EffectivePassAlgorithm(), KeyRotation: spec.EffectiveKeyRotation(),
 	}
 	var err error
 	if s.Plan, err = PlanOf(spec); err != nil {
@@ -231,6 +238,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {
 		return nil, fieldErr("spec.pass.renewal", "%q is neither Fixed nor Sliding", r)
 	}
+	if err := s.checkEnforcement(spec); err != nil {
+		return nil, err
+	}
 	if spec.Identity != nil && spec.Identity.Header != "" {
 		if err := CheckIdentityHeader(spec.Identity.Header); err != nil {
 			return nil, fieldErr("spec.identity.header", "%v", err)
@@ -241,6 +251,31 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkEnforcement repeats the API server's rules on enforcement and the pass format, for specs
+// that did not come through it (herdgate-proxy --config).
+func (s *Settings) checkEnforcement(spec *herdgatev1alpha1.WaitingQueueSpec) error {
+	jwt := s.PassFormat == herdgatev1alpha1.PassFormatJWT
+	switch {
+	case spec.Pass != nil && spec.Pass.Algorithm != "" && !jwt:
+		return fieldErr("spec.pass.algorithm", "applies to format JWT only")
+	case spec.Pass != nil && spec.Pass.KeyRotation != nil && !jwt:
+		return fieldErr("spec.pass.keyRotation", "applies to format JWT only")
+	case s.Enforcement != herdgatev1alpha1.EnforcementProxy && s.Enforcement != herdgatev1alpha1.EnforcementGateway:
+		return fieldErr("spec.enforcement", "%q is neither Proxy nor Gateway", s.Enforcement)
+	case s.Enforcement == herdgatev1alpha1.EnforcementGateway && s.Adaptive != nil:
+		return fieldErr("spec.capacity.mode", "Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure")
+	case s.PassFormat != herdgatev1alpha1.PassFormatHMAC && s.PassFormat != herdgatev1alpha1.PassFormatJWT:
+		return fieldErr("spec.pass.format", "%q is neither HMAC nor JWT", s.PassFormat)
+	case s.PassFormat == herdgatev1alpha1.PassFormatJWT && s.Sliding:
+		return fieldErr("spec.pass.renewal", "Sliding needs format HMAC: a gateway verifying a JWT pass cannot see it renewed")
+	case s.PassFormat == herdgatev1alpha1.PassFormatJWT && s.PassAlgorithm != herdgatev1alpha1.PassAlgorithmES256 && s.PassAlgorithm != herdgatev1alpha1.PassAlgorithmHS256:
+		return fieldErr("spec.pass.algorithm", "%q is neither ES256 nor HS256", s.PassAlgorithm)
+	case s.PassFormat == herdgatev1alpha1.PassFormatJWT && (s.KeyRotation < time.Hour || s.KeyRotation > 2160*time.Hour):
+		return fieldErr("spec.pass.keyRotation", "must be between 1h and 2160h")
+	}
+	return nil
 }
 
 // deriveSchedule sets the schedule, when the spec has one.

@@ -41,6 +41,9 @@ func Queue(namespace, name string) *QueueBuilder {
 	}}
 }
 
+// From continues building from a copy of wq.
+func From(wq *herdgatev1alpha1.WaitingQueue) *QueueBuilder { return &QueueBuilder{wq: *wq.DeepCopy()} }
+
 // Obj returns a copy of the queue built so far.
 func (b *QueueBuilder) Obj() *herdgatev1alpha1.WaitingQueue { return b.wq.DeepCopy() }
 
@@ -106,6 +109,19 @@ func (b *QueueBuilder) PassTTL(d time.Duration) *QueueBuilder {
 	return b
 }
 
+// JWTPasses sets spec.pass.format to JWT with the algorithm (empty for the default) and, when not
+// zero, spec.pass.keyRotation; the pass's other fields stay.
+func (b *QueueBuilder) JWTPasses(alg herdgatev1alpha1.PassAlgorithm, keyRotation time.Duration) *QueueBuilder {
+	if b.wq.Spec.Pass == nil {
+		b.wq.Spec.Pass = &herdgatev1alpha1.PassSpec{}
+	}
+	b.wq.Spec.Pass.Format, b.wq.Spec.Pass.Algorithm = herdgatev1alpha1.PassFormatJWT, alg
+	if keyRotation > 0 {
+		b.wq.Spec.Pass.KeyRotation = &metav1.Duration{Duration: keyRotation}
+	}
+	return b
+}
+
 // PassSpec replaces spec.pass.
 func (b *QueueBuilder) PassSpec(p *herdgatev1alpha1.PassSpec) *QueueBuilder {
 	b.wq.Spec.Pass = p.DeepCopy()
@@ -157,6 +173,12 @@ func (b *QueueBuilder) Identity(header string) *QueueBuilder {
 // Mode sets spec.mode.
 func (b *QueueBuilder) Mode(m herdgatev1alpha1.Mode) *QueueBuilder {
 	b.wq.Spec.Mode = m
+	return b
+}
+
+// Enforcement sets spec.enforcement.
+func (b *QueueBuilder) Enforcement(e herdgatev1alpha1.Enforcement) *QueueBuilder {
+	b.wq.Spec.Enforcement = e
 	return b
 }
 

@@ -43,14 +43,17 @@ func TestTheReferenceQueueIsTheSample(t *testing.T) {
 func TestEverySpecSectionHasASetter(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	setters := map[string]func(*QueueBuilder){
-		"Capacity":     func(b *QueueBuilder) { b.Capacity(10, time.Second, 50).MaxActive(3).Adaptive(2).BatchSizeOverride(5) },
-		"Tick":         func(b *QueueBuilder) { b.Tick(time.Second) },
-		"Jitter":       func(b *QueueBuilder) { b.Jitter(herdgatev1alpha1.JitterUniform, 50*time.Millisecond) },
-		"Pass":         func(b *QueueBuilder) { b.PassTTL(time.Minute) },
+		"Capacity": func(b *QueueBuilder) { b.Capacity(10, time.Second, 50).MaxActive(3).Adaptive(2).BatchSizeOverride(5) },
+		"Tick":     func(b *QueueBuilder) { b.Tick(time.Second) },
+		"Jitter":   func(b *QueueBuilder) { b.Jitter(herdgatev1alpha1.JitterUniform, 50*time.Millisecond) },
+		"Pass": func(b *QueueBuilder) {
+			b.PassTTL(time.Minute).JWTPasses(herdgatev1alpha1.PassAlgorithmHS256, time.Hour)
+		},
 		"Polling":      func(b *QueueBuilder) { b.Polling(time.Second, 10*time.Second).PollBudget(50).ExactPositions(100) },
 		"AbandonAfter": func(b *QueueBuilder) { b.AbandonAfter(time.Minute) },
 		"Suspend":      func(b *QueueBuilder) { b.Suspend(true) },
 		"Mode":         func(b *QueueBuilder) { b.Mode(herdgatev1alpha1.ModeClosed) },
+		"Enforcement":  func(b *QueueBuilder) { b.Enforcement(herdgatev1alpha1.EnforcementGateway) },
 		"Schedule":     func(b *QueueBuilder) { b.Schedule(now, now.Add(time.Hour), time.Time{}) },
 		"Entry": func(b *QueueBuilder) {
 			b.Entry(&herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{}})
