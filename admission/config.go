@@ -30,7 +30,13 @@ import (
 type Config struct {
 	settings.Settings
 
+	// Signer signs visitor cookies and places, and HMAC passes. Passes issues and verifies the
+	// queue's passes: Signer's, or JWT passes (spec.pass.format) signed with the keys of the queue's
+	// Secret.
 	Signer *pass.Signer
+	Passes pass.Passes
+	// JWKS is the public keys of ES256 JWT passes, served at /.herdgate/jwks.json; nil otherwise.
+	JWKS []byte
 	// Quota is the plan ticks run, which admits nobody when the spec suspends the queue; it applies
 	// until the scheduler publishes its plan in Redis.
 	Quota capacity.Plan
@@ -97,7 +103,19 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Settings: *s, Signer: signer, clients: entry.Clients{Trusted: s.TrustedProxies}}
+	c := &Config{Settings: *s, Signer: signer, Passes: signer, clients: entry.Clients{Trusted: s.TrustedProxies}}
+	if s.PassFormat == herdgatev1alpha1.PassFormatJWT {
+		passes, err := jwtPasses(s, values)
+		if err != nil {
+			return nil, err
+		}
+		c.Passes = passes
+		if s.PassAlgorithm == herdgatev1alpha1.PassAlgorithmES256 {
+			if c.JWKS, err = passes.Keys().PublicJWKS(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if s.Admits() {
 		c.Quota = s.Effective
 	}
@@ -105,6 +123,22 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 		return nil, err
 	}
 	return c, nil
+}
+
+// jwtPasses reads the queue's pass keys, which the operator keeps in its Secret beside the HMAC key.
+func jwtPasses(s *settings.Settings, values SecretValues) (*pass.JWTPasses, error) {
+	if values == nil {
+		return nil, fmt.Errorf("spec.pass.format: JWT passes need the keys in Secret key %s, and there are no Secret values to read", herdgatev1alpha1.SecretPassKeys)
+	}
+	raw, err := values(herdgatev1alpha1.SecretPassKeys)
+	if err != nil {
+		return nil, fmt.Errorf("spec.pass.format: JWT passes need the keys in Secret key %s: %w", herdgatev1alpha1.SecretPassKeys, err)
+	}
+	keys, err := pass.ParseKeySet(raw)
+	if err != nil {
+		return nil, fmt.Errorf("spec.pass.format: %w", err)
+	}
+	return pass.NewJWTPasses(s.Namespace+"/"+s.Name, keys, time.Now)
 }
 
 // applyEntry fills the entry's checks, the bypass lanes and the page, reading the values they refer
@@ -192,6 +226,9 @@ type FileConfig struct {
 	// ConfigMaps are the ConfigMap values the queue's fields refer to (spec.page.template), by
 	// ConfigMap name and key.
 	ConfigMaps map[string]map[string]string `json:"configMaps,omitempty"`
+	// PassKeys are the keys of JWT passes (spec.pass.format JWT) as the operator keeps them in the
+	// queue's Secret; they do not rotate in a file.
+	PassKeys string `json:"passKeys,omitempty"`
 }
 
 // values reads the file's Secrets as the proxy reads its mount.
@@ -206,6 +243,9 @@ func (fc *FileConfig) values() SecretValues {
 		for key, v := range keys {
 			byKey[herdgatev1alpha1.ConfigMapRefKey(name, key)] = []byte(v)
 		}
+	}
+	if fc.PassKeys != "" {
+		byKey[herdgatev1alpha1.SecretPassKeys] = []byte(fc.PassKeys)
 	}
 	return func(key string) ([]byte, error) {
 		v, ok := byKey[key]

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -60,6 +61,11 @@ func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 			return
 		}
 		p.serveChallenge(x, cfg)
+	case reservedPrefix + "/jwks.json":
+		if !allow(x, http.MethodGet, http.MethodHead) {
+			return
+		}
+		p.serveJWKS(x, cfg)
 	case reservedPrefix:
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
@@ -159,7 +165,7 @@ func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, po
 
 // setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
 func (p *Proxy) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) string {
-	token := cfg.Signer.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
+	token := cfg.Passes.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
 	x.SetCookie(&http.Cookie{
 		Name: PassCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
@@ -185,6 +191,23 @@ func (p *Proxy) spread(d time.Duration) time.Duration {
 type zeroRand struct{}
 
 func (zeroRand) Float64() float64 { return 0 }
+
+// jwksMaxAge is how long a gateway may keep the JWKS: far shorter than the time a next key is
+// published ahead of its turn (spec.pass.keyRotation, at least an hour).
+const jwksMaxAge = 5 * time.Minute
+
+// serveJWKS answers GET /.herdgate/jwks.json with the public keys of the queue's ES256 passes.
+func (p *Proxy) serveJWKS(x Exchange, cfg *Config) {
+	if cfg.JWKS == nil {
+		p.metrics.requests.WithLabelValues("internal", "not_found").Inc()
+		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_public_keys",
+			Message: "this queue's passes are not signed with public keys: see spec.pass.format and spec.pass.algorithm"})
+		return
+	}
+	p.metrics.requests.WithLabelValues("internal", "jwks").Inc()
+	x.SetHeader("Cache-Control", fmt.Sprintf("public, max-age=%d", int(jwksMaxAge/time.Second)))
+	x.Reply(http.StatusOK, "application/jwk-set+json", cfg.JWKS)
+}
 
 // serveChallenge answers GET /.herdgate/challenge with a fresh proof-of-work challenge.
 func (p *Proxy) serveChallenge(x Exchange, cfg *Config) {

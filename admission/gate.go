@@ -186,7 +186,7 @@ func (p *Proxy) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (p
 // verifyPass is the one check of a pass: its MAC, its visitor and times, then whether its session
 // ended and whether it belongs to the opening in force.
 func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
-	verified, result := cfg.Signer.Verify(token, visitor, now)
+	verified, result := cfg.Passes.Verify(token, visitor, now)
 	switch {
 	case result != pass.Valid:
 	case p.sessions.IsRevoked(verified):

@@ -86,8 +86,9 @@ func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harn
 // harnessOptions are what some tests give the harness's proxy beyond the queue: the Secret values its
 // fields refer to (by Secret name and key) and a clock.
 type harnessOptions struct {
-	secrets map[string]map[string]string
-	now     func() time.Time
+	secrets  map[string]map[string]string
+	passKeys string
+	now      func() time.Time
 }
 
 func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1alpha1.WaitingQueue)) *harness {
@@ -100,7 +101,7 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if change != nil {
 		change(h.wq)
 	}
-	fc := admission.FileConfig{Secrets: opts.secrets}
+	fc := admission.FileConfig{Secrets: opts.secrets, PassKeys: opts.passKeys}
 	cfg, err := admission.NewConfigWithSecrets(h.wq, h.key, fc.Values())
 	if err != nil {
 		t.Fatal(err)
