@@ -73,7 +73,7 @@ type WaitingQueueReconciler struct {
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/status,verbs=get;patch
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
@@ -117,10 +117,13 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if refErr != nil && !errors.As(refErr, new(errSecretValue)) {
 		return ctrl.Result{}, fmt.Errorf("reading the Secrets the spec refers to: %w", refErr)
 	}
-	seed, held, applyErr := r.ensureSecret(ctx, wq, redisURL, refs)
+	secret, applyErr := r.ensureSecret(ctx, wq, s, redisURL, refs)
+	seed := secret.seed
 	if applyErr != nil {
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
-	} else if err := r.ensureProxy(ctx, wq, redisURL, held); err != nil {
+	} else if err := r.publishPassKeys(ctx, wq, secret.passKeys); err != nil {
+		applyErr = fmt.Errorf("publishing the pass keys in %s: %w", wq.PassKeysName(), err)
+	} else if err := r.ensureProxy(ctx, wq, redisURL, secret.mounted); err != nil {
 		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)
 	} else if refErr != nil {
 		// The proxies keep the values copied last, or refuse the spec until the value comes.

@@ -3,12 +3,15 @@ package controllers_test
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/capacity"
@@ -839,6 +844,89 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 		Expect(queueSecret()).NotTo(HaveKey(inviteKey))
 		Expect(mounted()).To(ConsistOf(herdgatev1alpha1.SecretHMACKey, monitorKey))
+	})
+
+	It("keeps a JWT queue's pass keys in its Secret, publishes what gateways verify with, and takes it back", func() {
+		wq := sampleQueue(mainNamespace, "orders-jwt")
+		wq.Spec.Suspend = ptr.To(true)
+		wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+		wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT}
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		published := types.NamespacedName{Namespace: wq.Namespace, Name: wq.PassKeysName()}
+		queueSecret := &corev1.Secret{}
+
+		By("keeping the keys in the queue's Secret and publishing the public ones in a ConfigMap")
+		cm := &corev1.ConfigMap{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, published, cm)).To(Succeed())
+		}, timeout, interval).Should(Succeed())
+		Expect(metav1.IsControlledBy(cm, get(wq))).To(BeTrue())
+		Expect(cm.Data).To(HaveKey(controllers.PassKeysJWKS))
+		for _, slot := range []string{controllers.PassKeysPrevious, controllers.PassKeysCurrent, controllers.PassKeysNext} {
+			Expect(cm.Data[slot+".pem"]).To(HavePrefix("-----BEGIN PUBLIC KEY-----"), slot)
+		}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, queueSecret)).To(Succeed())
+		keys, err := pass.ParseKeySet(queueSecret.Data[herdgatev1alpha1.SecretPassKeys])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(keys.Keys).To(HaveLen(2), "the signing key and the next one, published ahead")
+		Expect(keys.Keys[1].ActiveFrom).To(BeTemporally("~", keys.Keys[0].ActiveFrom.Add(herdgatev1alpha1.DefaultKeyRotation), time.Minute))
+		Expect(cm.Data[controllers.PassKeysNext+".pem"]).NotTo(Equal(cm.Data[controllers.PassKeysCurrent+".pem"]))
+
+		By("signing passes the proxy's config accepts and a JOSE library verifies with the published JWKS")
+		values := func(key string) ([]byte, error) {
+			if v, ok := queueSecret.Data[key]; ok {
+				return v, nil
+			}
+			return nil, fmt.Errorf("no key %s", key)
+		}
+		cfg, err := admission.NewConfigWithSecrets(get(wq), queueSecret.Data[herdgatev1alpha1.SecretHMACKey], values)
+		Expect(err).NotTo(HaveOccurred())
+		now := time.Now()
+		token := cfg.Passes.Issue("ada", now, now.Add(time.Minute))
+		var set jose.JSONWebKeySet
+		Expect(json.Unmarshal([]byte(cm.Data[controllers.PassKeysJWKS]), &set)).To(Succeed())
+		parsed, err := josejwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.ES256})
+		Expect(err).NotTo(HaveOccurred())
+		signer := set.Key(parsed.Headers[0].KeyID)
+		Expect(signer).To(HaveLen(1))
+		var claims josejwt.Claims
+		Expect(parsed.Claims(signer[0].Key, &claims)).To(Succeed())
+		Expect(claims.Audience).To(ConsistOf(wq.Namespace + "/" + wq.Name))
+
+		By("mounting the keys in the proxy beside the HMAC key")
+		Eventually(func(g Gomega) {
+			deploy := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy)).To(Succeed())
+			var items []string
+			for _, v := range deploy.Spec.Template.Spec.Volumes {
+				if v.Secret != nil {
+					for _, item := range v.Secret.Items {
+						items = append(items, item.Key)
+					}
+				}
+			}
+			g.Expect(items).To(ConsistOf(herdgatev1alpha1.SecretHMACKey, herdgatev1alpha1.SecretPassKeys))
+		}, timeout, interval).Should(Succeed())
+
+		By("publishing HS256 keys in a Secret, never in the ConfigMap")
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Pass.Algorithm = herdgatev1alpha1.PassAlgorithmHS256 })
+		hs := &corev1.Secret{}
+		Eventually(func(g Gomega) {
+			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, published, &corev1.ConfigMap{}))).To(BeTrue())
+			g.Expect(k8sClient.Get(ctx, published, hs)).To(Succeed())
+			g.Expect(hs.Data).To(HaveKey(controllers.PassKeysCurrent + ".key"))
+		}, timeout, interval).Should(Succeed())
+		Expect(hs.Data[controllers.PassKeysCurrent+".key"]).To(HaveLen(32))
+
+		By("taking the published keys back when the queue returns to HMAC passes")
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatHMAC}
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, published, hs)).To(Succeed())
+			g.Expect(hs.Data).To(BeEmpty())
+		}, timeout, interval).Should(Succeed())
 	})
 
 	It("reports an unreachable Redis while other queues keep their exact rate", func() {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/page"
@@ -141,36 +142,41 @@ func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alp
 // It also holds the copies of the values the spec refers to (refs, by SecretRefKey; a nil value is
 // one that cannot be read now, whose last copy is kept), and drops copies no field refers to any
 // more. It returns the keys of the copies it holds, which the proxy mounts.
-func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string, refs map[string][]byte) ([]byte, []string, error) {
+//
+// With JWT passes it also keeps their keys (rotatePassKeys), returned in secretState.passKeys and
+// mounted too.
+func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, redisURL string, refs map[string][]byte) (secretState, error) {
 	newKey := func() ([]byte, error) {
 		key := make([]byte, 32)
 		_, err := rand.Read(key)
 		return key, err
 	}
+	var st secretState
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
 	if apierrors.IsNotFound(err) {
 		key, err := newKey()
 		if err != nil {
-			return nil, nil, err
+			return st, err
 		}
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: wq.SecretName(), Namespace: wq.Namespace, Labels: proxyLabels(wq)},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{herdgatev1alpha1.SecretHMACKey: key, herdgatev1alpha1.SecretRedisURL: []byte(redisURL)},
 		}
-		held := copyRefs(secret.Data, refs)
-		seed, err := r.drawSeed(wq, secret)
-		if err != nil {
-			return nil, nil, err
+		if err := st.fill(secret.Data, refs, s, r.now()); err != nil {
+			return st, err
+		}
+		if st.seed, err = r.drawSeed(wq, secret); err != nil {
+			return st, err
 		}
 		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
-			return nil, nil, err
+			return st, err
 		}
-		return seed, held, r.Create(ctx, secret)
+		return st, r.Create(ctx, secret)
 	}
 	if err != nil {
-		return nil, nil, err
+		return st, err
 	}
 	patch := client.MergeFrom(secret.DeepCopy())
 	before := secret.DeepCopy()
@@ -181,15 +187,39 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 	if len(secret.Data[herdgatev1alpha1.SecretHMACKey]) < 32 {
 		// Someone removed the key: a new one is the only way on (existing passes become invalid).
 		if secret.Data[herdgatev1alpha1.SecretHMACKey], err = newKey(); err != nil {
-			return nil, nil, err
+			return st, err
 		}
 	}
-	held := copyRefs(secret.Data, refs)
-	seed, err := r.drawSeed(wq, secret)
-	if err != nil || equality.Semantic.DeepEqual(before.Data, secret.Data) {
-		return seed, held, err
+	if err := st.fill(secret.Data, refs, s, r.now()); err != nil {
+		return st, err
 	}
-	return seed, held, r.Patch(ctx, secret, patch)
+	st.seed, err = r.drawSeed(wq, secret)
+	if err != nil || equality.Semantic.DeepEqual(before.Data, secret.Data) {
+		return st, err
+	}
+	return st, r.Patch(ctx, secret, patch)
+}
+
+// secretState is what the queue's Secret holds for the rest of the reconcile: the seed of the draw
+// (nil without a schedule), the keys the proxy mounts beside the HMAC key, and the JWT pass keys
+// (nil with HMAC passes).
+type secretState struct {
+	seed     []byte
+	mounted  []string
+	passKeys *pass.KeySet
+}
+
+// fill puts the copies of the referred values and the JWT pass keys into the Secret's data.
+func (st *secretState) fill(data map[string][]byte, refs map[string][]byte, s *settings.Settings, now time.Time) error {
+	st.mounted = copyRefs(data, refs)
+	var err error
+	if st.passKeys, err = rotatePassKeys(data, s, now); err != nil {
+		return fmt.Errorf("rotating the pass keys: %w", err)
+	}
+	if st.passKeys != nil {
+		st.mounted = append(st.mounted, herdgatev1alpha1.SecretPassKeys)
+	}
+	return nil
 }
 
 // copyRefs puts the values the spec refers to into data, keeps the last copy of one that cannot be

@@ -6,7 +6,10 @@ rules:
   resources:
   - configmaps
   verbs:
+  - create
+  - delete
   - get
+  - patch
 - apiGroups:
   - ""
   resources:
