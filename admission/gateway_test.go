@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,12 +14,15 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/pass"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
-// guideBlock is the code block of language lang in docs/guides/gateways.md, with the gateway's port,
-// herdgate's address and the workload's filled in.
-func guideBlock(t *testing.T, lang string, port int, herdgate, workload string) string {
+// guideBlock is the code block of language lang in docs/guides/gateways.md, with the placeholders
+// filled in: the gateway's port, herdgate's address, the workload's, the folder of the published
+// pass keys and the queue's name.
+func guideBlock(t *testing.T, lang string, fill *strings.Replacer) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -33,28 +37,33 @@ func guideBlock(t *testing.T, lang string, port int, herdgate, workload string) 
 	if !found || !closed {
 		t.Fatalf("docs/guides/gateways.md has no %s block", lang)
 	}
-	return strings.NewReplacer("LISTEN_PORT", fmt.Sprintf("127.0.0.1:%d", port), "HERDGATE_ADDRESS", herdgate,
-		"WORKLOAD_ADDRESS", workload).Replace(block)
+	return fill.Replace(block)
 }
 
-// gateways are the gateways the tests run the room through, each started with the configuration
-// docs/guides/gateways.md gives for it (block reads the guide's block of a language).
-var gateways = map[string]func(t *testing.T, dir string, block func(lang string) string) (stop func()){
-	"nginx": func(t *testing.T, dir string, block func(string) string) func() {
+// gateway is a gateway the tests run the room through, started with the configuration
+// docs/guides/gateways.md gives for it (block reads the guide's block of a language). jwt says the
+// gateway verifies JWT passes itself, with the public keys published in keysDir.
+type gateway struct {
+	jwt   bool
+	start func(t *testing.T, dir string, block func(lang string) string) (stop func())
+}
+
+var gateways = map[string]gateway{
+	"nginx": {start: func(t *testing.T, dir string, block func(string) string) func() {
 		n, err := testenv.StartNginx(dir, block("nginx"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n.Stop
-	},
-	"caddy": func(t *testing.T, dir string, block func(string) string) func() {
+	}},
+	"caddy": {start: func(t *testing.T, dir string, block func(string) string) func() {
 		c, err := testenv.StartCaddy(dir, block("caddyfile"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.Stop
-	},
-	"traefik": func(t *testing.T, dir string, block func(string) string) func() {
+	}},
+	"traefik": {start: func(t *testing.T, dir string, block func(string) string) func() {
 		tr, err := testenv.StartTraefik(dir, block("yaml traefik-static"), block("yaml traefik-dynamic"))
 		if err != nil {
 			t.Fatal(err)
@@ -66,31 +75,62 @@ var gateways = map[string]func(t *testing.T, dir string, block func(lang string)
 				t.Logf("traefik's log:\n%s", log)
 			}
 		}
-	},
+	}},
+	"haproxy": {jwt: true, start: func(t *testing.T, dir string, block func(string) string) func() {
+		hp, err := testenv.StartHAProxy(dir, block("haproxy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			hp.Stop()
+			if t.Failed() {
+				log, _ := os.ReadFile(filepath.Join(dir, "haproxy.log"))
+				t.Logf("haproxy's log:\n%s", log)
+			}
+		}
+	}},
 }
 
-// TestGatewaysEnforceTheRoom runs the room through real gateways that ask herdgate's check (nginx's
-// auth_request, Caddy's forward_auth, Traefik's ForwardAuth), configured as docs/guides/gateways.md says: a browser is sent
-// to the waiting page, enters, waits, gets its pass at its not-before time and reaches the protected
-// route; an API client gets the JSON contract; a forged or missing pass is refused; the workload never
-// sees a pass, a herdgate cookie or header.
+// TestGatewaysEnforceTheRoom runs the room through real gateways, configured as
+// docs/guides/gateways.md says: nginx's auth_request, Caddy's forward_auth and Traefik's ForwardAuth
+// ask herdgate's check; HAProxy verifies herdgate's ES256 pass with jwt_verify and the published PEM.
+// Through each, a browser is sent to the waiting page, enters, waits, gets its pass at its
+// not-before time and reaches the protected route; an API client gets the JSON contract; a missing,
+// forged, expired or other queue's pass is refused; the workload never sees a pass, a herdgate
+// cookie or header.
 func TestGatewaysEnforceTheRoom(t *testing.T) {
-	for name, start := range gateways {
-		t.Run(name, func(t *testing.T) { testGatewayEnforcesTheRoom(t, start) })
+	for name, gw := range gateways {
+		t.Run(name, func(t *testing.T) { testGatewayEnforcesTheRoom(t, gw) })
 	}
 }
 
-func testGatewayEnforcesTheRoom(t *testing.T, start func(t *testing.T, dir string, block func(string) string) func()) {
-	h := newHarness(t, nil)
+func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
+	var h *harness
+	keysDir := t.TempDir()
+	if gw.jwt {
+		keys, stored := newPassKeys(t, pass.ES256)
+		h = newHarnessWith(t, harnessOptions{passKeys: stored}, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
+		previous, current, next := keys.Slots(time.Now())
+		for slot, k := range map[string]*pass.Key{"previous": previous, "current": current, "next": next} {
+			pem, err := k.PublicPEM()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		h = newHarness(t, nil)
+	}
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstream, _ := url.Parse(*h.wq.Spec.Upstream.URL)
-	block := func(lang string) string {
-		return guideBlock(t, lang, port, strings.TrimPrefix(h.server.URL, "http://"), upstream.Host)
-	}
-	t.Cleanup(start(t, t.TempDir(), block))
+	fill := strings.NewReplacer("LISTEN_PORT", fmt.Sprintf("127.0.0.1:%d", port), "HERDGATE_ADDRESS", strings.TrimPrefix(h.server.URL, "http://"),
+		"WORKLOAD_ADDRESS", upstream.Host, "KEYS_DIR", keysDir, "QUEUE_NAME", h.wq.Namespace+"/"+h.wq.Name)
+	t.Cleanup(gw.start(t, t.TempDir(), func(lang string) string { return guideBlock(t, lang, fill) }))
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, gateway+"/.herdgate/healthz")
 
@@ -125,9 +165,36 @@ func testGatewayEnforcesTheRoom(t *testing.T, start func(t *testing.T, dir strin
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, `"error":"pass_required"`) {
 		t.Fatalf("an API client without a pass: %d %q; want the contract's 403 JSON", res.StatusCode, body)
 	}
-	res, body = do(http.DefaultClient, http.MethodPost, "/api/v1/orders", admission.PassHeader, "forged")
-	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "pass_required") {
-		t.Fatalf("a forged pass: %d %q", res.StatusCode, body)
+	// Passes that must not open the route: made up, expired, another queue's, and one whose payload
+	// was changed after signing.
+	cfg := h.proxy.Config()
+	other, err := admission.NewConfigWithSecrets(changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name, wq.UID = "other", "uid-other" }),
+		h.key, (&admission.FileConfig{PassKeys: passKeysOf(t, cfg)}).Values())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	valid := cfg.Passes.Issue("someone", now, now.Add(time.Minute))
+	for name, token := range map[string]string{
+		"made up":         "forged",
+		"expired":         cfg.Passes.Issue("someone", now.Add(-time.Hour), now.Add(-time.Second)),
+		"another queue's": other.Passes.Issue("someone", now, now.Add(time.Minute)),
+		"altered":         alter(valid),
+	} {
+		res, body = do(http.DefaultClient, http.MethodPost, "/api/v1/orders", admission.PassHeader, token)
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "pass_required") {
+			t.Fatalf("a pass %s: %d %q; want the contract's 403", name, res.StatusCode, body)
+		}
+	}
+
+	// No spelling of a protected path gets past the gateway without a pass.
+	for _, spelling := range []string{"/api//v1/orders", "/api/v1/%6frders", "/API/v1/orders", "/api/v1/orders/", "/api/v1;x=1/orders", "/api/v1/x/../orders"} {
+		if res, body = do(http.DefaultClient, http.MethodPost, spelling); res.StatusCode < 400 {
+			t.Fatalf("POST %s without a pass: %d %q; want it refused", spelling, res.StatusCode, body)
+		}
+	}
+	if calls := h.upstream.all(); len(calls) != 0 {
+		t.Fatalf("the workload got %s without a pass", calls[0].Path)
 	}
 
 	// A visitor naming another request in the check's own headers is refused: what its request earns
@@ -179,9 +246,42 @@ func testGatewayEnforcesTheRoom(t *testing.T, start func(t *testing.T, dir strin
 	if cookie := got.Header.Get("Cookie"); strings.Contains(cookie, "herdgate_") || !strings.Contains(cookie, "theme=dark") {
 		t.Errorf("the workload got the cookies %q; want the site's only", cookie)
 	}
-	if h.metric("herdgate_proxy_requests_total", `{outcome="allowed",route_class="protected"}`) != 1 {
-		t.Errorf("allowed requests counted: %v", h.metric("herdgate_proxy_requests_total", `{outcome="allowed",route_class="protected"}`))
+	// A gateway that asks the check has herdgate count the allowed request; one that verifies the
+	// pass itself never calls herdgate for it.
+	want := 1.0
+	if gw.jwt {
+		want = 0
 	}
+	if got := h.metric("herdgate_proxy_requests_total", `{outcome="allowed",route_class="protected"}`); got != want {
+		t.Errorf("allowed requests counted by herdgate: %v, want %v", got, want)
+	}
+}
+
+// passKeysOf is the stored key set of cfg's JWT passes, "" for HMAC passes.
+func passKeysOf(t *testing.T, cfg *admission.Config) string {
+	t.Helper()
+	j, ok := cfg.Passes.(*pass.JWTPasses)
+	if !ok {
+		return ""
+	}
+	raw, err := j.Keys().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// alter changes a pass after it was signed: a JWT's payload, or an HMAC pass's first byte after the
+// version.
+func alter(token string) string {
+	if parts := strings.Split(token, "."); len(parts) == 3 {
+		payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		payload = []byte(strings.Replace(string(payload), `"sub":"someone"`, `"sub":"someone-else"`, 1))
+		return parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(token)
+	raw[2] ^= 1
+	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
 // waitFor polls url until it answers 200: a gateway may listen before its routes are loaded.
