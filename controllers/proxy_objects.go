@@ -3,6 +3,7 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,8 @@ const (
 	// ProxyHTTPPort serves visitors; ProxyMetricsPort serves /metrics.
 	ProxyHTTPPort    = 8080
 	ProxyMetricsPort = 9090
+	// ProxyExtAuthzPort serves Envoy's gRPC ext_authz check, with spec.enforcement Gateway.
+	ProxyExtAuthzPort = 9191
 
 	// ConfigHashAnnotation on the proxy's pod template changes when the pods must restart to see a
 	// change (the Redis URL, the image); everything else the proxy watches and applies live.
@@ -112,24 +115,30 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string, 
 			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("http"))).
 			WithPeriodSeconds(period).WithTimeoutSeconds(2).WithFailureThreshold(3)
 	}
+	args := []string{
+		"--waitingqueue=" + wq.Namespace + "/" + wq.Name,
+		"--hmac-key-file=" + keyMountPath + "/" + herdgatev1alpha1.SecretHMACKey,
+		"--listen=:8080",
+		"--metrics-listen=:9090",
+	}
+	ports := []*corev1ac.ContainerPortApplyConfiguration{
+		corev1ac.ContainerPort().WithName("http").WithContainerPort(ProxyHTTPPort).WithProtocol(corev1.ProtocolTCP),
+		corev1ac.ContainerPort().WithName("metrics").WithContainerPort(ProxyMetricsPort).WithProtocol(corev1.ProtocolTCP),
+	}
+	if wq.Spec.EffectiveEnforcement() == herdgatev1alpha1.EnforcementGateway {
+		args = append(args, fmt.Sprintf("--ext-authz-listen=:%d", ProxyExtAuthzPort))
+		ports = append(ports, corev1ac.ContainerPort().WithName("ext-authz").WithContainerPort(ProxyExtAuthzPort).WithProtocol(corev1.ProtocolTCP))
+	}
 	container := corev1ac.Container().
 		WithName("proxy").
 		WithImage(image).
 		// One image carries both binaries; its entrypoint is the manager.
 		WithCommand("/herdgate-proxy").
-		WithArgs(
-			"--waitingqueue="+wq.Namespace+"/"+wq.Name,
-			"--hmac-key-file="+keyMountPath+"/"+herdgatev1alpha1.SecretHMACKey,
-			"--listen=:8080",
-			"--metrics-listen=:9090",
-		).
+		WithArgs(args...).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("secret").WithMountPath(keyMountPath).WithReadOnly(true)).
 		WithEnv(corev1ac.EnvVar().WithName("HERDGATE_REDIS_URL").WithValueFrom(
 			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(wq.SecretName()).WithKey(herdgatev1alpha1.SecretRedisURL)))).
-		WithPorts(
-			corev1ac.ContainerPort().WithName("http").WithContainerPort(ProxyHTTPPort).WithProtocol(corev1.ProtocolTCP),
-			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(ProxyMetricsPort).WithProtocol(corev1.ProtocolTCP),
-		).
+		WithPorts(ports...).
 		WithReadinessProbe(probe("/.herdgate/readyz", 5)).
 		WithLivenessProbe(probe("/.herdgate/healthz", 10)).
 		WithResources(proxyResources(wq)).
@@ -215,14 +224,21 @@ func proxyResources(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ResourceRequire
 		WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")})
 }
 
+// proxyService is the proxy's Service; with spec.enforcement Gateway it also serves the gRPC check,
+// marked h2c so that gateways speak HTTP/2 to it in cleartext.
 func proxyService(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceApplyConfiguration {
+	ports := []*corev1ac.ServicePortApplyConfiguration{
+		corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP),
+		corev1ac.ServicePort().WithName("metrics").WithPort(ProxyMetricsPort).WithTargetPort(intstr.FromString("metrics")).WithProtocol(corev1.ProtocolTCP),
+	}
+	if wq.Spec.EffectiveEnforcement() == herdgatev1alpha1.EnforcementGateway {
+		ports = append(ports, corev1ac.ServicePort().WithName("ext-authz").WithPort(ProxyExtAuthzPort).
+			WithTargetPort(intstr.FromString("ext-authz")).WithProtocol(corev1.ProtocolTCP).WithAppProtocol("kubernetes.io/h2c"))
+	}
 	return corev1ac.Service(wq.ServiceName(), wq.Namespace).
 		WithLabels(proxyLabels(wq)).
 		WithOwnerReferences(ownerRef(wq)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithSelector(proxySelector(wq)).
-			WithPorts(
-				corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP),
-				corev1ac.ServicePort().WithName("metrics").WithPort(ProxyMetricsPort).WithTargetPort(intstr.FromString("metrics")).WithProtocol(corev1.ProtocolTCP),
-			))
+			WithPorts(ports...))
 }

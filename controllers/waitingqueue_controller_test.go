@@ -907,6 +907,15 @@ var _ = Describe("WaitingQueue reconciler", func() {
 				}
 			}
 			g.Expect(items).To(ConsistOf(herdgatev1alpha1.SecretHMACKey, herdgatev1alpha1.SecretPassKeys))
+			g.Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--ext-authz-listen=:9191"),
+				"a gateway-enforced queue serves the gRPC check")
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			svc := &corev1.Service{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ServiceName()}, svc)).To(Succeed())
+			g.Expect(svc.Spec.Ports).To(ContainElement(SatisfyAll(
+				HaveField("Name", "ext-authz"), HaveField("Port", BeEquivalentTo(controllers.ProxyExtAuthzPort)),
+				HaveField("AppProtocol", HaveValue(Equal("kubernetes.io/h2c"))))))
 		}, timeout, interval).Should(Succeed())
 
 		By("publishing HS256 keys in a Secret, never in the ConfigMap")
