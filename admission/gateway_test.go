@@ -16,6 +16,7 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/gatewayconfig"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -299,5 +300,20 @@ func waitFor(t *testing.T, url string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never answered 200: %v", url, err)
 		}
+	}
+}
+
+// TestTheGuideShowsTheGeneratedHAProxyConfig: the HAProxy configuration the guide shows, and the
+// gateway test runs, is what `herd gateway-config --target haproxy` prints for the test's queue.
+func TestTheGuideShowsTheGeneratedHAProxyConfig(t *testing.T) {
+	wq := changed(testQueue("http://WORKLOAD_ADDRESS"), jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
+	wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+	got, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: "haproxy", Listen: "LISTEN_PORT",
+		HerdgateAddress: "HERDGATE_ADDRESS", WorkloadAddress: "WORKLOAD_ADDRESS", KeysDir: "KEYS_DIR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := guideBlock(t, "haproxy", strings.NewReplacer()); string(got) != want {
+		t.Errorf("docs/guides/gateways.md's haproxy block is not what herd gateway-config prints; it prints:\n%s", got)
 	}
 }

@@ -52,6 +52,7 @@ commands:
   adaptive    run the workload's bad days, Declared against Adaptive capacity, and write docs/herd/adaptive.md
   export-draw     write a queue's pre-queue draw record from Redis
   verify-shuffle  recompute a draw from its seed and check the record and the commitment
+  gateway-config  print what a gateway needs to enforce a WaitingQueue (spec.enforcement Gateway)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exportDrawCmd(ctx, args[1:], stdout, stderr)
 	case "verify-shuffle":
 		return verifyShuffleCmd(args[1:], stdout, stderr)
+	case "gateway-config":
+		return gatewayConfigCmd(args[1:], os.Stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,243 @@
+// Package gatewayconfig writes what a gateway needs to enforce a WaitingQueue (spec.enforcement
+// Gateway): the Kubernetes objects of Gateway API, Envoy Gateway, Istio and Traefik, and HAProxy's
+// configuration. `herd gateway-config` prints them; docs/guides/gateways.md says what each does.
+package gatewayconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// Targets are the gateways Render writes for.
+var Targets = []string{"gateway-api", "envoy-gateway", "istio", "traefik", "haproxy"}
+
+// Options say where the generated objects attach.
+type Options struct {
+	// Target is one of Targets.
+	Target string
+	// Gateway names the Gateway (namespace/name, or name in the queue's namespace) the HTTPRoutes
+	// attach to (gateway-api, envoy-gateway) or the Istio AuthorizationPolicy targets.
+	Gateway string
+	// Hostnames, when set, limit the HTTPRoutes to these host names.
+	Hostnames []string
+	// Selector, for istio without a Gateway, selects the workload's pods (key=value).
+	Selector map[string]string
+	// HAProxy's addresses and paths; the defaults are the cluster's Service names and
+	// /etc/haproxy/herdgate/<namespace>/<name> for the published keys.
+	Listen, HerdgateAddress, WorkloadAddress, KeysDir string
+}
+
+// herdgateHeaders are the request headers of herdgate's own a gateway must never pass upstream.
+var herdgateHeaders = []string{"X-Herdgate-Pass", "Herdgate-Place", "X-Herdgate-Proof", "X-Herdgate-Invitation", "X-Herdgate-Challenge-Response"}
+
+// Render writes the objects (a YAML stream) or the configuration for the target.
+func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
+	if wq.Name == "" || wq.Namespace == "" {
+		return nil, errors.New("the WaitingQueue needs metadata.name and metadata.namespace")
+	}
+	if wq.Spec.EffectiveEnforcement() != herdgatev1alpha1.EnforcementGateway {
+		return nil, fmt.Errorf("WaitingQueue %s/%s has spec.enforcement %s: set it to Gateway before a gateway enforces it",
+			wq.Namespace, wq.Name, wq.Spec.EffectiveEnforcement())
+	}
+	var objs []map[string]any
+	var err error
+	switch opts.Target {
+	case "gateway-api":
+		objs, err = gatewayAPI(wq, opts)
+	case "envoy-gateway":
+		objs, err = envoyGateway(wq, opts)
+	case "istio":
+		objs, err = istio(wq, opts)
+	case "traefik":
+		objs = []map[string]any{traefik(wq)}
+	case "haproxy":
+		return haproxy(wq, opts)
+	default:
+		return nil, fmt.Errorf("unknown target %q: one of %s", opts.Target, strings.Join(Targets, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for i, obj := range objs {
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		raw, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(raw)
+	}
+	return out.Bytes(), nil
+}
+
+func meta(wq *herdgatev1alpha1.WaitingQueue, name string) map[string]any {
+	return map[string]any{"name": name, "namespace": wq.Namespace, "labels": map[string]any{
+		"app.kubernetes.io/managed-by": "herd-gateway-config", "herdgate.io/waitingqueue": wq.Name,
+	}}
+}
+
+// gatewayRef splits "namespace/name" or "name".
+func gatewayRef(opts Options) (map[string]any, error) {
+	if opts.Gateway == "" {
+		return nil, fmt.Errorf("target %s needs the Gateway the routes attach to (--gateway)", opts.Target)
+	}
+	ref := map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": opts.Gateway}
+	if ns, name, ok := strings.Cut(opts.Gateway, "/"); ok {
+		ref["namespace"], ref["name"] = ns, name
+	}
+	return ref, nil
+}
+
+// workloadBackend is the workload's Service as a backendRef: a route can only point at a Service.
+func workloadBackend(wq *herdgatev1alpha1.WaitingQueue) (map[string]any, error) {
+	svc := wq.Spec.Upstream.Service
+	if svc == nil {
+		return nil, errors.New("spec.upstream.url: a generated route points at the workload's Service; give spec.upstream.service")
+	}
+	return map[string]any{"name": svc.Name, "port": int64(svc.Port)}, nil
+}
+
+// routes are the HTTPRoutes both Gateway API targets use: herdgate's own paths to herdgate, and
+// every other request to the workload, through filter when one is given. The check judges every
+// path, so that no spelling of a protected path the gateway would route otherwise slips past it.
+func routes(wq *herdgatev1alpha1.WaitingQueue, opts Options, filter map[string]any) ([]map[string]any, error) {
+	parent, err := gatewayRef(opts)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := workloadBackend(wq)
+	if err != nil {
+		return nil, err
+	}
+	spec := func(rule map[string]any) map[string]any {
+		s := map[string]any{"parentRefs": []any{parent}, "rules": []any{rule}}
+		if len(opts.Hostnames) > 0 {
+			s["hostnames"] = toAny(opts.Hostnames)
+		}
+		return s
+	}
+	own := map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(wq, wq.Name+"-herdgate"),
+		"spec": spec(map[string]any{
+			"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/.herdgate/"}}},
+			"backendRefs": []any{map[string]any{"name": wq.ServiceName(), "port": int64(80)}},
+		}),
+	}
+	rule := map[string]any{
+		"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}},
+		"backendRefs": []any{backend},
+	}
+	if filter != nil {
+		rule["filters"] = []any{filter}
+	}
+	workload := map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(wq, wq.Name+"-herdgate-workload"),
+		"spec": spec(rule),
+	}
+	return []map[string]any{own, workload}, nil
+}
+
+// gatewayAPI is the HTTPRoute ExternalAuth filter (GEP-1494, the experimental channel) over gRPC:
+// the queue's herdgate Service answers Envoy's ext_authz for its own queue.
+func gatewayAPI(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, error) {
+	return routes(wq, opts, map[string]any{
+		"type": "ExternalAuth",
+		"externalAuth": map[string]any{
+			"protocol":   "GRPC",
+			"backendRef": map[string]any{"name": wq.ServiceName(), "port": int64(extAuthzPort)},
+			"grpc":       map[string]any{},
+		},
+	})
+}
+
+// extAuthzPort is the herdgate Service's gRPC check port (controllers.ProxyExtAuthzPort).
+const extAuthzPort = 9191
+
+// envoyGateway is the two HTTPRoutes and a SecurityPolicy whose extAuth asks herdgate's gRPC check
+// about every request of the workload's route.
+func envoyGateway(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, error) {
+	objs, err := routes(wq, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	policy := map[string]any{
+		"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "SecurityPolicy", "metadata": meta(wq, wq.Name+"-herdgate"),
+		"spec": map[string]any{
+			"targetRefs": []any{map[string]any{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": wq.Name + "-herdgate-workload"}},
+			"extAuth": map[string]any{
+				"grpc":     map[string]any{"backendRefs": []any{map[string]any{"name": wq.ServiceName(), "port": int64(extAuthzPort)}}},
+				"failOpen": false,
+			},
+		},
+	}
+	return append(objs, policy), nil
+}
+
+// istio is an AuthorizationPolicy CUSTOM that sends every request but herdgate's own to the
+// extension provider ProviderName, which the mesh config must declare (see the comment Render's
+// caller prints, MeshConfigProvider).
+func istio(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, error) {
+	spec := map[string]any{
+		"action":   "CUSTOM",
+		"provider": map[string]any{"name": ProviderName(wq)},
+		"rules":    []any{map[string]any{"to": []any{map[string]any{"operation": map[string]any{"notPaths": []any{"/.herdgate/*"}}}}}},
+	}
+	switch {
+	case opts.Gateway != "":
+		ref, err := gatewayRef(opts)
+		if err != nil {
+			return nil, err
+		}
+		delete(ref, "namespace") // a policy targets a Gateway of its own namespace
+		spec["targetRefs"] = []any{ref}
+	case len(opts.Selector) > 0:
+		labels := map[string]any{}
+		for k, v := range opts.Selector {
+			labels[k] = v
+		}
+		spec["selector"] = map[string]any{"matchLabels": labels}
+	default:
+		return nil, errors.New("target istio needs the Gateway (--gateway) or the workload's pod labels (--selector key=value)")
+	}
+	return []map[string]any{{
+		"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy", "metadata": meta(wq, wq.Name+"-herdgate"), "spec": spec,
+	}}, nil
+}
+
+// ProviderName is the mesh config's extension provider of the queue's check.
+func ProviderName(wq *herdgatev1alpha1.WaitingQueue) string {
+	return "herdgate-" + wq.Namespace + "-" + wq.Name
+}
+
+// MeshConfigProvider is the extension provider to add to Istio's meshConfig.extensionProviders.
+func MeshConfigProvider(wq *herdgatev1alpha1.WaitingQueue) string {
+	return fmt.Sprintf("- name: %s\n  envoyExtAuthzGrpc:\n    service: %s.%s.svc.cluster.local\n    port: %d\n",
+		ProviderName(wq), wq.ServiceName(), wq.Namespace, extAuthzPort)
+}
+
+// traefik is the ForwardAuth Middleware that asks herdgate's HTTP check.
+func traefik(wq *herdgatev1alpha1.WaitingQueue) map[string]any {
+	return map[string]any{
+		"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate"),
+		"spec": map[string]any{"forwardAuth": map[string]any{
+			"address":             fmt.Sprintf("http://%s.%s.svc/.herdgate/check", wq.ServiceName(), wq.Namespace),
+			"authResponseHeaders": toAny(append([]string{"Cookie"}, herdgateHeaders...)),
+		}},
+	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}

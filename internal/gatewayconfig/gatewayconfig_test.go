@@ -1,0 +1,129 @@
+package gatewayconfig_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/gatewayconfig"
+	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
+	"github.com/herdgate/herdgate/test/testenv/controlplane"
+)
+
+// The other projects' CRDs the generated objects are checked against, from their Go modules.
+var crds = []struct{ module, version, path string }{
+	{"sigs.k8s.io/gateway-api", "v1.6.3", "config/crd/experimental/gateway.networking.k8s.io_httproutes.yaml"},
+	{"github.com/envoyproxy/gateway", "v1.9.1", "charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_securitypolicies.yaml"},
+	{"istio.io/api", "v1.32.0", "kubernetes/customresourcedefinitions.gen.yaml"},
+	{"github.com/traefik/traefik/v3", "v3.6.12", "docs/content/reference/dynamic-configuration/traefik.io_middlewares.yaml"},
+}
+
+func referenceQueue() *herdgatev1alpha1.WaitingQueue {
+	return builder.Queue("shop", "orders").Enforcement(herdgatev1alpha1.EnforcementGateway).
+		JWTPasses(herdgatev1alpha1.PassAlgorithmES256, 0).Obj()
+}
+
+func decode(t *testing.T, stream []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("%v in\n%s", err, stream)
+		}
+		objs = append(objs, obj)
+	}
+}
+
+// TestGeneratedObjectsApply: what `herd gateway-config` prints for the reference queue passes a
+// server-side dry run against Gateway API's experimental CRDs, Envoy Gateway's and Istio's, and
+// Traefik's, each from its Go module; an object the CRDs refuse is refused, so the check can fail.
+func TestGeneratedObjectsApply(t *testing.T) {
+	var paths []string
+	for _, c := range crds {
+		p, err := testenv.ModuleFile(c.module, c.version, c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	cp := controlplane.New(t, controlplane.Options{CRDDirectoryPaths: paths})
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []struct {
+		opts  gatewayconfig.Options
+		kinds []string
+	}{
+		{gatewayconfig.Options{Target: "gateway-api", Gateway: "eg", Hostnames: []string{"shop.example"}}, []string{"HTTPRoute", "HTTPRoute"}},
+		{gatewayconfig.Options{Target: "envoy-gateway", Gateway: "infra/eg"}, []string{"HTTPRoute", "HTTPRoute", "SecurityPolicy"}},
+		{gatewayconfig.Options{Target: "istio", Gateway: "eg"}, []string{"AuthorizationPolicy"}},
+		{gatewayconfig.Options{Target: "istio", Selector: map[string]string{"app": "orders"}}, []string{"AuthorizationPolicy"}},
+		{gatewayconfig.Options{Target: "traefik"}, []string{"Middleware"}},
+	} {
+		out, err := gatewayconfig.Render(referenceQueue(), target.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", target.opts.Target, err)
+		}
+		objs := decode(t, out)
+		var kinds []string
+		for _, obj := range objs {
+			kinds = append(kinds, obj.GetKind())
+			if err := c.Create(ctx, obj, client.DryRunAll); err != nil {
+				t.Errorf("%s: the API server refuses %s %s: %v\n%s", target.opts.Target, obj.GetKind(), obj.GetName(), err, out)
+			}
+		}
+		if strings.Join(kinds, ",") != strings.Join(target.kinds, ",") {
+			t.Errorf("%s: wrote %v, want %v", target.opts.Target, kinds, target.kinds)
+		}
+	}
+
+	// The dry run checks the CRDs' schemas: an ExternalAuth filter of an unknown protocol is refused.
+	out, _ := gatewayconfig.Render(referenceQueue(), gatewayconfig.Options{Target: "gateway-api", Gateway: "eg"})
+	bad := decode(t, bytes.Replace(out, []byte("protocol: GRPC"), []byte("protocol: SOAP"), 1))[1]
+	if err := c.Create(ctx, bad, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "protocol") {
+		t.Errorf("an ExternalAuth of protocol SOAP: %v", err)
+	}
+}
+
+// TestGatewayConfigRefusesWhatCannotWork names what is missing.
+func TestGatewayConfigRefusesWhatCannotWork(t *testing.T) {
+	proxied := builder.Queue("shop", "orders").Obj()
+	byURL := builder.From(referenceQueue()).UpstreamURL("http://orders.example:8080").Obj()
+	hmac := builder.Queue("shop", "orders").Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
+	for _, c := range []struct {
+		wq   *herdgatev1alpha1.WaitingQueue
+		opts gatewayconfig.Options
+		want string
+	}{
+		{proxied, gatewayconfig.Options{Target: "traefik"}, "spec.enforcement Proxy"},
+		{referenceQueue(), gatewayconfig.Options{Target: "kong"}, `unknown target "kong"`},
+		{referenceQueue(), gatewayconfig.Options{Target: "gateway-api"}, "--gateway"},
+		{byURL, gatewayconfig.Options{Target: "envoy-gateway", Gateway: "eg"}, "spec.upstream.url"},
+		{referenceQueue(), gatewayconfig.Options{Target: "istio"}, "--selector"},
+		{hmac, gatewayconfig.Options{Target: "haproxy"}, "spec.pass.format JWT"},
+	} {
+		if _, err := gatewayconfig.Render(c.wq, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", c.opts.Target, err, c.want)
+		}
+	}
+}

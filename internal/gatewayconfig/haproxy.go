@@ -1,0 +1,121 @@
+package gatewayconfig
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// haproxy is HAProxy's frontend and backends that verify the queue's ES256 JWT passes with
+// jwt_verify and the keys the operator publishes, and send refusals to herdgate's check.
+func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
+	if wq.Spec.EffectivePassFormat() != herdgatev1alpha1.PassFormatJWT || wq.Spec.EffectivePassAlgorithm() != herdgatev1alpha1.PassAlgorithmES256 {
+		return nil, fmt.Errorf("target haproxy verifies ES256 JWT passes: set spec.pass.format JWT (algorithm ES256)")
+	}
+	listen, herdgate, workload, keys := opts.Listen, opts.HerdgateAddress, opts.WorkloadAddress, opts.KeysDir
+	if listen == "" {
+		listen = ":80"
+	}
+	if herdgate == "" {
+		herdgate = fmt.Sprintf("%s.%s.svc:80", wq.ServiceName(), wq.Namespace)
+	}
+	if workload == "" {
+		svc := wq.Spec.Upstream.Service
+		if svc == nil {
+			return nil, fmt.Errorf("spec.upstream.url: give the workload's address (--workload-address)")
+		}
+		workload = fmt.Sprintf("%s.%s.svc:%d", svc.Name, wq.Namespace, svc.Port)
+	}
+	if keys == "" {
+		keys = "/etc/haproxy/herdgate/" + wq.Namespace + "/" + wq.Name
+	}
+	var routes strings.Builder
+	for i, r := range wq.Spec.ProtectedRoutes {
+		methods := make([]string, 0, len(r.Methods)+1)
+		for _, m := range r.EffectiveMethods() {
+			methods = append(methods, string(m))
+			if m == "GET" && !slices.Contains(r.EffectiveMethods(), "HEAD") {
+				methods = append(methods, "HEAD") // herdgate's GET protects HEAD too
+			}
+		}
+		flags := "-i "
+		if r.ExactCase {
+			flags = ""
+		}
+		fmt.Fprintf(&routes, "  acl route%d_method method %s\n", i, strings.Join(methods, " "))
+		if r.Path != nil {
+			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m str %s\n", i, flags, *r.Path)
+		} else {
+			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m str %s\n", i, flags, *r.PathPrefix)
+			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m beg %s/\n", i, flags, strings.TrimSuffix(string(*r.PathPrefix), "/"))
+		}
+		fmt.Fprintf(&routes, "  http-request set-var(txn.protected) bool(1) if route%d_method route%d_path\n", i, i)
+	}
+	var strip strings.Builder
+	for _, h := range herdgateHeaders {
+		fmt.Fprintf(&strip, "  http-request del-header %s\n", h)
+	}
+	return []byte(strings.NewReplacer(
+		"LISTEN", listen, "HERDGATE", herdgate, "WORKLOAD", workload, "KEYS", keys, "QUEUE", wq.Namespace+"/"+wq.Name,
+		"ROUTES\n", routes.String(), "STRIP\n", strip.String(),
+	).Replace(haproxyTemplate)), nil
+}
+
+const haproxyTemplate = `frontend site
+  bind LISTEN
+  option forwardfor
+  # The path as herdgate reads it: decoded, ";parameters" cut, slashes merged, no trailing slash. A path
+  # with "." or ".." segments or a backslash, which the workload might read as another, is refused.
+  http-request set-var(txn.path) 'path,url_dec,regsub(";[^/]*","",g),regsub("/+","/",g),regsub("/$","")'
+  http-request deny deny_status 400 if { var(txn.path) -m reg '(^|/)\.\.?(/|$)' } || { var(txn.path) -m reg '[\\]' }
+
+  # spec.protectedRoutes
+ROUTES
+  acl protected var(txn.protected) -m bool
+
+  # The pass: its header, else its cookie; signed by one of the published keys; for this queue, now.
+  http-request set-var(txn.pass) req.cook(herdgate_pass) if protected
+  http-request set-var(txn.pass) req.hdr(x-herdgate-pass) if protected { req.hdr(x-herdgate-pass) -m found }
+  acl signed var(txn.pass_signed) -m bool
+  http-request set-var(txn.pass_signed) bool(1) if protected { var(txn.pass),jwt_verify("ES256","KEYS/current.pem") -m int 1 }
+  http-request set-var(txn.pass_signed) bool(1) if protected !signed { var(txn.pass),jwt_verify("ES256","KEYS/previous.pem") -m int 1 }
+  http-request set-var(txn.pass_signed) bool(1) if protected !signed { var(txn.pass),jwt_verify("ES256","KEYS/next.pem") -m int 1 }
+  http-request set-var(txn.now) date if signed
+  http-request set-var(txn.pass_exp) var(txn.pass),jwt_payload_query('$.exp','int') if signed
+  http-request set-var(txn.pass_nbf) var(txn.pass),jwt_payload_query('$.nbf','int') if signed
+  acl pass_queue var(txn.pass),jwt_payload_query('$.aud') -m str QUEUE
+  acl pass_issuer var(txn.pass),jwt_payload_query('$.iss') -m str herdgate
+  acl pass_live var(txn.now),sub(txn.pass_exp) -m int lt 0
+  acl pass_started var(txn.pass_nbf),sub(txn.now) -m int le 1
+  use_backend herdgate if { path_beg /.herdgate/ }
+  use_backend herdgate_refusal if protected !signed || protected !pass_queue || protected !pass_issuer || protected !pass_live || protected !pass_started
+  default_backend workload
+
+backend herdgate
+  server herdgate HERDGATE
+
+# herdgate answers the refusal as its check would for Traefik: the request goes there as its check.
+backend herdgate_refusal
+  http-request del-header X-Original-URI
+  http-request del-header X-Original-Method
+  http-request set-header X-Forwarded-Method %[method]
+  http-request set-header X-Forwarded-Uri %[url]
+  http-request set-method GET
+  http-request set-uri /.herdgate/check
+  # herdgate would let it through (a pass HAProxy cannot verify yet): ask the client to come again.
+  http-response return status 503 content-type application/json string '{"error":"retry"}' hdr Retry-After 1 if { status 200 }
+  server herdgate HERDGATE
+
+# herdgate's cookies and headers never reach the workload.
+backend workload
+STRIP
+  http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
+  http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
+  http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
+  http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
+  http-request replace-header Cookie '^;\s*(.*)$' '\1'
+  http-request del-header Cookie if { req.hdr(cookie) -m len 0 }
+  server workload WORKLOAD
+`
