@@ -326,3 +326,16 @@ func TestRotationChangesAlgorithm(t *testing.T) {
 		t.Errorf("next change at %s", at)
 	}
 }
+
+// TestHS256KeysArePrintable: an HS256 key is text a gateway's configuration can hold, with 32 random
+// bytes in it.
+func TestHS256KeysArePrintable(t *testing.T) {
+	k, err := GenerateKey(HS256, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(string(k.Secret()))
+	if err != nil || len(raw) != 32 {
+		t.Errorf("HS256 key %q is not 32 bytes in base64url: %v", k.Secret(), err)
+	}
+}

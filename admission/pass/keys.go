@@ -62,10 +62,13 @@ func GenerateKey(alg Algorithm, activeFrom time.Time) (Key, error) {
 		}
 		k.ecdsa = priv
 	case HS256:
-		k.secret = make([]byte, hs256KeyBytes)
-		if _, err := rand.Read(k.secret); err != nil {
+		// 32 random bytes, written in base64url: the key is the text, so that a gateway that takes
+		// the secret as a string in its configuration (HAProxy's jwt_verify) can hold it.
+		raw := make([]byte, hs256KeyBytes)
+		if _, err := rand.Read(raw); err != nil {
 			return Key{}, err
 		}
+		k.secret = []byte(base64.RawURLEncoding.EncodeToString(raw))
 	default:
 		return Key{}, fmt.Errorf("unknown pass algorithm %q", alg)
 	}
