@@ -17,6 +17,7 @@ import (
 	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/gatewayconfig"
+	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -97,8 +98,9 @@ var gateways = map[string]gateway{
 // ask herdgate's check; HAProxy verifies herdgate's ES256 pass with jwt_verify and the published PEM.
 // Through each, a browser is sent to the waiting page, enters, waits, gets its pass at its
 // not-before time and reaches the protected route; an API client gets the JSON contract; a missing,
-// forged, expired or other queue's pass is refused; the workload never sees a pass, a herdgate
-// cookie or header.
+// forged, expired or other queue's pass is refused, and, through the gateways that ask the check, a
+// pass whose session a completion route ended; the workload never sees a pass, a herdgate cookie or
+// header.
 func TestGatewaysEnforceTheRoom(t *testing.T) {
 	for name, gw := range gateways {
 		t.Run(name, func(t *testing.T) { testGatewayEnforcesTheRoom(t, gw) })
@@ -122,7 +124,9 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 			}
 		}
 	} else {
-		h = newHarness(t, nil)
+		h = newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
+		})
 	}
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -255,6 +259,18 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	}
 	if got := h.metric("herdgate_proxy_requests_total", `{outcome="allowed",route_class="protected"}`); got != want {
 		t.Errorf("allowed requests counted by herdgate: %v, want %v", got, want)
+	}
+	if gw.jwt {
+		return // a gateway that verifies passes itself never sees a release (the guide says so)
+	}
+
+	// The checkout's last step ends the session (a completion route, which the check sees): the same
+	// pass is refused from then on.
+	if res, body = do(browser, http.MethodGet, "/checkout/done", "Accept", "text/html"); res.StatusCode != http.StatusOK {
+		t.Fatalf("the completion route with the pass: %d %q", res.StatusCode, body)
+	}
+	if res, body = do(browser, http.MethodGet, "/checkout/cart", "Accept", "text/html"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the released pass after the checkout: %d %q; want 303 to the waiting page", res.StatusCode, body)
 	}
 }
 
