@@ -209,7 +209,7 @@ bench-pow: toolchain ## Time the proof of work at each difficulty: Go (API clien
 
 .PHONY: bench-proxy
 bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK.
-	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
+	hack/ensure-packages.sh wrk=wrk nginx=nginx-light haproxy=haproxy
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy $(if $(BENCH_PROXY_BASELINE),--baseline=$(BENCH_PROXY_BASELINE)) --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
@@ -217,8 +217,8 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 
 .PHONY: bench-gateway
-bench-gateway: toolchain ## bench-proxy with nginx asking herdgate's check (auth_request) beside nginx alone and herdgate-proxy.
-	hack/ensure-packages.sh wrk=wrk nginx=nginx-light
+bench-gateway: toolchain ## bench-proxy with the gateways: nginx + auth_request, HAProxy + jwt_verify (ES256, HS256), the gRPC check.
+	hack/ensure-packages.sh wrk=wrk nginx=nginx-light haproxy=haproxy
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy --gateway --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-gateway.md

@@ -31,7 +31,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of every load, interleaved across the paths; the median is reported")
 	connections := flag.Int("connections", 64, "concurrent connections of every load")
 	proxyBin := flag.String("proxy", "", "herdgate-proxy binary (required)")
-	gateway := flag.Bool("gateway", false, "also run nginx with auth_request to herdgate-proxy's check in front of the backend (the gateway mode)")
+	gateway := flag.Bool("gateway", false, "also run the gateway mode: nginx with auth_request to herdgate-proxy's check, HAProxy alone and verifying JWT passes, and the gRPC check at load")
 	baselineBin := flag.String("baseline", "", "another herdgate-proxy binary (an earlier build) to run beside --proxy in the same rounds, for before/after ratios")
 	out := flag.String("out", "", "also write the report to this file")
 	profileDir := flag.String("cpu-profile-dir", "", "write herdgate-proxy's CPU profiles of the first forward and status runs to this directory (profiling slows the proxy: read the numbers of such a run with care)")
@@ -120,6 +120,10 @@ waitingQueue:
 		}
 	}
 	proxyArgs := []string{"--config=" + cfgPath, fmt.Sprintf("--listen=127.0.0.1:%d", proxyPort), "--metrics-listen=" + metricsListen, pprof, "--drain-delay=0s", "--zap-log-level=error"}
+	extAuthzAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
+	if gateway {
+		proxyArgs = append(proxyArgs, "--ext-authz-listen="+extAuthzAddr)
+	}
 	proxy := exec.Command(proxyBin, proxyArgs...)
 	proxy.Stderr = os.Stderr
 	if err := proxy.Start(); err != nil {
@@ -160,10 +164,10 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		return "", err
 	}
 
-	targets := []struct{ name, url string }{
-		{"direct", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", backendPort)},
-		{"nginx proxy_pass", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", nginxPort)},
-		{"herdgate-proxy", fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", proxyPort)},
+	targets := []target{
+		{name: "direct", url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", backendPort)},
+		{name: "nginx proxy_pass", url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", nginxPort)},
+		{name: "herdgate-proxy", url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", proxyPort)},
 	}
 	saturated := targets
 	gatewayPID := 0
@@ -178,10 +182,16 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/healthz", gatewayPort)); err != nil {
 			return "", fmt.Errorf("nginx with auth_request: %w", err)
 		}
-		saturated = append(slices.Clone(saturated), struct{ name, url string }{checkName, fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", gatewayPort)})
+		saturated = append(slices.Clone(saturated), target{name: checkName, url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", gatewayPort)})
+		haproxies, stop, err := startHAProxies(dir, backendPort, proxyPort)
+		stops = append(stops, stop)
+		if err != nil {
+			return "", err
+		}
+		saturated = append(saturated, haproxies...)
 	}
 	if baselinePID != 0 {
-		saturated = append(slices.Clone(targets), struct{ name, url string }{baselineName, fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", baselinePort)})
+		saturated = append(slices.Clone(saturated), target{name: baselineName, url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", baselinePort)})
 	}
 	runs := map[string][]wrkResult{}
 	for round := 1; round <= rounds; round++ {
@@ -192,7 +202,15 @@ wrk.headers["X-Herdgate-Pass"] = %q
 				profiled = profile("forward")
 			}
 			groups0, proxy0, baseline0 := groupCPU(backendPID, nginxPID, gatewayPID), processCPU(proxy.Process.Pid), processCPU(baselinePID)
-			r, err := wrk(t.url, postScript, conns, d)
+			script := postScript
+			if t.script != "" {
+				script = t.script
+			}
+			var own0 []time.Duration
+			if t.pgid != 0 {
+				own0 = groupCPU(t.pgid)
+			}
+			r, err := wrk(t.url, script, conns, d)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", t.name, err)
 			}
@@ -211,6 +229,9 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			case checkName:
 				// The gateway's nginx and the check it asks, together.
 				r.proxyCPU = groups[2] - groups0[2] + processCPU(proxy.Process.Pid) - proxy0
+			}
+			if t.pgid != 0 {
+				r.proxyCPU = groupCPU(t.pgid)[0] - own0[0]
 			}
 			if r.non2xx > 0 {
 				return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
@@ -305,6 +326,21 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		checkPerReq, _, _ := cpuPerRequest(checkName)
 		fmt.Fprintf(&b, "nginx with herdgate's check ÷ nginx alone: %.2f× req/s (goal ≥ 0.7×), p99 %s and %s; CPU per request of nginx and the check together %s, of nginx alone %s\n",
 			withCheck.rps/alone.rps, withCheck.p99.Round(time.Microsecond), alone.p99.Round(time.Microsecond), us(checkPerReq), us(nginxPerReq))
+		haproxyAlone := saturating[haproxyName]
+		alonePerReq, _, _ := cpuPerRequest(haproxyName)
+		for _, name := range []string{haproxyES256Name, haproxyHS256Name} {
+			r := saturating[name]
+			perReq, _, _ := cpuPerRequest(name)
+			fmt.Fprintf(&b, "%s ÷ HAProxy alone: %.2f× req/s, p99 %s and %s; CPU per request %s and %s\n",
+				name, r.rps/haproxyAlone.rps, r.p99.Round(time.Microsecond), haproxyAlone.p99.Round(time.Microsecond), us(perReq), us(alonePerReq))
+		}
+		fmt.Fprintln(os.Stderr, "[bench-proxy] the gRPC check at load")
+		grpc, err := grpcCheckAtLoad(extAuthzAddr, token, conns, d)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "gRPC check (ext_authz) of a protected POST with a valid pass, %d concurrent callers: %.0f checks/s, p50 %s, p99 %s\n",
+			conns, grpc.rps, grpc.p50.Round(time.Microsecond), grpc.p99.Round(time.Microsecond))
 	}
 	return b.String(), nil
 }
