@@ -37,6 +37,9 @@ type Config struct {
 	Passes pass.Passes
 	// JWKS is the public keys of ES256 JWT passes, served at /.herdgate/jwks.json; nil otherwise.
 	JWKS []byte
+	// releaseKey, when set, authenticates the workload's POST /.herdgate/release, and requests with
+	// a valid pass carry their session's handle upstream.
+	releaseKey []byte
 	// Quota is the plan ticks run, which admits nobody when the spec suspends the queue; it applies
 	// until the scheduler publishes its plan in Redis.
 	Quota capacity.Plan
@@ -154,6 +157,13 @@ func (c *Config) applyEntry(hmacKey []byte, values SecretValues) error {
 			return nil, fmt.Errorf("%s: Secret %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
 		}
 		return v, ref.CheckValue(v)
+	}
+	if s.ReleaseKey != nil {
+		key, err := read(*s.ReleaseKey)
+		if err != nil {
+			return err
+		}
+		c.releaseKey = key
 	}
 	if s.Entry != nil {
 		c.EntryChecks = append(c.EntryChecks, &entry.ClientLimit{EntryLimit: *s.Entry, Clients: c.clients})

@@ -61,6 +61,11 @@ func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 			return
 		}
 		p.serveChallenge(x, cfg)
+	case reservedPrefix + "/release":
+		if !allow(x, http.MethodPost) {
+			return
+		}
+		p.serveRelease(x, cfg)
 	case reservedPrefix + "/jwks.json":
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return

@@ -24,6 +24,9 @@ type Forwarding struct {
 	ForwardedFor, ForwardedHost, ForwardedProto string
 	// Strip are the bypass rules' headers, whose secret values never reach the upstream.
 	Strip []string
+	// Session is the handle of the request's session (SessionHeader), when the queue has a release
+	// key and the request a valid pass.
+	Session string
 }
 
 // Inbound is what the forwarding policy needs of the visitor's request, besides its decision.
@@ -37,7 +40,9 @@ type Inbound struct {
 // Forwarding is how the request decided d goes upstream: to the upstream of d's config, whatever
 // config is in force by the time it leaves.
 func (d Decision) Forwarding(x Exchange, in Inbound) Forwarding {
-	return forwardingOf(d.cfg, d.canonical, forwardedClient(x, d.cfg), in)
+	f := forwardingOf(d.cfg, d.canonical, forwardedClient(x, d.cfg), in)
+	f.Session = d.Session()
+	return f
 }
 
 // forwardingOf decides how in, whose path normalises to canonical, goes to cfg's upstream.
@@ -136,6 +141,9 @@ func (f Forwarding) Apply(h OutboundHeader) {
 	h.Set("X-Forwarded-For", f.ForwardedFor)
 	h.Set("X-Forwarded-Host", f.ForwardedHost)
 	h.Set("X-Forwarded-Proto", f.ForwardedProto)
+	if f.Session != "" {
+		h.Set(SessionHeader, f.Session) // after herdgate's headers went: a visitor's own never passes
+	}
 }
 
 // escapedPath is the path as it goes on the wire; most paths need no escaping.

@@ -124,9 +124,11 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 			}
 		}
 	} else {
-		h = newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
-		})
+		h = newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}},
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
+				*wq = *builder.From(wq).ReleaseKey("orders-release", "key").Obj()
+			})
 	}
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -174,7 +176,7 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	// was changed after signing.
 	cfg := h.proxy.Config()
 	other, err := admission.NewConfigWithSecrets(changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name, wq.UID = "other", "uid-other" }),
-		h.key, (&admission.FileConfig{PassKeys: passKeysOf(t, cfg)}).Values())
+		h.key, (&admission.FileConfig{PassKeys: passKeysOf(t, cfg), Secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}).Values())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +233,7 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 		}
 	}
 	res, body = do(browser, http.MethodGet, "/checkout/cart?step=2", "Accept", "text/html", "Cookie", "theme=dark",
-		"Herdgate-Place", "1.x", "X-Herdgate-Proof", "p:1")
+		"Herdgate-Place", "1.x", "X-Herdgate-Proof", "p:1", admission.SessionHeader, "forged-by-the-visitor")
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, "upstream GET /checkout/cart") {
 		t.Fatalf("with its pass: %d %q; want the workload's answer", res.StatusCode, body)
 	}
@@ -243,8 +245,14 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	if got.Query != "step=2" {
 		t.Errorf("the workload got the query %q", got.Query)
 	}
+	// The session's handle is the one header of herdgate's the workload gets, when the gateway asks
+	// the check, and never the visitor's own.
+	handle := got.Header.Get(admission.SessionHeader)
+	if handle == "forged-by-the-visitor" || (handle == "") != gw.jwt {
+		t.Errorf("the workload got the session handle %q", handle)
+	}
 	for name, values := range got.Header {
-		if admission.IsOwnHeader([]byte(name)) {
+		if admission.IsOwnHeader([]byte(name)) && name != admission.SessionHeader {
 			t.Errorf("the workload got herdgate's header %s: %v", name, values)
 		}
 	}
@@ -271,6 +279,41 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	}
 	if res, body = do(browser, http.MethodGet, "/checkout/cart", "Accept", "text/html"); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("the released pass after the checkout: %d %q; want 303 to the waiting page", res.StatusCode, body)
+	}
+
+	// A second visitor's session ends from the workload's own server, with the handle its request
+	// carried.
+	jar2, _ := cookiejar.New(nil)
+	second := &http.Client{Jar: jar2, CheckRedirect: browser.CheckRedirect}
+	do(second, http.MethodPost, "/.herdgate/enter")
+	h.admit(1, 0)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		time.Sleep(600 * time.Millisecond)
+		if _, body = do(second, http.MethodGet, "/.herdgate/status"); strings.Contains(body, `"admitted":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second visitor was never admitted: %q", body)
+		}
+	}
+	if res, body = do(second, http.MethodPost, "/api/v1/orders"); res.StatusCode != http.StatusOK {
+		t.Fatalf("the second visitor's order: %d %q", res.StatusCode, body)
+	}
+	calls = h.upstream.all()
+	handle = calls[len(calls)-1].Header.Get(admission.SessionHeader)
+	req, _ := http.NewRequest(http.MethodPost, h.server.URL+"/.herdgate/release", nil)
+	req.Header.Set("Authorization", "Bearer "+releaseKey)
+	req.Header.Set(admission.SessionHeader, handle)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("the workload's release: %d", r.StatusCode)
+	}
+	if res, body = do(second, http.MethodPost, "/api/v1/orders"); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("the second visitor's order after the workload released it: %d %q", res.StatusCode, body)
 	}
 }
 

@@ -2,6 +2,8 @@ package admission
 
 import (
 	"context"
+	"crypto/subtle"
+	"net/http"
 	"strings"
 	"time"
 
@@ -11,6 +13,54 @@ import (
 // ReleaseHeader is the response header with which the workload ends a visitor's session: on any
 // response to a request with a valid pass, "true" releases the pass. The proxy strips it.
 const ReleaseHeader = "Herdgate-Release"
+
+// SessionHeader carries a request's session handle to the workload, when the queue has a release key
+// (spec.pass.releaseKeySecretRef): with it the workload ends the session by POST /.herdgate/release.
+const SessionHeader = "Herdgate-Session"
+
+// Session is the handle of the session of the request's pass, for the workload; "" when the request
+// has no valid pass or the queue no release key.
+func (d Decision) Session() string {
+	if !d.hasPass || d.cfg == nil || d.cfg.releaseKey == nil {
+		return ""
+	}
+	return d.cfg.Signer.Session(d.pass)
+}
+
+// serveRelease ends the session a handle names, for the workload's own servers: the release header's
+// equivalent where no answer of the workload reaches herdgate. It is authenticated by the queue's
+// release key, compared in constant time.
+func (p *Proxy) serveRelease(x Exchange, cfg *Config) {
+	if cfg.releaseKey == nil {
+		p.metrics.requests.WithLabelValues("internal", "not_found").Inc()
+		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_release_key", Message: "this queue has no spec.pass.releaseKeySecretRef"})
+		return
+	}
+	token, ok := strings.CutPrefix(x.Header("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(token), cfg.releaseKey) != 1 {
+		p.metrics.requests.WithLabelValues("internal", "release_unauthorized").Inc()
+		x.SetHeader("WWW-Authenticate", `Bearer realm="herdgate release"`)
+		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "send the queue's release key as Authorization: Bearer <key>"})
+		return
+	}
+	session := x.Header(SessionHeader)
+	if session == "" || x.HeaderCount(SessionHeader) != 1 {
+		p.metrics.requests.WithLabelValues("internal", "release_bad_request").Inc()
+		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "send the Herdgate-Session header the visitor's request carried, once"})
+		return
+	}
+	handle, ok := cfg.Signer.VerifySession(session)
+	if !ok {
+		p.metrics.requests.WithLabelValues("internal", "release_bad_session").Inc()
+		replyJSON(x, http.StatusUnprocessableEntity, errorBody{Error: "bad_session", Message: "the session handle is not one this queue signed"})
+		return
+	}
+	if p.now().Before(handle.Expiry) {
+		p.sessions.Release(handle)
+	}
+	p.metrics.requests.WithLabelValues("internal", "released").Inc()
+	replyJSON(x, http.StatusOK, map[string]bool{"released": true})
+}
 
 // syncSessions runs one exchange with Redis: what this replica owes, and the revocations it lacks.
 func (p *Proxy) syncSessions(ctx context.Context) error {

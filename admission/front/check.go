@@ -91,6 +91,9 @@ func check(p *admission.Proxy, x admission.Exchange) {
 	d, allowed := p.DecideForGateway(asked, path, fragment)
 	if allowed {
 		p.Allowed(d)
+		if session := d.Session(); session != "" {
+			x.SetHeader(admission.SessionHeader, session) // for the gateway to send upstream
+		}
 		cookies := withoutOwnCookies(x.HeaderValues("Cookie"))
 		x.SetHeader(CheckCookieHeader, cookies)
 		if cookies != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -28,6 +29,9 @@ import (
 const QueueExtension = "herdgate.io/queue"
 
 // ownRequestHeaders are herdgate's request headers an allowed request must not carry upstream.
+// sessionHeader is admission.SessionHeader as Envoy names headers.
+var sessionHeader = strings.ToLower(admission.SessionHeader)
+
 var ownRequestHeaders = []string{"x-herdgate-pass", "herdgate-place", "x-herdgate-proof", "x-herdgate-invitation", "x-herdgate-challenge-response"}
 
 // ExtAuthz answers Envoy's Authorization/Check for the queues its proxies serve.
@@ -64,7 +68,19 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 	}
 	p.Allowed(d)
 	cookies := withoutOwnCookies(x.HeaderValues("Cookie"))
-	return allowed(&cookies), nil
+	res := allowed(&cookies)
+	// The session's handle for the workload overwrites a visitor's own; without one, a visitor's is
+	// removed.
+	okRes := res.GetOkResponse()
+	if session := d.Session(); session != "" {
+		okRes.Headers = append(okRes.Headers, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: sessionHeader, Value: session},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		})
+	} else {
+		okRes.HeadersToRemove = append(slices.Clip(okRes.HeadersToRemove), sessionHeader)
+	}
+	return res, nil
 }
 
 // allowed lets the request through without herdgate's headers, and with cookies in place of its

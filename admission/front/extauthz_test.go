@@ -105,6 +105,7 @@ func TestTheGRPCCheckContract(t *testing.T) {
 	}
 	ok := res.GetOkResponse()
 	if codes.Code(res.GetStatus().GetCode()) != codes.OK || ok == nil || !slices.Contains(ok.GetHeadersToRemove(), "x-herdgate-pass") || !slices.Contains(ok.GetHeadersToRemove(), "herdgate-place") ||
+		!slices.Contains(ok.GetHeadersToRemove(), "herdgate-session") ||
 		len(ok.GetHeaders()) != 1 || ok.GetHeaders()[0].GetHeader().GetValue() != "theme=dark; lang=en" {
 		t.Fatalf("a valid pass: %v", res)
 	}

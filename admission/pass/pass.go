@@ -64,8 +64,8 @@ type Pass struct {
 type Signer struct {
 	// passPrefix and visitorPrefix open every MAC: a domain byte (so a pass MAC never verifies as a
 	// cookie MAC) and the queue UID (so another queue's pass never verifies here).
-	passPrefix, visitorPrefix, placePrefix []byte
-	scratch                                sync.Pool // of *macScratch
+	passPrefix, visitorPrefix, placePrefix, sessionPrefix []byte
+	scratch                                               sync.Pool // of *macScratch
 }
 
 // macScratch is one verification's working memory, pooled so that the protected path allocates
@@ -89,6 +89,7 @@ func NewSigner(queueUID string, key []byte) (*Signer, error) {
 		passPrefix:    append(append([]byte{domainPass}, queueUID...), 0),
 		visitorPrefix: append(append([]byte{domainVisitor}, queueUID...), 0),
 		placePrefix:   append(append([]byte{domainPlace}, queueUID...), 0),
+		sessionPrefix: append(append([]byte{domainSession}, queueUID...), 0),
 	}
 	s.scratch.New = func() any { return &macScratch{h: hmac.New(sha256.New, k)} }
 	return s, nil
@@ -107,6 +108,7 @@ const (
 	domainPass    = 'P'
 	domainVisitor = 'V'
 	domainPlace   = 'Q'
+	domainSession = 'S'
 )
 
 // Issue signs a pass for visitor valid from notBefore to expiry.
@@ -282,4 +284,43 @@ func (s *Signer) VerifyPlace(token, visitor string) (int64, bool) {
 func placeData(visitor, seq string) []byte {
 	b := make([]byte, 0, len(visitor)+1+len(seq))
 	return append(append(append(b, visitor...), 0), seq...)
+}
+
+// Session is the handle of a pass's session the workload may hold: with it, and the release key,
+// it ends the session (POST /.herdgate/release). It names the pass, signed in a domain of its own,
+// so it never opens a protected route: handing it upstream hands over no pass.
+func (s *Signer) Session(p Pass) string {
+	buf := make([]byte, 0, 16+len(p.Visitor))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(p.NotBefore.UnixMilli()))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(p.Expiry.UnixMilli()))
+	buf = append(buf, p.Visitor...)
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	return base64.RawURLEncoding.EncodeToString(buf) + "." + base64.RawURLEncoding.EncodeToString(sc.sumInto(s.sessionPrefix, buf))
+}
+
+// VerifySession returns the pass a session handle this signer made names, or false.
+func (s *Signer) VerifySession(handle string) (Pass, bool) {
+	body, mac, ok := strings.Cut(handle, ".")
+	if !ok || len(handle) > 2*MaxLength {
+		return Pass{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil || len(raw) <= 16 || len(raw) > 16+queue.MaxVisitorIDLength {
+		return Pass{}, false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if err != nil {
+		return Pass{}, false
+	}
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	if !hmac.Equal(sc.sumInto(s.sessionPrefix, raw), got) {
+		return Pass{}, false
+	}
+	return Pass{
+		NotBefore: time.UnixMilli(int64(binary.BigEndian.Uint64(raw[0:8]))),
+		Expiry:    time.UnixMilli(int64(binary.BigEndian.Uint64(raw[8:16]))),
+		Visitor:   string(raw[16:]),
+	}, true
 }

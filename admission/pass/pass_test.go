@@ -1,6 +1,7 @@
 package pass
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,6 +35,33 @@ func TestPlaces(t *testing.T) {
 	} {
 		if seq, ok := s.VerifyPlace(bad.token, bad.visitor); ok {
 			t.Errorf("%s: %q verified as sequence %d", name, bad.token, seq)
+		}
+	}
+}
+
+// TestSessionHandles: a session handle names its pass for the queue that signed it, and opens
+// nothing: it is no pass, and a pass or another queue's handle is no handle.
+func TestSessionHandles(t *testing.T) {
+	s, _ := NewSigner("uid-a", make([]byte, 32))
+	other, _ := NewSigner("uid-b", make([]byte, 32))
+	now := time.UnixMilli(time.Now().UnixMilli())
+	p := Pass{Visitor: "ada", NotBefore: now, Expiry: now.Add(time.Minute)}
+	h := s.Session(p)
+	if got, ok := s.VerifySession(h); !ok || got != p {
+		t.Fatalf("VerifySession = %+v, %v; want %+v", got, ok, p)
+	}
+	if _, r := s.Verify(h, "ada", now); r == Valid {
+		t.Fatal("a session handle verifies as a pass")
+	}
+	for name, bad := range map[string]string{
+		"another queue's": other.Session(p),
+		"a pass":          s.Issue("ada", now, now.Add(time.Minute)),
+		"of another pass": strings.SplitN(s.Session(Pass{Visitor: "bea", NotBefore: now, Expiry: now.Add(time.Minute)}), ".", 2)[0] + "." + strings.SplitN(h, ".", 2)[1],
+		"no MAC":          strings.SplitN(h, ".", 2)[0] + ".",
+		"empty":           "",
+	} {
+		if _, ok := s.VerifySession(bad); ok {
+			t.Errorf("%s handle verifies", name)
 		}
 	}
 }

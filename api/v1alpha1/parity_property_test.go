@@ -100,6 +100,8 @@ var fieldPools = map[string][]any{
 	"entry.perClient.ipv4PrefixLength":           append(ints(7, 8, 24, 32, 33), absent),
 	"entry.perClient.ipv6PrefixLength":           append(ints(15, 16, 64, 128, 129), absent),
 	"entry.trustedProxies":                       cidrLists(),
+	"pass.releaseKeySecretRef.name":              secretNames(),
+	"pass.releaseKeySecretRef.key":               secretKeys(),
 	"entry.invitation.keySecretRef.name":         secretNames(),
 	"entry.invitation.keySecretRef.key":          secretKeys(),
 	"entry.invitation.singleUse":                 {true, false, absent},

@@ -372,6 +372,14 @@ type PassSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
 	CompletionRoutes []ProtectedRoute `json:"completionRoutes,omitempty"`
+
+	// releaseKeySecretRef names a key, at least 16 bytes, with which the workload ends sessions from
+	// its own servers: POST /.herdgate/release with "Authorization: Bearer <key>" and the
+	// Herdgate-Session handle its requests carried (see docs/reference/http-contract.md). It is the
+	// Herdgate-Release response header for a gateway, which never shows the workload's answers to
+	// herdgate. Unset, no request carries a handle and the endpoint answers 404.
+	// +optional
+	ReleaseKeySecretRef *SecretValueRef `json:"releaseKeySecretRef,omitempty"`
 }
 
 // PassFormat is the form of a pass.

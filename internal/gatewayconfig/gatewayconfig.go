@@ -34,7 +34,7 @@ type Options struct {
 }
 
 // herdgateHeaders are the request headers of herdgate's own a gateway must never pass upstream.
-var herdgateHeaders = []string{"X-Herdgate-Pass", "Herdgate-Place", "X-Herdgate-Proof", "X-Herdgate-Invitation", "X-Herdgate-Challenge-Response"}
+var herdgateHeaders = []string{"Herdgate-Session", "X-Herdgate-Pass", "Herdgate-Place", "X-Herdgate-Proof", "X-Herdgate-Invitation", "X-Herdgate-Challenge-Response"}
 
 // Render writes the objects (a YAML stream) or the configuration for the target.
 func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {

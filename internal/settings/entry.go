@@ -27,6 +27,8 @@ const (
 	MinInvitationKey = 32
 	// MinBypassValue: a guessable bypass value would open the gate to whoever guesses it.
 	MinBypassValue = 16
+	// MinReleaseKey: a guessable release key would let anyone end visitors' sessions.
+	MinReleaseKey = 16
 	// MinChallengeSecret: a provider's secret is whatever it gave, but never empty.
 	MinChallengeSecret = 1
 )
@@ -274,6 +276,9 @@ func (s *Settings) SecretRefs() []SecretRef {
 	}
 	if s.External != nil {
 		refs = append(refs, s.External.Secret)
+	}
+	if s.ReleaseKey != nil {
+		refs = append(refs, *s.ReleaseKey)
 	}
 	for _, b := range s.Bypass {
 		if b.Header != "" {

@@ -65,6 +65,8 @@ type Settings struct {
 	MaxSession time.Duration
 	// CompletionRoutes release the pass once the workload answers them with a 2xx or 3xx.
 	CompletionRoutes []route.Route
+	// ReleaseKey, when set, authenticates the workload's POST /.herdgate/release.
+	ReleaseKey *SecretRef
 	// Schedule, when set, is when the room's pre-queue opens, when it opens and when it closes.
 	Schedule *Schedule
 	// Entry, when set, bounds the places one client takes.
@@ -225,6 +227,13 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		if s.CompletionRoutes, err = compileRoutes("spec.pass.completionRoutes", spec.Pass.CompletionRoutes); err != nil {
 			return nil, err
 		}
+	}
+	if spec.Pass != nil && spec.Pass.ReleaseKeySecretRef != nil {
+		ref, err := secretRef("spec.pass.releaseKeySecretRef", *spec.Pass.ReleaseKeySecretRef, MinReleaseKey)
+		if err != nil {
+			return nil, err
+		}
+		s.ReleaseKey = &ref
 	}
 	if err := s.deriveSchedule(spec); err != nil {
 		return nil, err

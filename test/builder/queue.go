@@ -122,6 +122,15 @@ func (b *QueueBuilder) JWTPasses(alg herdgatev1alpha1.PassAlgorithm, keyRotation
 	return b
 }
 
+// ReleaseKey sets spec.pass.releaseKeySecretRef; the pass's other fields stay.
+func (b *QueueBuilder) ReleaseKey(secret, key string) *QueueBuilder {
+	if b.wq.Spec.Pass == nil {
+		b.wq.Spec.Pass = &herdgatev1alpha1.PassSpec{}
+	}
+	b.wq.Spec.Pass.ReleaseKeySecretRef = &herdgatev1alpha1.SecretValueRef{Name: secret, Key: key}
+	return b
+}
+
 // PassSpec replaces spec.pass.
 func (b *QueueBuilder) PassSpec(p *herdgatev1alpha1.PassSpec) *QueueBuilder {
 	b.wq.Spec.Pass = p.DeepCopy()
