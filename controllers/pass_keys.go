@@ -21,10 +21,13 @@ import (
 // gateways verify JWT passes with. The slots keep their names across rotations, so that a gateway's
 // configuration (HAProxy's jwt_verify takes a file) never changes; only their content does.
 const (
-	PassKeysJWKS     = "jwks.json"
-	PassKeysPrevious = "previous"
-	PassKeysCurrent  = "current"
-	PassKeysNext     = "next"
+	PassKeysJWKS = "jwks.json"
+	// PassKeysEnvoyJWKS holds the same JWKS under the key Envoy Gateway's localJWKS reads from a
+	// ConfigMap (it takes the first key otherwise).
+	PassKeysEnvoyJWKS = "jwks"
+	PassKeysPrevious  = "previous"
+	PassKeysCurrent   = "current"
+	PassKeysNext      = "next"
 )
 
 // passKeyClockSkew is how long beyond a pass's life its key stays published, for gateways whose
@@ -104,7 +107,7 @@ func (r *WaitingQueueReconciler) publishPassKeys(ctx context.Context, wq *herdga
 	if err != nil {
 		return err
 	}
-	data := map[string]string{PassKeysJWKS: string(jwks)}
+	data := map[string]string{PassKeysJWKS: string(jwks), PassKeysEnvoyJWKS: string(jwks)}
 	for slot, k := range slots {
 		pem, err := k.PublicPEM()
 		if err != nil {

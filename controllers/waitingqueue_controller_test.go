@@ -863,6 +863,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 		Expect(metav1.IsControlledBy(cm, get(wq))).To(BeTrue())
 		Expect(cm.Data).To(HaveKey(controllers.PassKeysJWKS))
+		Expect(cm.Data[controllers.PassKeysEnvoyJWKS]).To(Equal(cm.Data[controllers.PassKeysJWKS]), "for Envoy Gateway's localJWKS")
 		for _, slot := range []string{controllers.PassKeysPrevious, controllers.PassKeysCurrent, controllers.PassKeysNext} {
 			Expect(cm.Data[slot+".pem"]).To(HavePrefix("-----BEGIN PUBLIC KEY-----"), slot)
 		}
