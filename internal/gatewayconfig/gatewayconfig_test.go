@@ -4,16 +4,22 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/gatewayconfig"
 	"github.com/herdgate/herdgate/test/builder"
@@ -126,4 +132,50 @@ func TestGatewayConfigRefusesWhatCannotWork(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %q", c.opts.Target, err, c.want)
 		}
 	}
+}
+
+// TestHAProxyConfigOfEveryRouteKind: HAProxy accepts the configuration of a queue with every kind of
+// route (an exact-case path, a prefix, the whole site, methods other than POST), and the whole site
+// takes the root path too.
+func TestHAProxyConfigOfEveryRouteKind(t *testing.T) {
+	wq := builder.From(referenceQueue()).Routes(
+		herdgatev1alpha1.ProtectedRoute{Methods: []herdgatev1alpha1.HTTPMethod{"PUT", "DELETE"}, Path: ptr.To(herdgatev1alpha1.RoutePath("/Cart/Items")), ExactCase: true},
+		builder.Route("/checkout", true, "GET"),
+		builder.Route("/", true, "POST"),
+	).Obj()
+	keysDir := t.TempDir()
+	keys := &pass.KeySet{}
+	if _, err := keys.Rotate(time.Now(), pass.Rotation{Algorithm: pass.ES256, Every: time.Hour, Keep: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	_, current, _ := keys.Slots(time.Now())
+	pem, _ := current.PublicPEM()
+	for _, slot := range []string{"previous", "current", "next"} {
+		if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: "haproxy", Listen: fmt.Sprintf("127.0.0.1:%d", port),
+		HerdgateAddress: "127.0.0.1:1", WorkloadAddress: "127.0.0.1:1", KeysDir: keysDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"acl route0_method method PUT DELETE\n", "acl route0_path var(txn.path) -m str /Cart/Items\n",
+		"acl route1_method method GET HEAD\n", "acl route1_path var(txn.path) -i -m beg /checkout/\n",
+		"acl route2_path always_true\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the configuration lacks %q:\n%s", want, out)
+		}
+	}
+	hp, err := testenv.StartHAProxy(t.TempDir(), string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp.Stop()
 }

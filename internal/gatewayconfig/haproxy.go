@@ -45,9 +45,13 @@ func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 			flags = ""
 		}
 		fmt.Fprintf(&routes, "  acl route%d_method method %s\n", i, strings.Join(methods, " "))
-		if r.Path != nil {
+		switch {
+		case r.Path != nil:
 			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m str %s\n", i, flags, *r.Path)
-		} else {
+		case *r.PathPrefix == "/":
+			// Every path, the root too, which txn.path holds as "".
+			fmt.Fprintf(&routes, "  acl route%d_path always_true\n", i)
+		default:
 			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m str %s\n", i, flags, *r.PathPrefix)
 			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m beg %s/\n", i, flags, strings.TrimSuffix(string(*r.PathPrefix), "/"))
 		}
