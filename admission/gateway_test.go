@@ -70,27 +70,26 @@ var gateways = map[string]gateway{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() {
-			tr.Stop()
-			if t.Failed() {
-				log, _ := os.ReadFile(filepath.Join(dir, "traefik.log"))
-				t.Logf("traefik's log:\n%s", log)
-			}
-		}
+		return stopShowingLog(t, tr.Stop, filepath.Join(dir, "traefik.log"))
 	}},
 	"haproxy": {jwt: true, start: func(t *testing.T, dir string, block func(string) string) func() {
 		hp, err := testenv.StartHAProxy(dir, block("haproxy"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() {
-			hp.Stop()
-			if t.Failed() {
-				log, _ := os.ReadFile(filepath.Join(dir, "haproxy.log"))
-				t.Logf("haproxy's log:\n%s", log)
-			}
-		}
+		return stopShowingLog(t, hp.Stop, filepath.Join(dir, "haproxy.log"))
 	}},
+}
+
+// stopShowingLog is stop, then the gateway's log when the test failed.
+func stopShowingLog(t *testing.T, stop func(), log string) func() {
+	return func() {
+		stop()
+		if t.Failed() {
+			text, _ := os.ReadFile(log)
+			t.Logf("%s:\n%s", filepath.Base(log), text)
+		}
+	}
 }
 
 // TestGatewaysEnforceTheRoom runs the room through real gateways, configured as
@@ -113,12 +112,11 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	if gw.jwt {
 		keys, stored := newPassKeys(t, pass.ES256)
 		h = newHarnessWith(t, harnessOptions{passKeys: stored}, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
-		previous, current, next := keys.Slots(time.Now())
-		for slot, k := range map[string]*pass.Key{"previous": previous, "current": current, "next": next} {
-			pem, err := k.PublicPEM()
-			if err != nil {
-				t.Fatal(err)
-			}
+		pems, err := keys.PublicPEMs(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for slot, pem := range pems {
 			if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
 				t.Fatal(err)
 			}

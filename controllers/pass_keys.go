@@ -74,7 +74,12 @@ func passKeySlots(keys *pass.KeySet, now time.Time) map[string]*pass.Key {
 // publishPassKeys publishes what gateways verify the queue's JWT passes with: for ES256 a ConfigMap
 // with the JWKS and a PEM per slot; for HS256 a Secret with the JWKS of the secrets and a raw key
 // per slot. A queue with HMAC passes publishes nothing, and what it published before is taken back.
-func (r *WaitingQueueReconciler) publishPassKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, keys *pass.KeySet) error {
+// everKept says the queue's Secret holds pass keys: without them nothing was ever published, and
+// the queue costs no call (the default, an HMAC queue that never had JWT passes).
+func (r *WaitingQueueReconciler) publishPassKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, keys *pass.KeySet, everKept bool) error {
+	if !everKept {
+		return nil
+	}
 	name := types.NamespacedName{Namespace: wq.Namespace, Name: wq.PassKeysName()}
 	if keys == nil || wq.Spec.EffectivePassAlgorithm() != herdgatev1alpha1.PassAlgorithmES256 {
 		if err := r.deleteOwned(ctx, &corev1.ConfigMap{}, name, wq); err != nil {
@@ -89,8 +94,8 @@ func (r *WaitingQueueReconciler) publishPassKeys(ctx context.Context, wq *herdga
 	if keys == nil {
 		return nil
 	}
-	slots := passKeySlots(keys, r.now())
 	if wq.Spec.EffectivePassAlgorithm() == herdgatev1alpha1.PassAlgorithmHS256 {
+		slots := passKeySlots(keys, r.now())
 		jwks, err := keys.SecretJWKS()
 		if err != nil {
 			return err
@@ -108,11 +113,11 @@ func (r *WaitingQueueReconciler) publishPassKeys(ctx context.Context, wq *herdga
 		return err
 	}
 	data := map[string]string{PassKeysJWKS: string(jwks), PassKeysEnvoyJWKS: string(jwks)}
-	for slot, k := range slots {
-		pem, err := k.PublicPEM()
-		if err != nil {
-			return err
-		}
+	pems, err := keys.PublicPEMs(r.now())
+	if err != nil {
+		return err
+	}
+	for slot, pem := range pems {
 		data[slot+".pem"] = string(pem)
 	}
 	return r.Apply(ctx, corev1ac.ConfigMap(name.Name, name.Namespace).

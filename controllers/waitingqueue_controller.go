@@ -121,7 +121,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	seed := secret.seed
 	if applyErr != nil {
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
-	} else if err := r.publishPassKeys(ctx, wq, secret.passKeys); err != nil {
+	} else if err := r.publishPassKeys(ctx, wq, secret.passKeys, secret.passKeysKept); err != nil {
 		applyErr = fmt.Errorf("publishing the pass keys in %s: %w", wq.PassKeysName(), err)
 	} else if err := r.ensureProxy(ctx, wq, redisURL, secret.mounted); err != nil {
 		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)

@@ -207,6 +207,8 @@ type secretState struct {
 	seed     []byte
 	mounted  []string
 	passKeys *pass.KeySet
+	// passKeysKept: the Secret holds pass keys, now or from the queue's JWT days.
+	passKeysKept bool
 }
 
 // fill puts the copies of the referred values and the JWT pass keys into the Secret's data.
@@ -219,6 +221,7 @@ func (st *secretState) fill(data map[string][]byte, refs map[string][]byte, s *s
 	if st.passKeys != nil {
 		st.mounted = append(st.mounted, herdgatev1alpha1.SecretPassKeys)
 	}
+	_, st.passKeysKept = data[herdgatev1alpha1.SecretPassKeys]
 	return nil
 }
 

@@ -172,6 +172,30 @@ func (ks *KeySet) Slots(now time.Time) (previous, current, next *Key) {
 	return previous, current, next
 }
 
+// The names of the slots, as Slots orders them.
+const (
+	SlotPrevious = "previous"
+	SlotCurrent  = "current"
+	SlotNext     = "next"
+)
+
+// PublicPEMs are the ES256 slots' public keys in PEM by slot name (Slots), as HAProxy's jwt_verify
+// reads them from files named after the slots; empty for HS256 keys.
+func (ks *KeySet) PublicPEMs(now time.Time) (map[string][]byte, error) {
+	previous, current, next := ks.Slots(now)
+	out := map[string][]byte{}
+	for slot, k := range map[string]*Key{SlotPrevious: previous, SlotCurrent: current, SlotNext: next} {
+		pem, err := k.PublicPEM()
+		if err != nil {
+			return nil, err
+		}
+		if pem != nil {
+			out[slot] = pem
+		}
+	}
+	return out, nil
+}
+
 // Rotation says how a key set changes with time.
 type Rotation struct {
 	// Algorithm signs new passes; keys of another algorithm are retired at once.

@@ -148,9 +148,11 @@ func TestHAProxyConfigOfEveryRouteKind(t *testing.T) {
 	if _, err := keys.Rotate(time.Now(), pass.Rotation{Algorithm: pass.ES256, Every: time.Hour, Keep: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	_, current, _ := keys.Slots(time.Now())
-	pem, _ := current.PublicPEM()
-	for _, slot := range []string{"previous", "current", "next"} {
+	pems, err := keys.PublicPEMs(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for slot, pem := range pems {
 		if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
 			t.Fatal(err)
 		}

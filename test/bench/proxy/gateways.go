@@ -92,21 +92,21 @@ wrk.headers[%q] = %q
 		if err != nil {
 			return nil, stop, err
 		}
-		previous, current, next := keys.Slots(now)
-		slots := map[string]*pass.Key{"previous": previous, "current": current, "next": next}
-		text := string(config)
-		for slot, k := range slots {
-			if alg == pass.ES256 {
-				pem, err := k.PublicPEM()
-				if err != nil {
-					return nil, stop, err
-				}
-				if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
-					return nil, stop, err
-				}
-				continue
+		pems, err := keys.PublicPEMs(now)
+		if err != nil {
+			return nil, stop, err
+		}
+		for slot, pem := range pems { // none for HS256
+			if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
+				return nil, stop, err
 			}
-			text = strings.ReplaceAll(text, fmt.Sprintf(`jwt_verify("ES256","%s/%s.pem")`, keysDir, slot), fmt.Sprintf(`jwt_verify("HS256","%s")`, k.Secret()))
+		}
+		text := string(config)
+		if alg == pass.HS256 {
+			previous, current, next := keys.Slots(now)
+			for slot, k := range map[string]*pass.Key{pass.SlotPrevious: previous, pass.SlotCurrent: current, pass.SlotNext: next} {
+				text = strings.ReplaceAll(text, fmt.Sprintf(`jwt_verify("ES256","%s/%s.pem")`, keysDir, slot), fmt.Sprintf(`jwt_verify("HS256","%s")`, k.Secret()))
+			}
 		}
 		passes, err := pass.NewJWTPasses("bench/orders", keys, time.Now)
 		if err != nil {
