@@ -3,6 +3,7 @@ package front
 import (
 	"cmp"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,12 +13,17 @@ import (
 
 // The gateway's check: a front for gateways that ask whether a request may pass and forward it
 // themselves (forward auth). The gateway sends the request's headers to CheckPath and names the
-// request itself in forwarding headers; the gate decides as for a request it would carry, and the
-// answer says allow (2xx) or is the gate's own answer (the waiting page's redirect, the JSON of the
-// HTTP contract). docs/guides/gateways.md has the configurations.
+// request itself in forwarding headers, or (Envoy's HTTP ext_authz) asks with the request's own
+// method at CheckPath followed by the request's target; the gate decides as for a request it would
+// carry, and the answer says allow (2xx) or is the gate's own answer (the waiting page's redirect,
+// the JSON of the HTTP contract). docs/guides/gateways.md has the configurations.
 
 // CheckPath is where a gateway asks about a request.
 const CheckPath = "/.herdgate/check"
+
+// envoyHeadersToRemove names, in an allow, the request headers Envoy's HTTP ext_authz removes
+// before the upstream (its counterpart of the gRPC answer's headers_to_remove).
+const envoyHeadersToRemove = "X-Envoy-Auth-Headers-To-Remove"
 
 // Headers of the check. A gateway names the request it asks about in the first two pairs:
 // nginx's auth_request as its configuration sets them (X-Original-*), Traefik's ForwardAuth and
@@ -43,19 +49,28 @@ type checkedRequest struct {
 	method, uri string
 	// nginx: auth_request passes on 2xx, 401 and 403 only; any other answer is its own 500.
 	nginx bool
+	// envoy: Envoy's HTTP ext_authz asked; an allow names the headers it removes.
+	envoy bool
 }
 
-// checkedRequestOf reads the request a check names; false when it names none, or more than one. A
-// gateway sets its own pair and passes the visitor's other headers on: a visitor who sends the other
-// convention's pair, or a second value, would name another request than the one the gateway forwards,
-// so the check refuses to judge any.
-func checkedRequestOf(x admission.Exchange) (checkedRequest, bool) {
+// checkedRequestOf reads the request a check names; false when it names none, or more than one.
+// target is what follows CheckPath in the check's own target when the gateway put the request's
+// target there, "" otherwise. A gateway sets its own pair (or path) and passes the visitor's other
+// headers on: a visitor who sends another convention's pair, or a second value, would name another
+// request than the one the gateway forwards, so the check refuses to judge any.
+func checkedRequestOf(x admission.Exchange, target string) (checkedRequest, bool) {
 	for _, name := range []string{originalURIHeader, originalMethodHeader, forwardedURIHeader, forwardedMethodHeader} {
 		if x.HeaderCount(name) > 1 {
 			return checkedRequest{}, false
 		}
 	}
 	original, forwarded := x.Header(originalURIHeader), x.Header(forwardedURIHeader)
+	if target != "" {
+		if original != "" || forwarded != "" || x.Header(originalMethodHeader) != "" || x.Header(forwardedMethodHeader) != "" {
+			return checkedRequest{}, false
+		}
+		return checkedRequest{method: x.Method(), uri: target, envoy: true}, true
+	}
 	switch {
 	case original != "" && forwarded == "" && x.Header(forwardedMethodHeader) == "":
 		return checkedRequest{method: x.Header(originalMethodHeader), uri: original, nginx: x.Header(CheckAnswerHeader) != "full"}, true
@@ -65,12 +80,14 @@ func checkedRequestOf(x admission.Exchange) (checkedRequest, bool) {
 	return checkedRequest{}, false
 }
 
-// check answers a gateway's check through x, the exchange of the check request itself.
-func check(p *admission.Proxy, x admission.Exchange) {
-	req, ok := checkedRequestOf(x)
+// check answers a gateway's check through x, the exchange of the check request itself; target is
+// what follows CheckPath in the check's target when that is "/" and more (see checkedRequestOf).
+func check(p *admission.Proxy, x admission.Exchange, target string) {
+	req, ok := checkedRequestOf(x, target)
 	if !ok {
 		admission.ReplyError(x, http.StatusBadRequest, "bad_check",
-			"name the request to check once, in "+forwardedURIHeader+" (and "+forwardedMethodHeader+") or in "+originalURIHeader+" (and "+originalMethodHeader+")")
+			"name the request to check once: in "+forwardedURIHeader+" (and "+forwardedMethodHeader+"), in "+originalURIHeader+" (and "+originalMethodHeader+
+				"), or as the path after "+CheckPath+" with the request's own method")
 		return
 	}
 	if req.method == "" {
@@ -98,8 +115,11 @@ func check(p *admission.Proxy, x admission.Exchange) {
 		x.SetHeader(CheckCookieHeader, cookies)
 		if cookies != "" {
 			// For gateways that replace request headers with the check's own (Traefik's
-			// authResponseHeaders): the Cookie the workload gets, or none.
+			// authResponseHeaders, Envoy's allowed_upstream_headers): the Cookie the workload gets.
 			x.SetHeader("Cookie", cookies)
+		}
+		if req.envoy {
+			x.SetHeader(envoyHeadersToRemove, envoyRemovals[b2i(d.Session() == "")][b2i(cookies == "")])
 		}
 		x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
 		return
@@ -108,6 +128,33 @@ func check(p *admission.Proxy, x admission.Exchange) {
 		asked.answer.absoluteLocation(x)
 	}
 	asked.answer.send(x, req.nginx)
+}
+
+// envoyRemovals lists the request headers Envoy removes from an allowed request: herdgate's own,
+// the visitor's session handle when herdgate gives none ([1]), and the Cookie header when only
+// herdgate's cookies were in it ([2]; one that is left comes back in the answer's Cookie). Made
+// once: every allowed request names one.
+var envoyRemovals = func() (lists [2][2]string) {
+	for session := range 2 {
+		for cookie := range 2 {
+			names := slices.Clone(ownRequestHeaders)
+			if session == 1 {
+				names = append(names, sessionHeader)
+			}
+			if cookie == 1 {
+				names = append(names, "cookie")
+			}
+			lists[session][cookie] = strings.Join(names, ", ")
+		}
+	}
+	return lists
+}()
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // isReservedPath: the normalised path is herdgate's own.

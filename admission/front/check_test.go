@@ -1,9 +1,13 @@
 package front
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +209,108 @@ func TestTheWaitingPageIsOnTheVisitorsOrigin(t *testing.T) {
 	rec := ask(h, "X-Original-Method", "GET", "X-Original-URI", "/checkout", "X-User-Id", "bea", "Accept", "text/html", "X-Forwarded-Host", "shop.example")
 	if rec.Header().Get("Location") != "/.herdgate/?return=%2Fcheckout" {
 		t.Fatalf("nginx: Location %q; want the path", rec.Header().Get("Location"))
+	}
+}
+
+// TestTheCheckSpeaksEnvoyHTTP: Envoy's HTTP ext_authz (and the Gateway API's ExternalAuth with
+// protocol HTTP) asks with the request's own method at CheckPath followed by the request's target.
+// Through the fast front on loopback, every request gets the answer it gets when a gateway names it
+// in X-Forwarded-*; an allow names the headers Envoy removes, and a check naming a request twice is
+// refused.
+func TestTheCheckSpeaksEnvoyHTTP(t *testing.T) {
+	p, _, _ := checked(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFast(p, FastOptions{})
+	go func() { _ = f.Serve(ln) }()
+	t.Cleanup(func() { _ = f.Shutdown(context.Background()) })
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	base := "http://" + ln.Addr().String()
+	// answer is a check's answer, its body read and closed.
+	type answer struct {
+		StatusCode int
+		Header     http.Header
+	}
+	send := func(method, target string, kv ...string) (answer, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			req.Header.Add(kv[i], kv[i+1])
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return answer{res.StatusCode, res.Header}, string(body)
+	}
+	now := time.Now()
+	token := p.Config().Signer.Issue("ada", now.Add(-time.Second), now.Add(time.Minute))
+	forged := token[:len(token)-2] + "AA"
+	for _, c := range []struct {
+		name, method, uri string
+		kv                []string
+	}{
+		{"a browser without a pass", "GET", "/checkout?x=1", []string{"X-User-Id", "bea", "Accept", "text/html"}},
+		{"an API client without an identity", "POST", "/api/v1/orders", nil},
+		{"an API client without a pass", "POST", "/api/v1/orders", []string{"X-User-Id", "cy", "Accept", "application/json"}},
+		{"a forged pass", "POST", "/api/v1/orders", []string{"X-User-Id", "ada", "X-Herdgate-Pass", forged}},
+		{"a protected route spelt otherwise", "POST", "/api//v1/./%6frders", []string{"X-User-Id", "cy"}},
+		{"a protected route's other method", "GET", "/api/v1/orders", []string{"X-User-Id", "cy"}},
+		{"an open route", "GET", "/open/page", nil},
+		{"herdgate's own path", "POST", "/.herdgate/enter", nil},
+		{"a valid pass", "POST", "/api/v1/orders", []string{"X-User-Id", "ada", "X-Herdgate-Pass", token}},
+	} {
+		viaPath, bodyViaPath := send(c.method, CheckPath+c.uri, c.kv...)
+		viaHeaders, bodyViaHeaders := send(http.MethodGet, CheckPath, append([]string{"X-Forwarded-Method", c.method, "X-Forwarded-Uri", c.uri}, c.kv...)...)
+		if viaPath.StatusCode != viaHeaders.StatusCode || bodyViaPath != bodyViaHeaders || viaPath.Header.Get("Location") != viaHeaders.Header.Get("Location") ||
+			viaPath.Header.Get("X-Herdgate-Pass-Result") != viaHeaders.Header.Get("X-Herdgate-Pass-Result") {
+			t.Errorf("%s: %d %q (Location %q) asked in the path, %d %q (Location %q) in X-Forwarded-*; want one answer",
+				c.name, viaPath.StatusCode, bodyViaPath, viaPath.Header.Get("Location"), viaHeaders.StatusCode, bodyViaHeaders, viaHeaders.Header.Get("Location"))
+		}
+		if viaPath.StatusCode == http.StatusBadRequest {
+			t.Errorf("%s: 400 %s", c.name, bodyViaPath)
+		}
+	}
+
+	removed := func(res answer) []string {
+		var names []string
+		for n := range strings.SplitSeq(res.Header.Get(envoyHeadersToRemove), ",") {
+			names = append(names, strings.TrimSpace(n))
+		}
+		return names
+	}
+	res, _ := send(http.MethodPost, CheckPath+"/api/v1/orders", "X-User-Id", "ada", "X-Herdgate-Pass", token,
+		"Cookie", "theme=dark; herdgate_visitor=x", "Herdgate-Session", "made-up")
+	names := removed(res)
+	for _, own := range append(slices.Clone(ownRequestHeaders), sessionHeader) {
+		if !slices.Contains(names, own) {
+			t.Errorf("an allow removes %v; want %s among them", names, own)
+		}
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Cookie") != "theme=dark" || slices.Contains(names, "cookie") {
+		t.Fatalf("an allow with the site's cookie: %d, Cookie %q, removes %v; want 200, the site's cookie only, and the Cookie header kept",
+			res.StatusCode, res.Header.Get("Cookie"), names)
+	}
+	res, _ = send(http.MethodPost, CheckPath+"/api/v1/orders", "X-User-Id", "ada", "Cookie", "herdgate_pass="+token)
+	if res.StatusCode != http.StatusOK || !slices.Contains(removed(res), "cookie") {
+		t.Fatalf("an allow with only herdgate's cookie: %d, removes %v; want the Cookie header gone", res.StatusCode, removed(res))
+	}
+
+	// A visitor's own forwarding header would name a second request beside the path's.
+	for _, name := range []string{"X-Forwarded-Uri", "X-Original-URI", "X-Forwarded-Method", "X-Original-Method"} {
+		res, body := send(http.MethodPost, CheckPath+"/api/v1/orders", "X-User-Id", "ada", "X-Herdgate-Pass", token, name, "/open/page")
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "bad_check") {
+			t.Errorf("the path and %s: %d %s; want 400 bad_check", name, res.StatusCode, body)
+		}
 	}
 }

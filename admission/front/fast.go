@@ -141,8 +141,8 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		f.forward(ctx, d)
 		return
 	}
-	if isCheck(ctx.Request.Header.RequestURI()) {
-		check(f.p, fastExchange{ctx})
+	if target := ctx.Request.Header.RequestURI(); isCheck(target) {
+		check(f.p, fastExchange{ctx}, checkTarget(target))
 		return
 	}
 	if upgrade := ctx.Request.Header.Peek("Upgrade"); len(upgrade) > 0 {
@@ -299,8 +299,21 @@ func (f *Fast) escalate(ctx *fasthttp.RequestCtx) {
 	})
 }
 
-// isCheck: the request target is the check's path. Every request asks, so the common answer costs a
-// prefix comparison and no allocation.
+// isCheck: the request target is the check's path, or that path followed by the target of the
+// request asked about. Every request asks, so the common answer costs a prefix comparison and no
+// allocation.
 func isCheck(target []byte) bool {
-	return bytes.HasPrefix(target, []byte(CheckPath)) && requestPath(target) == CheckPath
+	if !bytes.HasPrefix(target, []byte(CheckPath)) {
+		return false
+	}
+	return (len(target) > len(CheckPath) && target[len(CheckPath)] == '/') || requestPath(target) == CheckPath
+}
+
+// checkTarget is the target of the request asked about when a check's target carries it after
+// CheckPath, "" otherwise.
+func checkTarget(target []byte) string {
+	if len(target) > len(CheckPath) && target[len(CheckPath)] == '/' {
+		return string(target[len(CheckPath):])
+	}
+	return ""
 }

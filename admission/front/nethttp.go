@@ -64,8 +64,12 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.p.Draining() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
 	}
-	if r.URL.EscapedPath() == CheckPath {
-		check(h.p, stdExchange{w, r})
+	target := r.RequestURI
+	if !strings.HasPrefix(target, "/") {
+		target = r.URL.RequestURI() // an absolute target: its path and query
+	}
+	if isCheck([]byte(target)) {
+		check(h.p, stdExchange{w, r}, checkTarget([]byte(target)))
 		return
 	}
 	if !isWebSocketUpgrade(r.Header.Get("Upgrade")) {
