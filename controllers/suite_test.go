@@ -2,8 +2,10 @@ package controllers_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,8 +85,49 @@ var _ = BeforeSuite(func() {
 	// The main manager runs as a user bound to nothing but the generated ClusterRole, so every spec
 	// also proves that config/rbac grants what the manager needs.
 	managerCfg := restrictedConfig("herdgate-manager")
+	managerCfg.Wrap(managerWrites.wrap)
 	startManager(ctx, managerOptions{namespaces: []string{mainNamespace}, onTick: ticks.add, restConfig: managerCfg})
 })
+
+// managerWrites counts the main manager's writes to the API server.
+var managerWrites = &writeCounter{}
+
+// writeCounter counts the writes (any request but a read) a client sends, by method and path.
+type writeCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[r.Method+" "+r.URL.Path]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+// of is how many writes went to paths under prefix so far.
+func (c *writeCounter) of(prefix string) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, n := range c.counts {
+		if _, path, _ := strings.Cut(k, " "); strings.HasPrefix(path, prefix) {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // restrictedConfig returns a client config of a user bound only to config/rbac/role.yaml.
 func restrictedConfig(user string) *rest.Config {

@@ -64,6 +64,7 @@ type WaitingQueueReconciler struct {
 
 	mu       sync.Mutex
 	attempts map[types.UID]int // failed Redis cleanups per deleted queue
+	applied  appliedObjects
 }
 
 // The manager writes with patches (server-side apply, merge patches), never with full updates. It
@@ -175,6 +176,7 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	}
 	log := ctrl.LoggerFrom(ctx)
 	r.Scheduler.Remove(wq.UID)
+	r.applied.forget(wq.UID)
 
 	err := r.deleteRedisKeys(ctx, wq)
 	if err != nil {

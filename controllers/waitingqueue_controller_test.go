@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -552,6 +553,73 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(redisKeys(wq)).To(BeEmpty())
 		n := len(ticks.of(keyOf(wq)))
 		Consistently(func() int { return len(ticks.of(keyOf(wq))) }, 3*tick, tick).Should(Equal(n), "the scheduler still ticks a deleted queue")
+	})
+
+	It("writes none of an idle queue's objects again, and puts back what someone else changed", func() {
+		wq := sampleQueue(mainNamespace, "orders-idle")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		wq = get(wq)
+		ns := "/namespaces/" + wq.Namespace + "/"
+		paths := map[string]string{
+			"Deployment":     "/apis/apps/v1" + ns + "deployments/" + wq.ProxyName(),
+			"Service":        "/api/v1" + ns + "services/" + wq.ServiceName(),
+			"ServiceAccount": "/api/v1" + ns + "serviceaccounts/" + wq.ProxyName(),
+			"RoleBinding":    "/apis/rbac.authorization.k8s.io/v1" + ns + "rolebindings/" + wq.ProxyName(),
+			"Secret":         "/api/v1" + ns + "secrets/" + wq.SecretName(),
+		}
+		role := "/apis/rbac.authorization.k8s.io/v1" + ns + "roles/" + wq.ProxyName()
+		writes := func() map[string]int {
+			out := map[string]int{}
+			for kind, path := range paths {
+				for _, n := range managerWrites.of(path) {
+					out[kind] += n
+				}
+			}
+			return out
+		}
+		roleWrites := func() int {
+			n := 0
+			for _, c := range managerWrites.of(role) {
+				n += c
+			}
+			return n
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(condition(wq, herdgatev1alpha1.ConditionAdmitting)).NotTo(BeNil())
+			// The Secret is created in its collection; later writes to it would be patches.
+			g.Expect(writes()).To(SatisfyAll(HaveKey("Deployment"), HaveKey("Service"), HaveKey("ServiceAccount"), HaveKey("RoleBinding")))
+		}, timeout, interval).Should(Succeed())
+		// The first reconciles may meet a cache that has not seen the manager's own writes yet.
+		var settled map[string]int
+		Eventually(func() bool {
+			before := writes()
+			time.Sleep(2 * time.Second)
+			settled = writes()
+			return maps.Equal(before, settled)
+		}, timeout, interval).Should(BeTrue(), "the manager kept writing")
+
+		By("reconciling it again and again while nothing changes")
+		for i := range 3 {
+			r := &rbacv1.Role{}
+			Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, r)).To(Succeed())
+			n := roleWrites()
+			metav1.SetMetaDataAnnotation(&r.ObjectMeta, "example.com/touched", strconv.Itoa(i))
+			Expect(k8sClient.Update(ctx, r)).To(Succeed())
+			// Someone else's change to the Role: a reconcile, which applies the Role alone again.
+			Eventually(roleWrites, timeout, interval).Should(BeNumerically(">", n))
+		}
+		Expect(writes()).To(Equal(settled), "a reconcile wrote objects nobody changed")
+
+		By("putting back what someone else changed")
+		deploy := &appsv1.Deployment{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy)).To(Succeed())
+		deploy.Spec.Replicas = ptr.To[int32](5)
+		Expect(k8sClient.Update(ctx, deploy)).To(Succeed())
+		Eventually(func() *int32 {
+			Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy)).To(Succeed())
+			return deploy.Spec.Replicas
+		}, timeout, interval).Should(HaveValue(BeEquivalentTo(2)))
 	})
 
 	It("reports an object the API server refuses in Programmed, with its message, and keeps the plan", func() {

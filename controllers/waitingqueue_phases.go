@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -276,15 +277,15 @@ func (r *WaitingQueueReconciler) drawSeed(wq *herdgatev1alpha1.WaitingQueue, sec
 // ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service, and its
 // PodDisruptionBudget while it runs more than one replica.
 func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string, refKeys []string) error {
-	objs := []runtime.ApplyConfiguration{
-		proxyServiceAccount(wq),
-		proxyRole(wq),
-		proxyRoleBinding(wq),
-		proxyDeployment(wq, r.ProxyImage, redisURL, refKeys),
-		proxyService(wq),
+	objs := []ownedObject{
+		{proxyServiceAccount(wq), &corev1.ServiceAccount{}},
+		{proxyRole(wq), &rbacv1.Role{}},
+		{proxyRoleBinding(wq), &rbacv1.RoleBinding{}},
+		{proxyDeployment(wq, r.ProxyImage, redisURL, refKeys), &appsv1.Deployment{}},
+		{proxyService(wq), &corev1.Service{}},
 	}
 	if wq.Spec.EffectiveProxyReplicas() > 1 {
-		objs = append(objs, proxyDisruptionBudget(wq))
+		objs = append(objs, ownedObject{proxyDisruptionBudget(wq), &policyv1.PodDisruptionBudget{}})
 	} else {
 		// Read from the cache first: most reconciles find none, and need no call to the API server.
 		pdb := &policyv1.PodDisruptionBudget{}
@@ -300,7 +301,7 @@ func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1
 		}
 	}
 	for _, obj := range objs {
-		if err := r.Apply(ctx, obj, FieldOwner, client.ForceOwnership); err != nil {
+		if err := r.applyOwned(ctx, wq.UID, obj); err != nil {
 			return err
 		}
 	}
