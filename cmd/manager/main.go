@@ -57,6 +57,8 @@ func run(args []string, stderr io.Writer) int {
 		metricsAddr     string
 		probeAddr       string
 		namespaces      string
+		apiQPS          float64
+		apiBurst        int
 	)
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -69,6 +71,10 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces whose WaitingQueues the manager serves, watching and caching only them (default: every namespace)")
+	// client-go's own defaults (20/30) hold back a manager with hundreds of queues: each new queue
+	// takes a handful of writes, and every queue is re-read every minute (docs/guides/operations.md).
+	fs.Float64Var(&apiQPS, "kube-api-qps", 50, "requests per second the manager sends the API server at most, on average")
+	fs.IntVar(&apiBurst, "kube-api-burst", 100, "requests the manager may send the API server at once above --kube-api-qps")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +85,14 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if proxyImage == "" {
 		fmt.Fprintln(stderr, "flag --proxy-image is required")
+		return 2
+	}
+	if apiQPS <= 0 {
+		fmt.Fprintf(stderr, "flag --kube-api-qps: %v is not a positive rate\n", apiQPS)
+		return 2
+	}
+	if apiBurst < 1 {
+		fmt.Fprintf(stderr, "flag --kube-api-burst: %d is not a positive number of requests\n", apiBurst)
 		return 2
 	}
 	watched, err := parseNamespaces(namespaces)
@@ -100,7 +114,9 @@ func run(args []string, stderr io.Writer) int {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(herdgatev1alpha1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = float32(apiQPS), apiBurst
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cache.Options{DefaultNamespaces: watched},
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},

@@ -26,6 +26,9 @@ func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
 		{"bad boolean", []string{"--proxy-image=x", "--leader-elect=maybe"}, "leader-elect"},
 		{"bad namespace", []string{"--proxy-image=x", "--namespaces=shop,Tickets"}, `flag --namespaces: "Tickets" is not a namespace name`},
 		{"empty namespace in the list", []string{"--proxy-image=x", "--namespaces=shop,,tickets"}, `flag --namespaces: "" is not a namespace name`},
+		{"no API rate", []string{"--proxy-image=x", "--kube-api-qps=0"}, "flag --kube-api-qps: 0 is not a positive rate"},
+		{"an API rate that is no number", []string{"--proxy-image=x", "--kube-api-qps=fast"}, "kube-api-qps"},
+		{"no API burst", []string{"--proxy-image=x", "--kube-api-burst=-1"}, "flag --kube-api-burst: -1 is not a positive number of requests"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
