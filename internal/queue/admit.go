@@ -64,6 +64,14 @@ type AdmitRequest struct {
 	// the visitors behind the part of the pre-queue already placed wait for the rest of it.
 	Holding bool
 	Through int64
+	// SleepFor, when positive, lets the room sleep that long if the call leaves nobody waiting and
+	// an instant budget: the budget then lasts SleepFor (and a second) instead of Tick, and the
+	// first visitor Enter gives a place wakes the scheduler through the wake channel (Wakes). Not
+	// with Holding. While the room sleeps, Enter refills the budget to SleepShare (under MaxActive)
+	// for each tick past the one it came from, as the ticks it skips would have: a whole number of
+	// visitors no tick's share falls below (the plan's per-tick quota, rounded down).
+	SleepFor   time.Duration
+	SleepShare int
 }
 
 // jitterSeed maps any seed onto the generator's state space, 1 … 2^31 − 2.
@@ -109,6 +117,8 @@ type AdmitResult struct {
 	Abandoned int64
 	// Now is Redis' clock during the tick.
 	Now time.Time
+	// Asleep: the call left nobody waiting and the room sleeps (AdmitRequest.SleepFor).
+	Asleep bool
 }
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
@@ -129,15 +139,17 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 		return AdmitResult{}, fmt.Errorf("admit: instant budget %d is outside 0 … limit %d, or lasts %s", req.InstantBudget, req.Limit, req.Tick)
 	case req.FrontBudget < 0 || req.SweepBlocks < 0:
 		return AdmitResult{}, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
+	case req.SleepFor < 0 || (req.SleepFor > 0 && req.Holding) || req.SleepShare < 0 || req.SleepShare > req.Limit:
+		return AdmitResult{}, fmt.Errorf("admit: sleep for %s with a share of %d (limit %d), holding %t", req.SleepFor, req.SleepShare, req.Limit, req.Holding)
 	}
 	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
 	args := []any{
 		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
-		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1),
+		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
 	}
 	if req.Holding {
-		args[len(args)-1] = max(0, req.Through)
+		args[13] = max(0, req.Through)
 	}
 	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked}, args...).Slice()
 	if err != nil {
@@ -153,8 +165,13 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 		res.Duplicate = true
 		return res, nil
 	}
+	if len(raw) < 4 {
+		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
+	}
 	res.Abandoned, _ = raw[2].(int64)
-	rest := raw[3:]
+	asleep, _ := raw[3].(int64)
+	res.Asleep = asleep == 1
+	rest := raw[4:]
 	if len(rest)%3 != 0 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}

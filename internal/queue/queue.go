@@ -65,7 +65,7 @@ var (
 
 	// redis.Script runs EVALSHA and falls back to EVAL (which loads the script) on NOSCRIPT, so the
 	// scripts survive SCRIPT FLUSH, a restart and a failover.
-	enterScript  = redis.NewScript(commonLua + enterLua)
+	enterScript  = redis.NewScript("local WAKE_CHANNEL = '" + WakeChannel + "'\n" + commonLua + enterLua)
 	statusScript = redis.NewScript(commonLua + statusLua)
 	admitScript  = redis.NewScript(commonLua + admitLua)
 	statsScript  = redis.NewScript(commonLua + statsLua)

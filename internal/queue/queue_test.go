@@ -185,6 +185,7 @@ func TestEngine(t *testing.T) {
 			t.Run("admit takes exactly the oldest", func(t *testing.T) { testAdmitTakesTheOldest(t, b) })
 			t.Run("admit spreads whom it admits over the window, up to its limit", func(t *testing.T) { testAdmitLimitAndSpread(t, b) })
 			t.Run("enter admits at once what the last tick left unused while nobody waits", func(t *testing.T) { testInstantAdmission(t, b) })
+			t.Run("a room nobody waits in sleeps, and the first visitor to wait wakes it", func(t *testing.T) { testSleepingRoom(t, b) })
 			t.Run("a cap on active passes, released and renewed sessions", func(t *testing.T) { testMaxActiveAndSessions(t, b) })
 			t.Run("status", func(t *testing.T) { testStatus(t, b) })
 			t.Run("a status batch answers each visitor as if it came alone", func(t *testing.T) { testStatusBatch(t, b) })
@@ -422,6 +423,120 @@ func testInstantAdmission(t *testing.T, b backend) {
 	}
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 6, Limit: 2, InstantBudget: 3, Tick: time.Second, PassTTL: passTTL}); err == nil {
 		t.Fatal("Admit accepted an instant budget above its limit")
+	}
+}
+
+func testSleepingRoom(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	store := b.store
+	if store == nil {
+		store = NewStore(b.rdb, StoreOptions{})
+		t.Cleanup(store.Close)
+	}
+	wakes, stop := store.Wakes().Listen(q)
+	defer stop()
+	tick := func(id int64, limit int, sleep time.Duration) AdmitResult {
+		t.Helper()
+		res, err := q.Admit(ctx, AdmitRequest{TickID: id, Limit: limit, InstantBudget: limit, Tick: 500 * time.Millisecond,
+			PassTTL: passTTL, AbandonAfter: longAbandon, SleepFor: sleep, SleepShare: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	woken := func() bool {
+		select {
+		case <-wakes:
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+	enterAll(t, q, "w1", "w2", "w3")
+	if res := tick(1, 2, 5*time.Second); res.Asleep || len(res.Admitted) != 2 {
+		t.Fatalf("a tick that leaves one waiting: %d admitted, asleep %t; want 2 and awake", len(res.Admitted), res.Asleep)
+	}
+	if res := tick(2, 2, 0); res.Asleep {
+		t.Fatal("a tick that may not sleep put the room to sleep")
+	}
+	// It takes the last one waiting and leaves a budget: the room sleeps, and the budget lasts the
+	// sleep, beyond the tick and its second, refilled by each tick the room skips. The visitors come
+	// early in the fourth tick, so all of them meet one tick's share.
+	if res := tick(3, 3, 5*time.Second); !res.Asleep || len(res.Admitted) != 0 {
+		t.Fatalf("a tick with nobody waiting: %d admitted, asleep %t; want asleep", len(res.Admitted), res.Asleep)
+	}
+	time.Sleep(1550 * time.Millisecond)
+	for i := range 3 {
+		if p, err := q.Enter(ctx, fmt.Sprintf("instant-%d", i), longAbandon); err != nil || p.State != Admitted {
+			t.Fatalf("visitor %d in a sleeping room with budget = %+v, %v; want a pass at once", i, p, err)
+		}
+	}
+	select {
+	case <-wakes:
+		t.Fatal("a visitor admitted at once woke the room")
+	default:
+	}
+	// The budget is spent: the next visitor waits and wakes the room, once.
+	if p, err := q.Enter(ctx, "first-to-wait", longAbandon); err != nil || p.State != Waiting {
+		t.Fatalf("Enter with the budget spent = %+v, %v; want Waiting", p, err)
+	}
+	if !woken() {
+		t.Fatal("the first visitor to wait did not wake the room")
+	}
+	if p, err := q.Enter(ctx, "second-to-wait", longAbandon); err != nil || p.State != Waiting {
+		t.Fatalf("Enter behind the first = %+v, %v; want Waiting", p, err)
+	}
+	if res := tick(4, 5, 5*time.Second); len(res.Admitted) != 2 || !res.Asleep {
+		t.Fatalf("the tick the wake-up asked for: %d admitted, asleep %t; want both and asleep again", len(res.Admitted), res.Asleep)
+	}
+	select {
+	case <-wakes:
+		t.Fatal("the room was woken twice for one sleep")
+	default:
+	}
+	// A room with no budget left (no quota, or maxActive full) does not sleep: only its ticks would
+	// let the next visitor in.
+	if res := tick(5, 0, 5*time.Second); res.Asleep {
+		t.Fatal("a tick without a budget put the room to sleep")
+	}
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 6, Limit: 1, PassTTL: passTTL, Holding: true, SleepFor: time.Second}); err == nil {
+		t.Fatal("Admit let a room sleep while the pre-queue is drawn")
+	}
+
+	// While the room sleeps, each tick it skips refills the budget to its share, as that tick would
+	// have, and never beyond maxActive.
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeping := func(id int64, maxActive int64) {
+		t.Helper()
+		res, err := q.Admit(ctx, AdmitRequest{TickID: id, Limit: 2, InstantBudget: 2, Tick: 300 * time.Millisecond,
+			PassTTL: passTTL, AbandonAfter: longAbandon, SleepFor: 10 * time.Second, SleepShare: 2, MaxActive: maxActive})
+		if err != nil || !res.Asleep {
+			t.Fatalf("a sleeping tick: %+v, %v", res, err)
+		}
+	}
+	enterAt := func(name string, want State) {
+		t.Helper()
+		if p, err := q.Enter(ctx, name, longAbandon); err != nil || p.State != want {
+			t.Fatalf("%s: %+v, %v; want %v", name, p, err, want)
+		}
+	}
+	sleeping(7, 0)
+	enterAt("r1", Admitted)
+	enterAt("r2", Admitted)
+	time.Sleep(350 * time.Millisecond) // the next tick's share
+	enterAt("r3", Admitted)
+	enterAt("r4", Admitted)
+	sleeping(8, st.Active+4+2) // room for two more passes
+	enterAt("m1", Admitted)
+	enterAt("m2", Admitted)
+	time.Sleep(350 * time.Millisecond)
+	enterAt("m3", Waiting) // maxActive is reached: the skipped tick had nobody to let in
+	if !woken() {
+		t.Fatal("the visitor maxActive held back did not wake the room")
 	}
 }
 

@@ -51,6 +51,8 @@ type Store struct {
 	wg       sync.WaitGroup
 
 	roundTrips, calls atomic.Int64
+
+	wakes Wakes
 }
 
 // NewStore starts a store over rdb. Close it to stop its round trips; rdb stays the caller's.
@@ -92,6 +94,15 @@ func (s *Store) Queue(namespace, name string) (*Queue, error) {
 func (s *Store) Close() {
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.wg.Wait()
+	s.wakes.close()
+}
+
+// Wakes are the wake-ups of the sleeping rooms on the store's Redis.
+func (s *Store) Wakes() *Wakes {
+	s.wakes.mu.Lock()
+	defer s.wakes.mu.Unlock()
+	s.wakes.rdb = s.rdb
+	return &s.wakes
 }
 
 // PipelineStats reports how many round trips the store made and how many visitor calls they carried.

@@ -15,9 +15,13 @@
 -- ARGV[10] jitter seed (1 … 2147483646), ARGV[11] instant budget (most visitors enter may admit at
 -- once until the next tick, out of what this tick leaves unused), ARGV[12] tick ms, ARGV[13] the most
 -- active passes (0: no cap), ARGV[14] the last arrival sequence that may be admitted (-1: any; while
--- the pre-queue is drawn, the visitors behind the part already placed wait)
--- Returns {1, now, abandoned, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick} when
--- this tick id was already run.
+-- the pre-queue is drawn, the visitors behind the part already placed wait), ARGV[15] how long the
+-- room may sleep, in ms (0: it may not): when the tick leaves nobody waiting and an instant budget,
+-- the budget lasts that long (and a second) and carries the mark that the room sleeps, which enter
+-- clears, announcing on the wake channel, when it gives a visitor a place; ARGV[16] the share of
+-- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps
+-- Returns {1, now, abandoned, asleep, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick}
+-- when this tick id was already run.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -25,6 +29,7 @@ local limit, window, lead, seed = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber
 local instant_cap, tick_ms = tonumber(ARGV[11]), tonumber(ARGV[12])
 local max_active = tonumber(ARGV[13])
 local max_seq = tonumber(ARGV[14]) or -1
+local sleep_ms, sleep_share = tonumber(ARGV[15]) or 0, tonumber(ARGV[16]) or 0
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
@@ -81,9 +86,11 @@ if max_active > 0 then
   limit = math.max(0, math.min(limit, max_active - active_now))
 end
 
-local out = {1, now, 0}
+local out = {1, now, 0, 0}
 local abandoned = 0
 local chosen = {}
+-- A pop that returns fewer visitors than it asked for leaves the waiting set empty.
+local drained = false
 -- Examine at most limit + front_budget front visitors, so a queue of silent visitors cannot make
 -- one tick unbounded.
 local budget = limit + front_budget
@@ -92,7 +99,11 @@ if max_seq >= 0 then
   budget = math.min(budget, redis.call('ZCOUNT', KEYS[1], '-inf', max_seq))
 end
 while #chosen < limit and budget > 0 do
-  local popped = pop(math.min(limit - #chosen, budget))
+  local asked = math.min(limit - #chosen, budget)
+  local popped = pop(asked)
+  if #popped < asked then
+    drained = true
+  end
   if #popped == 0 then
     break
   end
@@ -193,8 +204,24 @@ end
 -- claimed: ticks and instant admissions together never pass the plan. It lasts a second longer than
 -- the tick, so that a next tick a little late leaves no gap, and a scheduler that stopped leaves no
 -- budget behind for long.
+-- A room left with nobody waiting may sleep: its scheduler skips the ticks until the budget's end,
+-- and the budget lasts until then. Enter refills it once per tick of the skipped ones, as those ticks
+-- would have (to sleep_share, under max_active), and wakes the room when someone has to wait
+-- (docs/architecture.md). "untilMs:left:passTtlMs:1:tickMs:share:maxActive:windowMs", the window
+-- being the start of the tick whose share left is.
 local left = math.min(limit - admitted, instant_cap)
-if left > 0 then
+local asleep = false
+if left > 0 and sleep_ms > 0 and max_seq < 0 then
+  if not drained then
+    drained = redis.call('ZCARD', KEYS[1]) == 0
+  end
+  asleep = drained
+end
+if asleep then
+  redis.call('HSET', KEYS[3], 'instant', int(now + sleep_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[3] .. ':1:' ..
+    int(tick_ms) .. ':' .. int(sleep_share) .. ':' .. int(max_active) .. ':' .. now_s)
+  out[4] = 1
+elseif left > 0 then
   redis.call('HSET', KEYS[3], 'instant', int(now + tick_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[3])
 else
   redis.call('HDEL', KEYS[3], 'instant')

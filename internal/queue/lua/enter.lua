@@ -43,8 +43,10 @@ if phase == PHASE_PREQUEUE or phase == PHASE_OPENING then
 end
 
 -- The instant budget, "untilMs:left:passTtlMs", read at the first new visitor who finds nobody
--- waiting; claims are written back once, at the end.
-local budget, claimed = nil, 0
+-- waiting; claims are written back once, at the end. A sleeping room's budget goes on
+-- ":1:tickMs:share:maxActive:windowMs" (see admit.lua): it is refilled to share, under maxActive, for
+-- each tick past its window, and a visitor who takes a place wakes the room's scheduler (woke).
+local budget, claimed, woke, rolled = nil, 0, false, false
 local function claim_instant()
   if depth ~= 0 or phase ~= PHASE_OPEN then
     return nil
@@ -53,11 +55,26 @@ local function claim_instant()
     budget = false
     local rec = redis.call('HGET', KEYS[3], 'instant')
     if rec then
-      local a = string.find(rec, ':', 1, true)
-      local b = string.find(rec, ':', a + 1, true)
-      local until_s = string.sub(rec, 1, a - 1)
-      if earlier(now_s, until_s) then
-        budget = {until_s, tonumber(string.sub(rec, a + 1, b - 1)), tonumber(string.sub(rec, b + 1))}
+      local f = {}
+      for part in string.gmatch(rec, '[^:]+') do
+        f[#f + 1] = part
+      end
+      if earlier(now_s, f[1]) then
+        budget = {f[1], tonumber(f[2]), tonumber(f[3]), f[4] == '1'}
+        if budget[4] then
+          local tick_ms, share, max_active, window = tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8])
+          budget[5], budget[6], budget[7], budget[8] = tick_ms, share, max_active, window
+          if tick_ms > 0 and now >= window + tick_ms then
+            -- The ticks the room slept through each had their share: the current one's is left.
+            budget[8] = window + tick_ms * math.floor((now - window) / tick_ms)
+            local left = share
+            if max_active > 0 then
+              left = math.min(left, max_active - redis.call('ZCOUNT', KEYS[4], '(' .. now_s, '+inf'))
+            end
+            budget[2] = math.max(0, left)
+            rolled = true
+          end
+        end
       end
     end
   end
@@ -182,6 +199,10 @@ local function enter(visitor, client, tokens)
   end
   redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
   depth = depth + 1
+  if budget and budget[4] then
+    budget[4] = false
+    woke = true
+  end
   if settled then
     return '5', now_s
   end
@@ -193,9 +214,26 @@ local parts, n = {}, 0
 for i = 5, #ARGV, 3 do
   n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2]))
 end
+if claimed > 0 or woke or rolled then
+  local rec
+  if budget[4] then
+    rec = budget[1] .. ':' .. int(budget[2]) .. ':' .. int(budget[3]) .. ':1:' .. int(budget[5]) .. ':' .. int(budget[6]) ..
+      ':' .. int(budget[7]) .. ':' .. int(budget[8])
+  else
+    -- Awake again: what is left lasts until the tick the wake-up asks for replaces it.
+    local until_s = budget[1]
+    if budget[5] and earlier(int(now + budget[5] + 1000), until_s) then
+      until_s = int(now + budget[5] + 1000)
+    end
+    rec = until_s .. ':' .. int(budget[2]) .. ':' .. int(budget[3])
+  end
+  redis.call('HSET', KEYS[3], 'instant', rec)
+end
 if claimed > 0 then
-  redis.call('HSET', KEYS[3], 'instant', budget[1] .. ':' .. int(budget[2]) .. ':' .. int(budget[3]))
   redis.call('HINCRBY', KEYS[3], 'admitted', int(claimed))
   redis.call('HINCRBY', KEYS[3], 'instantAdmitted', int(claimed))
+end
+if woke then
+  redis.call('PUBLISH', WAKE_CHANNEL, prefix)
 end
 return table.concat(parts, ' ', 1, n)
