@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,4 +104,78 @@ func BenchmarkSchedulerTenQueues(b *testing.B) {
 		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "lag-p99-ms")
 		b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "lag-max-ms")
 	}
+}
+
+var (
+	idleRooms    = flag.Int("scheduler.idle-rooms", 300, "how many rooms BenchmarkIdleRooms runs")
+	idleDuration = flag.Duration("scheduler.idle-duration", 10*time.Second, "how long BenchmarkIdleRooms measures each way")
+)
+
+// BenchmarkIdleRooms runs -scheduler.idle-rooms reference rooms with nobody waiting on one Redis, on
+// the real clock, first ticking every tick as a room that never sleeps, then sleeping while idle, and
+// reports for each the Redis commands per second, Redis' CPU and the scheduler's CPU (this process),
+// and the ratios.
+func BenchmarkIdleRooms(b *testing.B) {
+	logf.SetLogger(logr.Discard())
+	srv := testenv.StartRedis(b)
+	rdb, err := queue.NewClient(srv.URL(), queue.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	commands := func() int64 {
+		info, err := rdb.InfoMap(context.Background(), "stats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := strconv.ParseInt(info["Stats"]["total_commands_processed"], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	type cost struct{ commandsPerSecond, redisCPU, schedulerCPU float64 }
+	measure := func(opts ...Option) cost {
+		s := New(&queue.Pool{}, opts...)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Start(ctx) }()
+		for i := range *idleRooms {
+			name := fmt.Sprintf("idle-%04d", i)
+			wq := builder.Queue("bench", name).UID(k8stypes.UID(name)).Generation(1).PassTTL(time.Minute).AbandonAfter(time.Hour)
+			s.Ensure(Queue{Settings: wq.Settings(), RedisURL: srv.URL()})
+		}
+		time.Sleep(3 * time.Second) // every room has ticked, and those that sleep sleep
+		cmds, redisCPU, own := commands(), srv.CPU(), processCPU()
+		time.Sleep(*idleDuration)
+		c := cost{
+			commandsPerSecond: float64(commands()-cmds) / idleDuration.Seconds(),
+			redisCPU:          100 * (srv.CPU() - redisCPU).Seconds() / idleDuration.Seconds(),
+			schedulerCPU:      100 * (processCPU() - own).Seconds() / idleDuration.Seconds(),
+		}
+		cancel()
+		<-done
+		return c
+	}
+	for range b.N {
+		ticking := measure(WithIdleSleep(0))
+		sleeping := measure()
+		b.ReportMetric(ticking.commandsPerSecond, "ticking-redis-cmds/s")
+		b.ReportMetric(sleeping.commandsPerSecond, "sleeping-redis-cmds/s")
+		b.ReportMetric(ticking.redisCPU, "ticking-redis-cpu-%")
+		b.ReportMetric(sleeping.redisCPU, "sleeping-redis-cpu-%")
+		b.ReportMetric(ticking.schedulerCPU, "ticking-scheduler-cpu-%")
+		b.ReportMetric(sleeping.schedulerCPU, "sleeping-scheduler-cpu-%")
+		b.ReportMetric(sleeping.commandsPerSecond/ticking.commandsPerSecond, "commands-ratio")
+		b.ReportMetric(sleeping.schedulerCPU/ticking.schedulerCPU, "scheduler-cpu-ratio")
+	}
+}
+
+// processCPU is the CPU time this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -121,6 +121,10 @@ func WithTickObserver(observe func(TickReport)) Option {
 	return func(s *Scheduler) { s.observe = observe }
 }
 
+// WithIdleSleep sets how long a room nobody waits in sleeps between ticks (a multiple of its tick;
+// 0 keeps every room ticking). The default is two seconds (docs/architecture.md, "Idle rooms").
+func WithIdleSleep(d time.Duration) Option { return func(s *Scheduler) { s.idleSleep = d } }
+
 // WithNotify calls notify with a queue whose Snapshot changed, at most every 2 s per queue, from
 // the queue's goroutine. notify must not block: it returns false when it cannot take the
 // notification now, and the scheduler tries again at the next change.
@@ -137,6 +141,8 @@ type Scheduler struct {
 	newRand func() RandSource
 	observe func(TickReport)
 	notify  func(types.NamespacedName) bool
+	// idleSleep is how long an idle room sleeps between ticks.
+	idleSleep time.Duration
 
 	mu      sync.Mutex
 	ctx     context.Context // from Start; nil before
@@ -150,7 +156,7 @@ var _ interface {
 
 // New returns a scheduler drawing Redis clients from pool.
 func New(pool *queue.Pool, opts ...Option) *Scheduler {
-	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}}
+	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}, idleSleep: defaultIdleSleep}
 	s.newRand = func() RandSource { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
 	for _, o := range opts {
 		o(s)
@@ -197,7 +203,7 @@ func (s *Scheduler) Ensure(q Queue) {
 	defer s.mu.Unlock()
 	r := s.runners[q.UID]
 	if r == nil {
-		r = &runner{s: s, key: q.Key()}
+		r = &runner{s: s, key: q.Key(), changed: make(chan struct{}, 1)}
 		r.cfg.Store(&q)
 		s.runners[q.UID] = r
 		if s.ctx != nil {
@@ -205,7 +211,13 @@ func (s *Scheduler) Ensure(q Queue) {
 		}
 		return
 	}
-	r.cfg.Store(&q)
+	if old := r.cfg.Swap(&q); old.Generation != q.Generation || old.RedisURL != q.RedisURL {
+		// A sleeping room takes a new spec at the next grid point, not at the end of its sleep.
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Remove stops the queue's goroutine and waits until it has returned.
@@ -247,6 +259,8 @@ type runner struct {
 	s   *Scheduler
 	key types.NamespacedName
 	cfg atomic.Pointer[Queue]
+	// changed wakes a sleeping room when its settings change.
+	changed chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}

@@ -33,6 +33,9 @@ const (
 	// Backoff after a failed Redis call: the queue's ticks are skipped, other queues tick on.
 	minRedisBackoff = 100 * time.Millisecond
 	maxRedisBackoff = 5 * time.Second
+	// defaultIdleSleep is how long a room nobody waits in sleeps between ticks: as often as its
+	// counters are read anyway.
+	defaultIdleSleep = statsInterval
 )
 
 // tickState is what a queue's goroutine carries from tick to tick.
@@ -57,10 +60,14 @@ type tickState struct {
 	forgotFor time.Time
 	workload  workloadState
 	supported supportedDepth
+	// asleep: the last tick left nobody waiting, and the room sleeps until next unless woken.
+	asleep bool
 
 	url     string
 	q       *queue.Queue
 	release func()
+	// wakes receives the room's wake-ups (queue.Wakes).
+	wakes <-chan struct{}
 }
 
 type rateSample struct {
@@ -152,15 +159,27 @@ func (r *runner) run(ctx context.Context) {
 	}
 }
 
-// waitForGridPoint sleeps until the next grid point; false when ctx ended first.
+// waitForGridPoint sleeps until the next grid point; false when ctx ended first. A sleeping room is
+// woken early by a visitor who has to wait, or by new settings: it then ticks at the next grid point.
 func (r *runner) waitForGridPoint(ctx context.Context, st *tickState) bool {
-	timer := r.s.clock.NewTimer(st.next.Sub(r.s.clock.Now()))
-	select {
-	case <-ctx.Done():
+	for {
+		timer := r.s.clock.NewTimer(st.next.Sub(r.s.clock.Now()))
+		var woken, changed <-chan struct{}
+		if st.asleep {
+			woken, changed = st.wakes, r.changed
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C():
+			return true
+		case <-woken:
+		case <-changed:
+		}
 		timer.Stop()
-		return false
-	case <-timer.C():
-		return true
+		st.asleep = false
+		st.next = nextGridPoint(r.s.clock.Now(), st.tick)
 	}
 }
 
@@ -209,7 +228,7 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 	}
 	if st.release != nil {
 		st.release()
-		st.q, st.release, st.published = nil, nil, nil
+		st.q, st.release, st.published, st.wakes = nil, nil, nil, nil
 	}
 	st.resumed = false // another Redis keeps its own last tick
 	store, release, err := r.s.pool.Acquire(cfg.RedisURL)
@@ -221,7 +240,12 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 		release()
 		return err
 	}
-	st.url, st.q, st.release = cfg.RedisURL, q, release
+	wakes, stopListening := store.Wakes().Listen(q)
+	st.url, st.q, st.wakes = cfg.RedisURL, q, wakes
+	st.release = func() {
+		stopListening()
+		release()
+	}
 	return nil
 }
 
@@ -264,14 +288,27 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		through = st.draw.state.Settled()
 	}
 	seed := rng.Int64N(1 << 62)
+	sleepFor, sleepShare := time.Duration(0), int64(0)
+	if phase == settings.PhaseOpen && !holding && st.draw == nil && cfg.Admits() {
+		sleepFor = r.sleepFor(cfg, st.tick, t.latest)
+		// Each tick the room sleeps through lets in what no tick's share falls below.
+		num, den := plan.PerTick()
+		sleepShare = min(num/den, limit)
+	}
 	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 	start := r.s.clock.Now()
 	res, err := st.q.Admit(callCtx, queue.AdmitRequest{
 		TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 		InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
-		Holding: holding, Through: through,
+		Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare),
 	})
 	cancel()
+	// Nobody waits: the room sleeps to the grid point its budget lasts to, unless a visitor who has
+	// to wait, or a new spec, wakes it first.
+	st.asleep = err == nil && res.Asleep
+	if st.asleep {
+		st.next = t.latest.Add(sleepFor)
+	}
 	labels := []string{r.key.Namespace, r.key.Name}
 	tickDurationHistogram.WithLabelValues(labels...).Observe(r.s.clock.Since(start).Seconds())
 	// The snapshot is current before the tick is reported, so an observer reads what the tick did.
@@ -293,6 +330,20 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
 	}
 	return err
+}
+
+// sleepFor is how long the room may sleep after the tick at latest: the scheduler's idle sleep in
+// whole ticks, ending no later than the grid point at which the schedule closes the room; 0 when
+// that is less than two ticks.
+func (r *runner) sleepFor(cfg *Queue, tick time.Duration, latest time.Time) time.Duration {
+	d := r.s.idleSleep
+	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && sc.ClosesAt.After(latest) {
+		d = min(d, sc.ClosesAt.Sub(latest))
+	}
+	if n := d / tick; n >= 2 {
+		return n * tick
+	}
+	return 0
 }
 
 func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {
