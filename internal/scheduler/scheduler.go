@@ -122,7 +122,7 @@ func WithTickObserver(observe func(TickReport)) Option {
 }
 
 // WithIdleSleep sets how long a room nobody waits in sleeps between ticks (a multiple of its tick;
-// 0 keeps every room ticking). The default is two seconds (docs/architecture.md, "Idle rooms").
+// 0 keeps every room ticking). The default is five seconds (docs/architecture.md, "Idle rooms").
 func WithIdleSleep(d time.Duration) Option { return func(s *Scheduler) { s.idleSleep = d } }
 
 // WithNotify calls notify with a queue whose Snapshot changed, at most every 2 s per queue, from

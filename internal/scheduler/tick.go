@@ -33,9 +33,11 @@ const (
 	// Backoff after a failed Redis call: the queue's ticks are skipped, other queues tick on.
 	minRedisBackoff = 100 * time.Millisecond
 	maxRedisBackoff = 5 * time.Second
-	// defaultIdleSleep is how long a room nobody waits in sleeps between ticks: as often as its
-	// counters are read anyway.
-	defaultIdleSleep = statsInterval
+	// defaultIdleSleep is how long a room nobody waits in sleeps between ticks. The tick at its end
+	// also reads the counters, the proxies' reports and the workload, so a sleeping room costs Redis
+	// one round of calls per sleep (docs/performance.md, "Idle rooms"); a wake-up lost with a
+	// reconnecting subscription delays a waiting visitor by at most this.
+	defaultIdleSleep = 5 * time.Second
 )
 
 // tickState is what a queue's goroutine carries from tick to tick.
