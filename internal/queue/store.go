@@ -63,6 +63,7 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 		maxBatch: opts.MaxBatch,
 		stop:     make(chan struct{}),
 	}
+	s.wakes.rdb = rdb
 	if s.maxBatch <= 0 {
 		s.maxBatch = 256
 	}
@@ -98,12 +99,7 @@ func (s *Store) Close() {
 }
 
 // Wakes are the wake-ups of the sleeping rooms on the store's Redis.
-func (s *Store) Wakes() *Wakes {
-	s.wakes.mu.Lock()
-	defer s.wakes.mu.Unlock()
-	s.wakes.rdb = s.rdb
-	return &s.wakes
-}
+func (s *Store) Wakes() *Wakes { return &s.wakes }
 
 // PipelineStats reports how many round trips the store made and how many visitor calls they carried.
 func (s *Store) PipelineStats() (roundTrips, calls int64) {
