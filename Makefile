@@ -194,12 +194,30 @@ bench-scheduler: toolchain ## Run ten reference queues for 30 s (admitted/target
 	go test -run '^$$' -bench 'SchedulerTenQueues|IdleRooms' -benchtime 1x ./internal/scheduler -args -scheduler.duration=$(SCHEDULER_DURATION)
 
 MANAGER_LOAD_PHASE ?= 30s
+# bench-rooms: the room counts reached one after the other, how long each is watched idle and busy, and
+# a commit whose manager is measured the same way first (none by default), at its own counts.
+BENCH_ROOMS_LEVELS ?= 10,100,1000,3000
+BENCH_ROOMS_IDLE ?= 60s
+BENCH_ROOMS_BUSY ?= 30s
+BENCH_ROOMS_BASELINE ?=
+BENCH_ROOMS_BASELINE_LEVELS ?= 10,100,1000
 
 .PHONY: bench-manager
 bench-manager: toolchain ## Run the manager beside the largest plans for two phases; report memory, CPU and tick lag.
 	@mkdir -p $(ARTIFACTS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) go test -count=1 -v -run '^TestManagerUnderTheLargestPlans$$' \
 		./test/e2e -args -manager-load.phase=$(MANAGER_LOAD_PHASE) | grep -E '^\s+\||RSS|^(--- |ok|FAIL)'
+
+.PHONY: bench-rooms
+bench-rooms: toolchain ## Run the manager at 10 to 3,000 rooms (envtest), idle and a tenth busy; BENCH_ROOMS_BASELINE=<commit> measures that one first.
+	@mkdir -p $(ARTIFACTS)
+	go build -o $(LOCALBIN)/bench-rooms/manager ./cmd/manager
+	go build -o $(LOCALBIN)/bench-rooms/herdgate-proxy ./cmd/herdgate-proxy
+	$(if $(BENCH_ROOMS_BASELINE),hack/build-at.sh $(BENCH_ROOMS_BASELINE) ./cmd/manager $(LOCALBIN)/bench-rooms/manager-baseline)
+	@echo "[bench-rooms] about 30 minutes for the default counts, plus the baseline's; progress on stderr, report in $(ARTIFACTS)/bench-rooms.md"
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/rooms --manager=$(LOCALBIN)/bench-rooms/manager --proxy=$(LOCALBIN)/bench-rooms/herdgate-proxy \
+		$(if $(BENCH_ROOMS_BASELINE),--baseline=$(LOCALBIN)/bench-rooms/manager-baseline --baseline-levels=$(BENCH_ROOMS_BASELINE_LEVELS)) \
+		--levels=$(BENCH_ROOMS_LEVELS) --idle=$(BENCH_ROOMS_IDLE) --busy=$(BENCH_ROOMS_BUSY) --out=$(ARTIFACTS)/bench-rooms.md
 
 .PHONY: bench-pow
 bench-pow: toolchain ## Time the proof of work at each difficulty: Go (API clients) beside the waiting page in headless Chromium.

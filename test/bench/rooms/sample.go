@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/herdgate/herdgate/test/testenv"
+)
+
+// processes are the programs a level measures, by their process IDs.
+type processes struct {
+	manager, redis, apiserver, etcd int
+}
+
+// sample is what the processes had used, and what the manager and the API server had counted, at one
+// moment. Two samples make a window.
+type sample struct {
+	at                                   time.Time
+	manager, redis, apiserver, etcd      time.Duration // CPU used so far
+	managerRSS                           int64
+	redisCommands                        int64
+	apiWrites, apiStatusWrites, apiReads float64
+	families                             map[string]*dto.MetricFamily // the manager's metrics
+}
+
+// sampler takes samples of one manager's world.
+type sampler struct {
+	procs      processes
+	rdb        redis.UniversalClient
+	api        *kubernetes.Clientset
+	metricsURL string
+}
+
+func (s *sampler) take(ctx context.Context) (sample, error) {
+	out := sample{at: time.Now()}
+	for _, p := range []struct {
+		pid int
+		cpu *time.Duration
+	}{{s.procs.manager, &out.manager}, {s.procs.redis, &out.redis}, {s.procs.apiserver, &out.apiserver}, {s.procs.etcd, &out.etcd}} {
+		st, ok := testenv.ReadProcStat(p.pid)
+		if !ok {
+			return out, fmt.Errorf("process %d is gone", p.pid)
+		}
+		*p.cpu = st.CPU
+	}
+	var err error
+	if out.managerRSS, err = residentBytes(s.procs.manager); err != nil {
+		return out, err
+	}
+	info, err := s.rdb.InfoMap(ctx, "stats").Result()
+	if err != nil {
+		return out, err
+	}
+	if out.redisCommands, err = strconv.ParseInt(info["Stats"]["total_commands_processed"], 10, 64); err != nil {
+		return out, fmt.Errorf("reading Redis' total_commands_processed: %w", err)
+	}
+	if err := s.countRequests(ctx, &out); err != nil {
+		return out, err
+	}
+	out.families, err = scrape(ctx, s.metricsURL)
+	return out, err
+}
+
+// countRequests reads the API server's apiserver_request_total: every request it has answered, by
+// verb, resource and subresource.
+func (s *sampler) countRequests(ctx context.Context, out *sample) error {
+	raw, err := s.api.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		n := m.GetCounter().GetValue()
+		switch label(m, "verb") {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
+			out.apiWrites += n
+			if label(m, "resource") == "waitingqueues" && label(m, "subresource") == "status" {
+				out.apiStatusWrites += n
+			}
+		case "GET", "LIST":
+			out.apiReads += n
+		}
+	}
+	return nil
+}
+
+// residentBytes is a process's resident memory (VmRSS).
+func residentBytes(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for process %d", pid)
+}
+
+// childNamed finds the child process of this one whose command is name: the control plane's
+// kube-apiserver and etcd, which envtest starts.
+func childNamed(name string) (int, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return 0, err
+	}
+	for _, path := range dirs {
+		stat, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := bytes.Fields(stat[end+1:])
+		if string(stat[open+1:end]) != name || len(fields) < 2 || string(fields[1]) != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		return strconv.Atoi(string(bytes.Fields(stat)[0]))
+	}
+	return 0, fmt.Errorf("no child process named %s", name)
+}
+
+func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(res.Body)
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// window is what happened between two samples.
+type window struct {
+	seconds                            float64
+	manager, redis, apiserver, etcd    float64 // share of one core
+	managerRSS                         int64   // at the end
+	redisCommands, apiWrites, apiReads float64 // per second
+	statusWrites                       int64   // in the whole window
+	before, after                      sample
+}
+
+func between(a, b sample) window {
+	sec := b.at.Sub(a.at).Seconds()
+	share := func(x, y time.Duration) float64 { return (y - x).Seconds() / sec }
+	return window{
+		seconds: sec, before: a, after: b,
+		manager: share(a.manager, b.manager), redis: share(a.redis, b.redis), apiserver: share(a.apiserver, b.apiserver), etcd: share(a.etcd, b.etcd),
+		managerRSS:    b.managerRSS,
+		redisCommands: float64(b.redisCommands-a.redisCommands) / sec,
+		apiWrites:     (b.apiWrites - a.apiWrites) / sec,
+		apiReads:      (b.apiReads - a.apiReads) / sec,
+		statusWrites:  int64(math.Round(b.apiStatusWrites - a.apiStatusWrites)),
+	}
+}
+
+// series is the manager's series of family for the room name, or an empty one.
+func series(s sample, family, name string) *dto.Metric {
+	for _, m := range s.families[family].GetMetric() {
+		if label(m, "name") == name {
+			return m
+		}
+	}
+	return &dto.Metric{}
+}
+
+// admitted is how many the rooms admitted in the window, by the manager's herdgate_admitted_total.
+func (w window) admitted(rooms []string) float64 {
+	var n float64
+	for _, r := range rooms {
+		n += series(w.after, "herdgate_admitted_total", r).GetCounter().GetValue() - series(w.before, "herdgate_admitted_total", r).GetCounter().GetValue()
+	}
+	return n
+}
+
+// lagP99 merges the rooms' herdgate_tick_lag_seconds observations made in the window and returns their
+// 99th percentile, interpolated within its bucket as Prometheus' histogram_quantile does, and the
+// bucket's upper bound.
+func (w window) lagP99(rooms []string) (estimate, bound time.Duration, ticks uint64) {
+	var bounds []float64
+	var counts []uint64
+	for _, r := range rooms {
+		now, then := series(w.after, "herdgate_tick_lag_seconds", r).GetHistogram(), series(w.before, "herdgate_tick_lag_seconds", r).GetHistogram()
+		ticks += now.GetSampleCount() - then.GetSampleCount()
+		for i, b := range now.GetBucket() {
+			if len(bounds) <= i {
+				bounds, counts = append(bounds, b.GetUpperBound()), append(counts, 0)
+			}
+			var earlier uint64
+			if i < len(then.GetBucket()) {
+				earlier = then.GetBucket()[i].GetCumulativeCount()
+			}
+			counts[i] += b.GetCumulativeCount() - earlier
+		}
+	}
+	if ticks == 0 {
+		return 0, 0, 0
+	}
+	rank := 0.99 * float64(ticks)
+	lower, below := 0.0, uint64(0)
+	for i, c := range counts {
+		if float64(c) >= rank {
+			in := float64(c - below)
+			at := lower + (bounds[i]-lower)*(rank-float64(below))/math.Max(in, 1)
+			return seconds(at), seconds(bounds[i]), ticks
+		}
+		lower, below = bounds[i], c
+	}
+	return time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), ticks
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
