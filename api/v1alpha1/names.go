@@ -54,3 +54,20 @@ const (
 	// SecretDrawSeedFor holds the opensAt, in RFC 3339, the seed is for.
 	SecretDrawSeedFor = "draw-seed-opens-at"
 )
+
+// ProxySetName names the Deployment, Service, ServiceAccount, Role, RoleBinding and Secret of the
+// shared proxy set set (spec.proxy.shared).
+func ProxySetName(set string) string { return "herdgate-set-" + set }
+
+// ProxySetKey is the key of a shared proxy set's Secret that holds the copy of one room's value key:
+// the room's name and the key, joined by "_", which no room name holds, so that no two rooms' keys
+// meet and the set's proxies find each room's values in one mounted directory.
+func ProxySetKey(room, key string) string { return room + "_" + key }
+
+// ProxySet names the shared proxy set that serves the queue; "" when it has a proxy of its own.
+func (s *WaitingQueueSpec) ProxySet() string {
+	if s.Proxy == nil {
+		return ""
+	}
+	return s.Proxy.Shared
+}

@@ -137,6 +137,11 @@ var fieldPools = map[string][]any{
 	"proxy.resources.requests":                   resourceLists(),
 	"proxy.resources.limits":                     resourceLists(),
 	"proxy.failurePolicy":                        {"FailClosed", "FailOpen", "failopen", "", absent},
+	"proxy.shared":                               {"pool", "p", "Pool", "-a", "a-", "a_b", "a.b", strings.Repeat("a", 40), strings.Repeat("a", 41), "", absent},
+	"proxy.hosts": {absent, []any{}, []any{"shop.example"}, []any{"a", "b.c", "1.2.3.4"}, []any{"Shop.example"}, []any{"shop.example:443"},
+		[]any{"shop.example."}, []any{"-a.example"}, []any{"a..b"}, []any{""}, []any{"a.example", "a.example"},
+		distinctHosts(16), distinctHosts(17), []any{strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)},
+		[]any{strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 62)}},
 }
 
 // Fields that only exist beside others: a value of theirs is tried in a spec that has the parent too.
@@ -157,6 +162,15 @@ func ints(v ...int64) []any {
 	out := make([]any, len(v))
 	for i, x := range v {
 		out[i] = x
+	}
+	return out
+}
+
+// distinctHosts are n hosts, none the same.
+func distinctHosts(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("h%d.example", i)
 	}
 	return out
 }

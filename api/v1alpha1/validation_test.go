@@ -451,6 +451,35 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{FailurePolicy: "FailSometimes"}
 			},
 			"spec.proxy.failurePolicy", `supported values: "FailClosed", "FailOpen"`),
+		Entry("a shared proxy set without hosts",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool"} },
+			"spec.proxy", "proxy.hosts is required with proxy.shared, and only with it"),
+		Entry("hosts without a shared proxy set",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Hosts: []herdgatev1alpha1.Hostname{"shop.example"}}
+			},
+			"spec.proxy", "proxy.hosts is required with proxy.shared, and only with it"),
+		Entry("a shared proxy set with gateway enforcement",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool", Hosts: []herdgatev1alpha1.Hostname{"shop.example"}}
+			},
+			"spec.proxy.shared", "proxy.shared needs enforcement Proxy"),
+		Entry("a shared proxy set's name that is no DNS label",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "Pool_1", Hosts: []herdgatev1alpha1.Hostname{"shop.example"}}
+			},
+			"spec.proxy.shared", "should match"),
+		Entry("a host with a port",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool", Hosts: []herdgatev1alpha1.Hostname{"shop.example:443"}}
+			},
+			"spec.proxy.hosts[0]", "should match"),
+		Entry("a host in upper case",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool", Hosts: []herdgatev1alpha1.Hostname{"Shop.example"}}
+			},
+			"spec.proxy.hosts[0]", "should match"),
 		Entry("a name too long for the proxy's Service",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name = strings.Repeat("q", 51) },
 			"metadata.name", "at most 50 characters"),

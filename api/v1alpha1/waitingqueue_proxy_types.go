@@ -21,6 +21,7 @@ const (
 )
 
 // ProxySpec configures the admission proxy Deployment.
+// +kubebuilder:validation:XValidation:rule="has(self.shared) == has(self.hosts)",message="proxy.hosts is required with proxy.shared, and only with it: a shared proxy set picks a request's room by its host"
 type ProxySpec struct {
 	// replicas is the number of admission proxy pods. Between 0 and 1000. Defaults to 2.
 	// +optional
@@ -40,7 +41,35 @@ type ProxySpec struct {
 	// +optional
 	// +kubebuilder:default=FailClosed
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// shared names a proxy set in the WaitingQueue's namespace. The rooms that name the same set are
+	// served by one admission proxy Deployment, herdgate-set-<shared>, which picks a request's room
+	// by its host (hosts): a platform with many rooms runs a few proxy replicas, not a Deployment per
+	// room. Each room keeps its own keys, plan, page and limits, and a pass of one room opens no
+	// other. The set runs the most replicas any of its rooms asks for, with the resources of its
+	// oldest room. Needs enforcement Proxy. Unset: the room has a proxy Deployment of its own.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Shared string `json:"shared,omitempty"`
+
+	// hosts are the hosts the shared proxy set serves this room on: a request whose Host, without
+	// its port and in any letter case, is one of them is this room's. Required with shared, and only
+	// with it; 1 to 16 lower-case DNS names. When two rooms of a set name one host, the room created
+	// first serves it and the other's proxies refuse its generation (condition Programmed).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Hosts []Hostname `json:"hosts,omitempty"`
 }
+
+// Hostname is a lower-case DNS name, such as "shop.example", without a port.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+type Hostname string
 
 // ProxyResources are the compute resources of the proxy container, as a container's requests and
 // limits. The rules comparing quantities skip one whose exponent has three digits or more, which the

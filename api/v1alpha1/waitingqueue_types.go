@@ -28,6 +28,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.jitter) || !has(self.jitter.window) || duration(self.jitter.window) <= duration(has(self.tick) ? self.tick : '100ms')",message="jitter.window must not be longer than tick",fieldPath=".jitter.window"
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place",fieldPath=".abandonAfter"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
+// +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.proxy) && has(self.proxy.shared))",message="proxy.shared needs enforcement Proxy: a gateway asks the check of one room",fieldPath=".proxy.shared"
 type WaitingQueueSpec struct {
 	// capacity describes the bottleneck of the protected workload. The operator derives from it how many
 	// visitors to admit per tick: poolSize × utilizationPercent% × tick ÷ requestLatency.

@@ -88,6 +88,9 @@ type Settings struct {
 	IdentityHeader string
 	Upstream       *url.URL
 	FailurePolicy  herdgatev1alpha1.FailurePolicy
+	// ProxySet, when set, is the shared proxy set that serves the room (spec.proxy.shared), on Hosts.
+	ProxySet string
+	Hosts    []string
 }
 
 // EntryLimit is spec.entry.perClient: a bucket of Burst places per client, refilled at PerMinute;
@@ -250,6 +253,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	if err := s.checkEnforcement(spec); err != nil {
 		return nil, err
 	}
+	if err := s.deriveProxySet(spec); err != nil {
+		return nil, err
+	}
 	if spec.Identity != nil && spec.Identity.Header != "" {
 		if err := CheckIdentityHeader(spec.Identity.Header); err != nil {
 			return nil, fieldErr("spec.identity.header", "%v", err)
@@ -283,6 +289,25 @@ func (s *Settings) checkEnforcement(spec *herdgatev1alpha1.WaitingQueueSpec) err
 		return fieldErr("spec.pass.algorithm", "%q is neither ES256 nor HS256", s.PassAlgorithm)
 	case s.PassFormat == herdgatev1alpha1.PassFormatJWT && (s.KeyRotation < time.Hour || s.KeyRotation > 2160*time.Hour):
 		return fieldErr("spec.pass.keyRotation", "must be between 1h and 2160h")
+	}
+	return nil
+}
+
+// deriveProxySet repeats the API server's rules on a shared proxy set, for specs that did not come
+// through it.
+func (s *Settings) deriveProxySet(spec *herdgatev1alpha1.WaitingQueueSpec) error {
+	if spec.Proxy == nil {
+		return nil
+	}
+	s.ProxySet = spec.Proxy.Shared
+	switch {
+	case (s.ProxySet == "") != (len(spec.Proxy.Hosts) == 0):
+		return fieldErr("spec.proxy.hosts", "is required with proxy.shared, and only with it: a shared proxy set picks a request's room by its host")
+	case s.ProxySet != "" && s.Enforcement != herdgatev1alpha1.EnforcementProxy:
+		return fieldErr("spec.proxy.shared", "needs enforcement Proxy: a gateway asks the check of one room")
+	}
+	for _, h := range spec.Proxy.Hosts {
+		s.Hosts = append(s.Hosts, strings.ToLower(string(h)))
 	}
 	return nil
 }

@@ -273,6 +273,19 @@ func (b *QueueBuilder) Proxy(p *herdgatev1alpha1.ProxySpec) *QueueBuilder {
 	return b
 }
 
+// Shared puts the room in the shared proxy set set (spec.proxy.shared), served on hosts.
+func (b *QueueBuilder) Shared(set string, hosts ...string) *QueueBuilder {
+	if b.wq.Spec.Proxy == nil {
+		b.wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{}
+	}
+	b.wq.Spec.Proxy.Shared = set
+	b.wq.Spec.Proxy.Hosts = nil
+	for _, h := range hosts {
+		b.wq.Spec.Proxy.Hosts = append(b.wq.Spec.Proxy.Hosts, herdgatev1alpha1.Hostname(h))
+	}
+	return b
+}
+
 // Route is a protected route of path (a prefix when prefix is set) for methods.
 func Route(path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) herdgatev1alpha1.ProtectedRoute {
 	r := herdgatev1alpha1.ProtectedRoute{Methods: methods}
