@@ -11,7 +11,10 @@ import (
 
 // metrics are the proxy's Prometheus series, served on their own port.
 type metrics struct {
-	registry      *prometheus.Registry
+	// roomRegistry holds the room's series; a proxy of its own serves them with the process's own
+	// (process), a Set each room's with a label naming it.
+	roomRegistry  *prometheus.Registry
+	process       *prometheus.Registry
 	requests      *prometheus.CounterVec
 	verifications *prometheus.CounterVec
 	tooEarly      prometheus.Counter
@@ -44,7 +47,7 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
+		roomRegistry: prometheus.NewRegistry(), process: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herdgate_proxy_requests_total",
 			Help: "Requests by route class (protected, open, enter, status, page, internal) and outcome.",
@@ -118,10 +121,10 @@ func newMetrics() *metrics {
 	m.validPasses = m.verifications.WithLabelValues(string(pass.Valid))
 	m.protectedInFlight = m.inFlight.WithLabelValues("protected")
 	m.openInFlight = m.inFlight.WithLabelValues("open")
-	m.registry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
+	m.roomRegistry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
-		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots)
+	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

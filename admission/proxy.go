@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/herdgate/herdgate/admission/replica"
@@ -140,7 +141,7 @@ func (p *Proxy) Config() *Config { return p.cfg.Load() }
 
 // MetricsHandler serves the proxy's Prometheus metrics.
 func (p *Proxy) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(prometheus.Gatherers{p.metrics.process, p.metrics.roomRegistry}, promhttp.HandlerOpts{})
 }
 
 // redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once

@@ -59,41 +59,11 @@ func KeyFile(path string) func() ([]byte, error) {
 // keeps waiting for a valid one rather than exiting. WatchQueue returns when ctx ends, or with an
 // error when the watch cannot be set up.
 func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName, opts WatchOptions) error {
-	scheme := runtime.NewScheme()
-	if err := herdgatev1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := cache.New(cfg, cache.Options{
-		Scheme:            scheme,
-		DefaultNamespaces: map[string]cache.Config{key.Namespace: {}},
-		ByObject: map[client.Object]cache.ByObject{
-			&herdgatev1alpha1.WaitingQueue{}: {Field: fields.OneTermEqualSelector("metadata.name", key.Name)},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("creating the watch cache: %w", err)
-	}
-	changed := make(chan struct{}, 1)
-	notify := func(any) {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	inf, err := c.GetInformer(ctx, &herdgatev1alpha1.WaitingQueue{})
+	c, changed, errs, err := watchQueues(ctx, cfg, key.Namespace, fields.OneTermEqualSelector("metadata.name", key.Name))
 	if err != nil {
 		return fmt.Errorf("watching WaitingQueue %s: %w", key, err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, obj any) { notify(obj) },
-		DeleteFunc: notify,
-	}); err != nil {
-		return err
-	}
-	errs := make(chan error, 1)
-	go func() { errs <- c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
+	if c == nil {
 		return <-errs
 	}
 
@@ -114,6 +84,48 @@ func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName,
 		}
 		w.update(ctx)
 	}
+}
+
+// watchQueues starts a cache of the WaitingQueues of namespace that match selector and waits for it
+// to sync. changed receives a value after any change; errs the cache's end. A nil cache means ctx
+// ended before the sync: errs says why.
+func watchQueues(ctx context.Context, cfg *rest.Config, namespace string, selector fields.Selector) (cache.Cache, <-chan struct{}, <-chan error, error) {
+	scheme := runtime.NewScheme()
+	if err := herdgatev1alpha1.AddToScheme(scheme); err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := cache.New(cfg, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&herdgatev1alpha1.WaitingQueue{}: {Field: selector}},
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("creating the watch cache: %w", err)
+	}
+	changed := make(chan struct{}, 1)
+	notify := func(any) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	inf, err := c.GetInformer(ctx, &herdgatev1alpha1.WaitingQueue{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, obj any) { notify(obj) },
+		DeleteFunc: notify,
+	}); err != nil {
+		return nil, nil, nil, err
+	}
+	errs := make(chan error, 1)
+	go func() { errs <- c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, nil, errs, nil
+	}
+	return c, changed, errs, nil
 }
 
 // queueWatch builds configs and hands on only the new ones.

@@ -195,8 +195,4 @@ func NewExtAuthzServer(e *ExtAuthz) *grpc.Server {
 }
 
 // OneQueue serves the queue of p alone: a check naming no queue, or p's, is p's.
-func OneQueue(p *admission.Proxy) func(string) (*admission.Proxy, bool) {
-	return func(name string) (*admission.Proxy, bool) {
-		return p, name == "" || name == p.Queue()
-	}
-}
+func OneQueue(p *admission.Proxy) func(string) (*admission.Proxy, bool) { return p.Named }

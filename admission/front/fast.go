@@ -33,14 +33,16 @@ const escalatedBodyLimit = 1 << 20
 // (WebSocket) is handed over, with the request already read, to a net/http server running the same
 // Proxy, which stays in charge of it until it closes.
 type Fast struct {
-	p      *admission.Proxy
+	rooms  admission.Rooms
 	server *fasthttp.Server
 	// escalated serves the connections handed over; it accepts from handover.
 	escalated *http.Server
 	handover  *handoverListener
 
-	mu       sync.Mutex
-	upstream atomic.Pointer[upstreamClient]
+	// upstream is the client used last; upstreams holds a *fasthttp.HostClient per upstream scheme
+	// and host.
+	upstream  atomic.Pointer[upstreamClient]
+	upstreams sync.Map
 }
 
 // FastOptions tune a Fast front.
@@ -54,9 +56,9 @@ type FastOptions struct {
 	UpstreamTransport http.RoundTripper
 }
 
-// NewFast is the visitor-facing server of p.
-func NewFast(p *admission.Proxy, o FastOptions) *Fast {
-	f := &Fast{p: p, handover: newHandoverListener()}
+// NewFast is the visitor-facing server of rooms: one Proxy, or a shared set's.
+func NewFast(rooms admission.Rooms, o FastOptions) *Fast {
+	f := &Fast{rooms: rooms, handover: newHandoverListener()}
 	f.server = &fasthttp.Server{
 		Handler:                      f.serve,
 		ErrorHandler:                 f.badRequest,
@@ -74,7 +76,7 @@ func NewFast(p *admission.Proxy, o FastOptions) *Fast {
 	// A request that asks to send its body only once it may is judged before the 100 Continue: a
 	// refused one gets its refusal instead, and its body is never read.
 	f.server.ExpectHandler = f.expect
-	f.escalated = NewNetHTTPServer(NewNetHTTP(p, NetHTTPOptions{UpstreamTransport: o.UpstreamTransport}), o.ErrorLog)
+	f.escalated = NewNetHTTPServer(NewNetHTTP(rooms, NetHTTPOptions{UpstreamTransport: o.UpstreamTransport}), o.ErrorLog)
 	return f
 }
 
@@ -106,27 +108,34 @@ func (f *Fast) Shutdown(ctx context.Context) error {
 const decidedKey = "herdgate.decided"
 
 func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
-	if !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
+	p := f.rooms.Room(ctx.Host())
+	if p == nil || !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
 		isCheck(ctx.Request.Header.RequestURI()) {
 		return fasthttp.StatusContinue // the handler refuses, hands over or checks as for any request
 	}
-	d, ok := f.decide(ctx)
+	d, ok := f.decide(ctx, p)
 	if !ok {
 		return ctx.Response.StatusCode() // the gate's answer is in the response; the body stays unread
 	}
-	ctx.SetUserValue(decidedKey, d)
+	ctx.SetUserValue(decidedKey, decided{p, d})
 	return fasthttp.StatusContinue
 }
 
-// decide asks the gate about the request.
-func (f *Fast) decide(ctx *fasthttp.RequestCtx) (admission.Decision, bool) {
+// decided is a request's room and the gate's decision, made before its 100 Continue.
+type decided struct {
+	p *admission.Proxy
+	d admission.Decision
+}
+
+// decide asks the gate of the request's room about it.
+func (f *Fast) decide(ctx *fasthttp.RequestCtx, p *admission.Proxy) (admission.Decision, bool) {
 	target := ctx.Request.Header.RequestURI()
-	return f.p.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
+	return p.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 }
 
 func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 	defer f.recoverPanic(ctx)
-	if f.p.Draining() {
+	if f.rooms.Draining() {
 		// Clients move to another replica after this answer, before the front stops accepting and
 		// closes idle connections (a request sent on one as it closes would fail).
 		ctx.SetConnectionClose()
@@ -137,12 +146,17 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		admission.ReplyError(fastExchange{ctx}, http.StatusBadRequest, "bad_request", "a header name or line is malformed")
 		return
 	}
-	if d, ok := ctx.UserValue(decidedKey).(admission.Decision); ok {
-		f.forward(ctx, d)
+	if pd, ok := ctx.UserValue(decidedKey).(decided); ok {
+		f.forward(ctx, pd.p, pd.d)
+		return
+	}
+	p := f.rooms.Room(ctx.Host())
+	if p == nil {
+		admission.ServeUnrouted(f.rooms, fastExchange{ctx}, requestPath(ctx.Request.Header.RequestURI()))
 		return
 	}
 	if target := ctx.Request.Header.RequestURI(); isCheck(target) {
-		check(f.p, fastExchange{ctx}, checkTarget(target))
+		check(p, fastExchange{ctx}, checkTarget(target))
 		return
 	}
 	if upgrade := ctx.Request.Header.Peek("Upgrade"); len(upgrade) > 0 {
@@ -153,7 +167,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		} else {
 			// The gate decides before the connection is handed over (and before any of its body is
 			// read); net/http carries the upgrade, deciding again on the same request.
-			if _, ok := f.decide(ctx); !ok {
+			if _, ok := f.decide(ctx, p); !ok {
 				ctx.SetConnectionClose()
 				return
 			}
@@ -162,8 +176,8 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if d, ok := f.decide(ctx); ok {
-		f.forward(ctx, d)
+	if d, ok := f.decide(ctx, p); ok {
+		f.forward(ctx, p, d)
 	}
 }
 
@@ -171,7 +185,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 // process, as net/http does.
 func (f *Fast) recoverPanic(ctx *fasthttp.RequestCtx) {
 	if v := recover(); v != nil {
-		f.p.Log().Error(fmt.Errorf("%v", v), "Serving a request panicked", "path", string(ctx.Path()), "stack", string(debug.Stack()))
+		f.rooms.Log().Error(fmt.Errorf("%v", v), "Serving a request panicked", "path", string(ctx.Path()), "stack", string(debug.Stack()))
 		ctx.ResetBody()
 		ctx.SetConnectionClose()
 		admission.ReplyError(fastExchange{ctx}, http.StatusInternalServerError, "internal", "")
@@ -198,7 +212,7 @@ func (f *Fast) badRequest(ctx *fasthttp.RequestCtx, err error) {
 // forward carries the request upstream as the forwarding policy says and streams the answer back.
 // The visitor's request and response objects travel upstream and back themselves: no copy of headers
 // or body, and a small body goes in the same write as its headers.
-func (f *Fast) forward(ctx *fasthttp.RequestCtx, d admission.Decision) {
+func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Proxy, d admission.Decision) {
 	up := f.client(d.Config().Upstream)
 	req := &ctx.Request
 	fw := d.Forwarding(fastExchange{ctx}, admission.Inbound{
@@ -237,7 +251,7 @@ func (f *Fast) forward(ctx *fasthttp.RequestCtx, d admission.Decision) {
 		gateCookies = append(gateCookies, append([]byte(nil), c...))
 	}
 	gatePass := append([]byte(nil), ctx.Response.Header.Peek(admission.PassHeader)...)
-	call := f.p.BeginUpstream(d)
+	call := p.BeginUpstream(d)
 	err := up.client.Do(req, &ctx.Response)
 	if body != nil && body.err != nil {
 		err = body.err

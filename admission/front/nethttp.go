@@ -33,8 +33,8 @@ func NewNetHTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
 // upgrade (WebSocket), and serves programs that embed the gate in a net/http server (which then run
 // Proxy.Run beside it).
 type NetHTTP struct {
-	p  *admission.Proxy
-	rp *httputil.ReverseProxy
+	rooms admission.Rooms
+	rp    *httputil.ReverseProxy
 }
 
 // NetHTTPOptions tune a NetHTTP front.
@@ -43,9 +43,9 @@ type NetHTTPOptions struct {
 	UpstreamTransport http.RoundTripper
 }
 
-// NewNetHTTP is the net/http front of p.
-func NewNetHTTP(p *admission.Proxy, o NetHTTPOptions) *NetHTTP {
-	h := &NetHTTP{p: p}
+// NewNetHTTP is the net/http front of rooms: one Proxy, or a shared set's.
+func NewNetHTTP(rooms admission.Rooms, o NetHTTPOptions) *NetHTTP {
+	h := &NetHTTP{rooms: rooms}
 	transport := o.UpstreamTransport
 	if transport == nil {
 		transport = NewUpstreamTransport()
@@ -61,15 +61,20 @@ func NewNetHTTP(p *admission.Proxy, o NetHTTPOptions) *NetHTTP {
 }
 
 func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.p.Draining() {
+	if h.rooms.Draining() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
+	}
+	p := h.rooms.Room([]byte(r.Host))
+	if p == nil {
+		admission.ServeUnrouted(h.rooms, stdExchange{w, r}, r.URL.EscapedPath())
+		return
 	}
 	target := r.RequestURI
 	if !strings.HasPrefix(target, "/") {
 		target = r.URL.RequestURI() // an absolute target: its path and query
 	}
 	if isCheck([]byte(target)) {
-		check(h.p, stdExchange{w, r}, checkTarget([]byte(target)))
+		check(p, stdExchange{w, r}, checkTarget([]byte(target)))
 		return
 	}
 	if !isWebSocketUpgrade(r.Header.Get("Upgrade")) {
@@ -77,7 +82,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Upgrade")
 		r.Header.Del("HTTP2-Settings")
 	}
-	d, ok := h.p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	d, ok := p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	if !ok {
 		return
 	}
@@ -86,7 +91,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The call is in flight until the upstream's response headers (or its failure), as on the fast
 	// front, not for as long as an upgraded connection lasts.
-	call := h.p.BeginUpstream(d)
+	call := p.BeginUpstream(d)
 	defer call.End() // in case neither the response nor the error handler said so
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, forward{d, call})))
 }

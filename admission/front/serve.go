@@ -33,9 +33,9 @@ type ServerOptions struct {
 	Log       logr.Logger
 }
 
-// Serve runs the proxy until ctx ends, then drains: readyz fails for DrainDelay, the servers stop
-// accepting and wait up to ShutdownTimeout for requests in flight.
-func Serve(ctx context.Context, p *admission.Proxy, o ServerOptions) error {
+// Serve runs the rooms (one Proxy, or a shared set's) until ctx ends, then drains: readyz fails for
+// DrainDelay, the servers stop accepting and wait up to ShutdownTimeout for requests in flight.
+func Serve(ctx context.Context, p admission.Rooms, o ServerOptions) error {
 	errLog := log.New(logrWriter{o.Log}, "", 0)
 	front := NewFast(p, FastOptions{ErrorLog: errLog})
 	var servers []*http.Server
@@ -69,7 +69,7 @@ func Serve(ctx context.Context, p *admission.Proxy, o ServerOptions) error {
 		})
 	}
 	if o.ExtAuthzListener != nil {
-		grpcServer := NewExtAuthzServer(&ExtAuthz{Queue: OneQueue(p)})
+		grpcServer := NewExtAuthzServer(&ExtAuthz{Queue: p.Named})
 		g.Go(func() error { return grpcServer.Serve(o.ExtAuthzListener) })
 		g.Go(func() error {
 			<-gctx.Done()

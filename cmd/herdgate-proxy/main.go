@@ -1,5 +1,6 @@
 // Command herdgate-proxy is the admission proxy: the gate in front of a workload. It serves one
-// WaitingQueue, watched in Kubernetes (--waitingqueue) or read from a file (--config).
+// WaitingQueue, watched in Kubernetes (--waitingqueue) or read from a file (--config), or the rooms of
+// a shared proxy set (--proxy-set).
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -36,6 +38,7 @@ func main() {
 
 type flags struct {
 	waitingQueue, configFile, kubeconfig string
+	proxySet, secretDir                  string
 	hmacKeyFile, replica                 string
 	redisURL, listen, metricsListen      string
 	extAuthzListen                       string
@@ -66,20 +69,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if msg != "" {
 		return usage("%s", msg)
 	}
-	rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy"})
-	if err != nil {
-		if f.configFile != "" {
-			return usage("flag --config: %s: redisURL: %v", f.configFile, err)
+	var store *queue.Store
+	if f.proxySet == "" { // a set's rooms name their Redis in its Secret
+		rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy"})
+		if err != nil {
+			if f.configFile != "" {
+				return usage("flag --config: %s: redisURL: %v", f.configFile, err)
+			}
+			return usage("flag --redis-url: %v", err)
 		}
-		return usage("flag --redis-url: %v", err)
+		if f.configFile == "" && f.hmacKeyFile == "" {
+			_ = rdb.Close()
+			return usage("flag --hmac-key-file is required with --waitingqueue")
+		}
+		defer rdb.Close()
+		store = queue.NewStore(rdb, queue.StoreOptions{})
+		defer store.Close()
 	}
-	if f.configFile == "" && f.hmacKeyFile == "" {
-		_ = rdb.Close()
-		return usage("flag --hmac-key-file is required with --waitingqueue")
-	}
-	defer rdb.Close()
-	store := queue.NewStore(rdb, queue.StoreOptions{})
-	defer store.Close()
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -97,13 +103,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return usage("flag --ext-authz-listen: %v", err)
 		}
 	}
-	serve := func(p *admission.Proxy) error {
-		log.Info("Serving", "listen", ln.Addr().String(), "queue", p.Queue())
+	serve := func(p admission.Rooms) error {
+		log.Info("Serving", "listen", ln.Addr().String())
 		return front.Serve(ctx, p, front.ServerOptions{
 			Listener: ln, MetricsListener: metricsLn, ExtAuthzListener: extAuthzLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
 		})
 	}
 
+	if f.proxySet != "" {
+		return serveSet(ctx, f, key, serve, log)
+	}
 	if fileCfg != nil {
 		p, err := admission.NewProxy(fileCfg, store, admission.Options{Log: log})
 		if err != nil {
@@ -126,6 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, zap.Options, int, bool)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.waitingQueue, "waitingqueue", "", "namespace/name of the WaitingQueue to serve, watched in Kubernetes")
 	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes)")
+	fs.StringVar(&f.proxySet, "proxy-set", "", "namespace/name of the shared proxy set whose rooms to serve, by host (spec.proxy.shared), watched in Kubernetes")
+	fs.StringVar(&f.secretDir, "secret-dir", "", "directory holding the proxy set's Secret, as mounted, for --proxy-set (required with it)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --waitingqueue outside a cluster (default: in-cluster, then $KUBECONFIG)")
 	fs.StringVar(&f.redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"), "Redis URL for --waitingqueue (default $HERDGATE_REDIS_URL)")
 	fs.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the queue's HMAC key, as mounted from its Secret, for --waitingqueue (required with it)")
@@ -149,8 +160,17 @@ func parseFlags(args []string, stderr io.Writer) (flags, zap.Options, int, bool)
 
 // check says what is wrong with the flags together, naming the flag; "" when nothing is.
 func (f *flags) check() string {
-	if (f.waitingQueue == "") == (f.configFile == "") {
-		return "exactly one of --waitingqueue or --config is required"
+	given := 0
+	for _, v := range []string{f.waitingQueue, f.configFile, f.proxySet} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return "exactly one of --waitingqueue, --proxy-set or --config is required"
+	}
+	if f.proxySet != "" && f.secretDir == "" {
+		return "flag --secret-dir is required with --proxy-set"
 	}
 	if f.drainDelay < 0 || f.shutdownTimeout <= 0 {
 		return "flag --drain-delay must not be negative and --shutdown-timeout must be positive"
@@ -170,9 +190,16 @@ func (f *flags) source() (*admission.Config, types.NamespacedName, string) {
 		f.redisURL = url
 		return cfg, types.NamespacedName{}, ""
 	}
-	ns, name, ok := strings.Cut(f.waitingQueue, "/")
+	flagName, value := "waitingqueue", f.waitingQueue
+	if f.proxySet != "" {
+		flagName, value = "proxy-set", f.proxySet
+	}
+	ns, name, ok := strings.Cut(value, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return nil, types.NamespacedName{}, fmt.Sprintf("flag --waitingqueue: %q is not namespace/name", f.waitingQueue)
+		return nil, types.NamespacedName{}, fmt.Sprintf("flag --%s: %q is not namespace/name", flagName, value)
+	}
+	if f.proxySet != "" {
+		return nil, types.NamespacedName{Namespace: ns, Name: name}, "" // each room's Redis URL is in the set's Secret
 	}
 	if f.redisURL == "" {
 		return nil, types.NamespacedName{}, "flag --redis-url (or $HERDGATE_REDIS_URL) is required with --waitingqueue"
@@ -183,31 +210,81 @@ func (f *flags) source() (*admission.Config, types.NamespacedName, string) {
 // watchAndServe serves the WaitingQueue key, applying its changes live. It serves from the start:
 // until the first valid config it answers healthz and fails readyz, so a refused config never makes
 // the pod exit.
-func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store *queue.Store, serve func(*admission.Proxy) error, log logr.Logger) int {
-	restCfg, err := ctrl.GetConfig() // in-cluster, then $KUBECONFIG, then ~/.kube/config
-	if f.kubeconfig != "" {
-		restCfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
-	}
-	if err != nil {
-		log.Error(err, "No Kubernetes configuration (in-cluster, --kubeconfig or $KUBECONFIG)")
-		return 2
+func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store *queue.Store, serve func(admission.Rooms) error, log logr.Logger) int {
+	restCfg, code := kubeConfig(f, log)
+	if restCfg == nil {
+		return code
 	}
 	proxy, err := admission.NewUnconfiguredProxy(key.Namespace, key.Name, store, admission.Options{Log: log, Replica: f.replica})
 	if err != nil {
 		return badFlag(log, "flag --waitingqueue: %v", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watchErr := make(chan error, 1)
-	go func() {
-		watchErr <- admission.WatchQueue(ctx, restCfg, key, admission.WatchOptions{
+	return serveWatched(ctx, proxy, serve, func(ctx context.Context) error {
+		return admission.WatchQueue(ctx, restCfg, key, admission.WatchOptions{
 			HMACKey: admission.KeyFile(f.hmacKeyFile), Apply: proxy.SetConfig, Refuse: proxy.RefuseConfig, Log: log,
 			// The operator mounts the copies of the values the queue refers to beside the key.
 			Values: admission.SecretFiles(filepath.Dir(f.hmacKeyFile)),
 		})
+	}, log)
+}
+
+// serveSet serves the rooms of the shared proxy set key, each on the Redis its values in the set's
+// Secret name; rooms on one Redis share its client.
+func serveSet(ctx context.Context, f flags, key types.NamespacedName, serve func(admission.Rooms) error, log logr.Logger) int {
+	restCfg, code := kubeConfig(f, log)
+	if restCfg == nil {
+		return code
+	}
+	stores := map[string]*queue.Store{}
+	defer func() {
+		for _, s := range stores {
+			s.Close()
+		}
 	}()
+	set := admission.NewSet(log)
+	return serveWatched(ctx, set, serve, func(ctx context.Context) error {
+		return admission.WatchSet(ctx, restCfg, key.Namespace, key.Name, set, admission.SetWatchOptions{
+			Dir: f.secretDir, Proxy: admission.Options{Log: log, Replica: f.replica}, Log: log,
+			// Only the watch's goroutine asks, one room at a time.
+			Store: func(url string) (*queue.Store, error) {
+				if s, ok := stores[url]; ok {
+					return s, nil
+				}
+				rdb, err := queue.NewClient(url, queue.ClientOptions{ClientName: "herdgate-proxy"})
+				if err != nil {
+					return nil, err
+				}
+				s := queue.NewStore(rdb, queue.StoreOptions{})
+				stores[url] = s
+				return s, nil
+			},
+		})
+	}, log)
+}
+
+// kubeConfig is the API server's configuration: --kubeconfig, or in-cluster, then $KUBECONFIG, then
+// ~/.kube/config; nil and the exit code when there is none.
+func kubeConfig(f flags, log logr.Logger) (*rest.Config, int) {
+	restCfg, err := ctrl.GetConfig()
+	if f.kubeconfig != "" {
+		restCfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	}
+	if err != nil {
+		log.Error(err, "No Kubernetes configuration (in-cluster, --kubeconfig or $KUBECONFIG)")
+		return nil, 2
+	}
+	return restCfg, 0
+}
+
+// serveWatched serves rooms while watch keeps them in line with the API, until ctx ends or either
+// fails.
+func serveWatched(ctx context.Context, rooms admission.Rooms, serve func(admission.Rooms) error, watch func(context.Context) error, log logr.Logger) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- watch(ctx) }()
 	served := make(chan error, 1)
-	go func() { served <- serve(proxy) }()
+	go func() { served <- serve(rooms) }()
 	var serveErr, watchFailed error
 	select {
 	case serveErr = <-served:
@@ -218,7 +295,7 @@ func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store
 		serveErr = <-served
 	}
 	if watchFailed != nil {
-		log.Error(watchFailed, "Watching the WaitingQueue failed", "waitingqueue", key.String())
+		log.Error(watchFailed, "Watching the WaitingQueues failed")
 	}
 	if serveErr != nil {
 		log.Error(serveErr, "Serving failed")

@@ -45,8 +45,11 @@ func TestBadFlagsAndConfigExitTwoAndNameTheField(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"neither mode", nil, "exactly one of --waitingqueue or --config"},
-		{"both modes", []string{"--waitingqueue=a/b", "--config=x.yaml"}, "exactly one of --waitingqueue or --config"},
+		{"neither mode", nil, "exactly one of --waitingqueue, --proxy-set or --config"},
+		{"both modes", []string{"--waitingqueue=a/b", "--config=x.yaml"}, "exactly one of --waitingqueue, --proxy-set or --config"},
+		{"a set and a queue", []string{"--waitingqueue=a/b", "--proxy-set=a/pool", "--secret-dir=/s"}, "exactly one of --waitingqueue, --proxy-set or --config"},
+		{"a set without its Secret", []string{"--proxy-set=shop/pool"}, "flag --secret-dir is required with --proxy-set"},
+		{"bad set name", []string{"--proxy-set=pool", "--secret-dir=/s"}, `flag --proxy-set: "pool" is not namespace/name`},
 		{"unknown flag", []string{"--config=x", "--listne=:1"}, "listne"},
 		{"bad queue name", []string{"--waitingqueue=orders", "--redis-url=redis://r:1"}, `flag --waitingqueue: "orders" is not namespace/name`},
 		{"no redis for a watched queue", []string{"--waitingqueue=shop/orders", "--redis-url="}, "flag --redis-url"},

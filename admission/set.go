@@ -1,0 +1,336 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/herdgate/herdgate/internal/route"
+)
+
+// Rooms is what a front serves: the room a request is for, and the state of the whole server. A
+// *Proxy is one room, whatever the host; a *Set is a shared proxy set's rooms, by host.
+type Rooms interface {
+	// Room is the room of a request to host, the Host header as sent (port and letter case
+	// included); nil when no room is served there.
+	Room(host []byte) *Proxy
+	// Named is the room namespace/name, for checks that name it (Envoy's context_extensions).
+	Named(queue string) (*Proxy, bool)
+	Draining() bool
+	// Ready says the rooms serve: not draining, and with a config in force (one, for a set).
+	Ready() bool
+	StartDrain()
+	Log() logr.Logger
+	MetricsHandler() http.Handler
+	// Run keeps what the rooms do beside answering requests until ctx ends (Proxy.Run).
+	Run(ctx context.Context, redisCheckInterval time.Duration)
+}
+
+// Room is p, whatever the host: a proxy of its own serves its room on any host.
+func (p *Proxy) Room([]byte) *Proxy { return p }
+
+// Ready says p serves: it has a config and is not draining.
+func (p *Proxy) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() }
+
+// Named is p when queue names its room, or is "" (the one room there is).
+func (p *Proxy) Named(queue string) (*Proxy, bool) { return p, queue == "" || queue == p.queue }
+
+// Set is the rooms of a shared proxy set (spec.proxy.shared): one server, a Proxy per room, each with
+// its own config, keys, Redis and metrics, and a request's room picked by its host. When two rooms
+// name one host, the room created first serves it and the other's generation is refused, saying
+// why, so that its Programmed condition tells its owner.
+type Set struct {
+	log      logr.Logger
+	draining atomic.Bool
+	// routes maps a host to its room; it is replaced whole when a room comes, goes or changes hosts.
+	routes atomic.Pointer[map[string]*Proxy]
+
+	mu    sync.Mutex
+	rooms map[string]*setRoom // by namespace/name
+	// runCtx and interval are Run's, for rooms that come while it runs.
+	runCtx   context.Context
+	interval time.Duration
+	running  sync.WaitGroup
+	// registry holds the process's own series, once for all rooms.
+	registry *prometheus.Registry
+}
+
+type setRoom struct {
+	proxy   *Proxy
+	created time.Time
+	// hosts are the hosts of the room's config in force; conflict is the host another room holds,
+	// with the generation it was refused for.
+	hosts    []string
+	conflict string
+	stop     context.CancelFunc
+}
+
+// NewSet is an empty set.
+func NewSet(log logr.Logger) *Set {
+	s := &Set{log: log, rooms: map[string]*setRoom{}, registry: prometheus.NewRegistry()}
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	empty := map[string]*Proxy{}
+	s.routes.Store(&empty)
+	return s
+}
+
+// Room picks the room by host: without a port or a final dot, in any letter case.
+func (s *Set) Room(host []byte) *Proxy {
+	routes := *s.routes.Load()
+	host = hostOnly(host)
+	if p, ok := routes[string(host)]; ok {
+		return p
+	}
+	if hasUpper(host) {
+		return routes[string(bytes.ToLower(host))]
+	}
+	return nil
+}
+
+// hostOnly drops a port and a final dot: "Shop.Example.:8443" is "Shop.Example".
+func hostOnly(host []byte) []byte {
+	if i := bytes.LastIndexByte(host, ':'); i >= 0 && bytes.IndexByte(host[i:], ']') < 0 {
+		host = host[:i]
+	}
+	host = bytes.TrimSuffix(host, []byte("."))
+	return host
+}
+
+func hasUpper(b []byte) bool {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// Named is the room namespace/name, when the set serves it.
+func (s *Set) Named(queue string) (*Proxy, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rooms[queue]
+	if !ok {
+		return nil, false
+	}
+	return r.proxy, true
+}
+
+// Draining says StartDrain was called.
+func (s *Set) Draining() bool { return s.draining.Load() }
+
+// StartDrain makes readyz fail, for every room.
+func (s *Set) StartDrain() {
+	s.draining.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rooms {
+		r.proxy.StartDrain()
+	}
+}
+
+// Ready says the set is not draining and serves at least one room with a config in force.
+func (s *Set) Ready() bool {
+	if s.draining.Load() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rooms {
+		if r.proxy.Config() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeUnrouted answers a request to a host on which no room of rooms is served: the probes, which
+// the kubelet sends to the pod's own address, and 421 with a JSON body for anything else, as for a
+// request that reached a server not configured for its host.
+func ServeUnrouted(rooms Rooms, x Exchange, escapedPath string) {
+	switch canonical, _ := route.Normalize(escapedPath); canonical {
+	case reservedPrefix + "/healthz":
+		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
+	case reservedPrefix + "/readyz":
+		if !rooms.Ready() {
+			replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "not_ready"})
+			return
+		}
+		replyJSON(x, http.StatusOK, map[string]string{"status": "ready"})
+	default:
+		ReplyError(x, http.StatusMisdirectedRequest, "unknown_host", "no waiting room of this proxy set is served on the request's host")
+	}
+}
+
+// Log is the set's logger.
+func (s *Set) Log() logr.Logger { return s.log }
+
+// Add serves p's room, created at created (which settles who holds a host both name), on the hosts
+// of its config in force: give it configs with Configure. A room the set serves already is replaced.
+func (s *Set) Add(p *Proxy, created time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.rooms[p.queue]; ok && old.stop != nil {
+		old.stop()
+	}
+	r := &setRoom{proxy: p, created: created}
+	s.rooms[p.queue] = r
+	if s.runCtx != nil {
+		s.start(r)
+	}
+	s.reroute()
+}
+
+// Configure applies cfg to the room queue and serves it on cfg's hosts; false when the set does not
+// serve the room.
+func (s *Set) Configure(queue string, cfg *Config) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rooms[queue]
+	if !ok {
+		return false
+	}
+	r.proxy.SetConfig(cfg)
+	r.conflict = ""
+	s.reroute()
+	return true
+}
+
+// Remove stops serving the room queue.
+func (s *Set) Remove(queue string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rooms[queue]
+	if !ok {
+		return
+	}
+	if r.stop != nil {
+		r.stop()
+	}
+	delete(s.rooms, queue)
+	s.reroute()
+}
+
+// Queues are the rooms the set serves, as namespace/name, sorted.
+func (s *Set) Queues() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.rooms))
+	for q := range s.rooms {
+		out = append(out, q)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// reroute rebuilds the routes from the rooms' configs in force: a host goes to the oldest room that
+// names it (then the first by name), and a room that loses one has its generation refused. s.mu is
+// held.
+func (s *Set) reroute() {
+	order := make([]*setRoom, 0, len(s.rooms))
+	for _, r := range s.rooms {
+		order = append(order, r)
+	}
+	slices.SortFunc(order, func(a, b *setRoom) int {
+		if c := a.created.Compare(b.created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.proxy.queue, b.proxy.queue)
+	})
+	routes := map[string]*Proxy{}
+	holder := map[string]string{}
+	for _, r := range order {
+		cfg := r.proxy.Config()
+		r.hosts = nil
+		if cfg == nil {
+			continue
+		}
+		conflict := ""
+		for _, h := range cfg.Hosts {
+			if q, taken := holder[h]; taken {
+				conflict = fmt.Sprintf("spec.proxy.hosts: host %s is served for WaitingQueue %s of the same proxy set, which was created first", h, q)
+				continue
+			}
+			holder[h], routes[h] = r.proxy.queue, r.proxy
+			r.hosts = append(r.hosts, h)
+		}
+		if conflict != "" && conflict != r.conflict {
+			r.proxy.RefuseConfig(cfg.Generation, fmt.Errorf("%s", conflict))
+		}
+		r.conflict = conflict
+	}
+	s.routes.Store(&routes)
+}
+
+// Run runs every room's Proxy.Run until ctx ends, and those of rooms added meanwhile.
+func (s *Set) Run(ctx context.Context, redisCheckInterval time.Duration) {
+	s.mu.Lock()
+	s.runCtx, s.interval = ctx, redisCheckInterval
+	for _, r := range s.rooms {
+		s.start(r)
+	}
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.running.Wait()
+}
+
+// start runs r's loops; s.mu is held.
+func (s *Set) start(r *setRoom) {
+	ctx, stop := context.WithCancel(s.runCtx)
+	r.stop = stop
+	s.running.Go(func() { r.proxy.Run(ctx, s.interval) })
+}
+
+// MetricsHandler serves every room's series, each labelled waitingqueue="namespace/name", and the
+// process's own once.
+func (s *Set) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers{s.registry, prometheus.GathererFunc(s.gatherRooms)}, promhttp.HandlerOpts{})
+}
+
+// roomLabel names a room in a set's series.
+const roomLabel = "waitingqueue"
+
+func (s *Set) gatherRooms() ([]*dto.MetricFamily, error) {
+	s.mu.Lock()
+	rooms := make([]*Proxy, 0, len(s.rooms))
+	for _, r := range s.rooms {
+		rooms = append(rooms, r.proxy)
+	}
+	s.mu.Unlock()
+	byName := map[string]*dto.MetricFamily{}
+	for _, p := range rooms {
+		families, err := p.metrics.roomRegistry.Gather()
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range families {
+			merged, ok := byName[f.GetName()]
+			if !ok {
+				merged = &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type}
+				byName[f.GetName()] = merged
+			}
+			for _, m := range f.Metric {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(roomLabel), Value: proto.String(p.queue)})
+				merged.Metric = append(merged.Metric, m)
+			}
+		}
+	}
+	out := make([]*dto.MetricFamily, 0, len(byName))
+	for _, f := range byName {
+		out = append(out, f)
+	}
+	return out, nil
+}
