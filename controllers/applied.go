@@ -38,6 +38,13 @@ func (a *appliedObjects) forget(uid types.UID) {
 	delete(a.byQueue, uid)
 }
 
+// forgetObject drops what is remembered of one object of a queue, by its key in applyOwned.
+func (a *appliedObjects) forgetObject(uid types.UID, key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.byQueue[uid], key)
+}
+
 func (a *appliedObjects) get(uid types.UID, key string) (appliedObject, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -62,6 +69,10 @@ func (a *appliedObjects) set(uid types.UID, key string, o appliedObject) {
 type ownedObject struct {
 	configuration namedConfiguration
 	cached        client.Object
+	// owner is the field manager that applies it; FieldOwner when empty.
+	owner client.FieldOwner
+	// uncached: the manager does not watch the object's kind (a Secret); it is read from the API.
+	uncached bool
 }
 
 // namedConfiguration is an object's apply configuration, which names it.
@@ -82,7 +93,11 @@ func (r *WaitingQueueReconciler) applyOwned(ctx context.Context, uid types.UID, 
 	sum := sha256.Sum256(desired)
 	key := fmt.Sprintf("%T/%s", o.cached, name.Name)
 	if last, ok := r.applied.get(uid, key); ok && last.configuration == sum {
-		err := r.Get(ctx, name, o.cached)
+		var read client.Reader = r.Client
+		if o.uncached {
+			read = r.APIReader
+		}
+		err := read.Get(ctx, name, o.cached)
 		if err == nil && o.cached.GetResourceVersion() == last.resourceVersion {
 			return nil
 		}
@@ -90,7 +105,11 @@ func (r *WaitingQueueReconciler) applyOwned(ctx context.Context, uid types.UID, 
 			return err
 		}
 	}
-	if err := r.Apply(ctx, o.configuration, FieldOwner, client.ForceOwnership); err != nil {
+	owner := FieldOwner
+	if o.owner != "" {
+		owner = o.owner
+	}
+	if err := r.Apply(ctx, o.configuration, owner, client.ForceOwnership); err != nil {
 		return err
 	}
 	// Apply decoded the object the API server returned into the configuration.

@@ -67,30 +67,72 @@ func ownerRef(wq *herdgatev1alpha1.WaitingQueue) *metav1ac.OwnerReferenceApplyCo
 		WithBlockOwnerDeletion(true)
 }
 
-func proxyServiceAccount(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceAccountApplyConfiguration {
-	return corev1ac.ServiceAccount(wq.ProxyName(), wq.Namespace).
-		WithLabels(proxyLabels(wq)).
-		WithOwnerReferences(ownerRef(wq)).
+// proxyWorkload is what the objects of a proxy Deployment are made of: a room's own (workloadOf),
+// or a shared proxy set's (proxy_set.go).
+type proxyWorkload struct {
+	name, namespace  string
+	labels, selector map[string]string
+	owners           []*metav1ac.OwnerReferenceApplyConfiguration
+	replicas         int32
+	resources        *corev1ac.ResourceRequirementsApplyConfiguration
+	args             []string
+	env              []*corev1ac.EnvVarApplyConfiguration
+	secret           *corev1ac.SecretVolumeSourceApplyConfiguration
+	configHash       string
+	// role is what the proxy may read: its room, or the rooms of its namespace.
+	role *rbacv1ac.PolicyRuleApplyConfiguration
+	// serviceName names the Service; gateway serves the gRPC check too.
+	serviceName string
+	gateway     bool
+}
+
+// workloadOf is the proxy Deployment of wq's own; refKeys are the keys of the queue's Secret that
+// hold copies of values the spec refers to, mounted beside the HMAC key.
+func workloadOf(wq *herdgatev1alpha1.WaitingQueue, redisURL, image string, refKeys []string) proxyWorkload {
+	items := []*corev1ac.KeyToPathApplyConfiguration{corev1ac.KeyToPath().WithKey(herdgatev1alpha1.SecretHMACKey).WithPath(herdgatev1alpha1.SecretHMACKey)}
+	for _, k := range refKeys {
+		items = append(items, corev1ac.KeyToPath().WithKey(k).WithPath(k))
+	}
+	return proxyWorkload{
+		name: wq.ProxyName(), namespace: wq.Namespace, labels: proxyLabels(wq), selector: proxySelector(wq),
+		owners: []*metav1ac.OwnerReferenceApplyConfiguration{ownerRef(wq)}, replicas: wq.Spec.EffectiveProxyReplicas(),
+		resources: proxyResources(wq),
+		args: []string{
+			"--waitingqueue=" + wq.Namespace + "/" + wq.Name,
+			"--hmac-key-file=" + keyMountPath + "/" + herdgatev1alpha1.SecretHMACKey,
+		},
+		env: []*corev1ac.EnvVarApplyConfiguration{corev1ac.EnvVar().WithName("HERDGATE_REDIS_URL").WithValueFrom(
+			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(wq.SecretName()).WithKey(herdgatev1alpha1.SecretRedisURL)))},
+		secret:     corev1ac.SecretVolumeSource().WithSecretName(wq.SecretName()).WithItems(items...),
+		configHash: configHash(redisURL, image, refKeys),
+		role: rbacv1ac.PolicyRule().WithAPIGroups(herdgatev1alpha1.GroupVersion.Group).WithResources("waitingqueues").
+			WithResourceNames(wq.Name).WithVerbs("get", "list", "watch"),
+		serviceName: wq.ServiceName(),
+		gateway:     wq.Spec.EffectiveEnforcement() == herdgatev1alpha1.EnforcementGateway,
+	}
+}
+
+func (w proxyWorkload) serviceAccount() *corev1ac.ServiceAccountApplyConfiguration {
+	return corev1ac.ServiceAccount(w.name, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
 		WithAutomountServiceAccountToken(true)
 }
 
-// proxyRole lets the proxy read its own WaitingQueue, and nothing else: its HMAC key comes mounted.
-func proxyRole(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleApplyConfiguration {
-	return rbacv1ac.Role(wq.ProxyName(), wq.Namespace).
-		WithLabels(proxyLabels(wq)).
-		WithOwnerReferences(ownerRef(wq)).
-		WithRules(
-			rbacv1ac.PolicyRule().WithAPIGroups(herdgatev1alpha1.GroupVersion.Group).WithResources("waitingqueues").
-				WithResourceNames(wq.Name).WithVerbs("get", "list", "watch"),
-		)
+// roleConfig lets the proxy read its WaitingQueues, and nothing else: its keys come mounted.
+func (w proxyWorkload) roleConfig() *rbacv1ac.RoleApplyConfiguration {
+	return rbacv1ac.Role(w.name, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
+		WithRules(w.role)
 }
 
-func proxyRoleBinding(wq *herdgatev1alpha1.WaitingQueue) *rbacv1ac.RoleBindingApplyConfiguration {
-	return rbacv1ac.RoleBinding(wq.ProxyName(), wq.Namespace).
-		WithLabels(proxyLabels(wq)).
-		WithOwnerReferences(ownerRef(wq)).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(wq.ProxyName())).
-		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(wq.ProxyName()).WithNamespace(wq.Namespace))
+func (w proxyWorkload) roleBinding() *rbacv1ac.RoleBindingApplyConfiguration {
+	return rbacv1ac.RoleBinding(w.name, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(w.name)).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(w.name).WithNamespace(w.namespace))
 }
 
 // configHash hashes what the proxy reads only at start.
@@ -103,29 +145,18 @@ func configHash(redisURL, image string, refKeys []string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// proxyDeployment is the proxy's Deployment; refKeys are the keys of the queue's Secret that hold
-// copies of values the spec refers to, mounted beside the HMAC key.
-func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string, refKeys []string) *appsv1ac.DeploymentApplyConfiguration {
-	items := []*corev1ac.KeyToPathApplyConfiguration{corev1ac.KeyToPath().WithKey(herdgatev1alpha1.SecretHMACKey).WithPath(herdgatev1alpha1.SecretHMACKey)}
-	for _, k := range refKeys {
-		items = append(items, corev1ac.KeyToPath().WithKey(k).WithPath(k))
-	}
+func (w proxyWorkload) deployment(image string) *appsv1ac.DeploymentApplyConfiguration {
 	probe := func(path string, period int32) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().
 			WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("http"))).
 			WithPeriodSeconds(period).WithTimeoutSeconds(2).WithFailureThreshold(3)
 	}
-	args := []string{
-		"--waitingqueue=" + wq.Namespace + "/" + wq.Name,
-		"--hmac-key-file=" + keyMountPath + "/" + herdgatev1alpha1.SecretHMACKey,
-		"--listen=:8080",
-		"--metrics-listen=:9090",
-	}
+	args := append(append([]string(nil), w.args...), "--listen=:8080", "--metrics-listen=:9090")
 	ports := []*corev1ac.ContainerPortApplyConfiguration{
 		corev1ac.ContainerPort().WithName("http").WithContainerPort(ProxyHTTPPort).WithProtocol(corev1.ProtocolTCP),
 		corev1ac.ContainerPort().WithName("metrics").WithContainerPort(ProxyMetricsPort).WithProtocol(corev1.ProtocolTCP),
 	}
-	if wq.Spec.EffectiveEnforcement() == herdgatev1alpha1.EnforcementGateway {
+	if w.gateway {
 		args = append(args, fmt.Sprintf("--ext-authz-listen=:%d", ProxyExtAuthzPort))
 		ports = append(ports, corev1ac.ContainerPort().WithName("ext-authz").WithContainerPort(ProxyExtAuthzPort).WithProtocol(corev1.ProtocolTCP))
 	}
@@ -136,24 +167,23 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string, 
 		WithCommand("/herdgate-proxy").
 		WithArgs(args...).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("secret").WithMountPath(keyMountPath).WithReadOnly(true)).
-		WithEnv(corev1ac.EnvVar().WithName("HERDGATE_REDIS_URL").WithValueFrom(
-			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(wq.SecretName()).WithKey(herdgatev1alpha1.SecretRedisURL)))).
+		WithEnv(w.env...).
 		WithPorts(ports...).
 		WithReadinessProbe(probe("/.herdgate/readyz", 5)).
 		WithLivenessProbe(probe("/.herdgate/healthz", 10)).
-		WithResources(proxyResources(wq)).
+		WithResources(w.resources).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 
-	return appsv1ac.Deployment(wq.ProxyName(), wq.Namespace).
-		WithLabels(proxyLabels(wq)).
-		WithOwnerReferences(ownerRef(wq)).
+	return appsv1ac.Deployment(w.name, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
 		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(wq.Spec.EffectiveProxyReplicas()).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(proxySelector(wq))).
+			WithReplicas(w.replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(w.selector)).
 			// A rollout adds a ready pod before it takes one away: the gate never serves on fewer replicas.
 			WithStrategy(appsv1ac.DeploymentStrategy().
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
@@ -161,10 +191,10 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string, 
 					WithMaxUnavailable(intstr.FromInt32(0)).
 					WithMaxSurge(intstr.FromInt32(1)))).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(proxyLabels(wq)).
-				WithAnnotations(map[string]string{ConfigHashAnnotation: configHash(redisURL, image, refKeys)}).
+				WithLabels(w.labels).
+				WithAnnotations(map[string]string{ConfigHashAnnotation: w.configHash}).
 				WithSpec(corev1ac.PodSpec().
-					WithServiceAccountName(wq.ProxyName()).
+					WithServiceAccountName(w.name).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsNonRoot(true).
 						WithRunAsUser(proxyUID).
@@ -176,12 +206,9 @@ func proxyDeployment(wq *herdgatev1alpha1.WaitingQueue, image, redisURL string, 
 					// Replicas on different nodes and zones where the cluster has them; one node still
 					// runs them all.
 					WithTopologySpreadConstraints(
-						spreadOver("kubernetes.io/hostname", proxySelector(wq)),
-						spreadOver("topology.kubernetes.io/zone", proxySelector(wq))).
-					WithVolumes(corev1ac.Volume().WithName("secret").WithSecret(corev1ac.SecretVolumeSource().
-						WithSecretName(wq.SecretName()).
-						WithItems(items...).
-						WithDefaultMode(0o440))).
+						spreadOver("kubernetes.io/hostname", w.selector),
+						spreadOver("topology.kubernetes.io/zone", w.selector)).
+					WithVolumes(corev1ac.Volume().WithName("secret").WithSecret(w.secret.WithDefaultMode(0o440))).
 					WithContainers(container))))
 }
 
@@ -193,16 +220,16 @@ func spreadOver(topologyKey string, selector map[string]string) *corev1ac.Topolo
 		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selector))
 }
 
-// proxyDisruptionBudget keeps all but one proxy pod through a voluntary disruption (a node drain):
+// disruptionBudget keeps all but one proxy pod through a voluntary disruption (a node drain):
 // the gate never goes down at once. With one replica there is nothing to keep, and a budget would
 // block the drain, so the operator deletes it.
-func proxyDisruptionBudget(wq *herdgatev1alpha1.WaitingQueue) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-	return policyv1ac.PodDisruptionBudget(wq.ProxyName(), wq.Namespace).
-		WithLabels(proxyLabels(wq)).
-		WithOwnerReferences(ownerRef(wq)).
+func (w proxyWorkload) disruptionBudget() *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	return policyv1ac.PodDisruptionBudget(w.name, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
 		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
 			WithMaxUnavailable(intstr.FromInt32(1)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(proxySelector(wq))))
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(w.selector)))
 }
 
 // proxyResources are the spec's resources, or modest defaults sized for a proxy that mostly waits on
@@ -224,21 +251,21 @@ func proxyResources(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ResourceRequire
 		WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")})
 }
 
-// proxyService is the proxy's Service; with spec.enforcement Gateway it also serves the gRPC check,
+// service is the proxy's Service; with spec.enforcement Gateway it also serves the gRPC check,
 // marked h2c so that gateways speak HTTP/2 to it in cleartext.
-func proxyService(wq *herdgatev1alpha1.WaitingQueue) *corev1ac.ServiceApplyConfiguration {
+func (w proxyWorkload) service() *corev1ac.ServiceApplyConfiguration {
 	ports := []*corev1ac.ServicePortApplyConfiguration{
 		corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP),
 		corev1ac.ServicePort().WithName("metrics").WithPort(ProxyMetricsPort).WithTargetPort(intstr.FromString("metrics")).WithProtocol(corev1.ProtocolTCP),
 	}
-	if wq.Spec.EffectiveEnforcement() == herdgatev1alpha1.EnforcementGateway {
+	if w.gateway {
 		ports = append(ports, corev1ac.ServicePort().WithName("ext-authz").WithPort(ProxyExtAuthzPort).
 			WithTargetPort(intstr.FromString("ext-authz")).WithProtocol(corev1.ProtocolTCP).WithAppProtocol("kubernetes.io/h2c"))
 	}
-	return corev1ac.Service(wq.ServiceName(), wq.Namespace).
-		WithLabels(proxyLabels(wq)).
-		WithOwnerReferences(ownerRef(wq)).
+	return corev1ac.Service(w.serviceName, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
 		WithSpec(corev1ac.ServiceSpec().
-			WithSelector(proxySelector(wq)).
+			WithSelector(w.selector).
 			WithPorts(ports...))
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -81,8 +84,27 @@ func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-ch
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// A shared proxy set's Deployment has no controller: its rooms hear of its pods by its label.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.roomsOfSet)).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// roomsOfSet are the rooms of the shared proxy set obj belongs to, if it belongs to one.
+func (r *WaitingQueueReconciler) roomsOfSet(ctx context.Context, obj client.Object) []reconcile.Request {
+	set := obj.GetLabels()[LabelProxySet]
+	if set == "" {
+		return nil
+	}
+	members, err := r.setMembers(ctx, obj.GetNamespace(), set)
+	if err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(members))
+	for _, m := range members {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(m)})
+	}
+	return out
 }
 
 func finalizersChanged() predicate.Predicate {

@@ -73,12 +73,12 @@ type WaitingQueueReconciler struct {
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/status,verbs=get;patch
 // +kubebuilder:rbac:groups=herdgate.io,resources=waitingqueues/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one WaitingQueue's world in line with its spec.
@@ -124,7 +124,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
 	} else if err := r.publishPassKeys(ctx, wq, secret.passKeys, secret.passKeysKept); err != nil {
 		applyErr = fmt.Errorf("publishing the pass keys in %s: %w", wq.PassKeysName(), err)
-	} else if err := r.ensureProxy(ctx, wq, redisURL, secret.mounted); err != nil {
+	} else if err := r.ensureProxy(ctx, wq, redisURL, secret); err != nil {
 		applyErr = fmt.Errorf("applying the admission proxy's objects: %w", err)
 	} else if refErr != nil {
 		// The proxies keep the values copied last, or refuse the spec until the value comes.
@@ -198,6 +198,15 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	r.mu.Lock()
 	delete(r.attempts, wq.UID)
 	r.mu.Unlock()
+	if set := wq.Spec.ProxySet(); set != "" {
+		// The set's other rooms keep their values; the set's objects follow the rooms left.
+		if err := r.takeBackValues(ctx, wq, set); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.applySet(ctx, wq.Namespace, set); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
 	patch := client.MergeFrom(wq.DeepCopy())
 	controllerutil.RemoveFinalizer(wq, Finalizer)

@@ -628,6 +628,100 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(HaveValue(BeEquivalentTo(2)))
 	})
 
+	It("serves the rooms of a shared proxy set with one Deployment, each room's values apart, and follows who joins and leaves", func() {
+		setName := types.NamespacedName{Namespace: mainNamespace, Name: herdgatev1alpha1.ProxySetName("pool")}
+		rooms := []*herdgatev1alpha1.WaitingQueue{
+			builder.From(sampleQueue(mainNamespace, "pool-a")).Proxy(&herdgatev1alpha1.ProxySpec{Replicas: ptr.To[int32](1)}).Shared("pool", "a.shop.example").Obj(),
+			builder.From(sampleQueue(mainNamespace, "pool-b")).Shared("pool", "b.shop.example").Obj(),
+			builder.From(sampleQueue(mainNamespace, "pool-c")).Proxy(&herdgatev1alpha1.ProxySpec{Replicas: ptr.To[int32](3)}).Shared("pool", "c.shop.example", "www.c.shop.example").Obj(),
+		}
+		for _, wq := range rooms {
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		}
+		ownerNames := func(obj client.Object) []string {
+			var out []string
+			for _, ref := range obj.GetOwnerReferences() {
+				Expect(ref.Controller).To(Or(BeNil(), HaveValue(BeFalse())), "a set's object has no controller")
+				out = append(out, ref.Name)
+			}
+			return out
+		}
+		setValues := func(g Gomega) map[string][]byte {
+			secret := &corev1.Secret{}
+			g.Expect(k8sClient.Get(ctx, setName, secret)).To(Succeed())
+			return secret.Data
+		}
+		roomKey := func(g Gomega, wq *herdgatev1alpha1.WaitingQueue) []byte {
+			own := &corev1.Secret{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, own)).To(Succeed())
+			return own.Data[herdgatev1alpha1.SecretHMACKey]
+		}
+
+		By("running one Deployment for the three rooms, at the most replicas any asks for")
+		Eventually(func(g Gomega) {
+			deploy := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, setName, deploy)).To(Succeed())
+			g.Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+			g.Expect(ownerNames(deploy)).To(ConsistOf("pool-a", "pool-b", "pool-c"))
+			g.Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--proxy-set="+mainNamespace+"/pool", "--secret-dir=/etc/herdgate/secret"))
+			g.Expect(deploy.Spec.Template.Spec.Volumes[0].Secret.SecretName).To(Equal(setName.Name))
+			for _, obj := range []client.Object{&corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}} {
+				g.Expect(k8sClient.Get(ctx, setName, obj)).To(Succeed(), "the set's %T", obj)
+				g.Expect(ownerNames(obj)).To(ConsistOf("pool-a", "pool-b", "pool-c"))
+			}
+			values := setValues(g)
+			for _, wq := range rooms {
+				g.Expect(values).To(HaveKeyWithValue(herdgatev1alpha1.ProxySetKey(wq.Name, herdgatev1alpha1.SecretHMACKey), roomKey(g, wq)))
+				g.Expect(values).To(HaveKeyWithValue(herdgatev1alpha1.ProxySetKey(wq.Name, herdgatev1alpha1.SecretRedisURL), []byte(redisSrv.URL())))
+				// No room of a set has a proxy of its own.
+				g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, &appsv1.Deployment{}))).To(BeTrue())
+				g.Expect(condition(get(wq), herdgatev1alpha1.ConditionAdmitting)).To(HaveField("Status", metav1.ConditionTrue))
+			}
+			role := &rbacv1.Role{}
+			g.Expect(k8sClient.Get(ctx, setName, role)).To(Succeed())
+			g.Expect(role.Rules).To(ConsistOf(HaveField("ResourceNames", BeEmpty())))
+		}, timeout, interval).Should(Succeed())
+
+		By("taking back the values of a room that leaves for a proxy of its own")
+		update(rooms[1], func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy = nil })
+		Eventually(func(g Gomega) {
+			g.Expect(setValues(g)).NotTo(HaveKey(HavePrefix("pool-b_")))
+			g.Expect(setValues(g)).To(HaveKey(herdgatev1alpha1.ProxySetKey("pool-a", herdgatev1alpha1.SecretHMACKey)))
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: mainNamespace, Name: rooms[1].ProxyName()}, &appsv1.Deployment{})).To(Succeed())
+			deploy := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, setName, deploy)).To(Succeed())
+			g.Expect(ownerNames(deploy)).To(ConsistOf("pool-a", "pool-c"))
+		}, timeout, interval).Should(Succeed())
+
+		By("deleting the own proxy of a room that joins")
+		update(rooms[1], func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool", Hosts: []herdgatev1alpha1.Hostname{"b.shop.example"}}
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(setValues(g)).To(HaveKey(herdgatev1alpha1.ProxySetKey("pool-b", herdgatev1alpha1.SecretHMACKey)))
+			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: mainNamespace, Name: rooms[1].ProxyName()}, &appsv1.Deployment{}))).To(BeTrue())
+			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: mainNamespace, Name: rooms[1].ServiceName()}, &corev1.Service{}))).To(BeTrue())
+		}, timeout, interval).Should(Succeed())
+
+		By("following the rooms that are deleted, down to the set's objects with the last")
+		Expect(k8sClient.Delete(ctx, rooms[2])).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(setValues(g)).NotTo(HaveKey(HavePrefix("pool-c_")))
+			deploy := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, setName, deploy)).To(Succeed())
+			g.Expect(ownerNames(deploy)).To(ConsistOf("pool-a", "pool-b"))
+			g.Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+		}, timeout, interval).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, rooms[0])).To(Succeed())
+		Expect(k8sClient.Delete(ctx, rooms[1])).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.Secret{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}} {
+				g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, setName, obj))).To(BeTrue(), "the set's %T outlived its rooms", obj)
+			}
+		}, timeout, interval).Should(Succeed())
+	})
+
 	It("reports an object the API server refuses in Programmed, with its message, and keeps the plan", func() {
 		wq := sampleQueue(mainNamespace, "orders-refused")
 		// The schema takes it; only the Deployment's own validation can tell: extended resources are whole.

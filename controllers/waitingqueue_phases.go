@@ -174,6 +174,7 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
 			return st, err
 		}
+		st.secret = secret
 		return st, r.Create(ctx, secret)
 	}
 	if err != nil {
@@ -195,6 +196,7 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 		return st, err
 	}
 	st.seed, err = r.drawSeed(wq, secret)
+	st.secret = secret
 	if err != nil || equality.Semantic.DeepEqual(before.Data, secret.Data) {
 		return st, err
 	}
@@ -205,6 +207,8 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 // (nil without a schedule), the keys the proxy mounts beside the HMAC key, and the JWT pass keys
 // (nil with HMAC passes).
 type secretState struct {
+	// secret is the queue's Secret as the reconcile left it.
+	secret   *corev1.Secret
 	seed     []byte
 	mounted  []string
 	passKeys *pass.KeySet
@@ -274,34 +278,48 @@ func (r *WaitingQueueReconciler) drawSeed(wq *herdgatev1alpha1.WaitingQueue, sec
 	return seed, nil
 }
 
-// ensureProxy applies the proxy's ServiceAccount, Role, RoleBinding, Deployment and Service, and its
-// PodDisruptionBudget while it runs more than one replica.
-func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string, refKeys []string) error {
-	objs := []ownedObject{
-		{proxyServiceAccount(wq), &corev1.ServiceAccount{}},
-		{proxyRole(wq), &rbacv1.Role{}},
-		{proxyRoleBinding(wq), &rbacv1.RoleBinding{}},
-		{proxyDeployment(wq, r.ProxyImage, redisURL, refKeys), &appsv1.Deployment{}},
-		{proxyService(wq), &corev1.Service{}},
+// ensureProxy applies the objects of the room's proxy: its own ServiceAccount, Role, RoleBinding,
+// Deployment and Service, and its PodDisruptionBudget while it runs more than one replica; or, for a
+// room in a shared proxy set, its values in the set's Secret and the set's objects (proxy_set.go).
+func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, redisURL string, secret secretState) error {
+	if wq.Spec.ProxySet() != "" {
+		return r.ensureInSet(ctx, wq, secret.secret, secret.mounted)
 	}
-	if wq.Spec.EffectiveProxyReplicas() > 1 {
-		objs = append(objs, ownedObject{proxyDisruptionBudget(wq), &policyv1.PodDisruptionBudget{}})
+	if err := r.leaveOldSet(ctx, wq, secret.secret); err != nil {
+		return err
+	}
+	w := workloadOf(wq, redisURL, r.ProxyImage, secret.mounted)
+	return r.applyWorkload(ctx, wq.UID, w, func(obj client.Object) bool { return metav1.IsControlledBy(obj, wq) })
+}
+
+// applyWorkload applies w's objects, remembered under memo (applyOwned); its PodDisruptionBudget
+// only while it runs more than one replica, deleting one that ours says is its own.
+func (r *WaitingQueueReconciler) applyWorkload(ctx context.Context, memo types.UID, w proxyWorkload, ours func(client.Object) bool) error {
+	objs := []ownedObject{
+		{configuration: w.serviceAccount(), cached: &corev1.ServiceAccount{}},
+		{configuration: w.roleConfig(), cached: &rbacv1.Role{}},
+		{configuration: w.roleBinding(), cached: &rbacv1.RoleBinding{}},
+		{configuration: w.deployment(r.ProxyImage), cached: &appsv1.Deployment{}},
+		{configuration: w.service(), cached: &corev1.Service{}},
+	}
+	if w.replicas > 1 {
+		objs = append(objs, ownedObject{configuration: w.disruptionBudget(), cached: &policyv1.PodDisruptionBudget{}})
 	} else {
 		// Read from the cache first: most reconciles find none, and need no call to the API server.
 		pdb := &policyv1.PodDisruptionBudget{}
-		err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, pdb)
+		err := r.Get(ctx, types.NamespacedName{Namespace: w.namespace, Name: w.name}, pdb)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return fmt.Errorf("reading the proxy's PodDisruptionBudget: %w", err)
-		case metav1.IsControlledBy(pdb, wq):
+		case ours(pdb):
 			if err := r.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting the proxy's PodDisruptionBudget: %w", err)
 			}
 		}
 	}
 	for _, obj := range objs {
-		if err := r.applyOwned(ctx, wq.UID, obj); err != nil {
+		if err := r.applyOwned(ctx, memo, obj); err != nil {
 			return err
 		}
 	}

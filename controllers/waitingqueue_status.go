@@ -112,20 +112,28 @@ func truncate(msg string) string {
 // observeProxy copies the Deployment's ready replicas into status.proxy and sets ProxyAvailable.
 func (r *WaitingQueueReconciler) observeProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
 	deploy := &appsv1.Deployment{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deploy); err != nil {
+	name, replicas := wq.ProxyName(), wq.Spec.EffectiveProxyReplicas()
+	set := wq.Spec.ProxySet()
+	if set != "" {
+		name = herdgatev1alpha1.ProxySetName(set)
+	}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: name}, deploy); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if set != "" && deploy.Spec.Replicas != nil {
+		replicas = *deploy.Spec.Replicas // the most the set's rooms ask for
 	}
 	wq.Status.Proxy = &herdgatev1alpha1.ProxyStatus{ReadyReplicas: deploy.Status.ReadyReplicas}
 	switch {
-	case wq.Spec.EffectiveProxyReplicas() == 0:
+	case replicas == 0:
 		r.setCondition(wq, herdgatev1alpha1.ConditionProxyAvailable, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyScaledToZero,
 			"spec.proxy.replicas is 0: no proxy serves the waiting room")
 	case deploy.Status.ReadyReplicas > 0:
 		r.setCondition(wq, herdgatev1alpha1.ConditionProxyAvailable, metav1.ConditionTrue, herdgatev1alpha1.ReasonProxyReady,
-			fmt.Sprintf("%d of %d proxy pods ready", deploy.Status.ReadyReplicas, wq.Spec.EffectiveProxyReplicas()))
+			fmt.Sprintf("%d of %d proxy pods ready", deploy.Status.ReadyReplicas, replicas))
 	default:
 		r.setCondition(wq, herdgatev1alpha1.ConditionProxyAvailable, metav1.ConditionFalse, herdgatev1alpha1.ReasonProxyNotReady,
-			fmt.Sprintf("0 of %d proxy pods ready", wq.Spec.EffectiveProxyReplicas()))
+			fmt.Sprintf("0 of %d proxy pods ready", replicas))
 	}
 	return nil
 }

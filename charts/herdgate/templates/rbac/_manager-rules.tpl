@@ -5,17 +5,10 @@ rules:
   - ""
   resources:
   - configmaps
-  verbs:
-  - create
-  - delete
-  - get
-  - patch
-- apiGroups:
-  - ""
-  resources:
   - secrets
   verbs:
   - create
+  - delete
   - get
   - patch
 - apiGroups:
@@ -25,6 +18,7 @@ rules:
   - services
   verbs:
   - create
+  - delete
   - get
   - list
   - patch
@@ -35,6 +29,7 @@ rules:
   - deployments
   verbs:
   - create
+  - delete
   - get
   - list
   - patch
@@ -86,6 +81,7 @@ rules:
   - roles
   verbs:
   - create
+  - delete
   - get
   - list
   - patch
