@@ -65,6 +65,8 @@ type WaitingQueueReconciler struct {
 	mu       sync.Mutex
 	attempts map[types.UID]int // failed Redis cleanups per deleted queue
 	applied  appliedObjects
+	// liveWritten is when each queue's status was last written (liveStatusInterval).
+	liveWritten sync.Map // types.UID → time.Time
 }
 
 // The manager writes with patches (server-side apply, merge patches), never with full updates. It
@@ -142,6 +144,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.setStatus(wq, s, snap, nil)
 	r.setDrawStatus(wq, s, snap, seed)
 	r.setProgrammed(wq, applyErr, snap)
+	hold := r.holdLiveStatus(before, wq)
 	if err := r.patchStatus(ctx, before, wq); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -156,6 +159,9 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if snap != nil && snap.RedisError != "" {
 		return ctrl.Result{RequeueAfter: failingResync}, nil
+	}
+	if hold > 0 {
+		return ctrl.Result{RequeueAfter: hold}, nil
 	}
 	return ctrl.Result{RequeueAfter: secretResync}, nil
 }
@@ -177,6 +183,7 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	log := ctrl.LoggerFrom(ctx)
 	r.Scheduler.Remove(wq.UID)
 	r.applied.forget(wq.UID)
+	r.liveWritten.Delete(wq.UID)
 
 	err := r.deleteRedisKeys(ctx, wq)
 	if err != nil {

@@ -444,7 +444,9 @@ var _ = Describe("WaitingQueue reconciler", func() {
 
 	It("publishes the seed's commitment before the pre-queue, draws the pre-queue at opening and reveals the seed", func() {
 		now := time.Now()
-		preQueueFrom, opensAt := now.Add(8*time.Second), now.Add(12*time.Second)
+		// The pre-queue lasts long enough for its depth to reach status, which shows live figures
+		// up to 10 s late (liveStatusInterval).
+		preQueueFrom, opensAt := now.Add(8*time.Second), now.Add(28*time.Second)
 		wq := builder.Queue(mainNamespace, "orders-launch").Schedule(preQueueFrom, opensAt, time.Time{}).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })

@@ -1,0 +1,57 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+func TestLiveFiguresAreWrittenAtMostEveryInterval(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	r := &WaitingQueueReconciler{Now: func() time.Time { return now }}
+	written := &herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{UID: "uid-busy"}}
+	written.Status.QueueDepth = 500
+	written.Status.Conditions = []metav1.Condition{{Type: herdgatev1alpha1.ConditionAdmitting, Status: metav1.ConditionTrue, Reason: "SchedulerRunning", Message: "500 waiting"}}
+	next := func(change func(*herdgatev1alpha1.WaitingQueue)) *herdgatev1alpha1.WaitingQueue {
+		wq := written.DeepCopy()
+		change(wq)
+		return wq
+	}
+	deeper := func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Status.QueueDepth = 480
+		wq.Status.AdmittedPerSecond = "140"
+		wq.Status.Conditions[0].Message = "480 waiting"
+	}
+
+	if wq := next(deeper); r.holdLiveStatus(written, wq) != 0 || wq.Status.QueueDepth != 480 {
+		t.Fatal("the first write of a queue was held")
+	}
+	r.liveWritten.Store(written.UID, now)
+
+	now = now.Add(3 * time.Second)
+	wq := next(deeper)
+	if due := r.holdLiveStatus(written, wq); due != liveStatusInterval-3*time.Second || wq.Status.QueueDepth != 500 || wq.Status.Conditions[0].Message != "500 waiting" {
+		t.Fatalf("live figures 3 s after a write: due in %s, depth %d; want them held %s more", due, wq.Status.QueueDepth, liveStatusInterval-3*time.Second)
+	}
+	for name, change := range map[string]func(*herdgatev1alpha1.WaitingQueue){
+		"a condition's reason": func(wq *herdgatev1alpha1.WaitingQueue) { deeper(wq); wq.Status.Conditions[0].Reason = "Suspended" },
+		"a condition's status": func(wq *herdgatev1alpha1.WaitingQueue) {
+			deeper(wq)
+			wq.Status.Conditions[0].Status = metav1.ConditionFalse
+		},
+		"the observed generation": func(wq *herdgatev1alpha1.WaitingQueue) { deeper(wq); wq.Status.ObservedGeneration = 2 },
+		"the plan":                func(wq *herdgatev1alpha1.WaitingQueue) { wq.Status.Plan = &herdgatev1alpha1.PlanStatus{BatchSize: 7} },
+	} {
+		if wq := next(change); r.holdLiveStatus(written, wq) != 0 || wq.Status.QueueDepth != next(change).Status.QueueDepth {
+			t.Errorf("a change of %s was held", name)
+		}
+	}
+
+	now = now.Add(liveStatusInterval)
+	if wq := next(deeper); r.holdLiveStatus(written, wq) != 0 || wq.Status.QueueDepth != 480 {
+		t.Fatal("live figures due were held")
+	}
+}
