@@ -115,6 +115,10 @@ func report(levels []level, idle, busy time.Duration) string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %.0f MiB | %s | %.0f | %s | %s | %.2f | %d | %.1f |\n", l.label, l.rooms, l.toPlan.Round(time.Second),
 			pct(w.manager), float64(w.managerRSS)/(1<<20), pct(w.redis), w.redisCommands, pct(w.apiserver), pct(w.etcd), w.apiWrites, w.statusWrites, w.apiReads)
 	}
+	b.WriteString("\nWrites in the idle windows, by verb and resource:\n\n")
+	for _, l := range levels {
+		fmt.Fprintf(&b, "* %s, %d rooms: %s\n", l.label, l.rooms, l.idle.topWrites(4))
+	}
 	fmt.Fprintf(&b, "\nBusy (%s window): a tenth of the rooms admit at their plan (140 a second each) from a line filled before.\n\n", busy)
 	b.WriteString("| manager | rooms | busy | manager CPU | Redis CPU | Redis commands/s | API server CPU | API writes/s | admitted/target | busy tick lag p99 | mode change reaches the proxy (max of 4) |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")

@@ -104,7 +104,8 @@ func (r *run) start(ctx context.Context) error {
 	if r.dir, err = os.MkdirTemp("", "herdgate-bench-rooms-"); err != nil {
 		return err
 	}
-	if r.cp, err = controlplane.Start(controlplane.Options{}); err != nil {
+	// Every room has a Service: envtest's default range would run out of addresses at about 250.
+	if r.cp, err = controlplane.Start(controlplane.Options{ServiceIPRange: "10.96.0.0/16"}); err != nil {
 		return err
 	}
 	if r.redis, err = testenv.NewRedis(r.dir); err != nil {
@@ -301,7 +302,19 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 	}); err != nil {
 		return err
 	}
-	r.logf("%d visitors wait; opening the busy rooms", entered.Load())
+	var waiting, admitted, abandoned int64
+	for _, name := range rooms {
+		q, err := r.store.Queue(namespace, name)
+		if err != nil {
+			return err
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		waiting, admitted, abandoned = waiting+st.Depth, admitted+st.AdmittedTotal, abandoned+st.AbandonedTotal
+	}
+	r.logf("%d visitors entered, %d wait (the busy rooms have admitted %d and abandoned %d so far); opening the busy rooms", entered.Load(), waiting, admitted, abandoned)
 	if err := r.suspend(ctx, rooms, false); err != nil {
 		return err
 	}
@@ -309,10 +322,33 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 	if err := sleep(ctx, 3*time.Second); err != nil {
 		return err
 	}
-	var err error
+	redisAdmitted := func() (int64, error) {
+		var n int64
+		for _, name := range rooms {
+			q, err := r.store.Queue(namespace, name)
+			if err != nil {
+				return 0, err
+			}
+			st, err := q.Stats(ctx)
+			if err != nil {
+				return 0, err
+			}
+			n += st.AdmittedTotal
+		}
+		return n, nil
+	}
+	before, err := redisAdmitted()
+	if err != nil {
+		return err
+	}
 	if l.busy, err = r.watch(ctx, r.busy); err != nil {
 		return err
 	}
+	after, err := redisAdmitted()
+	if err != nil {
+		return err
+	}
+	r.logf("Redis counted %d admitted before the window and %d in it; the manager's metric %0.f in it", before, after-before, l.busy.admitted(rooms))
 	for _, name := range rooms {
 		q, err := r.store.Queue(namespace, name)
 		if err != nil {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +36,9 @@ type sample struct {
 	managerRSS                           int64
 	redisCommands                        int64
 	apiWrites, apiStatusWrites, apiReads float64
-	families                             map[string]*dto.MetricFamily // the manager's metrics
+	// writesBy counts the writes by "VERB resource[/subresource]".
+	writesBy map[string]float64
+	families map[string]*dto.MetricFamily // the manager's metrics
 }
 
 // sampler takes samples of one manager's world.
@@ -87,11 +91,17 @@ func (s *sampler) countRequests(ctx context.Context, out *sample) error {
 	if err != nil {
 		return err
 	}
+	out.writesBy = map[string]float64{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		n := m.GetCounter().GetValue()
-		switch label(m, "verb") {
+		switch verb := label(m, "verb"); verb {
 		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
 			out.apiWrites += n
+			what := verb + " " + label(m, "resource")
+			if sub := label(m, "subresource"); sub != "" {
+				what += "/" + sub
+			}
+			out.writesBy[what] += n
 			if label(m, "resource") == "waitingqueues" && label(m, "subresource") == "status" {
 				out.apiStatusWrites += n
 			}
@@ -190,6 +200,26 @@ func between(a, b sample) window {
 		apiReads:      (b.apiReads - a.apiReads) / sec,
 		statusWrites:  int64(math.Round(b.apiStatusWrites - a.apiStatusWrites)),
 	}
+}
+
+// topWrites names the kinds of write the window saw most, with their counts.
+func (w window) topWrites(n int) string {
+	type kind struct {
+		what  string
+		count float64
+	}
+	var kinds []kind
+	for what, c := range w.after.writesBy {
+		if d := c - w.before.writesBy[what]; d >= 1 {
+			kinds = append(kinds, kind{what, d})
+		}
+	}
+	slices.SortFunc(kinds, func(a, b kind) int { return cmp.Compare(b.count, a.count) })
+	var parts []string
+	for _, k := range kinds[:min(n, len(kinds))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k.what, k.count))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // series is the manager's series of family for the room name, or an empty one.

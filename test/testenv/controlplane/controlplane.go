@@ -33,6 +33,9 @@ type ControlPlane struct {
 type Options struct {
 	// CRDDirectoryPaths hold the CRDs to install; the source tree's config/crd/bases when empty.
 	CRDDirectoryPaths []string
+	// ServiceIPRange is the API server's --service-cluster-ip-range; envtest's /24 when empty, which
+	// holds about 250 Services.
+	ServiceIPRange string
 }
 
 // Start starts a control plane; Stop stops it.
@@ -50,6 +53,9 @@ func Start(o Options) (*ControlPlane, error) {
 		crds = []string{filepath.Join(root, "config", "crd", "bases")}
 	}
 	cp := &ControlPlane{Env: &envtest.Environment{CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}}
+	if o.ServiceIPRange != "" {
+		cp.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", o.ServiceIPRange)
+	}
 	if cp.Config, err = cp.Env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
