@@ -1209,7 +1209,10 @@ var _ = Describe("Leader election", Ordered, func() {
 		a, b := since(logA.of(keyOf(wq)), running), logB.of(keyOf(wq))
 		gap := b[0].Started.Sub(a[len(a)-1].Started)
 		GinkgoWriter.Printf("handover: last tick of A to first tick of B %s (killed %s after A's last tick)\n", gap, killedAt.Sub(a[len(a)-1].Started))
-		Expect(gap).To(BeNumerically("<=", lease+2*time.Second), "the follower took over later than the lease allows")
+		// The follower waits out the lease, then one retry, then starts its controller (caches, the
+		// first reconcile) and the queue's scheduler: on a loaded 2-core machine that start alone took
+		// 1.2 s, so 3 s are left for it. A follower that waited for a second lease would miss it.
+		Expect(gap).To(BeNumerically("<=", lease+3*time.Second), "the follower took over later than the lease allows")
 
 		stopped := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
 		Eventually(func() int { return len(since(logB.of(keyOf(wq)), stopped)) }, timeout, interval).Should(BeNumerically(">", 0))
