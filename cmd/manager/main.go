@@ -56,6 +56,7 @@ func run(args []string, stderr io.Writer) int {
 		leaderNamespace string
 		metricsAddr     string
 		probeAddr       string
+		pprofAddr       string
 		namespaces      string
 		apiQPS          float64
 		apiBurst        int
@@ -70,6 +71,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the manager's namespace)")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&pprofAddr, "pprof-bind-address", "", "address that serves Go's /debug/pprof/ profiles; empty disables it")
 	fs.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces whose WaitingQueues the manager serves, watching and caching only them (default: every namespace)")
 	// client-go's own defaults (20/30) hold back a manager with hundreds of queues: each new queue
 	// takes a handful of writes, and every queue is re-read every minute (docs/guides/operations.md).
@@ -121,6 +123,7 @@ func run(args []string, stderr io.Writer) int {
 		Cache:                   cache.Options{DefaultNamespaces: watched},
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "herdgate-manager.herdgate.io",
 		LeaderElectionNamespace: leaderNamespace,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,8 +80,13 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	pprofPort, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.CommandContext(ctx, bin, "--redis-url="+redis.URL(), "--proxy-image=registry.example/herdgate:load",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0", "--zap-log-level=error")
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0", "--zap-log-level=error",
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
 	logs, err := os.Create(filepath.Join(t.TempDir(), "manager.log"))
 	if err != nil {
@@ -137,6 +143,17 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 	t.Log("\n" + strings.Join(report, "\n"))
 	if dir, err := testenv.ArtifactsDir(); err == nil {
 		_ = os.WriteFile(filepath.Join(dir, "manager-load.md"), []byte(strings.Join(report, "\n")+"\n"), 0o644)
+	}
+
+	// The profiles that tell where the manager's CPU goes are there to be taken.
+	if res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/goroutine?debug=1", pprofPort)); err != nil {
+		t.Errorf("--pprof-bind-address: %v", err)
+	} else {
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile:") {
+			t.Errorf("--pprof-bind-address: GET /debug/pprof/goroutine: %s", res.Status)
+		}
 	}
 
 	if beside.peakRSS >= chartManagerMemoryLimit {
