@@ -147,8 +147,8 @@ func changed(wq *herdgatev1alpha1.WaitingQueue, change func(*herdgatev1alpha1.Wa
 	return c
 }
 
-// serveFront serves p on a loopback port with the harness's front.
-func serveFront(t *testing.T, p *admission.Proxy) *httptest.Server {
+// serveFront serves p (a proxy, or a shared set's rooms) on a loopback port with the harness's front.
+func serveFront(t *testing.T, p admission.Rooms) *httptest.Server {
 	t.Helper()
 	if harnessFront == "net/http" {
 		h := front.NewNetHTTP(p, front.NetHTTPOptions{})

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
@@ -45,12 +42,10 @@ func (r setRoom) message() string { return "notice of " + r.name }
 // notice, a host no room names is refused, two rooms naming one host leave it to the first, and a
 // room that leaves stops being served.
 func TestASharedSetKeepsItsRoomsApart(t *testing.T) {
-	for _, frontName := range []string{"fast", "net/http"} {
-		t.Run(frontName, func(t *testing.T) { testSharedSet(t, frontName) })
-	}
+	onBothFronts(t, testSharedSet)
 }
 
-func testSharedSet(t *testing.T, frontName string) {
+func testSharedSet(t *testing.T) {
 	redis := testenv.StartRedis(t)
 	rdb, err := queue.NewClient(redis.URL(), queue.ClientOptions{PoolSize: 32})
 	if err != nil {
@@ -82,7 +77,7 @@ func testSharedSet(t *testing.T, frontName string) {
 			t.Fatal(err)
 		}
 	}
-	base := serveRooms(t, set, frontName)
+	base := serveFront(t, set).URL
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	ask := func(method, host, path string, header ...string) (int, string, http.Header) {
 		t.Helper()
@@ -236,35 +231,6 @@ func addRoom(t *testing.T, set *admission.Set, store *queue.Store, wq *herdgatev
 		t.Fatalf("the set does not serve %s", wq.Name)
 	}
 	return p
-}
-
-// serveRooms serves rooms on a loopback port with the named front and returns its base URL.
-func serveRooms(t *testing.T, rooms admission.Rooms, frontName string) string {
-	t.Helper()
-	if frontName == "net/http" {
-		h := front.NewNetHTTP(rooms, front.NetHTTPOptions{})
-		s := httptest.NewUnstartedServer(h)
-		s.Config = front.NewNetHTTPServer(h, nil)
-		s.Start()
-		t.Cleanup(s.Close)
-		return s.URL
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast := front.NewFast(rooms, front.FastOptions{})
-	done := make(chan error, 1)
-	go func() { done <- fast.Serve(ln) }()
-	t.Cleanup(func() {
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := errors.Join(fast.Shutdown(ctx), <-done); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("front: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
 }
 
 // cookieOf is the value of the named cookie a response sets.

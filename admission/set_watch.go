@@ -46,23 +46,8 @@ func WatchSet(ctx context.Context, cfg *rest.Config, namespace, name string, set
 	if c == nil {
 		return <-errs
 	}
-	resync := opts.Resync
-	if resync <= 0 {
-		resync = DefaultResync
-	}
-	ticker := time.NewTicker(resync)
-	defer ticker.Stop()
 	w := &setWatch{opts: opts, set: set, read: c, namespace: namespace, name: name, rooms: map[string]*setMember{}, waiting: map[string]string{}}
-	w.update(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return <-errs
-		case <-changed:
-		case <-ticker.C:
-		}
-		w.update(ctx)
-	}
+	return keepUpdating(ctx, changed, errs, opts.Resync, w.update)
 }
 
 // setWatch keeps a Set in line with the rooms that name it.

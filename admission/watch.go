@@ -67,14 +67,19 @@ func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName,
 		return <-errs
 	}
 
-	resync := opts.Resync
+	w := queueWatch{opts: opts, key: key, read: c}
+	return keepUpdating(ctx, changed, errs, opts.Resync, w.update)
+}
+
+// keepUpdating calls update now, after every change and every resync (DefaultResync when 0) until
+// ctx ends, and returns the watch cache's end.
+func keepUpdating(ctx context.Context, changed <-chan struct{}, errs <-chan error, resync time.Duration, update func(context.Context)) error {
 	if resync <= 0 {
 		resync = DefaultResync
 	}
 	ticker := time.NewTicker(resync)
 	defer ticker.Stop()
-	w := queueWatch{opts: opts, key: key, read: c}
-	w.update(ctx)
+	update(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,7 +87,7 @@ func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName,
 		case <-changed:
 		case <-ticker.C:
 		}
-		w.update(ctx)
+		update(ctx)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -302,16 +301,12 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 	}); err != nil {
 		return err
 	}
+	filled, err := r.stats(ctx, rooms)
+	if err != nil {
+		return err
+	}
 	var waiting, admitted, abandoned int64
-	for _, name := range rooms {
-		q, err := r.store.Queue(namespace, name)
-		if err != nil {
-			return err
-		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return err
-		}
+	for _, st := range filled {
 		waiting, admitted, abandoned = waiting+st.Depth, admitted+st.AdmittedTotal, abandoned+st.AbandonedTotal
 	}
 	r.logf("%d visitors entered, %d wait (the busy rooms have admitted %d and abandoned %d so far); opening the busy rooms", entered.Load(), waiting, admitted, abandoned)
@@ -322,42 +317,26 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 	if err := sleep(ctx, 3*time.Second); err != nil {
 		return err
 	}
-	redisAdmitted := func() (int64, error) {
-		var n int64
-		for _, name := range rooms {
-			q, err := r.store.Queue(namespace, name)
-			if err != nil {
-				return 0, err
-			}
-			st, err := q.Stats(ctx)
-			if err != nil {
-				return 0, err
-			}
+	admittedTotal := func(stats []queue.Stats) (n int64) {
+		for _, st := range stats {
 			n += st.AdmittedTotal
 		}
-		return n, nil
+		return n
 	}
-	before, err := redisAdmitted()
+	opened, err := r.stats(ctx, rooms)
 	if err != nil {
 		return err
 	}
 	if l.busy, err = r.watch(ctx, r.busy); err != nil {
 		return err
 	}
-	after, err := redisAdmitted()
+	closed, err := r.stats(ctx, rooms)
 	if err != nil {
 		return err
 	}
-	r.logf("Redis counted %d admitted before the window and %d in it; the manager's metric %0.f in it", before, after-before, l.busy.admitted(rooms))
-	for _, name := range rooms {
-		q, err := r.store.Queue(namespace, name)
-		if err != nil {
-			return err
-		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return err
-		}
+	r.logf("Redis counted %d admitted before the window and %d in it; the manager's metric %0.f in it",
+		admittedTotal(opened), admittedTotal(closed)-admittedTotal(opened), l.busy.admitted(rooms))
+	for _, st := range closed {
 		if st.Depth == 0 {
 			l.ranDry++
 		}
@@ -370,36 +349,12 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 	}
 	r.logf("waiting for the busy rooms to empty")
 	return waitFor(ctx, 5*time.Minute, "the busy rooms to empty", func() (bool, error) {
-		for _, name := range rooms {
-			q, err := r.store.Queue(namespace, name)
-			if err != nil {
-				return false, err
-			}
-			st, err := q.Stats(ctx)
-			if err != nil || st.Depth > 0 {
-				return false, err
-			}
+		stats, err := r.stats(ctx, rooms)
+		if err != nil {
+			return false, err
 		}
-		return true, nil
-	})
-}
-
-func (r *run) suspend(ctx context.Context, rooms []string, suspended bool) error {
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspended))
-	if err := parallel(ctx, 32, len(rooms), func(i int) error {
-		wq := &herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: rooms[i]}}
-		return r.admin.Patch(ctx, wq, patch)
-	}); err != nil {
-		return err
-	}
-	// The manager's scheduler has the change once every room has observed it.
-	return waitFor(ctx, 2*time.Minute, "the rooms to observe suspend", func() (bool, error) {
-		for _, name := range rooms {
-			wq := &herdgatev1alpha1.WaitingQueue{}
-			if err := r.admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, wq); err != nil {
-				return false, err
-			}
-			if wq.Status.ObservedGeneration != wq.Generation {
+		for _, st := range stats {
+			if st.Depth > 0 {
 				return false, nil
 			}
 		}
@@ -407,141 +362,19 @@ func (r *run) suspend(ctx context.Context, rooms []string, suspended bool) error
 	})
 }
 
-// timeModeChanges runs the admission proxy for room, as its Deployment would, and times each of
-// r.modeChanges changes of spec.mode (Closed, then Queue again, ...) from the write to the proxy
-// serving the new generation.
-func (r *run) timeModeChanges(ctx context.Context, room string) ([]time.Duration, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: room}
-	wq := &herdgatev1alpha1.WaitingQueue{}
-	if err := r.admin.Get(ctx, key, wq); err != nil {
-		return nil, err
-	}
-	secret := &corev1.Secret{}
-	if err := r.admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wq.SecretName()}, secret); err != nil {
-		return nil, err
-	}
-	keyDir := filepath.Join(r.dir, "key-"+room)
-	if err := os.MkdirAll(keyDir, 0o700); err != nil {
-		return nil, err
-	}
-	keyFile := filepath.Join(keyDir, herdgatev1alpha1.SecretHMACKey)
-	if err := os.WriteFile(keyFile, secret.Data[herdgatev1alpha1.SecretHMACKey], 0o600); err != nil {
-		return nil, err
-	}
-	listen, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	metrics, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	pid, err := r.startProcess(ctx, "proxy-"+room, r.proxyBin, "--waitingqueue="+key.String(), "--kubeconfig="+r.kubecfg, "--redis-url="+r.redis.URL(),
-		"--hmac-key-file="+keyFile, fmt.Sprintf("--listen=127.0.0.1:%d", listen), fmt.Sprintf("--metrics-listen=127.0.0.1:%d", metrics),
-		"--drain-delay=0s", "--zap-log-level=error")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if p, err := os.FindProcess(pid); err == nil {
-			_ = p.Kill()
-		}
-	}()
-	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	serves := func(generation int64) bool {
-		families, err := scrape(ctx, metricsURL)
+// stats reads the counters of each of rooms, in order.
+func (r *run) stats(ctx context.Context, rooms []string) ([]queue.Stats, error) {
+	out := make([]queue.Stats, 0, len(rooms))
+	for _, name := range rooms {
+		q, err := r.store.Queue(namespace, name)
 		if err != nil {
-			return false // not listening yet
-		}
-		for _, m := range families["herdgate_proxy_config_generation"].GetMetric() {
-			if int64(m.GetGauge().GetValue()) == generation {
-				return true
-			}
-		}
-		return false
-	}
-	if err := waitFor(ctx, 30*time.Second, "the proxy to serve "+room, func() (bool, error) { return serves(wq.Generation), nil }); err != nil {
-		return nil, err
-	}
-	var out []time.Duration
-	modes := []herdgatev1alpha1.Mode{herdgatev1alpha1.ModeClosed, herdgatev1alpha1.ModeQueue}
-	for i := range r.modeChanges {
-		began := time.Now()
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"mode":%q}}`, modes[i%2]))
-		changed := &herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: room}}
-		if err := r.admin.Patch(ctx, changed, patch); err != nil {
 			return nil, err
 		}
-		if err := waitForEvery(ctx, time.Millisecond, 30*time.Second, "the proxy to serve the new mode", func() (bool, error) { return serves(changed.Generation), nil }); err != nil {
+		st, err := q.Stats(ctx)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, time.Since(began))
-	}
-	if len(out)%2 == 1 { // leave the room open
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"mode":"Queue"}}`))
-		if err := r.admin.Patch(ctx, &herdgatev1alpha1.WaitingQueue{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: room}}, patch); err != nil {
-			return nil, err
-		}
+		out = append(out, st)
 	}
 	return out, nil
-}
-
-// parallel calls f(0) … f(n-1) from workers goroutines; the first error stops it.
-func parallel(ctx context.Context, workers, n int, f func(i int) error) error {
-	var next atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					next.Store(int64(n))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
-}
-
-func waitFor(ctx context.Context, limit time.Duration, what string, done func() (bool, error)) error {
-	return waitForEvery(ctx, 500*time.Millisecond, limit, what, done)
-}
-
-// waitForEvery asks done every interval until it says true, fails, or limit passes.
-func waitForEvery(ctx context.Context, interval, limit time.Duration, what string, done func() (bool, error)) error {
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited %s for %s", limit, what)
-		}
-		if err := sleep(ctx, interval); err != nil {
-			return err
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

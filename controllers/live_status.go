@@ -1,0 +1,47 @@
+package controllers
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// liveStatusInterval is how often, at most, the manager writes a status whose only changes are live
+// figures: a busy room's depth, active visitors, rates, measured workload and the numbers in condition
+// messages change with every stats read (every 2 s), and writing each would cost the API server a
+// write per busy room every 2 s (docs/architecture.md, "What the manager writes"). Any other change
+// (a condition's status or reason, the plan, the phase, the generation) is written at once.
+const liveStatusInterval = 10 * time.Second
+
+// holdLiveStatus keeps the status as written when it differs from wq's only in live figures and the
+// last write is more recent than liveStatusInterval; it returns how long until the figures are due,
+// or 0 when wq's status is to be written as it is.
+func (r *WaitingQueueReconciler) holdLiveStatus(before, wq *herdgatev1alpha1.WaitingQueue) time.Duration {
+	if equality.Semantic.DeepEqual(before.Status, wq.Status) || !equality.Semantic.DeepEqual(withoutLiveFigures(before.Status), withoutLiveFigures(wq.Status)) {
+		return 0
+	}
+	last, ok := r.liveWritten.Load(wq.UID)
+	if !ok {
+		return 0
+	}
+	due := last.(time.Time).Add(liveStatusInterval).Sub(r.now())
+	if due <= 0 {
+		return 0
+	}
+	wq.Status = *before.Status.DeepCopy()
+	return due
+}
+
+// withoutLiveFigures is st without the figures that change with every stats read.
+func withoutLiveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1.WaitingQueueStatus {
+	out := *st.DeepCopy()
+	out.QueueDepth, out.ActiveVisitors, out.PreQueueDepth = 0, 0, 0
+	out.AdmittedPerSecond, out.ReleasedPerSecond = "", ""
+	out.Polling, out.Workload = nil, nil
+	for i := range out.Conditions {
+		out.Conditions[i].Message = ""
+	}
+	return out
+}
