@@ -195,12 +195,14 @@ bench-scheduler: toolchain ## Run ten reference queues for 30 s (admitted/target
 
 MANAGER_LOAD_PHASE ?= 30s
 # bench-rooms: the room counts reached one after the other, how long each is watched idle and busy, and
-# a commit whose manager is measured the same way first (none by default), at its own counts.
+# a commit whose manager is measured the same way first (none by default), at its own counts, and a
+# directory for CPU profiles of the manager over each window (none by default).
 BENCH_ROOMS_LEVELS ?= 10,100,1000,3000
 BENCH_ROOMS_IDLE ?= 60s
 BENCH_ROOMS_BUSY ?= 30s
 BENCH_ROOMS_BASELINE ?=
 BENCH_ROOMS_BASELINE_LEVELS ?= 10,100,1000
+BENCH_ROOMS_PROFILES ?=
 
 .PHONY: bench-manager
 bench-manager: toolchain ## Run the manager beside the largest plans for two phases; report memory, CPU and tick lag.
@@ -217,7 +219,8 @@ bench-rooms: toolchain ## Run the manager at 10 to 3,000 rooms (envtest), idle a
 	@echo "[bench-rooms] about 30 minutes for the default counts, plus the baseline's; progress on stderr, report in $(ARTIFACTS)/bench-rooms.md"
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/rooms --manager=$(LOCALBIN)/bench-rooms/manager --proxy=$(LOCALBIN)/bench-rooms/herdgate-proxy \
 		$(if $(BENCH_ROOMS_BASELINE),--baseline=$(LOCALBIN)/bench-rooms/manager-baseline --baseline-levels=$(BENCH_ROOMS_BASELINE_LEVELS)) \
-		--levels=$(BENCH_ROOMS_LEVELS) --idle=$(BENCH_ROOMS_IDLE) --busy=$(BENCH_ROOMS_BUSY) --out=$(ARTIFACTS)/bench-rooms.md
+		--levels=$(BENCH_ROOMS_LEVELS) --idle=$(BENCH_ROOMS_IDLE) --busy=$(BENCH_ROOMS_BUSY) --out=$(ARTIFACTS)/bench-rooms.md \
+		$(if $(BENCH_ROOMS_PROFILES),--profiles=$(BENCH_ROOMS_PROFILES))
 
 .PHONY: bench-pow
 bench-pow: toolchain ## Time the proof of work at each difficulty: Go (API clients) beside the waiting page in headless Chromium.

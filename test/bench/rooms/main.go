@@ -31,6 +31,7 @@ func main() {
 	busy := flag.Duration("busy", 30*time.Second, "how long each room count is watched with a tenth of its rooms busy")
 	settle := flag.Duration("settle", 15*time.Second, "how long new rooms settle after showing a plan, before the idle window")
 	out := flag.String("out", "", "also write the report to this file")
+	profiles := flag.String("profiles", "", "write CPU profiles of this build's manager over each idle and busy window to this directory")
 	flag.Parse()
 	if *managerBin == "" || *proxyBin == "" {
 		fmt.Fprintln(os.Stderr, "flags --manager and --proxy are required")
@@ -51,14 +52,14 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := measure(ctx, *managerBin, *proxyBin, *baselineBin, counts, baselineCounts, *idle, *busy, *settle, *out)
+	code := measure(ctx, *managerBin, *proxyBin, *baselineBin, counts, baselineCounts, *idle, *busy, *settle, *out, *profiles)
 	stop()
 	os.Exit(code)
 }
 
 // measure runs the baseline's plan, then this build's, prints the report and writes it to out; it
 // returns the exit code.
-func measure(ctx context.Context, managerBin, proxyBin, baselineBin string, counts, baselineCounts []int, idle, busy, settle time.Duration, out string) int {
+func measure(ctx context.Context, managerBin, proxyBin, baselineBin string, counts, baselineCounts []int, idle, busy, settle time.Duration, out, profiles string) int {
 
 	base := plan{proxyBin: proxyBin, idle: idle, busy: busy, busyShare: 0.1, settle: settle, modeChanges: 4, log: os.Stderr}
 	var plans []plan
@@ -68,7 +69,7 @@ func measure(ctx context.Context, managerBin, proxyBin, baselineBin string, coun
 		plans = append(plans, p)
 	}
 	p := base
-	p.label, p.managerBin, p.levels = "this build", managerBin, counts
+	p.label, p.managerBin, p.levels, p.profiles = "this build", managerBin, counts, profiles
 	plans = append(plans, p)
 
 	var all []level
@@ -108,12 +109,12 @@ func report(levels []level, idle, busy time.Duration) string {
 	var b strings.Builder
 	pct := func(share float64) string { return fmt.Sprintf("%.1f %%", 100*share) }
 	fmt.Fprintf(&b, "Idle (%s window): nobody waits in any room.\n\n", idle)
-	b.WriteString("| manager | rooms | new rooms show a plan after | manager CPU | manager RSS | Redis CPU | Redis commands/s | API server CPU | etcd CPU | API writes/s | status writes | API reads/s |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| manager | rooms | new rooms show a plan after | manager CPU | manager RSS | Redis CPU | Redis commands/s | API server CPU | etcd CPU | API writes/s | status writes | API reads/s | reconciles/s |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, l := range levels {
 		w := l.idle
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %.0f MiB | %s | %.0f | %s | %s | %.2f | %d | %.1f |\n", l.label, l.rooms, l.toPlan.Round(time.Second),
-			pct(w.manager), float64(w.managerRSS)/(1<<20), pct(w.redis), w.redisCommands, pct(w.apiserver), pct(w.etcd), w.apiWrites, w.statusWrites, w.apiReads)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %.0f MiB | %s | %.0f | %s | %s | %.2f | %d | %.1f | %.1f |\n", l.label, l.rooms, l.toPlan.Round(time.Second),
+			pct(w.manager), float64(w.managerRSS)/(1<<20), pct(w.redis), w.redisCommands, pct(w.apiserver), pct(w.etcd), w.apiWrites, w.statusWrites, w.apiReads, w.reconciles())
 	}
 	b.WriteString("\nWrites in the idle windows, by verb and resource:\n\n")
 	for _, l := range levels {

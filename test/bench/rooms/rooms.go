@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -45,7 +48,10 @@ type plan struct {
 	settle time.Duration
 	// modeChanges is how many mode changes are timed to a busy room's proxy; none skips the proxy.
 	modeChanges int
-	log         io.Writer
+	// profiles, if set, is the directory for CPU profiles of the manager over each window; the
+	// manager must serve --pprof-bind-address.
+	profiles string
+	log      io.Writer
 }
 
 // level is what one room count measured.
@@ -143,11 +149,21 @@ func (r *run) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if procs.manager, err = r.startProcess(ctx, "manager", r.managerBin, "--redis-url="+r.redis.URL(), "--proxy-image=registry.example/herdgate:bench",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0", "--zap-log-level=error"); err != nil {
+	args := []string{"--redis-url=" + r.redis.URL(), "--proxy-image=registry.example/herdgate:bench",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0", "--zap-log-level=error"}
+	pprofURL := ""
+	if r.profiles != "" {
+		pprofPort, err := testenv.FreePort()
+		if err != nil {
+			return err
+		}
+		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
+		pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", pprofPort)
+	}
+	if procs.manager, err = r.startProcess(ctx, "manager", r.managerBin, args...); err != nil {
 		return err
 	}
-	r.sampler = &sampler{procs: procs, rdb: r.rdb, api: clientset, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
+	r.sampler = &sampler{procs: procs, rdb: r.rdb, api: clientset, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), pprofURL: pprofURL}
 	return waitFor(ctx, 30*time.Second, "the manager's metrics", func() (bool, error) {
 		_, err := scrape(ctx, r.sampler.metricsURL)
 		return err == nil, nil
@@ -223,8 +239,14 @@ func (r *run) level(ctx context.Context, n int) (level, error) {
 	}
 
 	r.logf("watching %d idle rooms for %s", n, r.idle)
-	var err error
-	if l.idle, err = r.watch(ctx, r.idle); err != nil {
+	statuses, err := r.statuses(ctx)
+	if err != nil {
+		return l, err
+	}
+	if l.idle, err = r.watch(ctx, r.idle, fmt.Sprintf("idle-%d", n)); err != nil {
+		return l, err
+	}
+	if err := r.reportStatusChanges(ctx, statuses); err != nil {
 		return l, err
 	}
 	busy := max(1, int(float64(n)*r.busyShare))
@@ -263,12 +285,20 @@ func (r *run) planned(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (r *run) watch(ctx context.Context, d time.Duration) (window, error) {
+// watch samples the world before and after d; with profiles it also profiles the manager over d,
+// into a file named for the window.
+func (r *run) watch(ctx context.Context, d time.Duration, name string) (window, error) {
 	before, err := r.sampler.take(ctx)
 	if err != nil {
 		return window{}, err
 	}
-	if err := sleep(ctx, d); err != nil {
+	if r.profiles != "" {
+		file := filepath.Join(r.profiles, "manager-"+name+".pprof")
+		if err := r.sampler.profile(ctx, d, file); err != nil {
+			return window{}, err
+		}
+		r.logf("wrote the manager's CPU profile over the window to %s", file)
+	} else if err := sleep(ctx, d); err != nil {
 		return window{}, err
 	}
 	after, err := r.sampler.take(ctx)
@@ -282,7 +312,7 @@ func (r *run) watch(ctx context.Context, d time.Duration) (window, error) {
 // margin), then admitting at their plan while the window is watched. Afterwards it times mode changes
 // to a busy room's proxy, and waits for the rooms to be idle again.
 func (r *run) busyWindow(ctx context.Context, l *level) error {
-	const margin = 10 * time.Second
+	const margin = 20 * time.Second
 	rooms := l.busyRooms
 	r.logf("filling %d busy rooms", len(rooms))
 	if err := r.suspend(ctx, rooms, true); err != nil {
@@ -327,7 +357,7 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 	if err != nil {
 		return err
 	}
-	if l.busy, err = r.watch(ctx, r.busy); err != nil {
+	if l.busy, err = r.watch(ctx, r.busy, fmt.Sprintf("busy-%d", l.rooms)); err != nil {
 		return err
 	}
 	closed, err := r.stats(ctx, rooms)
@@ -360,6 +390,42 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 		}
 		return true, nil
 	})
+}
+
+// statuses reads every room's status, by name.
+func (r *run) statuses(ctx context.Context) (map[string]herdgatev1alpha1.WaitingQueueStatus, error) {
+	list := &herdgatev1alpha1.WaitingQueueList{}
+	if err := r.admin.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]herdgatev1alpha1.WaitingQueueStatus, len(list.Items))
+	for _, wq := range list.Items {
+		out[wq.Name] = wq.Status
+	}
+	return out, nil
+}
+
+// reportStatusChanges logs how many rooms' status changed since before, and how the first one did,
+// so that a status write in an idle window can be told apart from a room still settling.
+func (r *run) reportStatusChanges(ctx context.Context, before map[string]herdgatev1alpha1.WaitingQueueStatus) error {
+	after, err := r.statuses(ctx)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for name, st := range after {
+		if !equality.Semantic.DeepEqual(before[name], st) {
+			changed = append(changed, name)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	slices.Sort(changed)
+	was, _ := json.Marshal(before[changed[0]])
+	is, _ := json.Marshal(after[changed[0]])
+	r.logf("%d rooms changed their status while idle; %s went from %s to %s", len(changed), changed[0], was, is)
+	return nil
 }
 
 // stats reads the counters of each of rooms, in order.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -47,6 +48,7 @@ type sampler struct {
 	rdb        redis.UniversalClient
 	api        *kubernetes.Clientset
 	metricsURL string
+	pprofURL   string // the manager's /debug/pprof, if it serves one
 }
 
 func (s *sampler) take(ctx context.Context) (sample, error) {
@@ -152,6 +154,31 @@ func childNamed(name string) (int, error) {
 	return 0, fmt.Errorf("no child process named %s", name)
 }
 
+// profile records the manager's CPU for d into file.
+func (s *sampler) profile(ctx context.Context, d time.Duration, file string) error {
+	url := fmt.Sprintf("%s/profile?seconds=%d", s.pprofURL, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
+}
+
 func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -200,6 +227,20 @@ func between(a, b sample) window {
 		apiReads:      (b.apiReads - a.apiReads) / sec,
 		statusWrites:  int64(math.Round(b.apiStatusWrites - a.apiStatusWrites)),
 	}
+}
+
+// reconciles is how many WaitingQueues the manager reconciled per second in the window, by
+// controller-runtime's controller_runtime_reconcile_total.
+func (w window) reconciles() float64 {
+	total := func(s sample) (n float64) {
+		for _, m := range s.families["controller_runtime_reconcile_total"].GetMetric() {
+			if label(m, "controller") == "waitingqueue" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+		return n
+	}
+	return (total(w.after) - total(w.before)) / w.seconds
 }
 
 // topWrites names the kinds of write the window saw most, with their counts.
