@@ -130,14 +130,15 @@ func admittedIn(reports []scheduler.TickReport) int {
 	return n
 }
 
-// expectExactTicks checks that consecutive ticks follow the grid of period t with a quota of perTick
-// for every grid point they cover: a late tick makes up for the ones it missed, none is lost or doubled;
+// expectExactTicks checks that consecutive ticks follow the room's grid of period t (shifted by its
+// scheduler.GridPhase) with a quota of perTick for every grid point they cover: a late tick makes up for the ones it missed, none is lost or doubled;
 // a room that slept (nobody waited) makes up for none.
 func expectExactTicks(reports []scheduler.TickReport, t time.Duration, perTick int64) {
 	GinkgoHelper()
 	for i, r := range reports {
 		Expect(r.Err).NotTo(HaveOccurred())
-		Expect(r.Scheduled.UnixNano()%int64(t)).To(BeZero(), "tick %d is off the %s grid", i, t)
+		phase := scheduler.GridPhase(r.Key, t)
+		Expect(r.Scheduled.Add(-phase).UnixNano()%int64(t)).To(BeZero(), "tick %d is off the %s grid of phase %s", i, t, phase)
 		if i == 0 {
 			continue
 		}

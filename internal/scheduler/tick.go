@@ -3,11 +3,13 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"math"
 	"math/big"
 	"reflect"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/herdgate/herdgate/internal/capacity"
@@ -98,8 +100,8 @@ func (r *runner) run(ctx context.Context) {
 		}
 	}()
 	st.tick = r.cfg.Load().Effective.Tick()
-	st.next = nextGridPoint(r.s.clock.Now(), st.tick)
-	log.Info("Scheduler started", "tick", st.tick)
+	st.next = r.nextGridPoint(r.s.clock.Now(), st.tick)
+	log.Info("Scheduler started", "tick", st.tick, "gridPhase", r.s.gridPhase(r.key, st.tick))
 	for {
 		if !r.waitForGridPoint(ctx, st) {
 			log.Info("Scheduler stopped")
@@ -181,7 +183,7 @@ func (r *runner) waitForGridPoint(ctx context.Context, st *tickState) bool {
 		}
 		timer.Stop()
 		st.asleep = false
-		st.next = nextGridPoint(r.s.clock.Now(), st.tick)
+		st.next = r.nextGridPoint(r.s.clock.Now(), st.tick)
 	}
 }
 
@@ -197,7 +199,7 @@ func (r *runner) onGrid(st *tickState) gridTick {
 	tickLagHistogram.WithLabelValues(r.key.Namespace, r.key.Name).Observe(t.now.Sub(t.latest).Seconds())
 	if tick := t.cfg.Effective.Tick(); tick != st.tick {
 		st.tick = tick
-		st.next = nextGridPoint(t.latest, st.tick)
+		st.next = r.nextGridPoint(t.latest, st.tick)
 		t.missed = 0
 	} else {
 		st.next = t.latest.Add(st.tick)
@@ -450,11 +452,31 @@ func (r *runner) notify(st *tickState, now time.Time) {
 	}
 }
 
-// nextGridPoint is the first multiple of tick (counted from the Unix epoch) after t. Every manager
-// computes the same grid, so ticks of two schedulers carry the same tick id.
-func nextGridPoint(t time.Time, tick time.Duration) time.Time {
-	ns := t.UnixNano()
-	return time.Unix(0, (ns/int64(tick)+1)*int64(tick))
+// nextGridPoint is the first point of the room's grid after t: the grid of its tick, shifted by
+// its phase (GridPhase).
+func (r *runner) nextGridPoint(t time.Time, tick time.Duration) time.Time {
+	return nextGridPoint(t, tick, r.s.gridPhase(r.key, tick))
+}
+
+// nextGridPoint is the first multiple of tick (counted from the Unix epoch), plus phase, after t.
+// Every manager computes the same grid, so ticks of two schedulers carry the same tick id.
+func nextGridPoint(t time.Time, tick, phase time.Duration) time.Time {
+	ns := t.UnixNano() - int64(phase)
+	return time.Unix(0, (ns/int64(tick)+1)*int64(tick)+int64(phase))
+}
+
+// GridPhase is where in each tick a room's grid points fall: a whole number of milliseconds below
+// the tick, the same for the room on every manager. Rooms with one tick length are spread over it
+// rather than all calling Redis at the same instant, which would make the last of a thousand rooms
+// wait for the other 999 on every tick (docs/performance.md, "A thousand rooms on one manager").
+func GridPhase(key types.NamespacedName, tick time.Duration) time.Duration {
+	ms := uint64(tick / time.Millisecond)
+	if ms < 2 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key.Namespace + "/" + key.Name))
+	return time.Duration(h.Sum64()%ms) * time.Millisecond
 }
 
 // supportedDepth remembers the deepest queue a budget holds under a plan, which takes a while to
