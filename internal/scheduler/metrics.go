@@ -94,6 +94,56 @@ func init() {
 		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge)
 }
 
+// queueMetrics are one queue's series, looked up once when its goroutine starts: a lookup hashes the
+// label values, and thousands of rooms ticking would spend a good part of the scheduler's time on
+// lookups. The phase and the adaptive reason are written when they change, not at every tick.
+type queueMetrics struct {
+	namespace, name                                 string
+	tickLag, tickDuration                           prometheus.Observer
+	admitted, admittedAtOnce, released, abandoned   prometheus.Counter
+	depth, preQueueDepth, active                    prometheus.Gauge
+	admissionRate, reporting, inFlight              prometheus.Gauge
+	latencyP50, latencyP95, errorRatio, noShowRatio prometheus.Gauge
+	phase                                           settings.Phase
+	phaseSet                                        bool
+	reason                                          string
+	reasonSet                                       bool
+}
+
+func newQueueMetrics(namespace, name string) *queueMetrics {
+	l := []string{namespace, name}
+	return &queueMetrics{
+		namespace: namespace, name: name,
+		tickLag: tickLagHistogram.WithLabelValues(l...), tickDuration: tickDurationHistogram.WithLabelValues(l...),
+		admitted: admittedCounter.WithLabelValues(l...), admittedAtOnce: admittedAtOnceCounter.WithLabelValues(l...),
+		released: releasedCounter.WithLabelValues(l...), abandoned: abandonedCounter.WithLabelValues(l...),
+		depth: queueDepthGauge.WithLabelValues(l...), preQueueDepth: preQueueDepthGauge.WithLabelValues(l...),
+		active:        activeVisitorsGauge.WithLabelValues(l...),
+		admissionRate: admissionRateGauge.WithLabelValues(l...), reporting: reportingGauge.WithLabelValues(l...),
+		inFlight:   inFlightGauge.WithLabelValues(l...),
+		latencyP50: latencyGauge.WithLabelValues(namespace, name, "0.5"), latencyP95: latencyGauge.WithLabelValues(namespace, name, "0.95"),
+		errorRatio: errorRatioGauge.WithLabelValues(l...), noShowRatio: noShowRatioGauge.WithLabelValues(l...),
+	}
+}
+
+// setPhase sets herdgate_phase when the phase changed.
+func (m *queueMetrics) setPhase(phase settings.Phase) {
+	if m.phaseSet && m.phase == phase {
+		return
+	}
+	setPhaseMetric(m.namespace, m.name, phase)
+	m.phase, m.phaseSet = phase, true
+}
+
+// setAdaptiveReason sets herdgate_adaptive_reason when the reason changed.
+func (m *queueMetrics) setAdaptiveReason(reason string) {
+	if m.reasonSet && m.reason == reason {
+		return
+	}
+	setAdaptiveReasonMetric(m.namespace, m.name, reason)
+	m.reason, m.reasonSet = reason, true
+}
+
 var phases = []settings.Phase{settings.PhaseScheduled, settings.PhasePreQueue, settings.PhaseOpening, settings.PhaseOpen, settings.PhaseClosed}
 
 // setPhaseMetric sets herdgate_phase: 1 for phase, 0 for the others.

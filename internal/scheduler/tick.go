@@ -64,6 +64,7 @@ type tickState struct {
 	forgotFor time.Time
 	workload  workloadState
 	supported supportedDepth
+	metrics   *queueMetrics
 	// asleep: the last tick left nobody waiting, and the room sleeps until next unless woken.
 	asleep bool
 
@@ -93,7 +94,7 @@ type gridTick struct {
 func (r *runner) run(ctx context.Context) {
 	log := ctrl.LoggerFrom(ctx).WithName("scheduler").WithValues("waitingqueue", r.key.String())
 	rng := r.s.newRand()
-	st := &tickState{atOnce: -1, released: -1}
+	st := &tickState{atOnce: -1, released: -1, metrics: newQueueMetrics(r.key.Namespace, r.key.Name)}
 	defer func() {
 		if st.release != nil {
 			st.release()
@@ -196,7 +197,7 @@ func (r *runner) onGrid(st *tickState) gridTick {
 	lag := max(0, t.now.Sub(t.scheduled))
 	t.missed = int64(lag / st.tick)
 	t.latest = t.scheduled.Add(time.Duration(t.missed) * st.tick)
-	tickLagHistogram.WithLabelValues(r.key.Namespace, r.key.Name).Observe(t.now.Sub(t.latest).Seconds())
+	st.metrics.tickLag.Observe(t.now.Sub(t.latest).Seconds())
 	if tick := t.cfg.Effective.Tick(); tick != st.tick {
 		st.tick = tick
 		st.next = r.nextGridPoint(t.latest, st.tick)
@@ -261,7 +262,7 @@ func (r *runner) phase(st *tickState, t gridTick) settings.Phase {
 		phase = settings.PhaseOpening
 	}
 	r.update(func(s *Snapshot) { s.Phase = phase })
-	setPhaseMetric(r.key.Namespace, r.key.Name, phase)
+	st.metrics.setPhase(phase)
 	return phase
 }
 
@@ -313,8 +314,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	if st.asleep {
 		st.next = t.latest.Add(sleepFor)
 	}
-	labels := []string{r.key.Namespace, r.key.Name}
-	tickDurationHistogram.WithLabelValues(labels...).Observe(r.s.clock.Since(start).Seconds())
+	st.metrics.tickDuration.Observe(r.s.clock.Since(start).Seconds())
 	// The snapshot is current before the tick is reported, so an observer reads what the tick did.
 	if err != nil {
 		if ctx.Err() == nil {
@@ -322,9 +322,9 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		}
 	} else {
 		st.backoff = 0
-		admittedCounter.WithLabelValues(labels...).Add(float64(len(res.Admitted)))
+		st.metrics.admitted.Add(float64(len(res.Admitted)))
 		st.workload.recordAdmitted(res)
-		abandonedCounter.WithLabelValues(labels...).Add(float64(res.Abandoned))
+		st.metrics.abandoned.Add(float64(res.Abandoned))
 		r.update(func(s *Snapshot) {
 			s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = cfg.Generation, "", time.Time{}, t.now
 		})
@@ -417,17 +417,16 @@ func (r *runner) readStats(ctx context.Context, st *tickState, cfg *Queue, now t
 		}
 		admittedRate, releasedRate = perSecond(stats.AdmittedTotal-first.admitted), perSecond(stats.ReleasedTotal-first.released)
 	}
-	labels := []string{r.key.Namespace, r.key.Name}
 	if st.atOnce >= 0 && stats.InstantAdmittedTotal > st.atOnce {
-		admittedAtOnceCounter.WithLabelValues(labels...).Add(float64(stats.InstantAdmittedTotal - st.atOnce))
+		st.metrics.admittedAtOnce.Add(float64(stats.InstantAdmittedTotal - st.atOnce))
 	}
 	if st.released >= 0 && stats.ReleasedTotal > st.released {
-		releasedCounter.WithLabelValues(labels...).Add(float64(stats.ReleasedTotal - st.released))
+		st.metrics.released.Add(float64(stats.ReleasedTotal - st.released))
 	}
 	st.atOnce, st.released = stats.InstantAdmittedTotal, stats.ReleasedTotal
-	queueDepthGauge.WithLabelValues(labels...).Set(float64(stats.Depth))
-	preQueueDepthGauge.WithLabelValues(labels...).Set(float64(stats.PreQueued))
-	activeVisitorsGauge.WithLabelValues(labels...).Set(float64(stats.Active))
+	st.metrics.depth.Set(float64(stats.Depth))
+	st.metrics.preQueueDepth.Set(float64(stats.PreQueued))
+	st.metrics.active.Set(float64(stats.Active))
 	polling := st.pollingAt(cfg, stats.Depth)
 	r.update(func(s *Snapshot) {
 		s.Polling = polling

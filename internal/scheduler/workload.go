@@ -271,15 +271,15 @@ func (r *runner) publishWorkload(st *tickState, cfg *Queue, m capacity.Measureme
 		rate = w.rate
 	}
 	out.AdmissionsPerSecond = capacity.DecimalString(new(big.Rat).SetFloat64(math.Round(rate*1000) / 1000))
-	labels := []string{r.key.Namespace, r.key.Name}
-	admissionRateGauge.WithLabelValues(labels...).Set(rate)
-	reportingGauge.WithLabelValues(labels...).Set(float64(m.Reporting))
-	inFlightGauge.WithLabelValues(labels...).Set(m.InFlight)
-	latencyGauge.WithLabelValues(r.key.Namespace, r.key.Name, "0.5").Set(out.LatencyP50.Seconds())
-	latencyGauge.WithLabelValues(r.key.Namespace, r.key.Name, "0.95").Set(out.LatencyP95.Seconds())
-	errorRatioGauge.WithLabelValues(labels...).Set(float64(out.ErrorPercent) / 100)
-	noShowRatioGauge.WithLabelValues(labels...).Set(float64(out.NoShowPercent) / 100)
-	setAdaptiveReasonMetric(r.key.Namespace, r.key.Name, w.reason)
+	metrics := st.metrics
+	metrics.admissionRate.Set(rate)
+	metrics.reporting.Set(float64(m.Reporting))
+	metrics.inFlight.Set(m.InFlight)
+	metrics.latencyP50.Set(out.LatencyP50.Seconds())
+	metrics.latencyP95.Set(out.LatencyP95.Seconds())
+	metrics.errorRatio.Set(float64(out.ErrorPercent) / 100)
+	metrics.noShowRatio.Set(float64(out.NoShowPercent) / 100)
+	metrics.setAdaptiveReason(w.reason)
 	if m.Reporting == 0 && w.reason == "" {
 		out = nil // nothing measured, nothing to say
 	}
