@@ -122,7 +122,7 @@ func WithTickObserver(observe func(TickReport)) Option {
 }
 
 // WithIdleSleep sets how long a room nobody waits in sleeps between ticks (a multiple of its tick;
-// 0 keeps every room ticking). The default is five seconds (docs/architecture.md, "Idle rooms").
+// 0 keeps every room ticking). The default is ten seconds (docs/architecture.md, "Idle rooms").
 func WithIdleSleep(d time.Duration) Option { return func(s *Scheduler) { s.idleSleep = d } }
 
 // WithAlignedGrid puts every room's grid points on the multiples of its tick (GridPhase 0), which

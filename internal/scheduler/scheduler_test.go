@@ -511,3 +511,26 @@ func TestAnIdleRoomSleepsUntilSomeoneWaits(t *testing.T) {
 	h.s.Ensure(h.queue("idle", builder.Queue("", "").Suspend(true).Generation(2)))
 	woken("a suspension", func(r TickReport) bool { return r.Generation == 2 && r.Quota == 0 })
 }
+
+// TestAnAdaptiveRoomSleepsNoLongerThanItsWorkloadRead: the visitors a sleeping room admits at once take
+// the budget of its rate, which an Adaptive room must keep following, so it sleeps only until its
+// next workload read, not the whole idle sleep.
+func TestAnAdaptiveRoomSleepsNoLongerThanItsWorkloadRead(t *testing.T) {
+	h := newHarness(t)
+	h.s.Ensure(h.queue("adaptive", builder.Queue("", "").Adaptive(10)))
+	first := h.mustStep(100 * time.Millisecond)
+	if !first.Result.Asleep {
+		t.Fatal("a tick with nobody waiting left the Adaptive room awake")
+	}
+	for i := range int(adaptiveIdleSleep/(100*time.Millisecond)) - 1 {
+		if r, ok := h.step(100 * time.Millisecond); ok {
+			t.Fatalf("the sleeping room ticked %s after it fell asleep (tick %d)", r.Scheduled.Sub(first.Scheduled), i)
+		}
+	}
+	if r := h.mustStep(100 * time.Millisecond); !r.Scheduled.Equal(first.Scheduled.Add(adaptiveIdleSleep)) {
+		t.Fatalf("the Adaptive room woke at %s, want %s after it fell asleep", r.Scheduled.Sub(first.Scheduled), adaptiveIdleSleep)
+	}
+	if adaptiveIdleSleep >= defaultIdleSleep {
+		t.Fatalf("an Adaptive room sleeps %s, a Declared one %s", adaptiveIdleSleep, defaultIdleSleep)
+	}
+}

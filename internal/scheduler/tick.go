@@ -37,9 +37,15 @@ const (
 	maxRedisBackoff = 5 * time.Second
 	// defaultIdleSleep is how long a room nobody waits in sleeps between ticks. The tick at its end
 	// also reads the counters, the proxies' reports and the workload, so a sleeping room costs Redis
-	// one round of calls per sleep (docs/performance.md, "Idle rooms"); a wake-up lost with a
-	// reconnecting subscription delays a waiting visitor by at most this.
-	defaultIdleSleep = 5 * time.Second
+	// and the manager one round of calls per sleep (docs/performance.md, "Idle rooms"). The figures
+	// it reads reach the status at most every 10 s anyway (the controller's live-status interval), so
+	// a shorter sleep would buy nothing a user sees; a wake-up lost with a reconnecting subscription
+	// delays a waiting visitor by at most this.
+	defaultIdleSleep = 10 * time.Second
+	// adaptiveIdleSleep bounds the sleep of an Adaptive room: visitors it admits at once while it
+	// sleeps take the budget of its adaptive rate, so the replicas' reports must keep steering that
+	// rate at the cadence a Declared room reads them (workloadReadInterval).
+	adaptiveIdleSleep = workloadReadInterval
 )
 
 // tickState is what a queue's goroutine carries from tick to tick.
@@ -336,11 +342,14 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	return err
 }
 
-// sleepFor is how long the room may sleep after the tick at latest: the scheduler's idle sleep in
-// whole ticks, ending no later than the grid point at which the schedule closes the room; 0 when
-// that is less than two ticks.
+// sleepFor is how long the room may sleep after the tick at latest: the scheduler's idle sleep (an
+// Adaptive room's is shorter) in whole ticks, ending no later than the grid point at which the
+// schedule closes the room; 0 when that is less than two ticks.
 func (r *runner) sleepFor(cfg *Queue, tick time.Duration, latest time.Time) time.Duration {
 	d := r.s.idleSleep
+	if adaptive(cfg) {
+		d = min(d, adaptiveIdleSleep)
+	}
 	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && sc.ClosesAt.After(latest) {
 		d = min(d, sc.ClosesAt.Sub(latest))
 	}
