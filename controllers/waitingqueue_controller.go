@@ -23,7 +23,6 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 const (
@@ -67,6 +66,8 @@ type WaitingQueueReconciler struct {
 	applied  appliedObjects
 	// liveWritten is when each queue's status was last written (liveStatusInterval).
 	liveWritten sync.Map // types.UID → time.Time
+	// derived are the queues' settings by generation (derive).
+	derived sync.Map // types.UID → derivedSettings
 }
 
 // The manager writes with patches (server-side apply, merge patches), never with full updates. It
@@ -101,7 +102,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	before := wq.DeepCopy()
 	wq.Status.ObservedGeneration = wq.Generation
 	// The checks the proxy runs: a generation they refuse is applied nowhere, and says why.
-	s, err := settings.Derive(wq)
+	s, err := r.derive(wq)
 	if err != nil {
 		r.setNotAccepted(wq, err)
 		return ctrl.Result{RequeueAfter: secretResync}, r.patchStatus(ctx, before, wq)
@@ -184,6 +185,7 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	r.Scheduler.Remove(wq.UID)
 	r.applied.forget(wq.UID)
 	r.liveWritten.Delete(wq.UID)
+	r.derived.Delete(wq.UID)
 
 	err := r.deleteRedisKeys(ctx, wq)
 	if err != nil {
