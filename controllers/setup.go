@@ -71,7 +71,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
 }
 
 // SetupWithManager wires the reconciler's watches. Secrets are not watched: the manager may not
-// list or watch them, so a queue is reconciled every secretResync to notice changed Secrets.
+// list or watch them, so a queue is reconciled every
+// minute or more (secretResync) to notice changed Secrets.
 func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-chan event.GenericEvent) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("waitingqueue").

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -33,11 +34,15 @@ const (
 
 	// finalizeAttempts bounds how often deletion tries to reach Redis before it lets go.
 	finalizeAttempts = 5
-	// secretResync is how often a queue is reconciled without a change: the manager may not list or
-	// watch Secrets (docs/guides/operations.md, "Permissions"), so this is how it notices a per-queue
-	// Secret that was deleted or edited, and a rotated Redis URL in spec.redis.secretRef.
-	secretResync = time.Minute
-	// failingResync replaces secretResync while the queue has no usable Redis, so that a fixed
+	// minSecretResync is how often, at most, a queue is reconciled without a change: the manager may
+	// not list or watch Secrets (docs/guides/operations.md, "Permissions"), so this is how it notices
+	// a per-queue Secret that was deleted or edited, and a rotated Redis URL in spec.redis.secretRef.
+	minSecretResync = time.Minute
+	// secretResyncReads bounds the Secret reads per second that the resyncs of all queues together
+	// make: with more than 300 queues each queue's resync grows past a minute instead
+	// (docs/performance.md, "A thousand rooms on one manager").
+	secretResyncReads = 5
+	// failingResync replaces the resync while the queue has no usable Redis, so that a fixed
 	// Secret is picked up within seconds.
 	failingResync = 5 * time.Second
 	// maxConditionMessage bounds the API server's and the proxies' messages copied into a condition.
@@ -105,7 +110,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	s, err := r.derive(wq)
 	if err != nil {
 		r.setNotAccepted(wq, err)
-		return ctrl.Result{RequeueAfter: secretResync}, r.patchStatus(ctx, before, wq)
+		return ctrl.Result{RequeueAfter: r.secretResync()}, r.patchStatus(ctx, before, wq)
 	}
 	r.setCondition(wq, herdgatev1alpha1.ConditionAccepted, metav1.ConditionTrue, herdgatev1alpha1.ReasonAccepted,
 		"the spec passes the checks the admission proxy runs")
@@ -164,7 +169,15 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if hold > 0 {
 		return ctrl.Result{RequeueAfter: hold}, nil
 	}
-	return ctrl.Result{RequeueAfter: secretResync}, nil
+	return ctrl.Result{RequeueAfter: r.secretResync()}, nil
+}
+
+// secretResync is how long a queue waits for its next resync: a minute, or more when there are so
+// many queues that their resyncs would read more than secretResyncReads Secrets a second; a tenth
+// more or less at random, so that queues made together do not resync together.
+func (r *WaitingQueueReconciler) secretResync() time.Duration {
+	d := max(minSecretResync, time.Duration(r.Scheduler.Len())*time.Second/secretResyncReads)
+	return d + time.Duration((rand.Float64()-0.5)*0.2*float64(d))
 }
 
 func (r *WaitingQueueReconciler) now() time.Time {

@@ -228,6 +228,13 @@ func (s *Scheduler) Ensure(q Queue) {
 	}
 }
 
+// Len is how many queues the scheduler runs.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.runners)
+}
+
 // Remove stops the queue's goroutine and waits until it has returned.
 func (s *Scheduler) Remove(uid types.UID) {
 	s.mu.Lock()
