@@ -124,14 +124,14 @@ func (q *Queue) ReadWorkload(ctx context.Context, maxAge time.Duration, seconds 
 	if err != nil {
 		return WorkloadReading{}, fmt.Errorf("reading the workload reports of queue %s: %w", q.prefix, err)
 	}
-	bad := fmt.Errorf("unexpected workload reply of queue %s: %v", q.prefix, raw)
+	bad := func() error { return fmt.Errorf("unexpected workload reply of queue %s: %v", q.prefix, raw) }
 	if len(raw) < 2 {
-		return WorkloadReading{}, bad
+		return WorkloadReading{}, bad()
 	}
 	now, _ := raw[0].(int64)
 	n, _ := raw[1].(int64)
 	if int64(len(raw)) != 2+2*n+int64(len(seconds)) {
-		return WorkloadReading{}, bad
+		return WorkloadReading{}, bad()
 	}
 	out := WorkloadReading{Now: time.UnixMilli(now), Used: make(map[int64]int64, len(seconds))}
 	for i := int64(0); i < n; i++ {
