@@ -371,7 +371,8 @@ func (r *run) busyWindow(ctx context.Context, l *level) error {
 			l.ranDry++
 		}
 	}
-	l.target = 140 * l.busy.seconds * float64(len(rooms))
+	// Over the time between the two reads of the manager's counters that admitted() compares.
+	l.target = 140 * l.busy.counted * float64(len(rooms))
 	if r.modeChanges > 0 {
 		if l.modeChanges, err = r.timeModeChanges(ctx, rooms[0]); err != nil {
 			return err

@@ -32,14 +32,23 @@ type processes struct {
 // sample is what the processes had used, and what the manager and the API server had counted, at one
 // moment. Two samples make a window.
 type sample struct {
-	at                                   time.Time
-	manager, redis, apiserver, etcd      time.Duration // CPU used so far
+	// at is when the sample began and doneAt when it ended; cpu and cpuDone are what the processes
+	// had used by then.
+	at, doneAt time.Time
+	// scrapedAt is when the manager's metrics were asked for: the moment its counters are of.
+	scrapedAt                            time.Time
+	cpu, cpuDone                         cpuUsed
 	managerRSS                           int64
 	redisCommands                        int64
 	apiWrites, apiStatusWrites, apiReads float64
 	// writesBy counts the writes by "VERB resource[/subresource]".
 	writesBy map[string]float64
 	families map[string]*dto.MetricFamily // the manager's metrics
+}
+
+// cpuUsed is the CPU the processes had used so far.
+type cpuUsed struct {
+	manager, redis, apiserver, etcd time.Duration
 }
 
 // sampler takes samples of one manager's world.
@@ -51,34 +60,54 @@ type sampler struct {
 	pprofURL   string // the manager's /debug/pprof, if it serves one
 }
 
+// take reads the processes' CPU, then the counters and the manager's metrics, then the CPU again:
+// reading the metrics costs the manager and the API server CPU of their own, which a window leaves
+// out (between), and which the sample keeps as what one scrape cost.
 func (s *sampler) take(ctx context.Context) (sample, error) {
 	out := sample{at: time.Now()}
+	if err := s.readCPU(&out.cpu); err != nil {
+		return out, err
+	}
+	if err := s.readCounters(ctx, &out); err != nil {
+		return out, err
+	}
+	out.doneAt = time.Now()
+	return out, s.readCPU(&out.cpuDone)
+}
+
+func (s *sampler) readCPU(out *cpuUsed) error {
 	for _, p := range []struct {
 		pid int
 		cpu *time.Duration
 	}{{s.procs.manager, &out.manager}, {s.procs.redis, &out.redis}, {s.procs.apiserver, &out.apiserver}, {s.procs.etcd, &out.etcd}} {
 		st, ok := testenv.ReadProcStat(p.pid)
 		if !ok {
-			return out, fmt.Errorf("process %d is gone", p.pid)
+			return fmt.Errorf("process %d is gone", p.pid)
 		}
 		*p.cpu = st.CPU
 	}
+	return nil
+}
+
+func (s *sampler) readCounters(ctx context.Context, out *sample) error {
 	var err error
 	if out.managerRSS, err = residentBytes(s.procs.manager); err != nil {
-		return out, err
+		return err
 	}
 	info, err := s.rdb.InfoMap(ctx, "stats").Result()
 	if err != nil {
-		return out, err
+		return err
 	}
 	if out.redisCommands, err = strconv.ParseInt(info["Stats"]["total_commands_processed"], 10, 64); err != nil {
-		return out, fmt.Errorf("reading Redis' total_commands_processed: %w", err)
+		return fmt.Errorf("reading Redis' total_commands_processed: %w", err)
 	}
-	if err := s.countRequests(ctx, &out); err != nil {
-		return out, err
+	if err := s.countRequests(ctx, out); err != nil {
+		return err
 	}
+	// The manager gathers its metrics as the request comes in: its counters are of this moment.
+	out.scrapedAt = time.Now()
 	out.families, err = scrape(ctx, s.metricsURL)
-	return out, err
+	return err
 }
 
 // countRequests reads the API server's apiserver_request_total: every request it has answered, by
@@ -212,19 +241,30 @@ type window struct {
 	managerRSS                         int64   // at the end
 	redisCommands, apiWrites, apiReads float64 // per second
 	statusWrites                       int64   // in the whole window
-	before, after                      sample
+	// counted is the time between the manager's counters read at the window's start and end.
+	counted float64
+	// scrapeCPU is what the manager spent while the sample at the window's end read its metrics.
+	scrapeCPU     time.Duration
+	before, after sample
 }
 
+// between is the window from the end of sample a to the start of sample b, so that the CPU the
+// samples' own reads cost is not in it.
 func between(a, b sample) window {
-	sec := b.at.Sub(a.at).Seconds()
+	sec := b.at.Sub(a.doneAt).Seconds()
 	share := func(x, y time.Duration) float64 { return (y - x).Seconds() / sec }
+	from, to := a.cpuDone, b.cpu
+	// Redis' and the API server's counters are read first thing in each sample.
+	read := b.at.Sub(a.at).Seconds()
 	return window{
 		seconds: sec, before: a, after: b,
-		manager: share(a.manager, b.manager), redis: share(a.redis, b.redis), apiserver: share(a.apiserver, b.apiserver), etcd: share(a.etcd, b.etcd),
+		manager: share(from.manager, to.manager), redis: share(from.redis, to.redis), apiserver: share(from.apiserver, to.apiserver), etcd: share(from.etcd, to.etcd),
+		scrapeCPU:     b.cpuDone.manager - b.cpu.manager,
+		counted:       b.scrapedAt.Sub(a.scrapedAt).Seconds(),
 		managerRSS:    b.managerRSS,
-		redisCommands: float64(b.redisCommands-a.redisCommands) / sec,
-		apiWrites:     (b.apiWrites - a.apiWrites) / sec,
-		apiReads:      (b.apiReads - a.apiReads) / sec,
+		redisCommands: float64(b.redisCommands-a.redisCommands) / read,
+		apiWrites:     (b.apiWrites - a.apiWrites) / read,
+		apiReads:      (b.apiReads - a.apiReads) / read,
 		statusWrites:  int64(math.Round(b.apiStatusWrites - a.apiStatusWrites)),
 	}
 }
@@ -240,7 +280,7 @@ func (w window) reconciles() float64 {
 		}
 		return n
 	}
-	return (total(w.after) - total(w.before)) / w.seconds
+	return (total(w.after) - total(w.before)) / w.counted
 }
 
 // topWrites names the kinds of write the window saw most, with their counts.
