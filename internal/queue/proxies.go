@@ -57,6 +57,10 @@ func (q *Queue) ProxyReports(ctx context.Context, maxAge time.Duration) ([]Proxy
 	if err != nil {
 		return nil, fmt.Errorf("reading proxy reports of queue %s: %w", q.prefix, err)
 	}
+	return parseProxyReports(raw)
+}
+
+func parseProxyReports(raw []any) ([]ProxyReport, error) {
 	if len(raw) < 1 || len(raw)%2 != 1 {
 		return nil, fmt.Errorf("unexpected proxy reports reply %v", raw)
 	}

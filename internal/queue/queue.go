@@ -476,10 +476,18 @@ type Stats struct {
 
 // Stats reads the counters in one round trip.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	res, err := statsScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre}).Int64Slice()
+	res, err := statsScript.Run(ctx, q.rdb, q.statsKeys()).Int64Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
+	return parseStats(res)
+}
+
+func (q *Queue) statsKeys() []string {
+	return []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre}
+}
+
+func parseStats(res []int64) (Stats, error) {
 	if len(res) != 8 {
 		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
 	}

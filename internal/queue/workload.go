@@ -116,14 +116,22 @@ type WorkloadReading struct {
 // deleting older ones (replicas that are gone), and how many passes of each of the seconds given
 // were used.
 func (q *Queue) ReadWorkload(ctx context.Context, maxAge time.Duration, seconds []int64) (WorkloadReading, error) {
+	raw, err := workloadScript.Run(ctx, q.rdb, []string{q.keys.workload}, q.readWorkloadArgs(maxAge, seconds)...).Slice()
+	if err != nil {
+		return WorkloadReading{}, fmt.Errorf("reading the workload reports of queue %s: %w", q.prefix, err)
+	}
+	return q.parseWorkload(raw, seconds)
+}
+
+func (q *Queue) readWorkloadArgs(maxAge time.Duration, seconds []int64) []any {
 	args := []any{"read", maxAge.Milliseconds(), q.prefix}
 	for _, s := range seconds {
 		args = append(args, s)
 	}
-	raw, err := workloadScript.Run(ctx, q.rdb, []string{q.keys.workload}, args...).Slice()
-	if err != nil {
-		return WorkloadReading{}, fmt.Errorf("reading the workload reports of queue %s: %w", q.prefix, err)
-	}
+	return args
+}
+
+func (q *Queue) parseWorkload(raw []any, seconds []int64) (WorkloadReading, error) {
 	bad := func() error { return fmt.Errorf("unexpected workload reply of queue %s: %v", q.prefix, raw) }
 	if len(raw) < 2 {
 		return WorkloadReading{}, bad()

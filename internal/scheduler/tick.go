@@ -143,11 +143,14 @@ func (r *runner) run(ctx context.Context) {
 				continue
 			}
 		}
-		// What the proxies measured steers this very tick: an error burst brakes within two ticks
-		// (one for the replicas' report, one for this read). A failed read keeps the last rate; the
-		// admission that follows meets the same Redis and reports what failed.
-		if err := r.readWorkload(ctx, st, t.cfg, t.now); err != nil && ctx.Err() == nil {
-			log.V(1).Info("Reading the workload reports failed; keeping the last rate", "error", err.Error())
+		// What the proxies measured steers an Adaptive room's very tick: an error burst brakes within
+		// two ticks (one for the replicas' report, one for this read). A failed read keeps the last
+		// rate; the admission that follows meets the same Redis and reports what failed. A Declared
+		// room reads the reports for its status only, with its counters after the tick.
+		if adaptive(t.cfg) {
+			if err := r.readWorkload(ctx, st, t.cfg, t.now); err != nil && ctx.Err() == nil {
+				log.V(1).Info("Reading the workload reports failed; keeping the last rate", "error", err.Error())
+			}
 		}
 		phase := r.phase(st, t)
 		if err := r.admit(ctx, st, t, rng, phase); err != nil {
@@ -164,6 +167,10 @@ func (r *runner) run(ctx context.Context) {
 			if err := r.readStats(ctx, st, t.cfg, t.now); err != nil {
 				r.fail(ctx, st, t.now, err)
 				continue
+			}
+		} else if !adaptive(t.cfg) {
+			if err := r.readWorkload(ctx, st, t.cfg, t.now); err != nil && ctx.Err() == nil {
+				log.V(1).Info("Reading the workload reports failed", "error", err.Error())
 			}
 		}
 		r.notify(st, t.now)
@@ -398,18 +405,25 @@ func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, pha
 	return nil
 }
 
-// readStats reads the queue's counters and the proxy replicas' reports.
+// readStats reads the queue's counters and the proxy replicas' reports, and a Declared queue's
+// workload reports when they are due, in one round trip (queue.Observe).
 func (r *runner) readStats(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
+	req := queue.ObserveRequest{ProxyMaxAge: proxyReportMaxAge}
+	var read workloadReadArgs
+	if !adaptive(cfg) {
+		read, req.Workload = st.workloadRead(cfg, now)
+		req.WorkloadMaxAge, req.UsedSeconds = read.maxAge, read.seconds
+	}
 	callCtx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	stats, err := st.q.Stats(callCtx)
+	seen, err := st.q.Observe(callCtx, req)
 	if err != nil {
 		return err
 	}
-	proxies, err := st.q.ProxyReports(callCtx, proxyReportMaxAge)
-	if err != nil {
-		return err
+	if seen.Workload != nil {
+		r.applyWorkload(st, cfg, now, read.seconds, *seen.Workload)
 	}
+	stats, proxies := seen.Stats, seen.Proxies
 	if len(proxies) == 0 {
 		proxies = nil
 	}

@@ -103,16 +103,37 @@ func (st *tickState) quota(cfg *Queue) capacity.Plan {
 }
 
 // readWorkload reads and merges the replicas' reports, steps the adaptive controller, and updates
-// the snapshot and the metrics. An Adaptive queue does it every tick, a Declared one every
-// workloadReadInterval.
+// the snapshot and the metrics. An Adaptive queue does it before every tick; a Declared one every
+// workloadReadInterval, mostly with the counters after its tick (readStats).
 func (r *runner) readWorkload(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
-	w := &st.workload
-	if !adaptive(cfg) && now.Before(w.readAt) {
+	read, due := st.workloadRead(cfg, now)
+	if !due {
 		return nil
 	}
+	callCtx, cancel := context.WithTimeout(ctx, max(cfg.Effective.Tick(), time.Second))
+	reading, err := st.q.ReadWorkload(callCtx, read.maxAge, read.seconds)
+	cancel()
+	if err != nil {
+		return err
+	}
+	r.applyWorkload(st, cfg, now, read.seconds, reading)
+	return nil
+}
+
+// workloadReadArgs are what a read of the workload reports asks Redis for.
+type workloadReadArgs struct {
+	maxAge  time.Duration
+	seconds []int64 // the seconds whose passes had their time to be used
+}
+
+// workloadRead says whether the workload is due to be read at now, and with what; when it is, the
+// next read is due workloadReadInterval later.
+func (st *tickState) workloadRead(cfg *Queue, now time.Time) (workloadReadArgs, bool) {
+	w := &st.workload
+	if !adaptive(cfg) && now.Before(w.readAt) {
+		return workloadReadArgs{}, false
+	}
 	w.readAt = now.Add(workloadReadInterval)
-	tick := cfg.Effective.Tick()
-	// The seconds whose passes had their time to be used.
 	cutoff := now.Add(-useGrace(cfg)).Unix() - 1
 	var seconds []int64
 	for s := range w.admitted {
@@ -120,12 +141,12 @@ func (r *runner) readWorkload(ctx context.Context, st *tickState, cfg *Queue, no
 			seconds = append(seconds, s)
 		}
 	}
-	callCtx, cancel := context.WithTimeout(ctx, max(tick, time.Second))
-	reading, err := st.q.ReadWorkload(callCtx, max(minWorkloadMaxAge, 10*tick), seconds)
-	cancel()
-	if err != nil {
-		return err
-	}
+	return workloadReadArgs{maxAge: max(minWorkloadMaxAge, 10*cfg.Effective.Tick()), seconds: seconds}, true
+}
+
+// applyWorkload takes in a reading of the workload reports made for seconds.
+func (r *runner) applyWorkload(st *tickState, cfg *Queue, now time.Time, seconds []int64, reading queue.WorkloadReading) {
+	w := &st.workload
 	m := w.merge(reading, now)
 	for _, s := range seconds {
 		if m.Reporting > 0 {
@@ -156,7 +177,6 @@ func (r *runner) readWorkload(ctx context.Context, st *tickState, cfg *Queue, no
 		w.controller, w.rate = nil, 0
 	}
 	r.publishWorkload(st, cfg, m, declared)
-	return nil
 }
 
 // merge takes the differences of each replica's report since its last, and forgets replicas that

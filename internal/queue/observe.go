@@ -1,0 +1,94 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Observation is what the scheduler reads of a room besides its tick: its counters, its proxy
+// replicas' reports and, when asked for, their workload reports.
+type Observation struct {
+	Stats   Stats
+	Proxies []ProxyReport
+	// Workload is nil unless ObserveRequest.Workload asked for it.
+	Workload *WorkloadReading
+}
+
+// ObserveRequest says what Observe reads.
+type ObserveRequest struct {
+	// ProxyMaxAge is ProxyReports' maxAge.
+	ProxyMaxAge time.Duration
+	// Workload asks for ReadWorkload(WorkloadMaxAge, UsedSeconds) too.
+	Workload       bool
+	WorkloadMaxAge time.Duration
+	UsedSeconds    []int64
+}
+
+// Observe makes the reads of Stats, ProxyReports and, when asked, ReadWorkload in one round trip:
+// a sleeping room makes them at every wake-up, and at a thousand rooms the round trips, not Redis'
+// work, are most of what the scheduler spends (docs/performance.md, "Idle rooms"). Redis that lost
+// its scripts (a restart, SCRIPT FLUSH) gets them one by one, which loads them again.
+func (q *Queue) Observe(ctx context.Context, req ObserveRequest) (Observation, error) {
+	pipe := q.rdb.Pipeline()
+	stats := statsScript.EvalSha(ctx, pipe, q.statsKeys())
+	proxies := proxiesScript.EvalSha(ctx, pipe, []string{q.keys.proxies}, "read", req.ProxyMaxAge.Milliseconds())
+	var workload *redis.Cmd
+	if req.Workload {
+		workload = workloadScript.EvalSha(ctx, pipe, []string{q.keys.workload}, q.readWorkloadArgs(req.WorkloadMaxAge, req.UsedSeconds)...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return q.observeOneByOne(ctx, req)
+		}
+		return Observation{}, fmt.Errorf("observing queue %s: %w", q.prefix, err)
+	}
+	var out Observation
+	res, err := stats.Int64Slice()
+	if err != nil {
+		return out, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
+	}
+	if out.Stats, err = parseStats(res); err != nil {
+		return out, err
+	}
+	raw, err := proxies.Slice()
+	if err != nil {
+		return out, fmt.Errorf("reading proxy reports of queue %s: %w", q.prefix, err)
+	}
+	if out.Proxies, err = parseProxyReports(raw); err != nil {
+		return out, err
+	}
+	if workload != nil {
+		raw, err := workload.Slice()
+		if err != nil {
+			return out, fmt.Errorf("reading the workload reports of queue %s: %w", q.prefix, err)
+		}
+		reading, err := q.parseWorkload(raw, req.UsedSeconds)
+		if err != nil {
+			return out, err
+		}
+		out.Workload = &reading
+	}
+	return out, nil
+}
+
+func (q *Queue) observeOneByOne(ctx context.Context, req ObserveRequest) (Observation, error) {
+	var out Observation
+	var err error
+	if out.Stats, err = q.Stats(ctx); err != nil {
+		return out, err
+	}
+	if out.Proxies, err = q.ProxyReports(ctx, req.ProxyMaxAge); err != nil {
+		return out, err
+	}
+	if req.Workload {
+		reading, err := q.ReadWorkload(ctx, req.WorkloadMaxAge, req.UsedSeconds)
+		if err != nil {
+			return out, err
+		}
+		out.Workload = &reading
+	}
+	return out, nil
+}
