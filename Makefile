@@ -190,8 +190,8 @@ bench-far: toolchain ## Build a queue of 10^7 waiting; poll it at the default bu
 	go test -run '^$$' -bench 'DeepQueuePolls' -benchtime 1x -count 1 -timeout 60m ./admission -args -far.depth=$(FAR_DEPTH) -far.duration=$(FAR_DURATION) | tee $(ARTIFACTS)/bench-far.txt
 
 .PHONY: bench-scheduler
-bench-scheduler: toolchain ## Run ten reference queues for 30 s (admitted/target, tick lag), then 300 idle rooms ticking and sleeping.
-	go test -run '^$$' -bench 'SchedulerTenQueues|IdleRooms' -benchtime 1x ./internal/scheduler -args -scheduler.duration=$(SCHEDULER_DURATION)
+bench-scheduler: toolchain ## Run ten reference queues for 30 s, 300 idle rooms ticking and sleeping, 100 busy among 900 idle on an aligned and a phased grid.
+	go test -run '^$$' -bench 'SchedulerTenQueues|IdleRooms|BusyAmongIdleRooms' -benchtime 1x ./internal/scheduler -args -scheduler.duration=$(SCHEDULER_DURATION)
 
 MANAGER_LOAD_PHASE ?= 30s
 # bench-rooms: the room counts reached one after the other, how long each is watched idle and busy, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -178,4 +179,114 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var (
+	busyRooms    = flag.Int("scheduler.busy-rooms", 100, "how many busy rooms BenchmarkBusyAmongIdleRooms runs")
+	idleBeside   = flag.Int("scheduler.idle-beside", 900, "how many idle rooms BenchmarkBusyAmongIdleRooms runs beside the busy ones")
+	busyDuration = flag.Duration("scheduler.busy-duration", 20*time.Second, "how long BenchmarkBusyAmongIdleRooms measures each way")
+)
+
+// busyVisitorsPad is how many visitors each busy room holds beyond 140 a second for the whole run,
+// so that none runs dry.
+const busyVisitorsPad = 3000
+
+// BenchmarkBusyAmongIdleRooms runs -scheduler.busy-rooms reference rooms with a long line beside
+// -scheduler.idle-beside idle ones on one Redis, on the real clock, without an API server: first with
+// every room on the aligned grid (all call Redis at the same instant of each tick), then with each
+// room at its grid phase, as the manager runs them. It reports the busy rooms' admitted/target and
+// tick lag for each, and the ratio of the lags.
+func BenchmarkBusyAmongIdleRooms(b *testing.B) {
+	logf.SetLogger(logr.Discard())
+	srv := testenv.StartRedis(b)
+	rdb, err := queue.NewClient(srv.URL(), queue.ClientOptions{PoolSize: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	fill := func(run string) {
+		perRoom := int(busyDuration.Seconds()*140) + busyVisitorsPad
+		for i := range *busyRooms {
+			q, err := queue.New(rdb, "bench", fmt.Sprintf("%s-busy-%03d", run, i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for j := range perRoom {
+				wg.Go(func() {
+					if _, err := q.Enter(context.Background(), fmt.Sprintf("v%06d", j), time.Hour); err != nil {
+						b.Error(err)
+					}
+				})
+				if j%500 == 499 {
+					wg.Wait()
+				}
+			}
+			wg.Wait()
+		}
+	}
+	type result struct {
+		ratio    float64
+		p99, max time.Duration
+	}
+	measure := func(run string, opts ...Option) result {
+		var mu sync.Mutex
+		var lags []time.Duration
+		var admitted int64
+		measuring := false
+		s := New(&queue.Pool{}, append(opts, WithTickObserver(func(r TickReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			if measuring && strings.Contains(r.Key.Name, "-busy-") && r.Err == nil {
+				lags = append(lags, r.Started.Sub(r.Scheduled))
+				admitted += int64(len(r.Result.Admitted))
+			}
+		}))...)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Start(ctx) }()
+		ensure := func(name string) {
+			wq := builder.Queue("bench", name).UID(k8stypes.UID(name)).Generation(1).PassTTL(time.Minute).AbandonAfter(time.Hour)
+			s.Ensure(Queue{Settings: wq.Settings(), RedisURL: srv.URL()})
+		}
+		for i := range *idleBeside {
+			ensure(fmt.Sprintf("%s-idle-%04d", run, i))
+		}
+		for i := range *busyRooms {
+			ensure(fmt.Sprintf("%s-busy-%03d", run, i))
+		}
+		time.Sleep(3 * time.Second) // every room has ticked, the idle ones sleep
+		mu.Lock()
+		measuring = true
+		mu.Unlock()
+		time.Sleep(*busyDuration)
+		mu.Lock()
+		measuring = false
+		ticks, n := len(lags), admitted
+		slices.Sort(lags)
+		mu.Unlock()
+		cancel()
+		<-done
+		if ticks == 0 {
+			b.Fatalf("%s: no busy room ticked", run)
+		}
+		// Each tick is one grid point of one room, or makes up for missed ones: what the ticks
+		// admitted against 14 per grid point of the window, for every busy room.
+		target := 14 * float64(*busyRooms) * (busyDuration.Seconds() / 0.1)
+		return result{ratio: float64(n) / target, p99: lags[ticks*99/100], max: lags[ticks-1]}
+	}
+	for range b.N {
+		fill("aligned")
+		aligned := measure("aligned", WithAlignedGrid())
+		fill("phased")
+		phased := measure("phased")
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(aligned.ratio, "aligned-admitted/target")
+		b.ReportMetric(phased.ratio, "phased-admitted/target")
+		b.ReportMetric(ms(aligned.p99), "aligned-lag-p99-ms")
+		b.ReportMetric(ms(phased.p99), "phased-lag-p99-ms")
+		b.ReportMetric(ms(aligned.max), "aligned-lag-max-ms")
+		b.ReportMetric(ms(phased.max), "phased-lag-max-ms")
+		b.ReportMetric(float64(phased.p99)/float64(max(aligned.p99, time.Microsecond)), "lag-p99-ratio")
+	}
 }
