@@ -2,22 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -306,142 +301,4 @@ func (r *run) watch(ctx context.Context, d time.Duration, name string) (window, 
 		return window{}, err
 	}
 	return between(before, after), nil
-}
-
-// busyWindow makes l.busyRooms busy: suspended while visitors fill them for the whole window (and a
-// margin), then admitting at their plan while the window is watched. Afterwards it times mode changes
-// to a busy room's proxy, and waits for the rooms to be idle again.
-func (r *run) busyWindow(ctx context.Context, l *level) error {
-	const margin = 20 * time.Second
-	rooms := l.busyRooms
-	r.logf("filling %d busy rooms", len(rooms))
-	if err := r.suspend(ctx, rooms, true); err != nil {
-		return err
-	}
-	perRoom := int(140 * (r.busy + margin).Seconds()) // the reference plan: 140 a second
-	var entered atomic.Int64
-	if err := parallel(ctx, 64, len(rooms)*perRoom, func(i int) error {
-		q, err := r.store.Queue(namespace, rooms[i%len(rooms)])
-		if err != nil {
-			return err
-		}
-		_, err = q.Enter(ctx, "v"+strconv.Itoa(i), time.Hour)
-		entered.Add(1)
-		return err
-	}); err != nil {
-		return err
-	}
-	filled, err := r.stats(ctx, rooms)
-	if err != nil {
-		return err
-	}
-	var waiting, admitted, abandoned int64
-	for _, st := range filled {
-		waiting, admitted, abandoned = waiting+st.Depth, admitted+st.AdmittedTotal, abandoned+st.AbandonedTotal
-	}
-	r.logf("%d visitors entered, %d wait (the busy rooms have admitted %d and abandoned %d so far); opening the busy rooms", entered.Load(), waiting, admitted, abandoned)
-	if err := r.suspend(ctx, rooms, false); err != nil {
-		return err
-	}
-	// Every busy room admits again before the window begins.
-	if err := sleep(ctx, 3*time.Second); err != nil {
-		return err
-	}
-	admittedTotal := func(stats []queue.Stats) (n int64) {
-		for _, st := range stats {
-			n += st.AdmittedTotal
-		}
-		return n
-	}
-	opened, err := r.stats(ctx, rooms)
-	if err != nil {
-		return err
-	}
-	if l.busy, err = r.watch(ctx, r.busy, fmt.Sprintf("busy-%d", l.rooms)); err != nil {
-		return err
-	}
-	closed, err := r.stats(ctx, rooms)
-	if err != nil {
-		return err
-	}
-	r.logf("Redis counted %d admitted before the window and %d in it; the manager's metric %0.f in it",
-		admittedTotal(opened), admittedTotal(closed)-admittedTotal(opened), l.busy.admitted(rooms))
-	for _, st := range closed {
-		if st.Depth == 0 {
-			l.ranDry++
-		}
-	}
-	// Over the time between the two reads of the manager's counters that admitted() compares.
-	l.target = 140 * l.busy.counted * float64(len(rooms))
-	if r.modeChanges > 0 {
-		if l.modeChanges, err = r.timeModeChanges(ctx, rooms[0]); err != nil {
-			return err
-		}
-	}
-	r.logf("waiting for the busy rooms to empty")
-	return waitFor(ctx, 5*time.Minute, "the busy rooms to empty", func() (bool, error) {
-		stats, err := r.stats(ctx, rooms)
-		if err != nil {
-			return false, err
-		}
-		for _, st := range stats {
-			if st.Depth > 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-}
-
-// statuses reads every room's status, by name.
-func (r *run) statuses(ctx context.Context) (map[string]herdgatev1alpha1.WaitingQueueStatus, error) {
-	list := &herdgatev1alpha1.WaitingQueueList{}
-	if err := r.admin.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return nil, err
-	}
-	out := make(map[string]herdgatev1alpha1.WaitingQueueStatus, len(list.Items))
-	for _, wq := range list.Items {
-		out[wq.Name] = wq.Status
-	}
-	return out, nil
-}
-
-// reportStatusChanges logs how many rooms' status changed since before, and how the first one did,
-// so that a status write in an idle window can be told apart from a room still settling.
-func (r *run) reportStatusChanges(ctx context.Context, before map[string]herdgatev1alpha1.WaitingQueueStatus) error {
-	after, err := r.statuses(ctx)
-	if err != nil {
-		return err
-	}
-	var changed []string
-	for name, st := range after {
-		if !equality.Semantic.DeepEqual(before[name], st) {
-			changed = append(changed, name)
-		}
-	}
-	if len(changed) == 0 {
-		return nil
-	}
-	slices.Sort(changed)
-	was, _ := json.Marshal(before[changed[0]])
-	is, _ := json.Marshal(after[changed[0]])
-	r.logf("%d rooms changed their status while idle; %s went from %s to %s", len(changed), changed[0], was, is)
-	return nil
-}
-
-// stats reads the counters of each of rooms, in order.
-func (r *run) stats(ctx context.Context, rooms []string) ([]queue.Stats, error) {
-	out := make([]queue.Stats, 0, len(rooms))
-	for _, name := range rooms {
-		q, err := r.store.Queue(namespace, name)
-		if err != nil {
-			return nil, err
-		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
 }
