@@ -126,24 +126,37 @@ type AdmitResult struct {
 // call examines at most Limit + FrontBudget visitors at the front and SweepBlocks × seenBlock deeper
 // in, so its work never depends on the plan that chose the limit.
 func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error) {
+	keys, args, err := q.admitCall(req)
+	if err != nil {
+		return AdmitResult{}, err
+	}
+	raw, err := admitScript.Run(ctx, q.rdb, keys, args...).Slice()
+	if err != nil {
+		return AdmitResult{}, fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
+	}
+	return parseAdmitReply(raw)
+}
+
+// admitCall checks req and turns it into the admit script's keys and arguments.
+func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err error) {
 	switch {
 	case req.TickID <= 0:
-		return AdmitResult{}, errors.New("admit: tick id must be positive")
+		return nil, nil, errors.New("admit: tick id must be positive")
 	case req.PassTTL <= 0:
-		return AdmitResult{}, errors.New("admit: pass TTL must be positive")
+		return nil, nil, errors.New("admit: pass TTL must be positive")
 	case req.Limit < 0 || req.Limit > MaxAdmitPerTick:
-		return AdmitResult{}, fmt.Errorf("admit: limit %d is outside 0 … %d", req.Limit, MaxAdmitPerTick)
+		return nil, nil, fmt.Errorf("admit: limit %d is outside 0 … %d", req.Limit, MaxAdmitPerTick)
 	case req.Window < 0 || req.Lead < 0:
-		return AdmitResult{}, fmt.Errorf("admit: negative window %s or lead %s", req.Window, req.Lead)
+		return nil, nil, fmt.Errorf("admit: negative window %s or lead %s", req.Window, req.Lead)
 	case req.InstantBudget < 0 || req.InstantBudget > req.Limit || (req.InstantBudget > 0 && req.Tick <= 0):
-		return AdmitResult{}, fmt.Errorf("admit: instant budget %d is outside 0 … limit %d, or lasts %s", req.InstantBudget, req.Limit, req.Tick)
+		return nil, nil, fmt.Errorf("admit: instant budget %d is outside 0 … limit %d, or lasts %s", req.InstantBudget, req.Limit, req.Tick)
 	case req.FrontBudget < 0 || req.SweepBlocks < 0:
-		return AdmitResult{}, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
+		return nil, nil, fmt.Errorf("admit: negative front budget %d or sweep blocks %d", req.FrontBudget, req.SweepBlocks)
 	case req.SleepFor < 0 || (req.SleepFor > 0 && req.Holding) || req.SleepShare < 0 || req.SleepShare > req.Limit:
-		return AdmitResult{}, fmt.Errorf("admit: sleep for %s with a share of %d (limit %d), holding %t", req.SleepFor, req.SleepShare, req.Limit, req.Holding)
+		return nil, nil, fmt.Errorf("admit: sleep for %s with a share of %d (limit %d), holding %t", req.SleepFor, req.SleepShare, req.Limit, req.Holding)
 	}
 	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
-	args := []any{
+	args = []any{
 		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
@@ -151,10 +164,11 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 	if req.Holding {
 		args[13] = max(0, req.Through)
 	}
-	raw, err := admitScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked}, args...).Slice()
-	if err != nil {
-		return AdmitResult{}, fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
-	}
+	return []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked}, args, nil
+}
+
+// parseAdmitReply reads the admit script's reply.
+func parseAdmitReply(raw []any) (AdmitResult, error) {
 	if len(raw) < 3 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}

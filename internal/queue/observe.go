@@ -33,35 +33,62 @@ type ObserveRequest struct {
 // its scripts (a restart, SCRIPT FLUSH) gets them one by one, which loads them again.
 func (q *Queue) Observe(ctx context.Context, req ObserveRequest) (Observation, error) {
 	pipe := q.rdb.Pipeline()
-	stats := statsScript.EvalSha(ctx, pipe, q.statsKeys())
-	proxies := proxiesScript.EvalSha(ctx, pipe, []string{q.keys.proxies}, "read", req.ProxyMaxAge.Milliseconds())
-	var workload *redis.Cmd
-	if req.Workload {
-		workload = workloadScript.EvalSha(ctx, pipe, []string{q.keys.workload}, q.readWorkloadArgs(req.WorkloadMaxAge, req.UsedSeconds)...)
-	}
+	reads := q.queueReads(ctx, pipe, req)
 	if _, err := pipe.Exec(ctx); err != nil {
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return q.observeOneByOne(ctx, req)
 		}
 		return Observation{}, fmt.Errorf("observing queue %s: %w", q.prefix, err)
 	}
+	return q.parseReads(reads, req)
+}
+
+// observeReads are Observe's calls, queued on a pipeline.
+type observeReads struct {
+	stats, proxies, workload *redis.Cmd
+}
+
+// queueReads queues Observe's calls for req on pipe.
+func (q *Queue) queueReads(ctx context.Context, pipe redis.Pipeliner, req ObserveRequest) observeReads {
+	r := observeReads{
+		stats:   statsScript.EvalSha(ctx, pipe, q.statsKeys()),
+		proxies: proxiesScript.EvalSha(ctx, pipe, []string{q.keys.proxies}, "read", req.ProxyMaxAge.Milliseconds()),
+	}
+	if req.Workload {
+		r.workload = workloadScript.EvalSha(ctx, pipe, []string{q.keys.workload}, q.readWorkloadArgs(req.WorkloadMaxAge, req.UsedSeconds)...)
+	}
+	return r
+}
+
+// err is the first error of the calls.
+func (r observeReads) err() error {
+	for _, c := range []*redis.Cmd{r.stats, r.proxies, r.workload} {
+		if c != nil && c.Err() != nil {
+			return c.Err()
+		}
+	}
+	return nil
+}
+
+// parseReads reads the replies of the calls queueReads queued.
+func (q *Queue) parseReads(r observeReads, req ObserveRequest) (Observation, error) {
 	var out Observation
-	res, err := stats.Int64Slice()
+	res, err := r.stats.Int64Slice()
 	if err != nil {
 		return out, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
 	if out.Stats, err = parseStats(res); err != nil {
 		return out, err
 	}
-	raw, err := proxies.Slice()
+	raw, err := r.proxies.Slice()
 	if err != nil {
 		return out, fmt.Errorf("reading proxy reports of queue %s: %w", q.prefix, err)
 	}
 	if out.Proxies, err = parseProxyReports(raw); err != nil {
 		return out, err
 	}
-	if workload != nil {
-		raw, err := workload.Slice()
+	if r.workload != nil {
+		raw, err := r.workload.Slice()
 		if err != nil {
 			return out, fmt.Errorf("reading the workload reports of queue %s: %w", q.prefix, err)
 		}

@@ -72,28 +72,39 @@ func timeOrZero(ms int64) time.Time {
 
 // PublishPlan stores p for the proxies.
 func (q *Queue) PublishPlan(ctx context.Context, p PublishedPlan) error {
+	args, err := q.planArgs(p)
+	if err != nil {
+		return err
+	}
+	if err := planScript.Run(ctx, q.rdb, q.planKeys(), args...).Err(); err != nil {
+		return fmt.Errorf("publishing plan of queue %s: %w", q.prefix, err)
+	}
+	return nil
+}
+
+// planKeys are the plan script's keys.
+func (q *Queue) planKeys() []string { return []string{q.keys.plan, q.keys.draw} }
+
+// planArgs checks p and turns it into the plan script's arguments.
+func (q *Queue) planArgs(p PublishedPlan) ([]any, error) {
 	num, den := p.Quota.PerTick()
 	if den <= 0 || p.Quota.Tick() <= 0 {
-		return fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, num, den, p.Quota.Tick())
+		return nil, fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, num, den, p.Quota.Tick())
 	}
 	phase, ok := phaseCodes[cmp.Or(p.Phase, settings.PhaseOpen)]
 	if !ok {
-		return fmt.Errorf("publishing plan of queue %s: unknown phase %q", q.prefix, p.Phase)
+		return nil, fmt.Errorf("publishing plan of queue %s: unknown phase %q", q.prefix, p.Phase)
 	}
 	suspended := 0
 	if p.Suspended {
 		suspended = 1
 	}
-	args := []any{
+	return []any{
 		phase, "num", num, "den", den, "tick", int64(p.Quota.Tick()),
 		"pollMin", int64(p.PollMin), "pollMax", int64(p.PollMax), "abandonAfter", int64(p.AbandonAfter),
 		"suspended", suspended, "preQueueFrom", unixMilliOrZero(p.PreQueueFrom), "opensAt", unixMilliOrZero(p.OpensAt),
 		"closesAt", unixMilliOrZero(p.ClosesAt),
-	}
-	if err := planScript.Run(ctx, q.rdb, []string{q.keys.plan, q.keys.draw}, args...).Err(); err != nil {
-		return fmt.Errorf("publishing plan of queue %s: %w", q.prefix, err)
-	}
-	return nil
+	}, nil
 }
 
 // ErrNoPlan means no scheduler has published a plan for the queue yet.

@@ -37,7 +37,7 @@ var (
 	}, []string{"namespace", "name"})
 	tickDurationHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herdgate_tick_duration_seconds",
-		Help:    "Duration of one scheduler tick: the Admit call to Redis.",
+		Help:    "Duration of one scheduler tick: its round trip to Redis (the admission, and the plan and counters when due).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15), // 100 µs … 1.6 s
 	}, []string{"namespace", "name"})
 	preQueueDepthGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -142,22 +143,19 @@ func (r *runner) run(ctx context.Context) {
 			}
 		}
 		phase := r.phase(st, t)
-		if err := r.admit(ctx, st, t, rng, phase); err != nil {
+		after := r.dueAfterTick(st, t.cfg, phase, t.now)
+		replies, err := r.admit(ctx, st, t, rng, phase, after)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			continue // admit recorded the failure
 		}
-		if err := r.publishPlan(ctx, st, t.cfg, phase, t.now); err != nil {
+		if err := r.takeAfterTick(st, t.cfg, t.now, after, replies); err != nil {
 			r.fail(ctx, st, t.now, err)
 			continue
 		}
-		if !t.now.Before(st.statsAt) {
-			if err := r.readStats(ctx, st, t.cfg, t.now); err != nil {
-				r.fail(ctx, st, t.now, err)
-				continue
-			}
-		} else if !adaptive(t.cfg) {
+		if after.observe == nil && !adaptive(t.cfg) {
 			if err := r.readWorkload(ctx, st, t.cfg, t.now); err != nil && ctx.Err() == nil {
 				log.V(1).Info("Reading the workload reports failed", "error", err.Error())
 			}
@@ -209,7 +207,7 @@ func (r *runner) phase(st *tickState, t gridTick) settings.Phase {
 // admit runs the tick in Redis. Its work follows whom it can admit, never the plan's size: Redis
 // gets a limit and draws the offsets for the admitted alone, and the limit is capped
 // (docs/performance.md).
-func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase settings.Phase) error {
+func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase settings.Phase, after afterTick) (queue.TickReplies, error) {
 	cfg := t.cfg
 	quota, share := int64(0), int64(0)
 	plan := st.quota(cfg)
@@ -242,12 +240,16 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	}
 	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 	start := r.s.clock.Now()
-	res, err := st.q.Admit(callCtx, queue.AdmitRequest{
-		TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
-		InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
-		Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare),
+	replies := st.q.Tick(callCtx, queue.TickCalls{
+		Admit: queue.AdmitRequest{
+			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
+			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+			Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare),
+		},
+		Plan: after.plan, Observe: after.observe,
 	})
 	cancel()
+	res, err := replies.Admit, replies.AdmitErr
 	// Nobody waits: the room sleeps to the grid point its budget lasts to, unless a visitor who has
 	// to wait, or a new spec, wakes it first.
 	st.asleep = err == nil && res.Asleep
@@ -273,7 +275,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
 			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
 	}
-	return err
+	return replies, err
 }
 
 // sleepFor is how long the room may sleep after the tick at latest: the scheduler's idle sleep (an
@@ -310,8 +312,34 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 	r.notify(st, now)
 }
 
-// publishPlan writes the plan ticks run, so that proxies estimate waits from the rate visitors get.
-func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, now time.Time) error {
+// afterTick is what a tick's round trip carries besides the admission: the plan, when it is due
+// to be published, and the reads, when the counters are due.
+type afterTick struct {
+	plan    *queue.PublishedPlan
+	observe *queue.ObserveRequest
+	// workload is what a Declared room's reads ask of its workload reports.
+	workload workloadReadArgs
+}
+
+// dueAfterTick says what the tick at now publishes and reads after its admission.
+func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase settings.Phase, now time.Time) afterTick {
+	a := afterTick{plan: st.planDue(cfg, phase, now)}
+	if !now.Before(st.statsAt) {
+		// The counters and the proxy replicas' reports, and a Declared queue's workload reports
+		// when they are due.
+		req := queue.ObserveRequest{ProxyMaxAge: proxyReportMaxAge}
+		if !adaptive(cfg) {
+			a.workload, req.Workload = st.workloadRead(cfg, now)
+			req.WorkloadMaxAge, req.UsedSeconds = a.workload.maxAge, a.workload.seconds
+		}
+		a.observe = &req
+	}
+	return a
+}
+
+// planDue is the plan ticks run, when it changed or is due to be written again, so that proxies
+// estimate waits from the rate visitors get; nil otherwise.
+func (st *tickState) planDue(cfg *Queue, phase settings.Phase, now time.Time) *queue.PublishedPlan {
 	p := queue.PublishedPlan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
 	if sc := cfg.Schedule; sc != nil {
 		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.
@@ -323,30 +351,24 @@ func (r *runner) publishPlan(ctx context.Context, st *tickState, cfg *Queue, pha
 	if st.published != nil && *st.published == p && now.Before(st.publishAt) {
 		return nil
 	}
-	callCtx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := st.q.PublishPlan(callCtx, p); err != nil {
-		return err
-	}
-	st.published, st.publishAt = &p, now.Add(planRepublish)
-	return nil
+	return &p
 }
 
-// readStats reads the queue's counters and the proxy replicas' reports, and a Declared queue's
-// workload reports when they are due, in one round trip (queue.Observe).
-func (r *runner) readStats(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
-	req := queue.ObserveRequest{ProxyMaxAge: proxyReportMaxAge}
-	var read workloadReadArgs
-	if !adaptive(cfg) {
-		read, req.Workload = st.workloadRead(cfg, now)
-		req.WorkloadMaxAge, req.UsedSeconds = read.maxAge, read.seconds
+// takeAfterTick takes in what the tick's plan and reads answered; the error is the first that
+// failed.
+func (r *runner) takeAfterTick(st *tickState, cfg *Queue, now time.Time, a afterTick, replies queue.TickReplies) error {
+	if a.plan != nil && replies.PlanErr == nil {
+		st.published, st.publishAt = a.plan, now.Add(planRepublish)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	seen, err := st.q.Observe(callCtx, req)
-	if err != nil {
-		return err
+	if a.observe != nil && replies.ObserveErr == nil {
+		r.takeObservation(st, cfg, now, a.workload, replies.Observation)
 	}
+	return cmp.Or(replies.PlanErr, replies.ObserveErr)
+}
+
+// takeObservation takes in the queue's counters, the proxy replicas' reports and, when they were
+// read, a Declared queue's workload reports.
+func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read workloadReadArgs, seen queue.Observation) {
 	if seen.Workload != nil {
 		r.applyWorkload(st, cfg, now, read.seconds, *seen.Workload)
 	}
@@ -383,7 +405,6 @@ func (r *runner) readStats(ctx context.Context, st *tickState, cfg *Queue, now t
 		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
 		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
 	})
-	return nil
 }
 
 // notify tells the reconciler that the snapshot changed, at most once per statsInterval.

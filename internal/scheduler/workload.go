@@ -104,7 +104,7 @@ func (st *tickState) quota(cfg *Queue) capacity.Plan {
 
 // readWorkload reads and merges the replicas' reports, steps the adaptive controller, and updates
 // the snapshot and the metrics. An Adaptive queue does it before every tick; a Declared one every
-// workloadReadInterval, mostly with the counters after its tick (readStats).
+// workloadReadInterval, mostly with the counters after its tick (dueAfterTick).
 func (r *runner) readWorkload(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
 	read, due := st.workloadRead(cfg, now)
 	if !due {
