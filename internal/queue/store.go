@@ -53,6 +53,9 @@ type Store struct {
 	roundTrips, calls atomic.Int64
 
 	wakes Wakes
+	// ticks carries TickTogether's calls to sendTicks.
+	ticks                     chan *togetherTick
+	tickRoundTrips, ticksSent atomic.Int64
 }
 
 // NewStore starts a store over rdb. Close it to stop its round trips; rdb stays the caller's.
@@ -60,6 +63,7 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	s := &Store{
 		rdb:      rdb,
 		queue:    make(chan *visitorCall),
+		ticks:    make(chan *togetherTick),
 		maxBatch: opts.MaxBatch,
 		stop:     make(chan struct{}),
 	}
@@ -75,6 +79,7 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	for range pipelines {
 		s.wg.Go(s.pipeline)
 	}
+	s.wg.Go(s.sendTicks)
 	return s
 }
 

@@ -35,55 +35,83 @@ type TickReplies struct {
 // spends (docs/performance.md, "Idle rooms"). A call that meets a Redis which lost its scripts is
 // made again on its own, which loads the script.
 func (q *Queue) Tick(ctx context.Context, calls TickCalls) TickReplies {
-	var out TickReplies
-	keys, args, err := q.admitCall(calls.Admit)
-	if err != nil {
-		out.AdmitErr = err
-		return out
+	pipe := q.rdb.Pipeline()
+	c := q.queueTick(ctx, pipe, calls)
+	if c.queued {
+		// Each call carries its own error; Exec's is the first of them.
+		_, _ = pipe.Exec(ctx)
 	}
-	var planArgs []any
+	return q.tickReplies(ctx, c)
+}
+
+// tickCmds are a tick's calls queued on a pipeline.
+type tickCmds struct {
+	calls    TickCalls
+	out      TickReplies // the errors found before anything was sent
+	queued   bool
+	keys     []string
+	args     []any
+	planArgs []any
+	admit    *redis.Cmd
+	plan     *redis.Cmd
+	reads    observeReads
+}
+
+// queueTick checks calls and queues them on pipe.
+func (q *Queue) queueTick(ctx context.Context, pipe redis.Pipeliner, calls TickCalls) *tickCmds {
+	c := &tickCmds{calls: calls}
+	var err error
+	if c.keys, c.args, err = q.admitCall(calls.Admit); err != nil {
+		c.out.AdmitErr = err
+		return c
+	}
 	if calls.Plan != nil {
-		if planArgs, out.PlanErr = q.planArgs(*calls.Plan); out.PlanErr != nil {
-			calls.Plan = nil
+		if c.planArgs, c.out.PlanErr = q.planArgs(*calls.Plan); c.out.PlanErr != nil {
+			c.calls.Plan = nil
 		}
 	}
-	pipe := q.rdb.Pipeline()
-	admit := admitScript.EvalSha(ctx, pipe, keys, args...)
-	var plan *redis.Cmd
-	if calls.Plan != nil {
-		plan = planScript.EvalSha(ctx, pipe, q.planKeys(), planArgs...)
+	c.queued = true
+	c.admit = admitScript.EvalSha(ctx, pipe, c.keys, c.args...)
+	if c.calls.Plan != nil {
+		c.plan = planScript.EvalSha(ctx, pipe, q.planKeys(), c.planArgs...)
 	}
-	var reads observeReads
 	if calls.Observe != nil {
-		reads = q.queueReads(ctx, pipe, *calls.Observe)
+		c.reads = q.queueReads(ctx, pipe, *calls.Observe)
 	}
-	// Each call carries its own error; Exec's is the first of them.
-	_, _ = pipe.Exec(ctx)
+	return c
+}
 
+// tickReplies reads the replies of the calls queueTick queued, once the pipeline ran.
+func (q *Queue) tickReplies(ctx context.Context, c *tickCmds) TickReplies {
+	out := c.out
+	if !c.queued {
+		return out
+	}
+	admit := c.admit
 	if noScript(admit.Err()) {
-		admit = admitScript.Run(ctx, q.rdb, keys, args...)
+		admit = admitScript.Run(ctx, q.rdb, c.keys, c.args...)
 	}
 	if raw, err := admit.Slice(); err != nil {
 		out.AdmitErr = fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
 	} else {
 		out.Admit, out.AdmitErr = parseAdmitReply(raw)
 	}
-	if plan != nil {
+	if plan := c.plan; plan != nil {
 		if noScript(plan.Err()) {
-			plan = planScript.Run(ctx, q.rdb, q.planKeys(), planArgs...)
+			plan = planScript.Run(ctx, q.rdb, q.planKeys(), c.planArgs...)
 		}
 		if err := plan.Err(); err != nil {
 			out.PlanErr = fmt.Errorf("publishing plan of queue %s: %w", q.prefix, err)
 		}
 	}
-	if calls.Observe != nil {
-		switch err := reads.err(); {
+	if c.calls.Observe != nil {
+		switch err := c.reads.err(); {
 		case noScript(err):
-			out.Observation, out.ObserveErr = q.observeOneByOne(ctx, *calls.Observe)
+			out.Observation, out.ObserveErr = q.observeOneByOne(ctx, *c.calls.Observe)
 		case err != nil:
 			out.ObserveErr = fmt.Errorf("observing queue %s: %w", q.prefix, err)
 		default:
-			out.Observation, out.ObserveErr = q.parseReads(reads, *calls.Observe)
+			out.Observation, out.ObserveErr = q.parseReads(c.reads, *c.calls.Observe)
 		}
 	}
 	return out
