@@ -16,8 +16,8 @@ type togetherTick struct {
 
 // TickTogether makes a tick's calls as Tick does, in one round trip shared with the ticks that other
 // rooms of the queue's store make at the same moment. The scheduler wakes its sleeping rooms together
-// for it: a thousand idle rooms then cost Redis and the manager a few round trips a second rather
-// than a hundred (docs/performance.md, "Idle rooms"). A queue made without a store ticks alone.
+// for it: a thousand idle rooms then cost Redis and the manager about ten round trips a second
+// rather than a hundred (docs/performance.md, "Idle rooms"). A queue made without a store ticks alone.
 func (q *Queue) TickTogether(ctx context.Context, calls TickCalls) TickReplies {
 	s := q.store
 	if s == nil {

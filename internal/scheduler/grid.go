@@ -15,13 +15,20 @@ type gridTick struct {
 	scheduled time.Time // the grid point the timer was set for
 	latest    time.Time // the last grid point that has passed: the tick's id
 	missed    int64     // grid points between scheduled and latest, made up for by this tick
+	// together: the tick wakes a sleeping room at the end of its wake slot, with the other rooms
+	// whose sleeps end there (wakeTogether).
+	together bool
 }
 
 // waitForGridPoint sleeps until the next grid point; false when ctx ended first. A sleeping room is
 // woken early by a visitor who has to wait, or by new settings: it then ticks at the next grid point.
 func (r *runner) waitForGridPoint(ctx context.Context, st *tickState) bool {
 	for {
-		timer := r.s.clock.NewTimer(st.next.Sub(r.s.clock.Now()))
+		at := st.next
+		if st.asleep && !st.wakeAt.IsZero() {
+			at = st.wakeAt
+		}
+		timer := r.s.clock.NewTimer(at.Sub(r.s.clock.Now()))
 		var woken, changed <-chan struct{}
 		if st.asleep {
 			woken, changed = st.wakes, r.changed
@@ -36,7 +43,7 @@ func (r *runner) waitForGridPoint(ctx context.Context, st *tickState) bool {
 		case <-changed:
 		}
 		timer.Stop()
-		st.asleep = false
+		st.asleep, st.wakeAt = false, time.Time{}
 		st.next = r.nextGridPoint(r.s.clock.Now(), st.tick)
 	}
 }
@@ -46,11 +53,18 @@ func (r *runner) waitForGridPoint(ctx context.Context, st *tickState) bool {
 // long-run rate stays exact. A new tick length applies from this tick on: its quota now, its cadence
 // from the next grid point; ticks missed on the old cadence are not made up with the new quota.
 func (r *runner) onGrid(st *tickState) gridTick {
-	t := gridTick{cfg: r.cfg.Load(), now: r.s.clock.Now(), scheduled: st.next}
+	t := gridTick{cfg: r.cfg.Load(), now: r.s.clock.Now(), scheduled: st.next, together: st.asleep && !st.wakeAt.IsZero()}
+	st.wakeAt = time.Time{}
 	lag := max(0, t.now.Sub(t.scheduled))
 	t.missed = int64(lag / st.tick)
 	t.latest = t.scheduled.Add(time.Duration(t.missed) * st.tick)
-	st.metrics.tickLag.Observe(t.now.Sub(t.latest).Seconds())
+	if t.together {
+		// A room that slept keeps no time for anyone: nobody waited, its slot ends up to a tick after
+		// its grid point, and the ticks it slept through are not made up for.
+		t.missed = 0
+	} else {
+		st.metrics.tickLag.Observe(t.now.Sub(t.latest).Seconds())
+	}
 	if tick := t.cfg.Effective.Tick(); tick != st.tick {
 		st.tick = tick
 		st.next = r.nextGridPoint(t.latest, st.tick)

@@ -83,7 +83,7 @@ var (
 	}, []string{"namespace", "name"})
 	tickLagHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herdgate_tick_lag_seconds",
-		Help:    "How late a scheduler tick started after its scheduled time.",
+		Help:    "How late a scheduler tick started after its scheduled time; the tick that wakes a sleeping room is not counted.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15),
 	}, []string{"namespace", "name"})
 )

@@ -125,6 +125,12 @@ func WithTickObserver(observe func(TickReport)) Option {
 // 0 keeps every room ticking). The default is ten seconds (docs/architecture.md, "Idle rooms").
 func WithIdleSleep(d time.Duration) Option { return func(s *Scheduler) { s.idleSleep = d } }
 
+// WithWakeSlot sets the slot on which sleeping rooms wake together: a sleep ends at the first
+// multiple of d (on the Unix epoch) after its length, and the rooms that wake in one slot share
+// their round trips to Redis (queue.TickTogether). 0 wakes each room at its own grid point. The
+// default is 100 ms (docs/architecture.md, "Idle rooms").
+func WithWakeSlot(d time.Duration) Option { return func(s *Scheduler) { s.wakeSlot = d } }
+
 // WithAlignedGrid puts every room's grid points on the multiples of its tick (GridPhase 0), which
 // tests that follow one room's ticks read more easily.
 func WithAlignedGrid() Option {
@@ -149,6 +155,8 @@ type Scheduler struct {
 	notify  func(types.NamespacedName) bool
 	// idleSleep is how long an idle room sleeps between ticks.
 	idleSleep time.Duration
+	// wakeSlot is the slot sleeping rooms wake together on (WithWakeSlot).
+	wakeSlot time.Duration
 	// gridPhase places a room's grid within its tick (GridPhase).
 	gridPhase func(types.NamespacedName, time.Duration) time.Duration
 
@@ -164,7 +172,7 @@ var _ interface {
 
 // New returns a scheduler drawing Redis clients from pool.
 func New(pool *queue.Pool, opts ...Option) *Scheduler {
-	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}, idleSleep: defaultIdleSleep, gridPhase: GridPhase}
+	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}, idleSleep: defaultIdleSleep, wakeSlot: defaultWakeSlot, gridPhase: GridPhase}
 	s.newRand = func() RandSource { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
 	for _, o := range opts {
 		o(s)

@@ -45,6 +45,11 @@ const (
 	// sleeps take the budget of its adaptive rate, so the replicas' reports must keep steering that
 	// rate at the cadence a Declared room reads them (workloadReadInterval).
 	adaptiveIdleSleep = workloadReadInterval
+	// defaultWakeSlot is the slot sleeping rooms wake together on (WithWakeSlot): a reference tick.
+	// The rooms that wake in one slot share round trips, and their wake ticks run at once; a second
+	// saved more round trips, but a hundred rooms waking at once held up the ticks of busy rooms
+	// (docs/performance.md, "A thousand rooms on one manager").
+	defaultWakeSlot = 100 * time.Millisecond
 )
 
 // tickState is what a queue's goroutine carries from tick to tick.
@@ -72,6 +77,9 @@ type tickState struct {
 	metrics   *queueMetrics
 	// asleep: the last tick left nobody waiting, and the room sleeps until next unless woken.
 	asleep bool
+	// wakeAt, when set, is the end of the wake slot the sleep lasts to, where its timer fires; next
+	// is then the room's last grid point before it (wakeTogether).
+	wakeAt time.Time
 
 	url     string
 	q       *queue.Queue
@@ -232,15 +240,24 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	}
 	seed := rng.Int64N(1 << 62)
 	sleepFor, sleepShare := time.Duration(0), int64(0)
+	var wake wakeUp
 	if phase == settings.PhaseOpen && !holding && st.draw == nil && cfg.Admits() {
 		sleepFor = r.sleepFor(cfg, st.tick, t.latest)
 		// Each tick the room sleeps through lets in what no tick's share falls below.
 		num, den := plan.PerTick()
 		sleepShare = min(num/den, limit)
+		if sleepFor > 0 {
+			wake = r.wakeTogether(cfg, st.tick, t.latest, sleepFor)
+			sleepFor = wake.budget
+		}
 	}
 	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 	start := r.s.clock.Now()
-	replies := st.q.Tick(callCtx, queue.TickCalls{
+	tick := st.q.Tick
+	if t.together {
+		tick = st.q.TickTogether
+	}
+	replies := tick(callCtx, queue.TickCalls{
 		Admit: queue.AdmitRequest{
 			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
@@ -254,7 +271,10 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	// to wait, or a new spec, wakes it first.
 	st.asleep = err == nil && res.Asleep
 	if st.asleep {
-		st.next = t.latest.Add(sleepFor)
+		st.next, st.wakeAt = t.latest.Add(sleepFor), wake.at
+		if !wake.at.IsZero() {
+			st.next = wake.next
+		}
 	}
 	st.metrics.tickDuration.Observe(r.s.clock.Since(start).Seconds())
 	// The snapshot is current before the tick is reported, so an observer reads what the tick did.
@@ -293,6 +313,42 @@ func (r *runner) sleepFor(cfg *Queue, tick time.Duration, latest time.Time) time
 		return n * tick
 	}
 	return 0
+}
+
+// wakeUp is when a room that sleeps after the tick at latest wakes.
+type wakeUp struct {
+	// at is where its timer fires: the end of a wake slot; zero when it wakes at its grid point
+	// next.
+	at time.Time
+	// next is the room's last grid point at or before at: the tick that wakes it.
+	next time.Time
+	// budget is how long its budget for visitors let in at once lasts: to its first grid point at
+	// or after at, so that no visitor meets a room out of budget before the tick that renews it.
+	budget time.Duration
+}
+
+// wakeTogether places the end of a sleep of sleepFor after latest on the scheduler's wake slot:
+// the first multiple of the slot at or after it, where the rooms whose sleeps end in the same slot
+// wake too and share their round trips to Redis (queue.TickTogether). Without a slot, or when the
+// budget would last past the moment the schedule closes the room, the room wakes at its own grid
+// point.
+func (r *runner) wakeTogether(cfg *Queue, tick time.Duration, latest time.Time, sleepFor time.Duration) wakeUp {
+	end := latest.Add(sleepFor)
+	own := wakeUp{next: end, budget: sleepFor}
+	slot := r.s.wakeSlot
+	if slot <= 0 {
+		return own
+	}
+	at := time.Unix(0, (end.UnixNano()+int64(slot)-1)/int64(slot)*int64(slot))
+	first := r.nextGridPoint(at.Add(-1), tick) // the first grid point at or after at
+	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && first.After(sc.ClosesAt) {
+		return own
+	}
+	next := first
+	if first.After(at) {
+		next = first.Add(-tick)
+	}
+	return wakeUp{at: at, next: next, budget: first.Sub(latest)}
 }
 
 func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {
