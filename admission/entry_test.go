@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -167,7 +168,12 @@ func TestTheProofOfWork(t *testing.T) {
 		wantError(t, "a wrong nonce", enter(h.visitor(), fresh.Challenge+":"+wrong), http.StatusForbidden, "challenge_failed")
 		// A challenge whose difficulty byte is lowered no longer carries its MAC.
 		parts := strings.Split(fresh.Challenge, ".")
-		forged := parts[0] + "." + parts[1][:len(parts[1])-2] + "AA." + parts[2]
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil || len(payload) < 9 || payload[8] <= 1 {
+			t.Fatalf("the challenge's payload %x, %v: want its difficulty byte, above 1, at 8", payload, err)
+		}
+		payload[8] = 1
+		forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
 		wantError(t, "a forged challenge", enter(h.visitor(), forged+":"+entry.Solve(forged, 1)), http.StatusForbidden, "challenge_invalid")
 		wantError(t, "a proof without a nonce", enter(h.visitor(), fresh.Challenge), http.StatusBadRequest, "challenge_invalid")
 		wantError(t, "a nonce of symbols", enter(h.visitor(), fresh.Challenge+":1;2"), http.StatusBadRequest, "challenge_invalid")
