@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -298,59 +297,6 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	return replies, err
 }
 
-// sleepFor is how long the room may sleep after the tick at latest: the scheduler's idle sleep (an
-// Adaptive room's is shorter) in whole ticks, ending no later than the grid point at which the
-// schedule closes the room; 0 when that is less than two ticks.
-func (r *runner) sleepFor(cfg *Queue, tick time.Duration, latest time.Time) time.Duration {
-	d := r.s.idleSleep
-	if adaptive(cfg) {
-		d = min(d, adaptiveIdleSleep)
-	}
-	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && sc.ClosesAt.After(latest) {
-		d = min(d, sc.ClosesAt.Sub(latest))
-	}
-	if n := d / tick; n >= 2 {
-		return n * tick
-	}
-	return 0
-}
-
-// wakeUp is when a room that sleeps after the tick at latest wakes.
-type wakeUp struct {
-	// at is where its timer fires: the end of a wake slot; zero when it wakes at its grid point
-	// next.
-	at time.Time
-	// next is the room's last grid point at or before at: the tick that wakes it.
-	next time.Time
-	// budget is how long its budget for visitors let in at once lasts: to its first grid point at
-	// or after at, so that no visitor meets a room out of budget before the tick that renews it.
-	budget time.Duration
-}
-
-// wakeTogether places the end of a sleep of sleepFor after latest on the scheduler's wake slot:
-// the first multiple of the slot at or after it, where the rooms whose sleeps end in the same slot
-// wake too and share their round trips to Redis (queue.TickTogether). Without a slot, or when the
-// budget would last past the moment the schedule closes the room, the room wakes at its own grid
-// point.
-func (r *runner) wakeTogether(cfg *Queue, tick time.Duration, latest time.Time, sleepFor time.Duration) wakeUp {
-	end := latest.Add(sleepFor)
-	own := wakeUp{next: end, budget: sleepFor}
-	slot := r.s.wakeSlot
-	if slot <= 0 {
-		return own
-	}
-	at := time.Unix(0, (end.UnixNano()+int64(slot)-1)/int64(slot)*int64(slot))
-	first := r.nextGridPoint(at.Add(-1), tick) // the first grid point at or after at
-	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && first.After(sc.ClosesAt) {
-		return own
-	}
-	next := first
-	if first.After(at) {
-		next = first.Add(-tick)
-	}
-	return wakeUp{at: at, next: next, budget: first.Sub(latest)}
-}
-
 func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {
 	st.backoff = min(max(2*st.backoff, minRedisBackoff), maxRedisBackoff)
 	st.retryAt = now.Add(st.backoff)
@@ -366,60 +312,6 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 		ctrl.LoggerFrom(ctx).Error(err, "Redis call failed; retrying with backoff", "waitingqueue", r.key.String())
 	}
 	r.notify(st, now)
-}
-
-// afterTick is what a tick's round trip carries besides the admission: the plan, when it is due
-// to be published, and the reads, when the counters are due.
-type afterTick struct {
-	plan    *queue.PublishedPlan
-	observe *queue.ObserveRequest
-	// workload is what a Declared room's reads ask of its workload reports.
-	workload workloadReadArgs
-}
-
-// dueAfterTick says what the tick at now publishes and reads after its admission.
-func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase settings.Phase, now time.Time) afterTick {
-	a := afterTick{plan: st.planDue(cfg, phase, now)}
-	if !now.Before(st.statsAt) {
-		// The counters and the proxy replicas' reports, and a Declared queue's workload reports
-		// when they are due.
-		req := queue.ObserveRequest{ProxyMaxAge: proxyReportMaxAge}
-		if !adaptive(cfg) {
-			a.workload, req.Workload = st.workloadRead(cfg, now)
-			req.WorkloadMaxAge, req.UsedSeconds = a.workload.maxAge, a.workload.seconds
-		}
-		a.observe = &req
-	}
-	return a
-}
-
-// planDue is the plan ticks run, when it changed or is due to be written again, so that proxies
-// estimate waits from the rate visitors get; nil otherwise.
-func (st *tickState) planDue(cfg *Queue, phase settings.Phase, now time.Time) *queue.PublishedPlan {
-	p := queue.PublishedPlan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
-	if sc := cfg.Schedule; sc != nil {
-		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.
-		p.PreQueueFrom, p.OpensAt = sc.PreQueueFrom.Truncate(time.Millisecond), sc.OpensAt.Truncate(time.Millisecond)
-		if !sc.ClosesAt.IsZero() {
-			p.ClosesAt = sc.ClosesAt.Truncate(time.Millisecond)
-		}
-	}
-	if st.published != nil && *st.published == p && now.Before(st.publishAt) {
-		return nil
-	}
-	return &p
-}
-
-// takeAfterTick takes in what the tick's plan and reads answered; the error is the first that
-// failed.
-func (r *runner) takeAfterTick(st *tickState, cfg *Queue, now time.Time, a afterTick, replies queue.TickReplies) error {
-	if a.plan != nil && replies.PlanErr == nil {
-		st.published, st.publishAt = a.plan, now.Add(planRepublish)
-	}
-	if a.observe != nil && replies.ObserveErr == nil {
-		r.takeObservation(st, cfg, now, a.workload, replies.Observation)
-	}
-	return cmp.Or(replies.PlanErr, replies.ObserveErr)
 }
 
 // takeObservation takes in the queue's counters, the proxy replicas' reports and, when they were
