@@ -17,7 +17,7 @@ type Observation struct {
 	Workload *WorkloadReading
 }
 
-// ObserveRequest says what Observe reads.
+// ObserveRequest says what a tick reads after its admission (TickCalls.Observe).
 type ObserveRequest struct {
 	// ProxyMaxAge is ProxyReports' maxAge.
 	ProxyMaxAge time.Duration
@@ -27,28 +27,13 @@ type ObserveRequest struct {
 	UsedSeconds    []int64
 }
 
-// Observe makes the reads of Stats, ProxyReports and, when asked, ReadWorkload in one round trip:
-// a sleeping room makes them at every wake-up, and at a thousand rooms the round trips, not Redis'
-// work, are most of what the scheduler spends (docs/performance.md, "Idle rooms"). Redis that lost
-// its scripts (a restart, SCRIPT FLUSH) gets them one by one, which loads them again.
-func (q *Queue) Observe(ctx context.Context, req ObserveRequest) (Observation, error) {
-	pipe := q.rdb.Pipeline()
-	reads := q.queueReads(ctx, pipe, req)
-	if _, err := pipe.Exec(ctx); err != nil {
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return q.observeOneByOne(ctx, req)
-		}
-		return Observation{}, fmt.Errorf("observing queue %s: %w", q.prefix, err)
-	}
-	return q.parseReads(reads, req)
-}
-
-// observeReads are Observe's calls, queued on a pipeline.
+// observeReads are the reads of Stats, ProxyReports and, when asked, ReadWorkload, queued on one
+// pipeline.
 type observeReads struct {
 	stats, proxies, workload *redis.Cmd
 }
 
-// queueReads queues Observe's calls for req on pipe.
+// queueReads queues the reads req asks for on pipe.
 func (q *Queue) queueReads(ctx context.Context, pipe redis.Pipeliner, req ObserveRequest) observeReads {
 	r := observeReads{
 		stats:   statsScript.EvalSha(ctx, pipe, q.statsKeys()),

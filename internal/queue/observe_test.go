@@ -1,16 +1,17 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"reflect"
 	"testing"
 	"time"
 )
 
-// TestObserveReadsWhatTheSeparateReadsRead: the one round trip of Observe returns the counters, the
-// proxy replicas' reports and the workload reports that Stats, ProxyReports and ReadWorkload return,
-// also on a Redis that lost its scripts.
-func TestObserveReadsWhatTheSeparateReadsRead(t *testing.T) {
+// TestATicksReadsReadWhatTheSeparateReadsRead: the reads of a tick's round trip return the counters,
+// the proxy replicas' reports and the workload reports that Stats, ProxyReports and ReadWorkload
+// return, also on a Redis that lost its scripts.
+func TestATicksReadsReadWhatTheSeparateReadsRead(t *testing.T) {
 	ctx := context.Background()
 	rdb := startClient(t)
 	q := newQueue(t, rdb)
@@ -23,11 +24,18 @@ func TestObserveReadsWhatTheSeparateReadsRead(t *testing.T) {
 		[]PassUse{{Second: second, ID: "a@1"}, {Second: second, ID: "b@1"}}); err != nil {
 		t.Fatal(err)
 	}
+	// observe reads req in a tick that admits nobody.
+	tick := int64(0)
+	observe := func(req ObserveRequest) (Observation, error) {
+		tick++
+		r := q.Tick(ctx, TickCalls{Admit: AdmitRequest{TickID: tick, PassTTL: time.Minute, AbandonAfter: time.Hour}, Observe: &req})
+		return r.Observation, cmp.Or(r.AdmitErr, r.ObserveErr)
+	}
 	req := ObserveRequest{ProxyMaxAge: time.Minute, Workload: true, WorkloadMaxAge: time.Minute, UsedSeconds: []int64{second, second - 1}}
 
 	check := func(what string) {
 		t.Helper()
-		got, err := q.Observe(ctx, req)
+		got, err := observe(req)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -61,7 +69,7 @@ func TestObserveReadsWhatTheSeparateReadsRead(t *testing.T) {
 	}
 	check("after SCRIPT FLUSH")
 
-	if got, err := q.Observe(ctx, ObserveRequest{ProxyMaxAge: time.Minute}); err != nil || got.Workload != nil || got.Stats.Depth != 3 {
+	if got, err := observe(ObserveRequest{ProxyMaxAge: time.Minute}); err != nil || got.Workload != nil || got.Stats.Depth != 3 {
 		t.Fatalf("without the workload: %+v, %v", got, err)
 	}
 }

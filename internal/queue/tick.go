@@ -13,7 +13,7 @@ type TickCalls struct {
 	Admit AdmitRequest
 	// Plan, when set, is published after the admission (PublishPlan).
 	Plan *PublishedPlan
-	// Observe, when set, is read after the plan (Observe), so the counters include the admission.
+	// Observe, when set, says what is read after the plan, so the counters include the admission.
 	Observe *ObserveRequest
 }
 
