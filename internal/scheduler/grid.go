@@ -63,7 +63,8 @@ func (r *runner) onGrid(st *tickState) gridTick {
 		// its grid point, and the ticks it slept through are not made up for.
 		t.missed = 0
 	} else {
-		st.metrics.tickLag.Observe(t.now.Sub(t.latest).Seconds())
+		// From the grid point the timer was set for: a tick that ran whole ticks late shows it.
+		st.metrics.tickLag.Observe(lag.Seconds())
 	}
 	if tick := t.cfg.Effective.Tick(); tick != st.tick {
 		st.tick = tick

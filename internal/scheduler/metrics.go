@@ -86,12 +86,16 @@ var (
 		Help:    "How late a scheduler tick started after its scheduled time; the tick that wakes a sleeping room is not counted.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 15),
 	}, []string{"namespace", "name"})
+	ticksMissedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herdgate_ticks_missed_total",
+		Help: "Grid points that passed while the scheduler was late or away: outcome made_up for those a later tick admitted for (up to 10 at once), dropped for those beyond.",
+	}, []string{"namespace", "name", "outcome"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
 		tickDurationHistogram, tickLagHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram,
-		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge)
+		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter)
 }
 
 // queueMetrics are one queue's series, looked up once when its goroutine starts: a lookup hashes the
@@ -101,6 +105,7 @@ type queueMetrics struct {
 	namespace, name                                 string
 	tickLag, tickDuration                           prometheus.Observer
 	admitted, admittedAtOnce, released, abandoned   prometheus.Counter
+	ticksMadeUp, ticksDropped                       prometheus.Counter
 	depth, preQueueDepth, active                    prometheus.Gauge
 	admissionRate, reporting, inFlight              prometheus.Gauge
 	latencyP50, latencyP95, errorRatio, noShowRatio prometheus.Gauge
@@ -123,6 +128,8 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 		inFlight:   inFlightGauge.WithLabelValues(l...),
 		latencyP50: latencyGauge.WithLabelValues(namespace, name, "0.5"), latencyP95: latencyGauge.WithLabelValues(namespace, name, "0.95"),
 		errorRatio: errorRatioGauge.WithLabelValues(l...), noShowRatio: noShowRatioGauge.WithLabelValues(l...),
+		ticksMadeUp:  ticksMissedCounter.WithLabelValues(namespace, name, "made_up"),
+		ticksDropped: ticksMissedCounter.WithLabelValues(namespace, name, "dropped"),
 	}
 }
 
@@ -169,6 +176,7 @@ func forgetQueueMetrics(namespace, name string) {
 	phaseGauge.DeletePartialMatch(labels)
 	latencyGauge.DeletePartialMatch(labels)
 	adaptiveReasonGauge.DeletePartialMatch(labels)
+	ticksMissedCounter.DeletePartialMatch(labels)
 }
 
 // adaptiveReasons are the values of herdgate_adaptive_reason's reason label.

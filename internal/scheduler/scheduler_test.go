@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -220,6 +222,7 @@ func TestSchedulerBoundsATickByWhomItCanAdmit(t *testing.T) {
 
 func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	h := newHarness(t)
+	t.Cleanup(func() { forgetQueueMetrics("test", "late") })
 	h.fill("late", 1000)
 	h.s.Ensure(h.queue("late", builder.Queue("", "")))
 	if r := h.mustStep(100 * time.Millisecond); r.Quota != 14 || len(r.Result.Admitted) != 14 {
@@ -230,6 +233,11 @@ func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	if r.Quota != 42 || len(r.Result.Admitted) != 42 || !r.Scheduled.Equal(gridStart.Add(400*time.Millisecond)) {
 		t.Fatalf("late tick: quota %d, admitted %d, scheduled %s; want 42 for the grid point +400ms", r.Quota, len(r.Result.Admitted), r.Scheduled)
 	}
+	// The metrics tell how late it was from the grid point it was due at (+200), not the last one.
+	if got := histogramMax(t, tickLagHistogram.WithLabelValues("test", "late")); got < 0.25 {
+		t.Fatalf("herdgate_tick_lag_seconds: the late tick falls in a bucket up to %vs, want at least 0.25", got)
+	}
+	missedAre(t, "late", 2, 0)
 	// The next tick keeps the grid: +500.
 	if r := h.mustStep(100 * time.Millisecond); !r.Scheduled.Equal(gridStart.Add(500*time.Millisecond)) || r.Quota != 14 {
 		t.Fatalf("tick after the late one: scheduled %s, quota %d; want +500ms and 14", r.Scheduled, r.Quota)
@@ -238,6 +246,39 @@ func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	if r := h.mustStep(5 * time.Second); r.Quota != 14*(maxCatchUpTicks+1) {
 		t.Fatalf("very late tick: quota %d, want %d", r.Quota, 14*(maxCatchUpTicks+1))
 	}
+	// +600 … +5,400 passed: ten made up, the other 39 dropped.
+	missedAre(t, "late", 2+maxCatchUpTicks, 49-maxCatchUpTicks)
+}
+
+// missedAre checks herdgate_ticks_missed_total of the room name in the namespace test.
+func missedAre(t *testing.T, name string, madeUp, dropped float64) {
+	t.Helper()
+	value := func(outcome string) float64 {
+		m := &dto.Metric{}
+		if err := ticksMissedCounter.WithLabelValues("test", name, outcome).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	if m, d := value("made_up"), value("dropped"); m != madeUp || d != dropped {
+		t.Fatalf("herdgate_ticks_missed_total: %v made up and %v dropped, want %v and %v", m, d, madeUp, dropped)
+	}
+}
+
+// histogramMax is the upper bound of the highest bucket of o that holds an observation.
+func histogramMax(t *testing.T, o prometheus.Observer) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := o.(prometheus.Metric).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	top, below := 0.0, uint64(0)
+	for _, b := range m.GetHistogram().GetBucket() {
+		if b.GetCumulativeCount() > below {
+			top, below = b.GetUpperBound(), b.GetCumulativeCount()
+		}
+	}
+	return top
 }
 
 // A scheduler that takes a queue over (a new leader, a restarted manager) carries on from the last

@@ -220,10 +220,13 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	plan := st.quota(cfg)
 	// Before opening nobody is admitted, and no quota piles up for the opening.
 	if cfg.Admits() && !phase.Before() {
-		for range min(t.missed, maxCatchUpTicks) + 1 {
+		madeUp := min(t.missed, maxCatchUpTicks)
+		for range madeUp + 1 {
 			share = st.carry.Next(plan)
 			quota += share
 		}
+		st.metrics.ticksMadeUp.Add(float64(madeUp))
+		st.metrics.ticksDropped.Add(float64(t.missed - madeUp))
 	}
 	limit := min(quota, queue.MaxAdmitPerTick)
 	// What the queue does not take of this tick's own share, new visitors may take at once until the
