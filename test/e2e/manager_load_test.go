@@ -9,16 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,9 +109,14 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 
 	reference := loadQueue("reference", func(s *herdgatev1alpha1.WaitingQueueSpec) {})
 	createAndWait(t, admin, reference, herdgatev1alpha1.ReasonSchedulerRunning)
-	base := sampleManager(t, cmd.Process.Pid, redis, metricsURL)
-	pingsAlone := pingDuring(t, redis.URL(), *loadPhase)
-	alone := sampleManager(t, cmd.Process.Pid, redis, metricsURL)
+	measure := func() phase {
+		before := sampleManager(t, cmd.Process.Pid, redis, metricsURL)
+		pings, oversleeps := pingDuring(t, redis.URL(), *loadPhase)
+		p := sampleManager(t, cmd.Process.Pid, redis, metricsURL).since(before)
+		p.pings, p.oversleeps = pings, oversleeps
+		return p
+	}
+	phase1 := measure()
 
 	largest := loadQueue("largest", func(s *herdgatev1alpha1.WaitingQueueSpec) {
 		s.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1_000_000, RequestLatency: metav1.Duration{Duration: time.Millisecond}, UtilizationPercent: ptr.To[int32](100)}
@@ -127,18 +128,22 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 	})
 	createAndWait(t, admin, largest, herdgatev1alpha1.ReasonTickLimited)
 	createAndWait(t, admin, override, herdgatev1alpha1.ReasonTickLimited)
-	start := sampleManager(t, cmd.Process.Pid, redis, metricsURL)
-	pingsBeside := pingDuring(t, redis.URL(), *loadPhase)
-	beside := sampleManager(t, cmd.Process.Pid, redis, metricsURL)
+	phase2 := measure()
+	// A machine that held up the test's own near-idle loop as long as the bound held up the
+	// manager's ticks for a reason none of the queues can be blamed for: the phase is measured once more.
+	if phase2.refLag+phase2.refDuration > otherQueueTickBound && percentile(phase2.oversleeps, 1) > otherQueueTickBound {
+		t.Logf("the reference queue's ticks ran up to %s late while the machine held up the test's own 10 ms sleeps by up to %s; measuring again",
+			phase2.refLag+phase2.refDuration, percentile(phase2.oversleeps, 1))
+		phase2 = measure()
+	}
 
-	phase1, phase2 := alone.since(base), beside.since(start)
-	phase1.pings, phase2.pings = pingsAlone, pingsBeside
+	final := sampleManager(t, cmd.Process.Pid, redis, metricsURL)
 	report := []string{
-		"| phase | ticks/s | manager CPU/tick | Redis CPU/tick | Redis script time/tick | reference tick lag p99 | reference tick duration p99 | override admitted/s | PING p50 / p99 / max |",
-		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+		"| phase | ticks/s | manager CPU/tick | Redis CPU/tick | Redis script time/tick | reference tick lag p99 | reference tick duration p99 | reference admitted/s | reference grid points made up / dropped | override admitted/s | PING p50 / p99 / max | the test's sleeps late by p99 / max |",
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
 		phase1.row("reference queue alone"), phase2.row("beside the largest plan and the largest override at 10 ms"),
 		"",
-		fmt.Sprintf("manager peak RSS: %.1f MiB (chart limit %d MiB)", float64(beside.peakRSS)/(1<<20), chartManagerMemoryLimit>>20),
+		fmt.Sprintf("manager peak RSS: %.1f MiB (chart limit %d MiB)", float64(final.peakRSS)/(1<<20), chartManagerMemoryLimit>>20),
 	}
 	t.Log("\n" + strings.Join(report, "\n"))
 	if dir, err := testenv.ArtifactsDir(); err == nil {
@@ -156,22 +161,33 @@ func TestManagerUnderTheLargestPlans(t *testing.T) {
 		}
 	}
 
-	if beside.peakRSS >= chartManagerMemoryLimit {
-		t.Errorf("the manager's peak RSS %d MiB reaches the chart's limit of %d MiB", beside.peakRSS>>20, chartManagerMemoryLimit>>20)
+	if final.peakRSS >= chartManagerMemoryLimit {
+		t.Errorf("the manager's peak RSS %d MiB reaches the chart's limit of %d MiB", final.peakRSS>>20, chartManagerMemoryLimit>>20)
 	}
 	if got := phase2.refLag + phase2.refDuration; got > otherQueueTickBound {
-		t.Errorf("beside the largest plans the reference queue's tick lag p99 + duration p99 = %s, above the bound of %s", got, otherQueueTickBound)
+		t.Errorf("beside the largest plans the reference queue's tick lag p99 + duration p99 = %s, above the bound of %s; Redis served %s",
+			got, otherQueueTickBound, phase2.redisCommands())
 	}
 	if got := percentile(phase2.pings, 0.99); got > otherQueueTickBound {
-		t.Errorf("beside the largest plans a PING to the same Redis took %s at the 99th percentile, above the bound of %s", got, otherQueueTickBound)
+		t.Errorf("beside the largest plans a PING to the same Redis took %s at the 99th percentile, above the bound of %s; Redis served %s",
+			got, otherQueueTickBound, phase2.redisCommands())
 	}
 	// The override drains at its limit, exactly: 250 per 10 ms tick.
 	if want := float64(100 * queue.MaxAdmitPerTick); phase2.overrideRate < 0.9*want || phase2.overrideRate > 1.01*want {
 		t.Errorf("the override admitted %.0f/s, want about %.0f (its tick limit)", phase2.overrideRate, want)
 	}
+	// The reference admits 14 for each grid point of its 100 ms grid, 140/s: a tick that ran late
+	// makes up for the grid points it missed, so its admissions are counted against the grid points
+	// its ticks covered, which a wall-clock window would cut through.
 	for _, p := range []phase{phase1, phase2} {
-		if p.refRate < 0.97*140 || p.refRate > 1.03*140 {
-			t.Errorf("the reference queue admitted %.1f/s, want 140", p.refRate)
+		if points := p.refTicks + p.refMadeUp; p.refAdmitted < 0.99*14*points || p.refAdmitted > 1.01*14*points {
+			t.Errorf("the reference queue admitted %.0f in %.0f ticks covering %.0f grid points, want 14 for each", p.refAdmitted, p.refTicks, points)
+		}
+		if p.refDropped != 0 {
+			t.Errorf("the reference queue dropped %.0f grid points for running more than ten ticks late", p.refDropped)
+		}
+		if rate := p.refAdmitted / p.seconds; rate < 0.8*140 || rate > 1.2*140 {
+			t.Errorf("the reference queue admitted %.1f/s, want 140", rate)
 		}
 	}
 }
@@ -232,193 +248,4 @@ func fillQueue(t *testing.T, url, name string, n int) {
 		})
 	}
 	wg.Wait()
-}
-
-// managerSample is what the manager and Redis had used, and the manager's metrics, at one moment.
-type managerSample struct {
-	at                  time.Time
-	managerCPU, redisCP time.Duration
-	peakRSS             int64
-	// scripts is the time Redis spent in script calls (INFO commandstats).
-	scripts  time.Duration
-	families map[string]*dto.MetricFamily
-}
-
-// scriptTime is the time Redis has spent running scripts (EVALSHA and EVAL) since it started.
-func scriptTime(t *testing.T, url string) time.Duration {
-	t.Helper()
-	rdb, err := queue.NewClient(url, queue.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total time.Duration
-	for _, line := range strings.Split(info, "\r\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, kv := range strings.Split(line[strings.IndexByte(line, ':')+1:], ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				us, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				total += time.Duration(us) * time.Microsecond
-			}
-		}
-	}
-	return total
-}
-
-func sampleManager(t *testing.T, pid int, redis *testenv.Redis, metricsURL string) managerSample {
-	t.Helper()
-	s := managerSample{at: time.Now(), redisCP: redis.CPU(), scripts: scriptTime(t, redis.URL())}
-	st, ok := testenv.ReadProcStat(pid)
-	if !ok {
-		t.Fatal("the manager is gone")
-	}
-	s.managerCPU = st.CPU
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.peakRSS = kb << 10
-		}
-	}
-	res, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	if s.families, err = parser.TextToMetricFamilies(res.Body); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// phase is what happened between two samples.
-type phase struct {
-	seconds               float64
-	ticks                 float64
-	managerCPU, redisCPU  time.Duration
-	scripts               time.Duration
-	refLag, refDuration   time.Duration // 99th percentiles, bucket upper bounds
-	refRate, overrideRate float64
-	pings                 []time.Duration
-}
-
-func (s managerSample) since(before managerSample) phase {
-	p := phase{seconds: s.at.Sub(before.at).Seconds(), managerCPU: s.managerCPU - before.managerCPU, redisCPU: s.redisCP - before.redisCP,
-		scripts: s.scripts - before.scripts}
-	for _, m := range s.families["herdgate_tick_duration_seconds"].GetMetric() {
-		p.ticks += float64(m.GetHistogram().GetSampleCount()) - float64(findMetric(before, "herdgate_tick_duration_seconds", m).GetHistogram().GetSampleCount())
-	}
-	p.refLag = histogramP99(s, before, "herdgate_tick_lag_seconds", "reference")
-	p.refDuration = histogramP99(s, before, "herdgate_tick_duration_seconds", "reference")
-	p.refRate = counterDelta(s, before, "herdgate_admitted_total", "reference") / p.seconds
-	p.overrideRate = counterDelta(s, before, "herdgate_admitted_total", "override") / p.seconds
-	return p
-}
-
-func (p phase) row(name string) string {
-	perTick := func(d time.Duration) string {
-		if p.ticks == 0 {
-			return "-"
-		}
-		return (time.Duration(float64(d) / p.ticks)).Round(time.Microsecond).String()
-	}
-	return fmt.Sprintf("| %s | %.0f | %s | %s | %s | ≤ %s | ≤ %s | %.0f | %s / %s / %s |", name, p.ticks/p.seconds, perTick(p.managerCPU), perTick(p.redisCPU),
-		perTick(p.scripts), p.refLag, p.refDuration, p.overrideRate, percentile(p.pings, 0.5), percentile(p.pings, 0.99), percentile(p.pings, 1))
-}
-
-// pingDuring sends a PING to Redis every 10 ms for d, as any other queue's call would meet the
-// server, and returns the round trips.
-func pingDuring(t *testing.T, url string, d time.Duration) []time.Duration {
-	t.Helper()
-	rdb, err := queue.NewClient(url, queue.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	var out []time.Duration
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		t0 := time.Now()
-		if err := rdb.Ping(context.Background()).Err(); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, time.Since(t0))
-	}
-	return out
-}
-
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))].Round(10 * time.Microsecond)
-}
-
-func labelOf(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-// findMetric is the series of family that has m's labels in the sample s, or an empty one.
-func findMetric(s managerSample, family string, m *dto.Metric) *dto.Metric {
-	for _, o := range s.families[family].GetMetric() {
-		if labelOf(o, "name") == labelOf(m, "name") && labelOf(o, "namespace") == labelOf(m, "namespace") {
-			return o
-		}
-	}
-	return &dto.Metric{}
-}
-
-func seriesOf(s managerSample, family, queueName string) *dto.Metric {
-	for _, m := range s.families[family].GetMetric() {
-		if labelOf(m, "name") == queueName {
-			return m
-		}
-	}
-	return &dto.Metric{}
-}
-
-func counterDelta(s, before managerSample, family, queueName string) float64 {
-	return seriesOf(s, family, queueName).GetCounter().GetValue() - seriesOf(before, family, queueName).GetCounter().GetValue()
-}
-
-// histogramP99 is the upper bound of the bucket holding the 99th percentile of the observations made
-// between the two samples.
-func histogramP99(s, before managerSample, family, queueName string) time.Duration {
-	now, then := seriesOf(s, family, queueName).GetHistogram(), seriesOf(before, family, queueName).GetHistogram()
-	total := float64(now.GetSampleCount() - then.GetSampleCount())
-	if total == 0 {
-		return 0
-	}
-	for i, b := range now.GetBucket() {
-		var earlier uint64
-		if i < len(then.GetBucket()) {
-			earlier = then.GetBucket()[i].GetCumulativeCount()
-		}
-		if float64(b.GetCumulativeCount()-earlier) >= 0.99*total {
-			return time.Duration(b.GetUpperBound() * float64(time.Second))
-		}
-	}
-	return time.Duration(1<<63 - 1)
 }
