@@ -206,6 +206,9 @@ func startBrowser(t testing.TB, chromium string) (browserCtx context.Context, co
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium keeps its single-instance socket under TMPDIR: in a directory of the test's it goes
+		// with the test. A short one: a Unix socket's path holds at most 107 bytes.
+		chromedp.Env("TMPDIR="+shortTempDir(t)),
 	)
 	t.Cleanup(cancelAlloc)
 	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
@@ -228,4 +231,15 @@ func startBrowser(t testing.TB, chromium string) (browserCtx context.Context, co
 		defer mu.Unlock()
 		return append([]string(nil), thrown...)
 	}
+}
+
+// shortTempDir is a new directory with a short path, removed when t ends.
+func shortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
