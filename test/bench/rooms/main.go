@@ -19,6 +19,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/herdgate/herdgate/internal/scheduler"
 )
 
 func main() {
@@ -140,5 +144,30 @@ func report(levels []level, idle, busy time.Duration) string {
 			pct(w.manager), pct(w.redis), w.redisCommands, pct(w.apiserver), w.apiWrites, ratio, dry,
 			lag.Round(10*time.Microsecond), bound.Round(10*time.Microsecond), change)
 	}
+	b.WriteString("\nBusy ticks later than 6.4 ms, by where the room's grid falls in the scheduler's 100 ms wake slot (sleeping rooms wake at its start):\n\n")
+	for _, l := range levels {
+		near, far := l.busyRoomsByPhase(wakeBurst)
+		nl, nt := l.busy.lateTicks(near, 6400*time.Microsecond)
+		fl, ft := l.busy.lateTicks(far, 6400*time.Microsecond)
+		fmt.Fprintf(&b, "* %s, %d rooms: %d of %d ticks of the %d rooms in its first %s, %d of %d ticks of the other %d\n",
+			l.label, l.rooms, nl, nt, len(near), wakeBurst, fl, ft, len(far))
+	}
 	return b.String()
+}
+
+// wakeBurst is how far into a wake slot the report counts a busy room's grid as meeting the rooms
+// that wake at the slot's start.
+const wakeBurst = 10 * time.Millisecond
+
+// busyRoomsByPhase splits the busy rooms by their grid phase: those whose 100 ms grid falls within
+// the first d of each 100 ms wake slot, and the others.
+func (l level) busyRoomsByPhase(d time.Duration) (near, far []string) {
+	for _, r := range l.busyRooms {
+		if scheduler.GridPhase(types.NamespacedName{Namespace: namespace, Name: r}, 100*time.Millisecond) < d {
+			near = append(near, r)
+		} else {
+			far = append(far, r)
+		}
+	}
+	return near, far
 }

@@ -358,4 +358,25 @@ func (w window) lagP99(rooms []string) (estimate, bound time.Duration, ticks uin
 	return time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), ticks
 }
 
+// lateTicks counts the rooms' ticks in the window whose lag passed the histogram bucket bound over.
+func (w window) lateTicks(rooms []string, over time.Duration) (late, ticks uint64) {
+	for _, r := range rooms {
+		now, then := series(w.after, "herdgate_tick_lag_seconds", r).GetHistogram(), series(w.before, "herdgate_tick_lag_seconds", r).GetHistogram()
+		n := now.GetSampleCount() - then.GetSampleCount()
+		ticks += n
+		for i, b := range now.GetBucket() {
+			if seconds(b.GetUpperBound()) < over {
+				continue
+			}
+			var earlier uint64
+			if i < len(then.GetBucket()) {
+				earlier = then.GetBucket()[i].GetCumulativeCount()
+			}
+			late += n - (b.GetCumulativeCount() - earlier)
+			break
+		}
+	}
+	return late, ticks
+}
+
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
