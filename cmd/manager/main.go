@@ -118,9 +118,12 @@ func run(args []string, stderr io.Writer) int {
 
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(apiQPS), apiBurst
+	// Nothing reads the managed fields of a cached object, and they are a good part of each room's
+	// objects in the cache (docs/performance.md, "A thousand rooms on one manager").
+	cacheOptions := cache.Options{DefaultNamespaces: watched, DefaultTransform: cache.TransformStripManagedFields()}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   cache.Options{DefaultNamespaces: watched},
+		Cache:                   cacheOptions,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
