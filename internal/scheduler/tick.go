@@ -46,8 +46,8 @@ const (
 	adaptiveIdleSleep = workloadReadInterval
 	// defaultWakeSlot is the slot sleeping rooms wake together on (WithWakeSlot): a reference tick.
 	// The rooms that wake in one slot share round trips, and their wake ticks run at once; a second
-	// saved more round trips, but a hundred rooms waking at once held up the ticks of busy rooms
-	// (docs/performance.md, "A thousand rooms on one manager").
+	// saved a few more round trips, but woke ten times as many rooms at once (docs/performance.md,
+	// "A thousand rooms on one manager").
 	defaultWakeSlot = 100 * time.Millisecond
 )
 
