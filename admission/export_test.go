@@ -47,3 +47,5 @@ func (p *Proxy) WorkloadMeter() *replica.WorkloadMeter  { return p.workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
 func (p *Proxy) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }
+
+func (p *Proxy) RedisDown() bool { return p.redisDown.Load() }

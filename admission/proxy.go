@@ -26,7 +26,7 @@ type Engine interface {
 	queue.PlanReader
 	EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit queue.EntryLimit) (queue.Position, error)
 	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
-	Ping(ctx context.Context) error
+	PingFor(ctx context.Context, moment time.Time) error
 	ReportProxy(ctx context.Context, r queue.ProxyReport) error
 	ReportWorkload(ctx context.Context, r queue.WorkloadReport, uses []queue.PassUse) error
 	Sessions(ctx context.Context, releases []queue.PassRef, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
@@ -165,7 +165,13 @@ func (p *Proxy) StartDrain() { p.draining.Store(true) }
 
 // CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
 func (p *Proxy) CheckRedis(ctx context.Context) error {
-	err := p.q.Ping(ctx)
+	return p.checkRedisFor(ctx, time.Time{})
+}
+
+// checkRedisFor is CheckRedis for the check due at moment, whose PING the rooms on the same Redis
+// share (queue.Queue.PingFor).
+func (p *Proxy) checkRedisFor(ctx context.Context, moment time.Time) error {
+	err := p.q.PingFor(ctx, moment)
 	p.redisResult(err)
 	return err
 }

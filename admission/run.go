@@ -24,16 +24,21 @@ func (p *Proxy) Run(ctx context.Context, redisCheckInterval time.Duration) {
 	wg.Wait()
 }
 
-// checkRedisEvery pings Redis every interval until ctx ends.
+// checkRedisEvery pings Redis at once, then each time the clock reaches a multiple of interval
+// (whole seconds for 1 s) until ctx ends: the rooms of a shared proxy set check at the same moments,
+// and those on one Redis share a PING (queue.Queue.PingFor).
 func (p *Proxy) checkRedisEvery(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var moment time.Time
 	for {
 		pingCtx, cancel := context.WithTimeout(ctx, interval)
-		_ = p.CheckRedis(pingCtx)
+		_ = p.checkRedisFor(pingCtx, moment)
 		cancel()
+		now := time.Now()
+		moment = now.Truncate(interval).Add(interval)
+		t := time.NewTimer(moment.Sub(now))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

@@ -70,7 +70,7 @@ func (e *MemoryEngine) ReadPlan(context.Context) (queue.PublishedPlan, error) {
 	return e.plan, nil
 }
 
-func (e *MemoryEngine) Ping(context.Context) error { return e.failure() }
+func (e *MemoryEngine) PingFor(context.Context, time.Time) error { return e.failure() }
 
 func (e *MemoryEngine) Sessions(context.Context, []queue.PassRef, []queue.Renewal, int64, int) (queue.SessionsResult, error) {
 	return queue.SessionsResult{}, e.failure()

@@ -56,6 +56,11 @@ type Store struct {
 	// ticks carries TickTogether's calls to sendTicks.
 	ticks                     chan *togetherTick
 	tickRoundTrips, ticksSent atomic.Int64
+
+	// ping is the latest check of Redis its rooms share (Queue.PingFor).
+	pingMu    sync.Mutex
+	ping      *sharedPing
+	pingsSent atomic.Int64
 }
 
 // NewStore starts a store over rdb. Close it to stop its round trips; rdb stays the caller's.
