@@ -20,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herdgate/herdgate/internal/scheduler"
 )
@@ -37,6 +39,8 @@ func main() {
 	out := flag.String("out", "", "also write the report to this file")
 	profiles := flag.String("profiles", "", "write CPU profiles of this build's manager over each idle and busy window to this directory")
 	flag.Parse()
+	// The control plane's own messages are not the bench's: it reports its progress itself.
+	ctrllog.SetLogger(logr.Discard())
 	if *managerBin == "" || *proxyBin == "" {
 		fmt.Fprintln(os.Stderr, "flags --manager and --proxy are required")
 		os.Exit(2)
