@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/big"
-	"reflect"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,9 +65,12 @@ type tickState struct {
 	atOnce    int64        // the instant admissions total last read, -1 before the first read
 	released  int64        // the released total last read, -1 before the first read
 	notified  Snapshot
-	notifyAt  time.Time
-	draw      *drawRun  // the pre-queue's draw under way
-	drawnFor  time.Time // the opening whose draw is done
+	notifyAt  time.Time // no notification before
+	// notifiedAt is when the reconciler was told last: a change of live figures alone waits for
+	// liveNotifyInterval after it.
+	notifiedAt time.Time
+	draw       *drawRun  // the pre-queue's draw under way
+	drawnFor   time.Time // the opening whose draw is done
 	// forgotFor is the opening whose earlier passes this runner dropped (queue.ForgetPassesBefore).
 	forgotFor time.Time
 	workload  workloadState
@@ -356,21 +358,6 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
 		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
 	})
-}
-
-// notify tells the reconciler that the snapshot changed, at most once per statsInterval.
-func (r *runner) notify(st *tickState, now time.Time) {
-	if r.s.notify == nil {
-		return
-	}
-	snap := r.snapshot()
-	snap.LastTick = time.Time{} // moves every tick; not worth a status write
-	if reflect.DeepEqual(snap, st.notified) || now.Before(st.notifyAt) {
-		return
-	}
-	if r.s.notify(r.key) {
-		st.notified, st.notifyAt = snap, now.Add(statsInterval)
-	}
 }
 
 // supportedDepth remembers the deepest queue a budget holds under a plan, which takes a while to

@@ -1,0 +1,45 @@
+package scheduler
+
+import (
+	"reflect"
+	"time"
+)
+
+// liveNotifyInterval is how often, at most, a room tells the reconciler of a snapshot whose changes
+// are only live figures (depth, active visitors, rates, what the polls and the workload cost). The
+// reconciler writes those at most every 10 s anyway (its liveStatusInterval), and each reconcile
+// reads the room's Secret from the API server: told at every stats read, a hundred busy rooms cost
+// it fifty reconciles a second that wrote nothing (docs/architecture.md, "What the manager writes").
+const liveNotifyInterval = 10 * time.Second
+
+// notify tells the reconciler that the snapshot changed, at most once per statsInterval, and at most
+// once per liveNotifyInterval when only live figures changed.
+func (r *runner) notify(st *tickState, now time.Time) {
+	if r.s.notify == nil {
+		return
+	}
+	snap := r.snapshot()
+	snap.LastTick = time.Time{} // moves every tick; not worth a status write
+	if reflect.DeepEqual(snap, st.notified) || now.Before(st.notifyAt) {
+		return
+	}
+	if now.Before(st.notifiedAt.Add(liveNotifyInterval)) && reflect.DeepEqual(withoutLiveFigures(snap), withoutLiveFigures(st.notified)) {
+		return
+	}
+	if r.s.notify(r.key) {
+		st.notified, st.notifyAt, st.notifiedAt = snap, now.Add(statsInterval), now
+	}
+}
+
+// withoutLiveFigures is s without the figures that change with every stats read and reach the
+// status only as figures and messages: what a condition's status or reason follows stays (whether
+// the poll budget holds, the adaptive controller's reason, the proxies' generations).
+func withoutLiveFigures(s Snapshot) Snapshot {
+	s.Depth, s.Active, s.PreQueued = 0, 0, 0
+	s.AdmittedPerSecond, s.ReleasedPerSecond = "", ""
+	s.Polling = Polling{Fits: s.Polling.Fits}
+	if s.Workload != nil {
+		s.Workload = &Workload{Reason: s.Workload.Reason}
+	}
+	return s
+}

@@ -1,0 +1,70 @@
+package scheduler
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// TestABusyRoomTellsOfItsFiguresEveryTenSeconds: a busy room's depth and rate change at every stats
+// read (every 2 s), and it tells the reconciler of that at most every liveNotifyInterval; a Redis
+// failure, which changes a condition, it tells at once.
+func TestABusyRoomTellsOfItsFiguresEveryTenSeconds(t *testing.T) {
+	var mu sync.Mutex
+	var told []time.Time
+	var h *schedulerHarness
+	h = newHarness(t, WithNotify(func(types.NamespacedName) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, h.clock.Now())
+		return true
+	}))
+	h.fill("busy", 3000) // 14 a tick for 20 s: 2,800
+	h.s.Ensure(h.queue("busy", builder.Queue("", "")))
+	depths := map[int64]bool{}
+	for range 200 { // 20 s of 100 ms ticks
+		h.mustStep(100 * time.Millisecond)
+		snap, _ := h.s.Snapshot(types.UID("busy"))
+		depths[snap.Depth] = true
+	}
+	mu.Lock()
+	got := append([]time.Time(nil), told...)
+	mu.Unlock()
+	if len(depths) < 8 {
+		t.Fatalf("the room's depth took %d values over 20 s, want one a stats read", len(depths))
+	}
+	// The first stats, then the figures at most every 10 s: three in 20 s.
+	if len(got) == 0 || len(got) > 3 {
+		t.Fatalf("the room told the reconciler %d times in 20 s (at %v), want at most 3", len(got), got)
+	}
+	for i := 1; i < len(got); i++ {
+		if d := got[i].Sub(got[i-1]); d < liveNotifyInterval {
+			t.Fatalf("the room told the reconciler %s after the time before, within %s, of figures alone", d, liveNotifyInterval)
+		}
+	}
+
+	// Redis goes: the next tick fails, and the reconciler hears of it at once.
+	h.redis.Stop()
+	last := got[len(got)-1]
+	h.move(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(told)
+		mu.Unlock()
+		if n > len(got) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a failing tick %s after the last notification told the reconciler nothing", h.clock.Now().Sub(last))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s, _ := h.s.Snapshot(types.UID("busy")); s.RedisError == "" {
+		t.Fatal("the snapshot shows no Redis error after the tick failed")
+	}
+}
