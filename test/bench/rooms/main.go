@@ -130,8 +130,8 @@ func report(levels []level, idle, busy time.Duration) string {
 		fmt.Fprintf(&b, "* %s, %d rooms: %s\n", l.label, l.rooms, l.idle.topWrites(4))
 	}
 	fmt.Fprintf(&b, "\nBusy (%s window): a tenth of the rooms admit at their plan (140 a second each) from a line filled before.\n\n", busy)
-	b.WriteString("| manager | rooms | busy | manager CPU | Redis CPU | Redis commands/s | API server CPU | API writes/s | admitted/target | busy tick lag p99 | mode change reaches the proxy (max of 4) |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| manager | rooms | busy | manager CPU | Redis CPU | Redis commands/s | API server CPU | API writes/s | API reads/s | reconciles/s | admitted/target | busy tick lag p99 | mode change reaches the proxy (max of 4) |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, l := range levels {
 		w := l.busy
 		lag, bound, _ := w.lagP99(l.busyRooms)
@@ -144,8 +144,8 @@ func report(levels []level, idle, busy time.Duration) string {
 		if len(l.modeChanges) > 0 {
 			change = slices.Max(l.modeChanges).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %.0f | %s | %.2f | %.4f%s | %s (bucket ≤ %s) | %s |\n", l.label, l.rooms, len(l.busyRooms),
-			pct(w.manager), pct(w.redis), w.redisCommands, pct(w.apiserver), w.apiWrites, ratio, dry,
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %.0f | %s | %.2f | %.1f | %.1f | %.4f%s | %s (bucket ≤ %s) | %s |\n", l.label, l.rooms, len(l.busyRooms),
+			pct(w.manager), pct(w.redis), w.redisCommands, pct(w.apiserver), w.apiWrites, w.apiReads, w.reconciles(), ratio, dry,
 			lag.Round(10*time.Microsecond), bound.Round(10*time.Microsecond), change)
 	}
 	b.WriteString("\nBusy ticks later than 6.4 ms, by where the room's grid falls in the scheduler's 100 ms wake slot (sleeping rooms wake at its start):\n\n")
