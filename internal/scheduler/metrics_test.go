@@ -61,3 +61,34 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// missedAre checks herdgate_ticks_missed_total of the room name in the namespace test.
+func missedAre(t *testing.T, name string, madeUp, dropped float64) {
+	t.Helper()
+	value := func(outcome string) float64 {
+		m := &dto.Metric{}
+		if err := ticksMissedCounter.WithLabelValues("test", name, outcome).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	if m, d := value("made_up"), value("dropped"); m != madeUp || d != dropped {
+		t.Fatalf("herdgate_ticks_missed_total: %v made up and %v dropped, want %v and %v", m, d, madeUp, dropped)
+	}
+}
+
+// histogramMax is the upper bound of the highest bucket of o that holds an observation.
+func histogramMax(t *testing.T, o prometheus.Observer) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := o.(prometheus.Metric).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	top, below := 0.0, uint64(0)
+	for _, b := range m.GetHistogram().GetBucket() {
+		if b.GetCumulativeCount() > below {
+			top, below = b.GetUpperBound(), b.GetCumulativeCount()
+		}
+	}
+	return top
+}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -248,37 +246,6 @@ func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 	}
 	// +600 … +5,400 passed: ten made up, the other 39 dropped.
 	missedAre(t, "late", 2+maxCatchUpTicks, 49-maxCatchUpTicks)
-}
-
-// missedAre checks herdgate_ticks_missed_total of the room name in the namespace test.
-func missedAre(t *testing.T, name string, madeUp, dropped float64) {
-	t.Helper()
-	value := func(outcome string) float64 {
-		m := &dto.Metric{}
-		if err := ticksMissedCounter.WithLabelValues("test", name, outcome).Write(m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetCounter().GetValue()
-	}
-	if m, d := value("made_up"), value("dropped"); m != madeUp || d != dropped {
-		t.Fatalf("herdgate_ticks_missed_total: %v made up and %v dropped, want %v and %v", m, d, madeUp, dropped)
-	}
-}
-
-// histogramMax is the upper bound of the highest bucket of o that holds an observation.
-func histogramMax(t *testing.T, o prometheus.Observer) float64 {
-	t.Helper()
-	m := &dto.Metric{}
-	if err := o.(prometheus.Metric).Write(m); err != nil {
-		t.Fatal(err)
-	}
-	top, below := 0.0, uint64(0)
-	for _, b := range m.GetHistogram().GetBucket() {
-		if b.GetCumulativeCount() > below {
-			top, below = b.GetUpperBound(), b.GetCumulativeCount()
-		}
-	}
-	return top
 }
 
 // A scheduler that takes a queue over (a new leader, a restarted manager) carries on from the last
