@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,16 +45,11 @@ func TestTheRoomsOfASetShareTheirRedisChecks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(info, "\r\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_ping:calls="); ok {
-				n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
+		stats, err := testenv.ParseCommandStats(info)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return 0
+		return stats["ping"].Calls
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,11 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Ping checks that the queue's Redis answers.
-func (q *Queue) Ping(ctx context.Context) error {
-	return q.PingFor(ctx, time.Time{})
-}
-
 // sharedPing is one PING whose answer the rooms of a store share.
 type sharedPing struct {
 	moment time.Time

@@ -27,18 +27,12 @@ type managerSample struct {
 	managerCPU, redisCP time.Duration
 	peakRSS             int64
 	// commands is INFO commandstats: the calls Redis served and the time it spent in them.
-	commands map[string]commandStat
+	commands map[string]testenv.CommandStat
 	families map[string]*dto.MetricFamily
 }
 
-// commandStat is what INFO commandstats says of one command: its calls and the time spent in them.
-type commandStat struct {
-	calls int64
-	time  time.Duration
-}
-
 // commandStats reads INFO commandstats of the Redis at url, by command.
-func commandStats(t *testing.T, url string) map[string]commandStat {
+func commandStats(t *testing.T, url string) map[string]testenv.CommandStat {
 	t.Helper()
 	rdb, err := queue.NewClient(url, queue.ClientOptions{})
 	if err != nil {
@@ -49,30 +43,9 @@ func commandStats(t *testing.T, url string) map[string]commandStat {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats := map[string]commandStat{}
-	for _, line := range strings.Split(info, "\r\n") {
-		name, fields, ok := strings.Cut(line, ":")
-		name, isCommand := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCommand {
-			continue
-		}
-		var st commandStat
-		for _, kv := range strings.Split(fields, ",") {
-			key, v, _ := strings.Cut(kv, "=")
-			if key != "calls" && key != "usec" {
-				continue
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO commandstats: %q: %v", line, err)
-			}
-			if key == "calls" {
-				st.calls = n
-			} else {
-				st.time = time.Duration(n) * time.Microsecond
-			}
-		}
-		stats[name] = st
+	stats, err := testenv.ParseCommandStats(info)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return stats
 }
@@ -116,7 +89,7 @@ type phase struct {
 	ticks                float64
 	managerCPU, redisCPU time.Duration
 	// commands is what Redis served in the phase, by command; scripts the time its scripts took.
-	commands map[string]commandStat
+	commands map[string]testenv.CommandStat
 	scripts  time.Duration
 	// The reference queue's 99th percentiles (bucket upper bounds), its ticks, the grid points they
 	// made up for or dropped, and its admissions.
@@ -132,14 +105,14 @@ type phase struct {
 
 func (s managerSample) since(before managerSample) phase {
 	p := phase{seconds: s.at.Sub(before.at).Seconds(), managerCPU: s.managerCPU - before.managerCPU, redisCPU: s.redisCP - before.redisCP,
-		commands: map[string]commandStat{}}
+		commands: map[string]testenv.CommandStat{}}
 	for name, now := range s.commands {
 		then := before.commands[name]
-		if d := (commandStat{calls: now.calls - then.calls, time: now.time - then.time}); d.calls > 0 {
+		if d := (testenv.CommandStat{Calls: now.Calls - then.Calls, Time: now.Time - then.Time}); d.Calls > 0 {
 			p.commands[name] = d
 		}
 	}
-	p.scripts = p.commands["evalsha"].time + p.commands["eval"].time
+	p.scripts = p.commands["evalsha"].Time + p.commands["eval"].Time
 	for _, m := range s.families["herdgate_tick_duration_seconds"].GetMetric() {
 		p.ticks += float64(m.GetHistogram().GetSampleCount()) - float64(findMetric(before, "herdgate_tick_duration_seconds", m).GetHistogram().GetSampleCount())
 	}
@@ -157,11 +130,11 @@ func (s managerSample) since(before managerSample) phase {
 // redisCommands lists what Redis served in the phase, the slowest in all first.
 func (p phase) redisCommands() string {
 	names := slices.Collect(maps.Keys(p.commands))
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(p.commands[b].time, p.commands[a].time) })
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(p.commands[b].Time, p.commands[a].Time) })
 	lines := make([]string, 0, len(names))
 	for _, name := range names {
 		c := p.commands[name]
-		lines = append(lines, fmt.Sprintf("%s: %d calls, %s", name, c.calls, c.time))
+		lines = append(lines, fmt.Sprintf("%s: %d calls, %s", name, c.Calls, c.Time))
 	}
 	return strings.Join(lines, "; ")
 }

@@ -1,0 +1,45 @@
+package testenv
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CommandStat is what Redis' INFO commandstats says of one command: its calls and the time spent in
+// them.
+type CommandStat struct {
+	Calls int64
+	Time  time.Duration
+}
+
+// ParseCommandStats reads the answer to INFO commandstats, by command ("evalsha", "ping").
+func ParseCommandStats(info string) (map[string]CommandStat, error) {
+	stats := map[string]CommandStat{}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, fields, ok := strings.Cut(line, ":")
+		name, isCommand := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCommand {
+			continue
+		}
+		var st CommandStat
+		for _, kv := range strings.Split(fields, ",") {
+			key, v, _ := strings.Cut(kv, "=")
+			if key != "calls" && key != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+			}
+			if key == "calls" {
+				st.Calls = n
+			} else {
+				st.Time = time.Duration(n) * time.Microsecond
+			}
+		}
+		stats[name] = st
+	}
+	return stats, nil
+}
