@@ -260,7 +260,9 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 	p.metrics.verified(result)
 	if result == pass.Valid {
 		d.pass, d.hasPass = verified, true
-		p.workload.Used(verified, now)
+		if p.workload.Used(verified, now) {
+			p.metrics.firstUse.Observe(max(0, now.Sub(verified.NotBefore).Seconds()))
+		}
 		if cfg.Sliding && !d.checking {
 			p.slide(x, cfg, verified, now)
 		}

@@ -37,6 +37,9 @@ type metrics struct {
 	// farSigns counts far visitors' signs of life recorded in batches, farSnapshots the counts of
 	// the queue taken for their positions (far.go).
 	farSigns, farSnapshots prometheus.Counter
+	// firstUse times how long admitted visitors took to come: from a pass's not-before time to its
+	// first use on this replica.
+	firstUse prometheus.Histogram
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
@@ -52,6 +55,12 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_requests_total",
 			Help: "Requests by route class (protected, open, enter, status, page, internal) and outcome.",
 		}, []string{"route_class", "outcome"}),
+		firstUse: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "herdgate_proxy_pass_first_use_delay_seconds",
+			Help: "From a pass's not-before time to its first use on this replica, for first uses within a minute of it.",
+			// The replica tells a first use apart for a minute (replica.WorkloadMeter.Used).
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 45, 60},
+		}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herdgate_proxy_pass_verifications_total",
 			Help: "Pass verifications on protected routes by result.",
@@ -123,7 +132,7 @@ func newMetrics() *metrics {
 	m.openInFlight = m.inFlight.WithLabelValues("open")
 	m.roomRegistry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
-		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots)
+		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots, m.firstUse)
 	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

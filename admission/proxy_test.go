@@ -193,6 +193,11 @@ func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 	if h.metric("herdgate_proxy_pass_verifications_total", `{result="valid"}`) != 2 {
 		t.Fatal("valid verifications were not counted")
 	}
+	// Two requests with one pass: one first use, well within a second of its not-before time.
+	if n, soon := h.metric("herdgate_proxy_pass_first_use_delay_seconds_count", ""),
+		h.metric("herdgate_proxy_pass_first_use_delay_seconds_bucket", `{le="1"}`); n != 1 || soon != 1 {
+		t.Fatalf("herdgate_proxy_pass_first_use_delay_seconds: %v first uses, %v within 1 s; want 1 and 1", n, soon)
+	}
 }
 
 func TestProtectedRoutesNeedAPass(t *testing.T) {

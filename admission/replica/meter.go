@@ -78,20 +78,22 @@ func (m *WorkloadMeter) End(start time.Time, failed bool) {
 }
 
 // Used records a protected request with a valid pass: the pass's first use, once per replica, goes
-// to Redis with the next report.
-func (m *WorkloadMeter) Used(p pass.Pass, now time.Time) {
+// to Redis with the next report. It tells whether this was the pass's first use here, within a
+// minute of its not-before time (later uses are not told apart).
+func (m *WorkloadMeter) Used(p pass.Pass, now time.Time) (first bool) {
 	notBefore := p.NotBefore
 	if now.Sub(notBefore) > useWindow {
-		return
+		return false
 	}
 	k := keyOf(p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.seen[k]; ok || len(m.seen) >= maxRememberedPasses {
-		return
+		return false
 	}
 	m.seen[k] = notBefore
 	m.uses = append(m.uses, queue.PassUse{Second: notBefore.Unix(), ID: queue.PassUseID(p.Visitor, notBefore)})
+	return true
 }
 
 // Take returns the running totals and the first uses since the last take, and forgets passes too

@@ -105,6 +105,9 @@ func JitterOffsets(seed int64, n int, window time.Duration) []time.Duration {
 type AdmittedVisitor struct {
 	ID   string
 	Pass Pass
+	// Arrival is the visitor's place in the arrival sequence (see AdmitResult.Sequence); a visitor of
+	// a drawn pre-queue has the place the draw gave it.
+	Arrival int64
 }
 
 // AdmitResult is what one tick did.
@@ -119,6 +122,9 @@ type AdmitResult struct {
 	Now time.Time
 	// Asleep: the call left nobody waiting and the room sleeps (AdmitRequest.SleepFor).
 	Asleep bool
+	// Sequence is the last arrival given out as of Now: everyone who entered by then has an arrival up
+	// to it, so the sequences of successive ticks tell when a visitor entered.
+	Sequence int64
 }
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
@@ -179,22 +185,24 @@ func parseAdmitReply(raw []any) (AdmitResult, error) {
 		res.Duplicate = true
 		return res, nil
 	}
-	if len(raw) < 4 {
+	if len(raw) < 5 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}
 	res.Abandoned, _ = raw[2].(int64)
 	asleep, _ := raw[3].(int64)
 	res.Asleep = asleep == 1
-	rest := raw[4:]
-	if len(rest)%3 != 0 {
+	res.Sequence, _ = raw[4].(int64)
+	rest := raw[5:]
+	if len(rest)%4 != 0 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}
-	res.Admitted = make([]AdmittedVisitor, 0, len(rest)/3)
-	for i := 0; i < len(rest); i += 3 {
+	res.Admitted = make([]AdmittedVisitor, 0, len(rest)/4)
+	for i := 0; i < len(rest); i += 4 {
 		id, _ := rest[i].(string)
 		nb, _ := rest[i+1].(int64)
 		exp, _ := rest[i+2].(int64)
-		res.Admitted = append(res.Admitted, AdmittedVisitor{ID: id, Pass: Pass{time.UnixMilli(nb), time.UnixMilli(exp)}})
+		arrival, _ := rest[i+3].(int64)
+		res.Admitted = append(res.Admitted, AdmittedVisitor{ID: id, Pass: Pass{time.UnixMilli(nb), time.UnixMilli(exp)}, Arrival: arrival})
 	}
 	return res, nil
 }

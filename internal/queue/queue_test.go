@@ -292,6 +292,15 @@ func testAdmitTakesTheOldest(t *testing.T, b backend) {
 	if diff := cmp.Diff(ids[:14], got); diff != "" {
 		t.Fatalf("admitted (-want +got):\n%s", diff)
 	}
+	// The scheduler times waits with the arrivals and the sequence (internal/scheduler/wait.go).
+	if res.Sequence != 100 {
+		t.Errorf("the tick read the arrival sequence at %d, want 100", res.Sequence)
+	}
+	for i, a := range res.Admitted {
+		if a.Arrival != int64(i+1) {
+			t.Errorf("%s: arrival %d, want %d", a.ID, a.Arrival, i+1)
+		}
+	}
 	for i, id := range ids[14:] {
 		p, err := q.Status(ctx, id, longAbandon)
 		if err != nil {

@@ -35,6 +35,12 @@ var (
 		Name: "herdgate_abandoned_total",
 		Help: "Waiting visitors dropped by this manager's scheduler for not polling within abandonAfter.",
 	}, []string{"namespace", "name"})
+	waitHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "herdgate_wait_seconds",
+		Help: "How long admitted visitors waited: from entering (to within a tick) to their pass's not-before time; 0 for those admitted at once on entering. A drawn pre-queue's visitors wait from the opening.",
+		// From a tick to three hours, with the steps a wait-time objective is written in.
+		Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800},
+	}, []string{"namespace", "name"})
 	tickDurationHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herdgate_tick_duration_seconds",
 		Help:    "Duration of one scheduler tick: its round trip to Redis (the admission, and the plan and counters when due).",
@@ -94,7 +100,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
-		tickDurationHistogram, tickLagHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram,
+		tickDurationHistogram, tickLagHistogram, waitHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram,
 		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter)
 }
 
@@ -103,7 +109,7 @@ func init() {
 // lookups. The phase and the adaptive reason are written when they change, not at every tick.
 type queueMetrics struct {
 	namespace, name                                 string
-	tickLag, tickDuration                           prometheus.Observer
+	tickLag, tickDuration, wait                     prometheus.Observer
 	admitted, admittedAtOnce, released, abandoned   prometheus.Counter
 	ticksMadeUp, ticksDropped                       prometheus.Counter
 	depth, preQueueDepth, active                    prometheus.Gauge
@@ -120,6 +126,7 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 	return &queueMetrics{
 		namespace: namespace, name: name,
 		tickLag: tickLagHistogram.WithLabelValues(l...), tickDuration: tickDurationHistogram.WithLabelValues(l...),
+		wait:     waitHistogram.WithLabelValues(l...),
 		admitted: admittedCounter.WithLabelValues(l...), admittedAtOnce: admittedAtOnceCounter.WithLabelValues(l...),
 		released: releasedCounter.WithLabelValues(l...), abandoned: abandonedCounter.WithLabelValues(l...),
 		depth: queueDepthGauge.WithLabelValues(l...), preQueueDepth: preQueueDepthGauge.WithLabelValues(l...),
@@ -168,7 +175,7 @@ func setPhaseMetric(namespace, name string, phase settings.Phase) {
 func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
-		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram,
+		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram, waitHistogram,
 		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
 	} {
 		v.Delete(labels)

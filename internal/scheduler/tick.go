@@ -75,7 +75,9 @@ type tickState struct {
 	forgotFor time.Time
 	workload  workloadState
 	supported supportedDepth
-	metrics   *queueMetrics
+	// arrivals times the waits of the visitors the ticks admit.
+	arrivals arrivalClock
+	metrics  *queueMetrics
 	// asleep: the last tick left nobody waiting, and the room sleeps until next unless woken.
 	asleep bool
 	// wakeAt, when set, is the end of the wake slot the sleep lasts to, where its timer fires; next
@@ -289,6 +291,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	} else {
 		st.backoff = 0
 		st.metrics.admitted.Add(float64(len(res.Admitted)))
+		st.observeWaits(res)
 		st.workload.recordAdmitted(res)
 		st.metrics.abandoned.Add(float64(res.Abandoned))
 		r.update(func(s *Snapshot) {
@@ -344,6 +347,7 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 	}
 	if st.atOnce >= 0 && stats.InstantAdmittedTotal > st.atOnce {
 		st.metrics.admittedAtOnce.Add(float64(stats.InstantAdmittedTotal - st.atOnce))
+		st.metrics.observeWaitsAtOnce(stats.InstantAdmittedTotal - st.atOnce)
 	}
 	if st.released >= 0 && stats.ReleasedTotal > st.released {
 		st.metrics.released.Add(float64(stats.ReleasedTotal - st.released))

@@ -20,8 +20,9 @@
 -- the budget lasts that long (and a second) and carries the mark that the room sleeps, which enter
 -- clears, announcing on the wake channel, when it gives a visitor a place; ARGV[16] the share of
 -- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps
--- Returns {1, now, abandoned, asleep, id1, notBefore1, expiry1, id2, ...}, or {0, now, lastTick}
--- when this tick id was already run.
+-- Returns {1, now, abandoned, asleep, sequence, id1, notBefore1, expiry1, arrival1, id2, ...}, or
+-- {0, now, lastTick} when this tick id was already run. The sequence is the last arrival given out
+-- by now, and each arrival the admitted visitor's: the scheduler times waits with them.
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -53,7 +54,7 @@ local function call_chunked(cmd, key, args, step)
 end
 
 -- pop removes up to n front visitors and their last-seen records; it returns them in order with
--- their last-seen times as text (nil when unknown).
+-- their last-seen times and arrivals as text (the time nil when unknown).
 local function pop(n)
   local front = redis.call('ZPOPMIN', KEYS[1], n)
   local popped, by_block, block_order = {}, {}, {}
@@ -66,7 +67,7 @@ local function pop(n)
       block_order[#block_order + 1] = skey
     end
     fields[#fields + 1] = sfield
-    popped[#popped + 1] = {front[i], skey, #fields}
+    popped[#popped + 1] = {front[i], skey, #fields, nil, front[i + 1]}
   end
   local seen = {}
   for _, skey in ipairs(block_order) do
@@ -86,9 +87,11 @@ if max_active > 0 then
   limit = math.max(0, math.min(limit, max_active - active_now))
 end
 
-local out = {1, now, 0, 0}
+-- The arrival sequence as of now: every visitor who took a place so far has an arrival up to it.
+local sequence = tonumber(redis.call('GET', KEYS[4])) or 0
+local out = {1, now, 0, 0, sequence}
 local abandoned = 0
-local chosen = {}
+local chosen, arrivals = {}, {}
 -- A pop that returns fewer visitors than it asked for leaves the waiting set empty.
 local drained = false
 -- Examine at most limit + front_budget front visitors, so a queue of silent visitors cannot make
@@ -114,6 +117,7 @@ while #chosen < limit and budget > 0 do
       abandoned = abandoned + 1
     else
       chosen[#chosen + 1] = p[1]
+      arrivals[#chosen] = p[5]
     end
   end
 end
@@ -144,6 +148,7 @@ for i = 1, n do
   out[#out + 1] = visitor
   out[#out + 1] = nb
   out[#out + 1] = exp
+  out[#out + 1] = tonumber(arrivals[i])
 end
 if #active > 0 then
   call_chunked('ZADD', KEYS[2], active, 2)
@@ -165,7 +170,7 @@ for _ = 1, sweep_blocks do
         break
       end
       first = math.floor(tonumber(head[2]) / SEEN_BLOCK)
-      newest = math.floor((tonumber(redis.call('GET', KEYS[4])) or 0) / SEEN_BLOCK)
+      newest = math.floor(sequence / SEEN_BLOCK)
     end
     if not cursor or cursor < first or cursor > newest then
       cursor = first
