@@ -173,8 +173,8 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 		}
 	}
 	if snap != nil && snap.HaveStats {
-		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, snap.AdmittedPerSecond
-		wq.Status.ReleasedPerSecond, wq.Status.PreQueueDepth = snap.ReleasedPerSecond, snap.PreQueued
+		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, readable(snap.AdmittedPerSecond)
+		wq.Status.ReleasedPerSecond, wq.Status.PreQueueDepth = readable(snap.ReleasedPerSecond), snap.PreQueued
 	}
 	wq.Status.MaxActive = nil
 	if s.MaxActive > 0 {

@@ -48,8 +48,8 @@ func (r *WaitingQueueReconciler) setWorkload(wq *herdgatev1alpha1.WaitingQueue, 
 		out := &herdgatev1alpha1.WorkloadStatus{ReportingReplicas: int32(w.Reporting), ErrorPercent: w.ErrorPercent, NoShowPercent: w.NoShowPercent,
 			InFlight: decimal(w.InFlight), TargetInFlight: decimal(w.TargetInFlight), AdmissionsPerSecond: w.AdmissionsPerSecond, Reason: w.Reason}
 		if w.LatencyP50 > 0 {
-			out.LatencyP50 = &metav1.Duration{Duration: w.LatencyP50}
-			out.LatencyP95 = &metav1.Duration{Duration: w.LatencyP95}
+			out.LatencyP50 = &metav1.Duration{Duration: readableDuration(w.LatencyP50)}
+			out.LatencyP95 = &metav1.Duration{Duration: readableDuration(w.LatencyP95)}
 		}
 		wq.Status.Workload = out
 	}
@@ -87,3 +87,27 @@ func measured(w *scheduler.Workload) string {
 
 // decimal writes a measured number to a tenth.
 func decimal(f float64) string { return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) }
+
+// readable rounds a measured rate, a decimal string, to what a person reads in a column: three
+// significant digits, and no decimals above 100 ("139", "48.9", "0.0123"). The metrics keep the
+// measurement whole; the status shows it the way kubectl get does. A string that is not a number is
+// left as it is.
+func readable(rate string) string {
+	f, err := strconv.ParseFloat(rate, 64)
+	if err != nil || f == 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return rate
+	}
+	decimals := max(0, 2-int(math.Floor(math.Log10(math.Abs(f)))))
+	unit := math.Pow(10, float64(decimals))
+	return strconv.FormatFloat(math.Round(f*unit)/unit, 'f', -1, 64)
+}
+
+// readableDuration rounds a measured duration to three significant digits, at least to the
+// microsecond, so that a column shows 252ms rather than 252.354ms.
+func readableDuration(d time.Duration) time.Duration {
+	unit := time.Microsecond
+	for limit := time.Millisecond; limit <= d && unit < time.Hour; limit *= 10 {
+		unit *= 10
+	}
+	return d.Round(unit)
+}

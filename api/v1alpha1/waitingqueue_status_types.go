@@ -81,12 +81,13 @@ type WaitingQueueStatus struct {
 	MaxActive *int64 `json:"maxActive,omitempty"`
 
 	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
-	// like admissionsPerSecond.
+	// rounded to three significant digits, with no decimals from 100 up: for example "139", "48.9" or
+	// "0.0123". The metric herdgate_admitted_total counts every admission.
 	// +optional
 	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
 
 	// releasedPerSecond is the observed rate of sessions the workload ended (passes released) over
-	// the last 10 seconds, as a decimal string like admissionsPerSecond.
+	// the last 10 seconds, as a decimal string rounded like admittedPerSecond.
 	// +optional
 	ReleasedPerSecond string `json:"releasedPerSecond,omitempty"`
 
@@ -133,7 +134,8 @@ type WorkloadStatus struct {
 	ReportingReplicas int32 `json:"reportingReplicas"`
 
 	// latencyP50 is the median upstream latency of protected requests (to the response headers),
-	// from a histogram: the upper bound of its bucket, within 10 %.
+	// from a histogram: the upper bound of its bucket, within 10 %, rounded to three significant
+	// digits (for example 252ms).
 	// +optional
 	LatencyP50 *metav1.Duration `json:"latencyP50,omitempty"`
 
