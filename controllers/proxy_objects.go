@@ -6,11 +6,13 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
@@ -74,11 +76,13 @@ type proxyWorkload struct {
 	labels, selector map[string]string
 	owners           []*metav1ac.OwnerReferenceApplyConfiguration
 	replicas         int32
-	resources        *corev1ac.ResourceRequirementsApplyConfiguration
-	args             []string
-	env              []*corev1ac.EnvVarApplyConfiguration
-	secret           *corev1ac.SecretVolumeSourceApplyConfiguration
-	configHash       string
+	// autoscaling, when set, leaves the replica count to a HorizontalPodAutoscaler (autoscaler).
+	autoscaling *herdgatev1alpha1.ProxyAutoscaling
+	resources   *corev1ac.ResourceRequirementsApplyConfiguration
+	args        []string
+	env         []*corev1ac.EnvVarApplyConfiguration
+	secret      *corev1ac.SecretVolumeSourceApplyConfiguration
+	configHash  string
 	// role is what the proxy may read: its room, or the rooms of its namespace.
 	role *rbacv1ac.PolicyRuleApplyConfiguration
 	// serviceName names the Service; gateway serves the gRPC check too.
@@ -96,7 +100,7 @@ func workloadOf(wq *herdgatev1alpha1.WaitingQueue, redisURL, image string, refKe
 	return proxyWorkload{
 		name: wq.ProxyName(), namespace: wq.Namespace, labels: proxyLabels(wq), selector: proxySelector(wq),
 		owners: []*metav1ac.OwnerReferenceApplyConfiguration{ownerRef(wq)}, replicas: wq.Spec.EffectiveProxyReplicas(),
-		resources: proxyResources(wq),
+		autoscaling: wq.Spec.EffectiveProxyAutoscaling(), resources: proxyResources(wq),
 		args: []string{
 			"--waitingqueue=" + wq.Namespace + "/" + wq.Name,
 			"--hmac-key-file=" + keyMountPath + "/" + herdgatev1alpha1.SecretHMACKey,
@@ -178,11 +182,15 @@ func (w proxyWorkload) deployment(image string) *appsv1ac.DeploymentApplyConfigu
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 
+	spec := appsv1ac.DeploymentSpec()
+	if w.autoscaling == nil {
+		// With an autoscaler the count is its own: an applied count would undo its every choice.
+		spec.WithReplicas(w.replicas)
+	}
 	return appsv1ac.Deployment(w.name, w.namespace).
 		WithLabels(w.labels).
 		WithOwnerReferences(w.owners...).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(w.replicas).
+		WithSpec(spec.
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(w.selector)).
 			// A rollout adds a ready pod before it takes one away: the gate never serves on fewer replicas.
 			WithStrategy(appsv1ac.DeploymentStrategy().
@@ -218,6 +226,34 @@ func spreadOver(topologyKey string, selector map[string]string) *corev1ac.Topolo
 		WithMaxSkew(1).
 		WithWhenUnsatisfiable(corev1.ScheduleAnyway).
 		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selector))
+}
+
+// minReplicas is the fewest proxy pods w runs: its replicas, or its autoscaler's minimum.
+func (w proxyWorkload) minReplicas() int32 {
+	if w.autoscaling != nil {
+		return *w.autoscaling.MinReplicas
+	}
+	return w.replicas
+}
+
+// autoscaler scales the proxy Deployment on its pods' CPU, between the spec's bounds.
+func (w proxyWorkload) autoscaler() *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
+	a := w.autoscaling
+	return autoscalingv2ac.HorizontalPodAutoscaler(w.name, w.namespace).
+		WithLabels(w.labels).
+		WithOwnerReferences(w.owners...).
+		WithSpec(autoscalingv2ac.HorizontalPodAutoscalerSpec().
+			WithScaleTargetRef(autoscalingv2ac.CrossVersionObjectReference().
+				WithAPIVersion("apps/v1").WithKind("Deployment").WithName(w.name)).
+			WithMinReplicas(*a.MinReplicas).
+			WithMaxReplicas(a.MaxReplicas).
+			WithMetrics(autoscalingv2ac.MetricSpec().
+				WithType(autoscalingv2.ResourceMetricSourceType).
+				WithResource(autoscalingv2ac.ResourceMetricSource().
+					WithName(corev1.ResourceCPU).
+					WithTarget(autoscalingv2ac.MetricTarget().
+						WithType(autoscalingv2.UtilizationMetricType).
+						WithAverageUtilization(*a.TargetCPUUtilizationPercentage)))))
 }
 
 // disruptionBudget keeps all but one proxy pod through a voluntary disruption (a node drain):

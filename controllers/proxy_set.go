@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -215,7 +216,7 @@ func (r *WaitingQueueReconciler) recordSet(ctx context.Context, secret *corev1.S
 // cache says whether there are any: a member of a set costs no call for them.
 func (r *WaitingQueueReconciler) deleteOwnProxy(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
 	deleted := false
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+	for _, obj := range []client.Object{&autoscalingv2.HorizontalPodAutoscaler{}, &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
 		name := wq.ProxyName()
 		if _, ok := obj.(*corev1.Service); ok {
 			name = wq.ServiceName()
@@ -234,7 +235,7 @@ func (r *WaitingQueueReconciler) deleteOwnProxy(ctx context.Context, wq *herdgat
 		deleted = true
 	}
 	if deleted {
-		for _, kind := range []client.Object{&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+		for _, kind := range []client.Object{&autoscalingv2.HorizontalPodAutoscaler{}, &appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
 			r.applied.forgetObject(wq.UID, fmt.Sprintf("%T/%s", kind, wq.ProxyName()))
 		}
 		r.applied.forgetObject(wq.UID, fmt.Sprintf("%T/%s", &corev1.Service{}, wq.ServiceName()))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -85,6 +86,7 @@ func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-ch
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		// A shared proxy set's Deployment has no controller: its rooms hear of its pods by its label.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.roomsOfSet)).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).

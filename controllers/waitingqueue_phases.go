@@ -293,8 +293,18 @@ func (r *WaitingQueueReconciler) ensureProxy(ctx context.Context, wq *herdgatev1
 }
 
 // applyWorkload applies w's objects, remembered under memo (applyOwned); its PodDisruptionBudget
-// only while it runs more than one replica, deleting one that ours says is its own.
+// only while it runs more than one replica at the least, and its HorizontalPodAutoscaler only with
+// autoscaling, deleting one that ours says is its own.
 func (r *WaitingQueueReconciler) applyWorkload(ctx context.Context, memo types.UID, w proxyWorkload, ours func(client.Object) bool) error {
+	handOver, err := r.replicasToHandOver(ctx, w, ours)
+	if err != nil {
+		return err
+	}
+	if handOver != nil && handOver.before {
+		if err := r.handOverReplicas(ctx, w, handOver.replicas); err != nil {
+			return err
+		}
+	}
 	objs := []ownedObject{
 		{configuration: w.serviceAccount(), cached: &corev1.ServiceAccount{}},
 		{configuration: w.roleConfig(), cached: &rbacv1.Role{}},
@@ -302,7 +312,7 @@ func (r *WaitingQueueReconciler) applyWorkload(ctx context.Context, memo types.U
 		{configuration: w.deployment(r.ProxyImage), cached: &appsv1.Deployment{}},
 		{configuration: w.service(), cached: &corev1.Service{}},
 	}
-	if w.replicas > 1 {
+	if w.minReplicas() > 1 {
 		objs = append(objs, ownedObject{configuration: w.disruptionBudget(), cached: &policyv1.PodDisruptionBudget{}})
 	} else {
 		// Read from the cache first: most reconciles find none, and need no call to the API server.
@@ -323,7 +333,12 @@ func (r *WaitingQueueReconciler) applyWorkload(ctx context.Context, memo types.U
 			return err
 		}
 	}
-	return nil
+	if handOver != nil && !handOver.before {
+		if err := r.handOverReplicas(ctx, w, handOver.replicas); err != nil {
+			return err
+		}
+	}
+	return r.applyAutoscaler(ctx, memo, w, ours)
 }
 
 func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {

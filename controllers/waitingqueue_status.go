@@ -118,8 +118,8 @@ func (r *WaitingQueueReconciler) observeProxy(ctx context.Context, wq *herdgatev
 	if err := r.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: name}, deploy); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if set != "" && deploy.Spec.Replicas != nil {
-		replicas = *deploy.Spec.Replicas // the most the set's rooms ask for
+	if (set != "" || wq.Spec.EffectiveProxyAutoscaling() != nil) && deploy.Spec.Replicas != nil {
+		replicas = *deploy.Spec.Replicas // the most the set's rooms ask for, or the autoscaler's choice
 	}
 	wq.Status.Proxy = &herdgatev1alpha1.ProxyStatus{ReadyReplicas: deploy.Status.ReadyReplicas}
 	switch {

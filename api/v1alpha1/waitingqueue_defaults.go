@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // The accessors below return a field's value, or its default when the field is unset. The API server
@@ -163,6 +164,22 @@ func (s *WaitingQueueSpec) EffectiveProxyReplicas() int32 {
 		return DefaultProxyReplicas
 	}
 	return *s.Proxy.Replicas
+}
+
+// EffectiveProxyAutoscaling returns spec.proxy.autoscaling with its defaults filled in, or nil when
+// the proxy runs a fixed number of replicas.
+func (s *WaitingQueueSpec) EffectiveProxyAutoscaling() *ProxyAutoscaling {
+	if s.Proxy == nil || s.Proxy.Autoscaling == nil {
+		return nil
+	}
+	a := s.Proxy.Autoscaling.DeepCopy()
+	if a.MinReplicas == nil {
+		a.MinReplicas = ptr.To[int32](DefaultProxyMinReplicas)
+	}
+	if a.TargetCPUUtilizationPercentage == nil {
+		a.TargetCPUUtilizationPercentage = ptr.To[int32](DefaultProxyTargetCPUPercent)
+	}
+	return a
 }
 
 // EffectiveFailurePolicy returns spec.proxy.failurePolicy.

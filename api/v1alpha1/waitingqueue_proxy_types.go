@@ -22,8 +22,10 @@ const (
 
 // ProxySpec configures the admission proxy Deployment.
 // +kubebuilder:validation:XValidation:rule="has(self.shared) == has(self.hosts)",message="proxy.hosts is required with proxy.shared, and only with it: a shared proxy set picks a request's room by its host"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.shared)",message="proxy.autoscaling is for a room's own proxy Deployment: a shared proxy set runs the replicas its rooms ask for",fieldPath=".autoscaling"
 type ProxySpec struct {
-	// replicas is the number of admission proxy pods. Between 0 and 1000. Defaults to 2.
+	// replicas is the number of admission proxy pods. Between 0 and 1000. Defaults to 2. With
+	// autoscaling, the HorizontalPodAutoscaler sets the number and replicas is not used.
 	// +optional
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
@@ -63,6 +65,40 @@ type ProxySpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Hosts []Hostname `json:"hosts,omitempty"`
+
+	// autoscaling, when set, scales the proxy Deployment with a HorizontalPodAutoscaler
+	// (autoscaling/v2) on the proxies' CPU, between minReplicas and maxReplicas. The operator then
+	// leaves the Deployment's replica count to the autoscaler, and the PodDisruptionBudget follows
+	// minReplicas. Not with shared.
+	// +optional
+	Autoscaling *ProxyAutoscaling `json:"autoscaling,omitempty"`
+}
+
+// ProxyAutoscaling scales the admission proxy Deployment on its CPU use. The cluster needs a
+// resource metrics source (metrics-server) for the autoscaler to read the pods' CPU; without one it
+// keeps minReplicas.
+// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="proxy.autoscaling.minReplicas must not exceed maxReplicas",fieldPath=".minReplicas"
+type ProxyAutoscaling struct {
+	// minReplicas is the fewest proxy pods. Between 1 and 1000. Defaults to 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// maxReplicas is the most proxy pods. Between 1 and 1000, at least minReplicas.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// targetCPUUtilizationPercentage is the mean CPU use of the proxy pods, in percent of their CPU
+	// request (spec.proxy.resources), that the autoscaler keeps them at. Between 1 and 100. Defaults
+	// to 70.
+	// +optional
+	// +kubebuilder:default=70
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"`
 }
 
 // Hostname is a lower-case DNS name, such as "shop.example", without a port.

@@ -20,7 +20,10 @@ const (
 	// DefaultExactPositions is spec.polling.exactPositions' default.
 	DefaultExactPositions = 10000
 	DefaultProxyReplicas  = 2
-	DefaultRedisSecretKey = "url"
+	// The defaults of spec.proxy.autoscaling.
+	DefaultProxyMinReplicas      = 2
+	DefaultProxyTargetCPUPercent = 70
+	DefaultRedisSecretKey        = "url"
 )
 
 // WaitingQueueSpec declares the bottleneck of a workload and how the waiting room in front of it behaves.

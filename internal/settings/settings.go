@@ -305,6 +305,11 @@ func (s *Settings) deriveProxySet(spec *herdgatev1alpha1.WaitingQueueSpec) error
 		return fieldErr("spec.proxy.hosts", "is required with proxy.shared, and only with it: a shared proxy set picks a request's room by its host")
 	case s.ProxySet != "" && s.Enforcement != herdgatev1alpha1.EnforcementProxy:
 		return fieldErr("spec.proxy.shared", "needs enforcement Proxy: a gateway asks the check of one room")
+	case s.ProxySet != "" && spec.Proxy.Autoscaling != nil:
+		return fieldErr("spec.proxy.autoscaling", "is for a room's own proxy Deployment: a shared proxy set runs the replicas its rooms ask for")
+	}
+	if a := spec.EffectiveProxyAutoscaling(); a != nil && *a.MinReplicas > a.MaxReplicas {
+		return fieldErr("spec.proxy.autoscaling.minReplicas", "must not exceed maxReplicas")
 	}
 	for _, h := range spec.Proxy.Hosts {
 		s.Hosts = append(s.Hosts, strings.ToLower(string(h)))

@@ -286,6 +286,16 @@ func (b *QueueBuilder) Shared(set string, hosts ...string) *QueueBuilder {
 	return b
 }
 
+// Autoscaling scales the room's own proxy Deployment between minReplicas and maxReplicas on its CPU
+// (spec.proxy.autoscaling), keeping the default CPU target.
+func (b *QueueBuilder) Autoscaling(minReplicas, maxReplicas int32) *QueueBuilder {
+	if b.wq.Spec.Proxy == nil {
+		b.wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{}
+	}
+	b.wq.Spec.Proxy.Autoscaling = &herdgatev1alpha1.ProxyAutoscaling{MinReplicas: ptr.To(minReplicas), MaxReplicas: maxReplicas}
+	return b
+}
+
 // Route is a protected route of path (a prefix when prefix is set) for methods.
 func Route(path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) herdgatev1alpha1.ProtectedRoute {
 	r := herdgatev1alpha1.ProtectedRoute{Methods: methods}
