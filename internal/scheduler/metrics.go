@@ -35,6 +35,14 @@ var (
 		Name: "herdgate_abandoned_total",
 		Help: "Waiting visitors dropped by this manager's scheduler for not polling within abandonAfter.",
 	}, []string{"namespace", "name"})
+	pollBudgetHoldsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_poll_budget_holds",
+		Help: "1 while spec.polling.budget holds the waiting visitors' polls at the queue's depth (condition WithinPollBudget), 0 when the queue is deeper than it holds, as of the last stats read (every 2 s).",
+	}, []string{"namespace", "name"})
+	proxiesReportingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_proxies_reporting",
+		Help: "Proxy replicas that reported the config they serve to Redis within the last 30 s, as of the last stats read (every 2 s).",
+	}, []string{"namespace", "name"})
 	waitHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "herdgate_wait_seconds",
 		Help: "How long admitted visitors waited: from entering (to within a tick) to their pass's not-before time; 0 for those admitted at once on entering. A drawn pre-queue's visitors wait from the opening.",
@@ -100,7 +108,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
-		tickDurationHistogram, tickLagHistogram, waitHistogram, preQueueDepthGauge, phaseGauge, drawCallHistogram,
+		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
 		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter)
 }
 
@@ -113,6 +121,7 @@ type queueMetrics struct {
 	admitted, admittedAtOnce, released, abandoned   prometheus.Counter
 	ticksMadeUp, ticksDropped                       prometheus.Counter
 	depth, preQueueDepth, active                    prometheus.Gauge
+	pollBudgetHolds, proxiesReporting               prometheus.Gauge
 	admissionRate, reporting, inFlight              prometheus.Gauge
 	latencyP50, latencyP95, errorRatio, noShowRatio prometheus.Gauge
 	phase                                           settings.Phase
@@ -126,7 +135,8 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 	return &queueMetrics{
 		namespace: namespace, name: name,
 		tickLag: tickLagHistogram.WithLabelValues(l...), tickDuration: tickDurationHistogram.WithLabelValues(l...),
-		wait:     waitHistogram.WithLabelValues(l...),
+		wait:            waitHistogram.WithLabelValues(l...),
+		pollBudgetHolds: pollBudgetHoldsGauge.WithLabelValues(l...), proxiesReporting: proxiesReportingGauge.WithLabelValues(l...),
 		admitted: admittedCounter.WithLabelValues(l...), admittedAtOnce: admittedAtOnceCounter.WithLabelValues(l...),
 		released: releasedCounter.WithLabelValues(l...), abandoned: abandonedCounter.WithLabelValues(l...),
 		depth: queueDepthGauge.WithLabelValues(l...), preQueueDepth: preQueueDepthGauge.WithLabelValues(l...),
@@ -138,6 +148,14 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 		ticksMadeUp:  ticksMissedCounter.WithLabelValues(namespace, name, "made_up"),
 		ticksDropped: ticksMissedCounter.WithLabelValues(namespace, name, "dropped"),
 	}
+}
+
+// boolGauge is a gauge's value for b: 1 or 0.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // setPhase sets herdgate_phase when the phase changed.
@@ -176,6 +194,7 @@ func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
 		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram, waitHistogram,
+		pollBudgetHoldsGauge, proxiesReportingGauge,
 		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
 	} {
 		v.Delete(labels)

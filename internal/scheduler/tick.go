@@ -357,6 +357,8 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 	st.metrics.preQueueDepth.Set(float64(stats.PreQueued))
 	st.metrics.active.Set(float64(stats.Active))
 	polling := st.pollingAt(cfg, stats.Depth)
+	st.metrics.pollBudgetHolds.Set(boolGauge(polling.Fits))
+	st.metrics.proxiesReporting.Set(float64(len(proxies)))
 	r.update(func(s *Snapshot) {
 		s.Polling = polling
 		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies

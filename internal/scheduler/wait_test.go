@@ -1,12 +1,14 @@
 package scheduler
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -109,12 +111,23 @@ func TestAdmittedVisitorsWaitsAreMeasured(t *testing.T) {
 			got.GetSampleCount(), cumulative(got, 1), cumulative(got, 5))
 	}
 
-	// The stats read every 2 s finds the 14 admitted at once.
+	// The stats read every 2 s finds the 14 admitted at once, and the replicas that report.
+	for _, replica := range []string{"proxy-a", "proxy-b"} {
+		if err := h.engine("waits").ReportProxy(context.Background(), queue.ProxyReport{Replica: replica, Generation: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for range 20 {
 		h.mustStep(100 * time.Millisecond)
 	}
 	if got := waitsOf(t, "waits").GetSampleCount(); got != 100 {
 		t.Fatalf("after the queue drained: %d waits timed, want all 100 (86 waited, 14 at once)", got)
+	}
+	if got := gaugeValue(t, proxiesReportingGauge.WithLabelValues("test", "waits")); got != 2 {
+		t.Fatalf("herdgate_proxies_reporting = %v, want the 2 replicas that reported", got)
+	}
+	if got := gaugeValue(t, pollBudgetHoldsGauge.WithLabelValues("test", "waits")); got != 1 {
+		t.Fatalf("herdgate_poll_budget_holds = %v with nobody waiting, want 1", got)
 	}
 }
 
