@@ -37,6 +37,10 @@ spec:
           x-kubernetes-preserve-unknown-fields: true
 `
 
+// prometheusRuleCRD stands in for the Prometheus Operator's PrometheusRule CRD, for alerts.enabled.
+var prometheusRuleCRD = strings.NewReplacer("servicemonitors", "prometheusrules", "ServiceMonitorList", "PrometheusRuleList",
+	"ServiceMonitor", "PrometheusRule", "servicemonitor", "prometheusrule").Replace(serviceMonitorCRD)
+
 type tools struct {
 	helm, kubectl, kubeconfig, chart, root string
 }
@@ -158,6 +162,7 @@ func TestHelmChart(t *testing.T) {
 
 	t.Run("every option on renders and applies", func(t *testing.T) {
 		tl.apply(t, serviceMonitorCRD)
+		tl.apply(t, prometheusRuleCRD)
 		out, err := tl.run(t, tl.helm, "template", "full", tl.chart, "--namespace", "herdgate-full",
 			"--set", "redis.deploy=true",
 			"--set", "crds.keep=false",
@@ -177,11 +182,13 @@ func TestHelmChart(t *testing.T) {
 			"--set", "priorityClassName=system-cluster-critical",
 			"--set", "metrics.serviceMonitor.enabled=true",
 			"--set", "metrics.serviceMonitor.labels.release=prometheus",
+			"--set", "alerts.enabled=true",
+			"--set", "alerts.labels.release=prometheus",
 		)
 		if err != nil {
 			t.Fatalf("helm template: %v\n%s", err, out)
 		}
-		for _, want := range []string{"kind: ServiceMonitor", "name: full-herdgate-redis", "maxSkew: 2", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
+		for _, want := range []string{"kind: ServiceMonitor", "kind: PrometheusRule", "alert: HerdgateQueueStuck", "name: full-herdgate-redis", "maxSkew: 2", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("rendered chart lacks %q", want)
 			}
@@ -217,6 +224,7 @@ func TestHelmChart(t *testing.T) {
 			{"a resource no container has", []string{"redis.url=redis://a:1", "redis.resources.limits.gpu=1"}, "'gpu' not allowed"},
 			{"a namespace name that is not one", []string{"redis.url=redis://a:1", "watchNamespaces[0]=Shop_Floor"}, "watchNamespaces/0"},
 			{"a Secret name that is not one", []string{"redis.existingSecret.name=My_Secret"}, "redis/existingSecret/name"},
+			{"alerts switched on with a word", []string{"redis.url=redis://a:1", "alerts.enabled=yes"}, "alerts/enabled"},
 			{"a full name too long for a Service", []string{"redis.url=redis://a:1", "fullnameOverride=" + strings.Repeat("h", 56)}, "fullnameOverride"},
 		}
 		for _, tc := range cases {
