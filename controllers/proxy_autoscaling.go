@@ -67,16 +67,5 @@ func (r *WaitingQueueReconciler) applyAutoscaler(ctx context.Context, memo types
 	if w.autoscaling != nil {
 		return r.applyOwned(ctx, memo, ownedObject{configuration: w.autoscaler(), cached: &autoscalingv2.HorizontalPodAutoscaler{}})
 	}
-	// Read from the cache first: most rooms have none, and need no call to the API server.
-	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-	switch err := r.Get(ctx, types.NamespacedName{Namespace: w.namespace, Name: w.name}, hpa); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("reading the proxy's HorizontalPodAutoscaler: %w", err)
-	case ours(hpa):
-		if err := r.Delete(ctx, hpa); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting the proxy's HorizontalPodAutoscaler: %w", err)
-		}
-	}
-	return nil
+	return r.deleteIfOurs(ctx, w, &autoscalingv2.HorizontalPodAutoscaler{}, ours)
 }

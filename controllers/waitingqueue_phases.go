@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -314,19 +315,8 @@ func (r *WaitingQueueReconciler) applyWorkload(ctx context.Context, memo types.U
 	}
 	if w.minReplicas() > 1 {
 		objs = append(objs, ownedObject{configuration: w.disruptionBudget(), cached: &policyv1.PodDisruptionBudget{}})
-	} else {
-		// Read from the cache first: most reconciles find none, and need no call to the API server.
-		pdb := &policyv1.PodDisruptionBudget{}
-		err := r.Get(ctx, types.NamespacedName{Namespace: w.namespace, Name: w.name}, pdb)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("reading the proxy's PodDisruptionBudget: %w", err)
-		case ours(pdb):
-			if err := r.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting the proxy's PodDisruptionBudget: %w", err)
-			}
-		}
+	} else if err := r.deleteIfOurs(ctx, w, &policyv1.PodDisruptionBudget{}, ours); err != nil {
+		return err
 	}
 	for _, obj := range objs {
 		if err := r.applyOwned(ctx, memo, obj); err != nil {
@@ -339,6 +329,23 @@ func (r *WaitingQueueReconciler) applyWorkload(ctx context.Context, memo types.U
 		}
 	}
 	return r.applyAutoscaler(ctx, memo, w, ours)
+}
+
+// deleteIfOurs deletes w's object of obj's kind, when ours says it is its own. It reads the cache
+// first: most reconciles find none, and need no call to the API server.
+func (r *WaitingQueueReconciler) deleteIfOurs(ctx context.Context, w proxyWorkload, obj client.Object, ours func(client.Object) bool) error {
+	kind := reflect.TypeOf(obj).Elem().Name()
+	err := r.Get(ctx, types.NamespacedName{Namespace: w.namespace, Name: w.name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading the proxy's %s: %w", kind, err)
+	case ours(obj):
+		if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the proxy's %s: %w", kind, err)
+		}
+	}
+	return nil
 }
 
 func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
