@@ -41,11 +41,7 @@ func TestTheRoomsOfASetShareTheirRedisChecks(t *testing.T) {
 	}
 	pings := func() int64 {
 		t.Helper()
-		info, err := rdb.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stats, err := testenv.ParseCommandStats(info)
+		stats, err := testenv.CommandStats(context.Background(), rdb)
 		if err != nil {
 			t.Fatal(err)
 		}

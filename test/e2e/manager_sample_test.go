@@ -39,11 +39,7 @@ func commandStats(t *testing.T, url string) map[string]testenv.CommandStat {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stats, err := testenv.ParseCommandStats(info)
+	stats, err := testenv.CommandStats(context.Background(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}

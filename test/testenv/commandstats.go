@@ -1,10 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // CommandStat is what Redis' INFO commandstats says of one command: its calls and the time spent in
@@ -12,6 +15,15 @@ import (
 type CommandStat struct {
 	Calls int64
 	Time  time.Duration
+}
+
+// CommandStats asks rdb's Redis for INFO commandstats and reads it (ParseCommandStats).
+func CommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]CommandStat, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommandStats(info)
 }
 
 // ParseCommandStats reads the answer to INFO commandstats, by command ("evalsha", "ping").
