@@ -56,6 +56,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the manager's RBAC from the
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 	go run ./hack/crd-docs config/crd/bases/herdgate.io_waitingqueues.yaml docs/reference/waitingqueue.md
+	cp admission/openapi.json docs/reference/openapi.json
 
 .PHONY: fmt
 fmt: ## Format the Go code.

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,16 @@ import (
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/settings"
 )
+
+// openAPIDocument describes what the proxy answers under /.herdgate/ (OpenAPI 3.1), served at
+// /.herdgate/openapi.json; the proxy's tests validate every answer they receive against it, and make
+// manifests copies it to docs/reference.
+//
+//go:embed openapi.json
+var openAPIDocument []byte
+
+// OpenAPIDocument is the OpenAPI 3.1 description of the visitor API the proxy serves.
+func OpenAPIDocument() []byte { return openAPIDocument }
 
 // positionBody is the answer of enter and status.
 type positionBody struct {
@@ -77,6 +88,12 @@ func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 		}
 		p.metrics.requests.WithLabelValues("page", "served").Inc()
 		p.servePage(x, cfg)
+	case reservedPrefix + "/openapi.json":
+		if !allow(x, http.MethodGet, http.MethodHead) {
+			return
+		}
+		x.SetHeader("Cache-Control", "public, max-age=300")
+		x.Reply(http.StatusOK, "application/json", openAPIDocument)
 	case reservedPrefix + "/healthz":
 		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":

@@ -156,19 +156,21 @@ func serveFront(t *testing.T, p admission.Rooms) *httptest.Server {
 		s.Config = front.NewNetHTTPServer(h, nil)
 		s.Start()
 		t.Cleanup(s.Close)
+		contract.serving(s.Listener.Addr().String())
 		return s
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	contract.serving(ln.Addr().String())
 	fast := front.NewFast(p, front.FastOptions{})
 	done := make(chan error, 1)
 	go func() { done <- fast.Serve(ln) }()
 	t.Cleanup(func() {
 		// The visitors' clients share the default transport: let its idle connections go first,
 		// so that the front is not left waiting for a connection a client dialled and never used.
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		plainTransport.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := fast.Shutdown(ctx); err != nil {
