@@ -95,10 +95,11 @@ demo: envtest build $(HELM) ## Run a waiting room on a real single-node cluster 
 ##@ Build
 
 .PHONY: build
-build: generate ## Build the binaries into bin/: manager, herdgate-proxy, herd.
+build: generate ## Build the binaries into bin/: manager, herdgate-proxy, herd, kubectl-herdgate.
 	go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go build -trimpath -o $(LOCALBIN)/herd ./cmd/herd
+	go build -trimpath -o $(LOCALBIN)/kubectl-herdgate ./cmd/kubectl-herdgate
 
 IMG ?= ghcr.io/herdgate/herdgate:0.1.0
 CONTAINER_TOOL ?= docker

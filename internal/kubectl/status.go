@@ -1,0 +1,111 @@
+package kubectl
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+func (c *cli) statusCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a room's phase, plan, queue, rates, why its rate was adapted, and its conditions in words",
+		Args:  oneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ns, err := c.client()
+			if err != nil {
+				return err
+			}
+			wq := &herdgatev1alpha1.WaitingQueue{}
+			if err := cl.Get(cmd.Context(), types.NamespacedName{Namespace: ns, Name: args[0]}, wq); err != nil {
+				return fmt.Errorf("reading waitingqueue %s/%s: %w", ns, args[0], err)
+			}
+			return writeStatus(stdout, wq)
+		},
+	}
+}
+
+// writeStatus writes wq's state the way a person reads it.
+func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
+	st := wq.Status
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(k, format string, v ...any) { fmt.Fprintf(w, "%s:\t%s\n", k, fmt.Sprintf(format, v...)) }
+	row("WaitingQueue", "%s/%s (generation %d, status of %d)", wq.Namespace, wq.Name, wq.Generation, st.ObservedGeneration)
+	phase := "unknown"
+	if c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen); c != nil {
+		phase = c.Reason
+	}
+	mode := wq.Spec.EffectiveMode()
+	if wq.Spec.Suspend != nil && *wq.Spec.Suspend {
+		row("Phase", "%s, mode %s, suspended", phase, mode)
+	} else {
+		row("Phase", "%s, mode %s", phase, mode)
+	}
+	if p := st.Plan; p != nil {
+		plan := fmt.Sprintf("%d per tick of %s, %s a second (%s)", p.BatchSize, wq.Spec.EffectiveTick(), p.AdmissionsPerSecond, p.Source)
+		if p.TickLimit != nil {
+			plan += fmt.Sprintf("; ticks admit at most %d, so %s a second", *p.TickLimit, p.EffectiveAdmissionsPerSecond)
+		}
+		row("Plan", "%s", plan)
+	} else {
+		row("Plan", "none yet")
+	}
+	queue := fmt.Sprintf("%d waiting", st.QueueDepth)
+	if st.PreQueueDepth > 0 {
+		queue += fmt.Sprintf(", %d in the pre-queue", st.PreQueueDepth)
+	}
+	active := fmt.Sprintf("%d", st.ActiveVisitors)
+	if st.MaxActive != nil {
+		active += fmt.Sprintf(" of at most %d", *st.MaxActive)
+	}
+	row("Queue", "%s; %s holding a pass", queue, active)
+	row("Admitted", "%s a second over the last 10 s; %s released", orZero(st.AdmittedPerSecond), orZero(st.ReleasedPerSecond))
+	if wl := st.Workload; wl != nil && wl.Reason != "" {
+		row("Adapted", "%s: admitting %s a second", wl.Reason, wl.AdmissionsPerSecond)
+	}
+	if st.Proxy != nil {
+		row("Proxy", "%d ready", st.Proxy.ReadyReplicas)
+	}
+	if st.SeedCommitment != "" {
+		seed := "not revealed yet"
+		if st.Seed != "" {
+			seed = st.Seed
+		}
+		row("Draw", "commitment %s, seed %s", st.SeedCommitment, seed)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "Conditions:")
+	for _, c := range st.Conditions {
+		fmt.Fprintf(out, "  %s %s (%s): %s\n", c.Type, conditionWord(string(c.Status)), c.Reason, strings.TrimSpace(c.Message))
+	}
+	if len(st.Conditions) == 0 {
+		fmt.Fprintln(out, "  none yet: the manager has not reconciled the room")
+	}
+	return nil
+}
+
+func conditionWord(status string) string {
+	switch status {
+	case "True":
+		return "yes"
+	case "False":
+		return "no"
+	}
+	return "unknown"
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}

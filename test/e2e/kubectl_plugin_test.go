@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/kubectl"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// pluginKubeconfig is a kubeconfig of an operator allowed everything, for the plugin.
+func pluginKubeconfig(t *testing.T) string {
+	t.Helper()
+	user, err := testEnv.AddUser(envtest.User{Name: "plugin-operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// herdgate runs kubectl herdgate with args and returns its exit code and what it wrote.
+func herdgate(t *testing.T, kubeconfig string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := kubectl.Run(context.Background(), append([]string{"--kubeconfig", kubeconfig}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestKubectlPluginSwitchesModesAndKeepsEveryPlace: close then queue keep every waiting visitor's
+// place, open admits them, and status tells the room's state in words.
+func TestKubectlPluginSwitchesModesAndKeepsEveryPlace(t *testing.T) {
+	kubeconfig := pluginKubeconfig(t)
+	wq := builder.Queue("plugin", "drop").Suspend(true).Obj()
+	createQueue(t, wq)
+	store := newStore(t)
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !done(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30 s", what)
+			}
+		}
+	}
+	// The scheduler publishes the plan of a suspended room too; until then enter has none.
+	waitFor("the room's plan", func() bool { _, err := q.ReadPlan(ctx); return err == nil })
+	const visitors = 30
+	places := map[string]int64{}
+	for i := range visitors {
+		id := fmt.Sprintf("visitor-%02d", i)
+		p, err := q.Enter(ctx, id, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State != queue.Waiting {
+			t.Fatalf("%s entering a suspended room: %v, want waiting", id, p.State)
+		}
+		places[id] = p.Position
+	}
+	placesKept := func(when string) {
+		t.Helper()
+		for id, want := range places {
+			p, err := q.Status(ctx, id, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.State != queue.Waiting || p.Position != want {
+				t.Fatalf("%s: %s is %v at %d, want waiting at %d", when, id, p.State, p.Position, want)
+			}
+		}
+	}
+	modeIs := func(want herdgatev1alpha1.Mode) {
+		t.Helper()
+		waitFor("mode "+string(want)+" in the scheduler's plan", func() bool {
+			got := &herdgatev1alpha1.WaitingQueue{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wq), got); err != nil || got.Spec.EffectiveMode() != want {
+				return false
+			}
+			return got.Status.ObservedGeneration == got.Generation
+		})
+	}
+
+	code, out, errOut := herdgate(t, kubeconfig, "-n", "plugin", "close", "drop")
+	if code != 0 || !strings.Contains(out, "waitingqueue plugin/drop: mode Closed") {
+		t.Fatalf("close: exit %d, %q %q", code, out, errOut)
+	}
+	modeIs(herdgatev1alpha1.ModeClosed)
+	time.Sleep(300 * time.Millisecond) // a few ticks of the closed room
+	placesKept("closed")
+
+	if code, out, errOut := herdgate(t, kubeconfig, "queue", "drop", "--namespace=plugin"); code != 0 || !strings.Contains(out, "mode Queue, suspended") {
+		t.Fatalf("queue: exit %d, %q %q", code, out, errOut)
+	}
+	modeIs(herdgatev1alpha1.ModeQueue)
+	time.Sleep(300 * time.Millisecond)
+	placesKept("back to Queue, still suspended")
+
+	if code, out, errOut := herdgate(t, kubeconfig, "-n", "plugin", "open", "drop"); code != 0 || strings.Contains(out, "suspended") {
+		t.Fatalf("open: exit %d, %q %q", code, out, errOut)
+	}
+	waitFor("every visitor admitted after open", func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.AdmittedTotal >= visitors && st.Depth == 0
+	})
+	for id := range places {
+		if p, err := q.Status(ctx, id, time.Hour); err != nil || p.State != queue.Admitted {
+			t.Fatalf("after open: %s is %v (%v), want admitted", id, p.State, err)
+		}
+	}
+
+	// status, once the manager has written what the open room does.
+	var status string
+	waitFor("status of the open room", func() bool {
+		code, out, _ := herdgate(t, kubeconfig, "-n", "plugin", "status", "drop")
+		status = out
+		return code == 0 && strings.Contains(out, "Phase:") && strings.Contains(out, "Open, mode Queue\n")
+	})
+	t.Logf("kubectl herdgate status drop:\n%s", status)
+	for _, want := range []string{"WaitingQueue:  plugin/drop", "Plan:", "14 per tick of 100ms, 140 a second (Derived)",
+		"Queue:", "0 waiting", "Admitted:", "Conditions:", "Admitting yes (SchedulerRunning)", "RedisAvailable yes"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+}
+
+// TestKubectlPluginRefusesBadCommandLines: a clear message and exit 2 for a bad command line, exit 1
+// for a room that does not exist.
+func TestKubectlPluginRefusesBadCommandLines(t *testing.T) {
+	kubeconfig := pluginKubeconfig(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"status"}, 2, "status needs the WaitingQueue's name"},
+		{[]string{"close", "a", "b"}, 2, "close needs the WaitingQueue's name, and only that"},
+		{[]string{"status", "drop", "--colour"}, 2, "unknown flag: --colour"},
+		{[]string{"frobnicate"}, 1, `unknown command "frobnicate"`},
+		{[]string{"-n", "plugin", "status", "no-such-room"}, 1, `reading waitingqueue plugin/no-such-room`},
+		{[]string{"-n", "plugin", "close", "no-such-room"}, 1, `setting the mode of waitingqueue plugin/no-such-room`},
+	} {
+		code, out, errOut := herdgate(t, kubeconfig, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("kubectl herdgate %v: exit %d, stderr %q (stdout %q); want exit %d naming %q", tc.args, code, errOut, out, tc.code, tc.want)
+		}
+	}
+}
