@@ -16,6 +16,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/kubectl"
 	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -167,5 +168,86 @@ func TestKubectlPluginRefusesBadCommandLines(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("kubectl herdgate %v: exit %d, stderr %q (stdout %q); want exit %d naming %q", tc.args, code, errOut, out, tc.code, tc.want)
 		}
+	}
+}
+
+// TestKubectlPluginVerifiesADraw: draw verify takes the seed and its commitment from the room's status and
+// checks a record exported from Redis, and finds a record with two places swapped.
+func TestKubectlPluginVerifiesADraw(t *testing.T) {
+	kubeconfig := pluginKubeconfig(t)
+	now := time.Now().Truncate(time.Second)
+	// The seed's commitment is published before the pre-queue opens, so the schedule lies ahead.
+	wq := builder.Queue("plugin", "launch").Schedule(now.Add(3*time.Second), now.Add(7*time.Second), time.Time{}).Suspend(true).Obj()
+	createQueue(t, wq)
+	q, err := newStore(t).Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if code, _, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "launch", "--record", "-"); code != 1 ||
+		!strings.Contains(errOut, "has revealed no seed") {
+		t.Fatalf("draw verify before the opening: exit %d, %q", code, errOut)
+	}
+	// Visitors who came before the scheduler published the pre-queue would take places in the queue.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p, err := q.ReadPlan(ctx); err == nil && p.Phase == settings.PhasePreQueue {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduler did not publish the pre-queue")
+		}
+	}
+	entered := 0
+	for deadline := time.Now().Add(30 * time.Second); entered < 20; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d visitors took a pre-queue place", entered)
+		}
+		p, err := q.Enter(ctx, fmt.Sprintf("early-%02d", entered), time.Hour)
+		if err == nil && p.State == queue.PreQueued {
+			entered++
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, err := q.ReadDrawState(ctx)
+		if err == nil && st.Done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the draw did not finish: %+v %v", st, err)
+		}
+	}
+	var record bytes.Buffer
+	if _, err := q.WriteDrawRecord(ctx, &record); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "draw.txt")
+	if err := os.WriteFile(path, record.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // status.seed follows the draw
+		code, stdout, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "launch", "--record", path)
+		if code == 0 {
+			out = stdout
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("draw verify: exit %d, %q %q", code, stdout, errOut)
+		}
+	}
+	if !strings.Contains(out, "ok: all 20 places recomputed from the seed match the record") {
+		t.Fatalf("draw verify: %q", out)
+	}
+
+	// Two places swapped: lines "arrival place", the first two of the record.
+	lines := strings.Split(strings.TrimSpace(record.String()), "\n")
+	a, b := strings.Fields(lines[0]), strings.Fields(lines[1])
+	lines[0], lines[1] = a[0]+" "+b[1], b[0]+" "+a[1]
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "launch", "--record", path)
+	if code != 1 || !strings.Contains(stdout, "FAILED: arrival") {
+		t.Fatalf("draw verify of a record with two places swapped: exit %d, %q %q", code, stdout, errOut)
 	}
 }
