@@ -1,5 +1,5 @@
-// Command kubectl-herdgate is the kubectl plugin of herdgate: kubectl herdgate status, open, close,
-// passthrough and queue (internal/kubectl).
+// Command kubectl-herdgate is the kubectl plugin of herdgate: kubectl herdgate status, open, queue,
+// close, passthrough, draw verify and pass inspect (internal/kubectl).
 package main
 
 import (

@@ -62,7 +62,7 @@ func TestHelpNamesEveryCommand(t *testing.T) {
 	if code := kubectl.Run(context.Background(), []string{"--help"}, &out, &errOut); code != 0 {
 		t.Fatalf("--help: exit %d, %s", code, errOut.String())
 	}
-	for _, cmd := range []string{"status", "open", "queue", "close", "passthrough", "--kubeconfig", "--namespace", "--context"} {
+	for _, cmd := range []string{"status", "open", "queue", "close", "passthrough", "draw", "pass", "--kubeconfig", "--namespace", "--context"} {
 		if !strings.Contains(out.String(), cmd) {
 			t.Errorf("--help does not name %s:\n%s", cmd, out.String())
 		}

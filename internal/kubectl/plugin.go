@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,7 +70,7 @@ func (c *cli) command(stdout io.Writer) *cobra.Command {
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&c.context, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&c.namespace, "namespace", "n", "", "the WaitingQueue's namespace (default: the context's)")
-	root.AddCommand(c.statusCommand(stdout), c.drawCommand(stdout))
+	root.AddCommand(c.statusCommand(stdout), c.drawCommand(stdout), c.passCommand(stdout))
 	for _, m := range modeCommands {
 		root.AddCommand(c.modeCommand(stdout, m))
 	}
@@ -103,6 +104,9 @@ func (c *cli) client() (client.Client, string, error) {
 	}
 	scheme := runtime.NewScheme()
 	if err := herdgatev1alpha1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, "", err
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})

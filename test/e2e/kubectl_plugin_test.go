@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/kubectl"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -249,5 +253,67 @@ func TestKubectlPluginVerifiesADraw(t *testing.T) {
 	code, stdout, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "launch", "--record", path)
 	if code != 1 || !strings.Contains(stdout, "FAILED: arrival") {
 		t.Fatalf("draw verify of a record with two places swapped: exit %d, %q %q", code, stdout, errOut)
+	}
+}
+
+// TestKubectlPluginInspectsPasses: pass inspect checks a pass with the room's own keys, HMAC or JWT, says
+// whose it is and when it is valid, and refuses a pass of another room, a changed one and another
+// visitor's.
+func TestKubectlPluginInspectsPasses(t *testing.T) {
+	kubeconfig := pluginKubeconfig(t)
+	hmacRoom := builder.Queue("plugin", "passes").Obj()
+	jwtRoom := builder.Queue("plugin", "jwt-passes").JWTPasses("", 0).Obj()
+	issue := func(wq *herdgatev1alpha1.WaitingQueue, visitor string, notBefore time.Time) string {
+		t.Helper()
+		secret := &corev1.Secret{}
+		var cfg *admission.Config
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
+			if err == nil {
+				if cfg, err = configFromSecret(wq, secret); err == nil {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no config for %s: %v", wq.Name, err)
+			}
+		}
+		return cfg.Passes.Issue(visitor, notBefore, notBefore.Add(10*time.Minute))
+	}
+	for _, wq := range []*herdgatev1alpha1.WaitingQueue{hmacRoom, jwtRoom} {
+		createQueue(t, wq)
+		token := issue(wq, "visitor-7", time.Now().Add(-time.Minute))
+		code, out, errOut := herdgate(t, kubeconfig, "-n", "plugin", "pass", "inspect", wq.Name, token)
+		if code != 0 || !strings.Contains(out, `valid: a pass of waitingqueue plugin/`+wq.Name+` for visitor "visitor-7"`) ||
+			!strings.Contains(out, "valid for another 9m") {
+			t.Errorf("%s: pass inspect of a valid pass: exit %d, %q %q", wq.Name, code, out, errOut)
+		}
+		if code, out, _ := herdgate(t, kubeconfig, "-n", "plugin", "pass", "inspect", wq.Name, token, "--visitor", "visitor-8"); code != 1 ||
+			!strings.HasPrefix(out, "wrong_visitor:") {
+			t.Errorf("%s: another visitor's pass: exit %d, %q", wq.Name, code, out)
+		}
+		later := issue(wq, "visitor-7", time.Now().Add(time.Hour))
+		if code, out, _ := herdgate(t, kubeconfig, "-n", "plugin", "pass", "inspect", wq.Name, later); code != 1 ||
+			!strings.HasPrefix(out, "not_yet_valid:") || !regexp.MustCompile(`\(valid in (59m|1h0m)`).MatchString(out) {
+			t.Errorf("%s: a pass valid in an hour: exit %d, %q", wq.Name, code, out)
+		}
+		changed := token[:len(token)-4] + strings.Map(func(r rune) rune {
+			if r == 'A' {
+				return 'B'
+			}
+			return 'A'
+		}, token[len(token)-4:])
+		if code, out, _ := herdgate(t, kubeconfig, "-n", "plugin", "pass", "inspect", wq.Name, changed); code != 1 || strings.HasPrefix(out, "valid") {
+			t.Errorf("%s: a changed pass: exit %d, %q", wq.Name, code, out)
+		}
+	}
+	other := issue(hmacRoom, "visitor-7", time.Now().Add(-time.Minute))
+	if code, out, _ := herdgate(t, kubeconfig, "-n", "plugin", "pass", "inspect", jwtRoom.Name, other); code != 1 ||
+		!strings.Contains(out, "does not verify with the keys of waitingqueue plugin/jwt-passes") {
+		t.Errorf("a pass of another room: exit %d, %q", code, out)
+	}
+	if code, _, errOut := herdgate(t, kubeconfig, "-n", "plugin", "pass", "inspect", "passes"); code != 2 ||
+		!strings.Contains(errOut, "pass inspect needs the WaitingQueue's name and the pass") {
+		t.Errorf("pass inspect without a pass: exit %d, %q", code, errOut)
 	}
 }
