@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -315,19 +316,38 @@ func (h *harness) raw(request string) rawResponse {
 	return rawResponse{res.StatusCode, string(body)}
 }
 
-// metric reads one counter of the proxy's metrics endpoint.
+// metric reads one series of the proxy's metrics endpoint: name with exactly labels (as
+// `{a="b",c="d"}`, or "") and the room's own label.
 func (h *harness) metric(name, labels string) float64 {
 	h.t.Helper()
 	rec := httptest.NewRecorder()
 	h.proxy.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	want := seriesLabels(labels)
+	want["waitingqueue"] = h.wq.Namespace + "/" + h.wq.Name
 	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if strings.HasPrefix(line, name+labels+" ") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		metric, labels, _ := strings.Cut(series, "{")
+		if metric == name && maps.Equal(seriesLabels(labels), want) {
 			var v float64
-			_, _ = fmt.Sscan(strings.TrimPrefix(line, name+labels+" "), &v)
+			_, _ = fmt.Sscan(value, &v)
 			return v
 		}
 	}
 	return 0
+}
+
+// seriesLabels reads `{a="b",c="d"}` (or `a="b",c="d"}`), whose values hold no comma or quote.
+func seriesLabels(s string) map[string]string {
+	out := map[string]string{}
+	for pair := range strings.SplitSeq(strings.Trim(s, "{}"), ",") {
+		if k, v, ok := strings.Cut(pair, "="); ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
 }
 
 type fixedRand float64

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/herdgate/herdgate/admission/replica"
 	"github.com/herdgate/herdgate/internal/capacity"
@@ -139,9 +140,12 @@ func (p *Proxy) Queue() string { return p.queue }
 // Config returns the config in force; nil before the first valid one.
 func (p *Proxy) Config() *Config { return p.cfg.Load() }
 
-// MetricsHandler serves the proxy's Prometheus metrics.
+// MetricsHandler serves the proxy's Prometheus metrics: the room's labelled waitingqueue="namespace/name"
+// as a shared proxy set's are, so that one query finds a room's series whichever kind of proxy serves
+// it, and the process's own.
 func (p *Proxy) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(prometheus.Gatherers{p.metrics.process, p.metrics.roomRegistry}, promhttp.HandlerOpts{})
+	room := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return gatherLabelled([]*Proxy{p}) })
+	return promhttp.HandlerFor(prometheus.Gatherers{p.metrics.process, room}, promhttp.HandlerOpts{})
 }
 
 // redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once

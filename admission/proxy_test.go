@@ -856,7 +856,8 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			p.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			for _, want := range []string{"herdgate_proxy_config_generation 4", "herdgate_proxy_config_refused 1", "herdgate_proxy_config_refusals_total 2"} {
+			room := `{waitingqueue="` + p.Queue() + `"}`
+			for _, want := range []string{"herdgate_proxy_config_generation" + room + " 4", "herdgate_proxy_config_refused" + room + " 1", "herdgate_proxy_config_refusals_total" + room + " 2"} {
 				if !strings.Contains(rec.Body.String(), want+"\n") {
 					t.Errorf("metrics lack %q", want)
 				}

@@ -294,8 +294,8 @@ func (s *Set) start(r *setRoom) {
 	s.running.Go(func() { r.proxy.Run(ctx, s.interval) })
 }
 
-// MetricsHandler serves every room's series, each labelled waitingqueue="namespace/name", and the
-// process's own once.
+// MetricsHandler serves every room's series, each labelled waitingqueue="namespace/name" as a proxy
+// of its own labels its room's, and the process's own once.
 func (s *Set) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{s.registry, prometheus.GathererFunc(s.gatherRooms)}, promhttp.HandlerOpts{})
 }
@@ -310,6 +310,12 @@ func (s *Set) gatherRooms() ([]*dto.MetricFamily, error) {
 		rooms = append(rooms, r.proxy)
 	}
 	s.mu.Unlock()
+	return gatherLabelled(rooms)
+}
+
+// gatherLabelled gathers the rooms' series into one family per metric, each series labelled with its
+// room (roomLabel).
+func gatherLabelled(rooms []*Proxy) ([]*dto.MetricFamily, error) {
 	byName := map[string]*dto.MetricFamily{}
 	for _, p := range rooms {
 		families, err := p.metrics.roomRegistry.Gather()

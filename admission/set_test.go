@@ -197,7 +197,7 @@ func testSharedSet(t *testing.T) {
 	}
 	lateRec := httptest.NewRecorder()
 	late.MetricsHandler().ServeHTTP(lateRec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if !strings.Contains(lateRec.Body.String(), "herdgate_proxy_config_refused 1") {
+	if !strings.Contains(lateRec.Body.String(), `herdgate_proxy_config_refused{waitingqueue="shop/late"} 1`) {
 		t.Fatalf("the later room's generation was not refused:\n%s", lateRec.Body.String())
 	}
 
