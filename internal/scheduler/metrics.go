@@ -71,6 +71,14 @@ var (
 		Name: "herdgate_admission_rate",
 		Help: "Admissions per second the ticks run at: the plan's, or the adaptive controller's choice (spec.capacity.mode Adaptive).",
 	}, []string{"namespace", "name"})
+	plannedRateGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_planned_admission_rate",
+		Help: "Admissions per second of the room's plan, as its spec declares them (herdgate_admission_rate is what the ticks run at).",
+	}, []string{"namespace", "name"})
+	maxActiveGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_max_active",
+		Help: "The room's cap on active passes (spec.capacity.maxActive); 0 when it has none.",
+	}, []string{"namespace", "name"})
 	adaptiveReasonGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herdgate_adaptive_reason",
 		Help: "1 for the adaptive controller's reason for its rate at the last tick (Declared, NoReports, LatencyAboveDeclared, InFlightAboveTarget, UpstreamErrors, NoShows, Recovering, Floor), 0 for the others.",
@@ -109,7 +117,7 @@ var (
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
 		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
-		admissionRateGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter)
+		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter)
 }
 
 // queueMetrics are one queue's series, looked up once when its goroutine starts: a lookup hashes the
@@ -123,6 +131,7 @@ type queueMetrics struct {
 	depth, preQueueDepth, active                    prometheus.Gauge
 	pollBudgetHolds, proxiesReporting               prometheus.Gauge
 	admissionRate, reporting, inFlight              prometheus.Gauge
+	plannedRate, maxActive                          prometheus.Gauge
 	latencyP50, latencyP95, errorRatio, noShowRatio prometheus.Gauge
 	phase                                           settings.Phase
 	phaseSet                                        bool
@@ -142,6 +151,7 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 		depth: queueDepthGauge.WithLabelValues(l...), preQueueDepth: preQueueDepthGauge.WithLabelValues(l...),
 		active:        activeVisitorsGauge.WithLabelValues(l...),
 		admissionRate: admissionRateGauge.WithLabelValues(l...), reporting: reportingGauge.WithLabelValues(l...),
+		plannedRate: plannedRateGauge.WithLabelValues(l...), maxActive: maxActiveGauge.WithLabelValues(l...),
 		inFlight:   inFlightGauge.WithLabelValues(l...),
 		latencyP50: latencyGauge.WithLabelValues(namespace, name, "0.5"), latencyP95: latencyGauge.WithLabelValues(namespace, name, "0.95"),
 		errorRatio: errorRatioGauge.WithLabelValues(l...), noShowRatio: noShowRatioGauge.WithLabelValues(l...),
@@ -195,7 +205,7 @@ func forgetQueueMetrics(namespace, name string) {
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
 		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram, waitHistogram,
 		pollBudgetHoldsGauge, proxiesReportingGauge,
-		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
+		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, plannedRateGauge, maxActiveGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
 	} {
 		v.Delete(labels)
 	}

@@ -293,6 +293,8 @@ func (r *runner) publishWorkload(st *tickState, cfg *Queue, m capacity.Measureme
 	out.AdmissionsPerSecond = capacity.DecimalString(new(big.Rat).SetFloat64(math.Round(rate*1000) / 1000))
 	metrics := st.metrics
 	metrics.admissionRate.Set(rate)
+	metrics.plannedRate.Set(declared)
+	metrics.maxActive.Set(float64(cfg.MaxActive))
 	metrics.reporting.Set(float64(m.Reporting))
 	metrics.inFlight.Set(m.InFlight)
 	metrics.latencyP50.Set(out.LatencyP50.Seconds())
