@@ -147,7 +147,7 @@ node-down: ## Stop the node and remove its processes, namespace, cgroups and sta
 toolchain: envtest $(CONTROLLER_GEN) $(GOTESTSUM) $(HELM) ## Install what the tests need (control plane, Redis, gateways, tools).
 	hack/setup-traefik.sh $(LOCALBIN)
 	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools chromium=chromium nginx=nginx-light caddy=caddy haproxy=haproxy \
-		promtool=prometheus /usr/share/fonts/truetype/nanum/NanumGothic.ttf=fonts-nanum
+		promtool=prometheus prometheus=prometheus /usr/share/fonts/truetype/nanum/NanumGothic.ttf=fonts-nanum
 
 .PHONY: envtest
 envtest: ## Build etcd, kube-apiserver and kubectl into bin/k8s/ unless they are there.

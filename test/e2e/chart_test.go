@@ -41,6 +41,10 @@ spec:
 var prometheusRuleCRD = strings.NewReplacer("servicemonitors", "prometheusrules", "ServiceMonitorList", "PrometheusRuleList",
 	"ServiceMonitor", "PrometheusRule", "servicemonitor", "prometheusrule").Replace(serviceMonitorCRD)
 
+// podMonitorCRD stands in for the Prometheus Operator's PodMonitor CRD, for metrics.proxyPodMonitor.
+var podMonitorCRD = strings.NewReplacer("servicemonitors", "podmonitors", "ServiceMonitorList", "PodMonitorList",
+	"ServiceMonitor", "PodMonitor", "servicemonitor", "podmonitor").Replace(serviceMonitorCRD)
+
 type tools struct {
 	helm, kubectl, kubeconfig, chart, root string
 }
@@ -163,6 +167,7 @@ func TestHelmChart(t *testing.T) {
 	t.Run("every option on renders and applies", func(t *testing.T) {
 		tl.apply(t, serviceMonitorCRD)
 		tl.apply(t, prometheusRuleCRD)
+		tl.apply(t, podMonitorCRD)
 		out, err := tl.run(t, tl.helm, "template", "full", tl.chart, "--namespace", "herdgate-full",
 			"--set", "redis.deploy=true",
 			"--set", "crds.keep=false",
@@ -184,11 +189,13 @@ func TestHelmChart(t *testing.T) {
 			"--set", "metrics.serviceMonitor.labels.release=prometheus",
 			"--set", "alerts.enabled=true",
 			"--set", "alerts.labels.release=prometheus",
+			"--set", "metrics.proxyPodMonitor.enabled=true",
+			"--set", "dashboards.enabled=true",
 		)
 		if err != nil {
 			t.Fatalf("helm template: %v\n%s", err, out)
 		}
-		for _, want := range []string{"kind: ServiceMonitor", "kind: PrometheusRule", "alert: HerdgateQueueStuck", "name: full-herdgate-redis", "maxSkew: 2", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
+		for _, want := range []string{"kind: ServiceMonitor", "honorLabels: true", "kind: PrometheusRule", "kind: PodMonitor", "grafana_dashboard: \"1\"", "alert: HerdgateQueueStuck", "name: full-herdgate-redis", "maxSkew: 2", "redis://full-herdgate-redis.herdgate-full.svc:6379", "herdgate:1.2.3", "regcred"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("rendered chart lacks %q", want)
 			}
@@ -225,6 +232,10 @@ func TestHelmChart(t *testing.T) {
 			{"a namespace name that is not one", []string{"redis.url=redis://a:1", "watchNamespaces[0]=Shop_Floor"}, "watchNamespaces/0"},
 			{"a Secret name that is not one", []string{"redis.existingSecret.name=My_Secret"}, "redis/existingSecret/name"},
 			{"alerts switched on with a word", []string{"redis.url=redis://a:1", "alerts.enabled=yes"}, "alerts/enabled"},
+			{"dashboards switched on with a word", []string{"redis.url=redis://a:1", "dashboards.enabled=yes"}, "dashboards/enabled"},
+			{"a dashboard namespace that is not one", []string{"redis.url=redis://a:1", "dashboards.namespace=Grafana_NS"}, "dashboards/namespace"},
+			{"a dashboard label that is not a string", []string{"redis.url=redis://a:1", "dashboards.labels.grafana_dashboard=1"}, "dashboards/labels/grafana_dashboard"},
+			{"a proxy scrape interval that is no duration", []string{"redis.url=redis://a:1", "metrics.proxyPodMonitor.interval=often"}, "metrics/proxyPodMonitor/interval"},
 			{"a full name too long for a Service", []string{"redis.url=redis://a:1", "fullnameOverride=" + strings.Repeat("h", 56)}, "fullnameOverride"},
 		}
 		for _, tc := range cases {
