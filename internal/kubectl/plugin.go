@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,7 +63,8 @@ func (c *cli) command(stdout io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl herdgate",
 		Short: "Operate herdgate's waiting rooms (WaitingQueues)",
-		Long: "kubectl herdgate operates herdgate's waiting rooms: shows a room's state in words and switches its mode.\n" +
+		Long: "kubectl herdgate operates herdgate's waiting rooms: shows a room's state in words, switches its mode, checks\n" +
+			"a draw or a pass, and bundles what a bug report needs.\n" +
 			"It reads kubectl's kubeconfig, context and namespace, and needs get and patch on waitingqueues.",
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{cmd.Name(), err} })
@@ -70,7 +72,7 @@ func (c *cli) command(stdout io.Writer) *cobra.Command {
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&c.context, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&c.namespace, "namespace", "n", "", "the WaitingQueue's namespace (default: the context's)")
-	root.AddCommand(c.statusCommand(stdout), c.drawCommand(stdout), c.passCommand(stdout))
+	root.AddCommand(c.statusCommand(stdout), c.drawCommand(stdout), c.passCommand(stdout), c.bundleCommand(stdout))
 	for _, m := range modeCommands {
 		root.AddCommand(c.modeCommand(stdout, m))
 	}
@@ -85,20 +87,33 @@ func oneName(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// client is a client of the cluster kubectl would talk to, and the namespace it would use.
-func (c *cli) client() (client.Client, string, error) {
+// loader reads the kubeconfig as kubectl would, with the command line's context and namespace.
+func (c *cli) loader() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: c.context}
 	if c.namespace != "" {
 		overrides.Context.Namespace = c.namespace
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := loader.ClientConfig()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+}
+
+// restConfig is the config of the cluster kubectl would talk to.
+func (c *cli) restConfig() (*rest.Config, error) {
+	cfg, err := c.loader().ClientConfig()
 	if err != nil {
-		return nil, "", fmt.Errorf("reading the kubeconfig: %w", err)
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
-	ns, _, err := loader.Namespace()
+	return cfg, nil
+}
+
+// client is a client of the cluster kubectl would talk to, and the namespace it would use.
+func (c *cli) client() (client.Client, string, error) {
+	cfg, err := c.restConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := c.loader().Namespace()
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
 	}

@@ -3,15 +3,21 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -22,6 +28,7 @@ import (
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // pluginKubeconfig is a kubeconfig of an operator allowed everything, for the plugin.
@@ -316,4 +323,160 @@ func TestKubectlPluginInspectsPasses(t *testing.T) {
 		!strings.Contains(errOut, "pass inspect needs the WaitingQueue's name and the pass") {
 		t.Errorf("pass inspect without a pass: exit %d, %q", code, errOut)
 	}
+}
+
+// TestKubectlPluginBundlesARoom: bundle writes one archive with the room, its status in words, its
+// Events (not another room's), its proxy Deployment, and its figures in Redis, never a Secret
+// value; parts it cannot read (the metrics of pods no kubelet runs here) are listed in errors.txt
+// and do not stop it.
+func TestKubectlPluginBundlesARoom(t *testing.T) {
+	kubeconfig := pluginKubeconfig(t)
+	ctx := context.Background()
+	wq := builder.Queue("plugin-bundle", "drop").Suspend(true).Obj()
+	createQueue(t, wq)
+	other := builder.Queue("plugin-bundle", "other").Suspend(true).Obj()
+	createQueue(t, other)
+	q, err := newStore(t).Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := q.ReadPlan(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduler published no plan within 30 s")
+		}
+	}
+	const waiting = 25
+	for i := range waiting {
+		if _, err := q.Enter(ctx, fmt.Sprintf("visitor-%02d", i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []struct{ room, reason string }{{"drop", "BundleMe"}, {"other", "NotMine"}} {
+		event := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: wq.Namespace, GenerateName: e.room + "-"},
+			InvolvedObject: corev1.ObjectReference{Kind: "WaitingQueue", APIVersion: herdgatev1alpha1.GroupVersion.String(), Namespace: wq.Namespace, Name: e.room},
+			Reason:         e.reason, Message: "a reason of " + e.room, Type: corev1.EventTypeNormal,
+			LastTimestamp: metav1.Now(), Count: 1, Source: corev1.EventSource{Component: "test"},
+		}
+		if err := k8sClient.Create(ctx, event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A proxy pod and a manager pod that no kubelet runs: their logs and metrics cannot be read.
+	deployment := &appsv1.Deployment{}
+	for deadline := time.Now().Add(30 * time.Second); k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.ProxyName()}, deployment) != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the operator made no proxy Deployment within 30 s")
+		}
+	}
+	pods := []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: wq.Namespace, Name: "drop-proxy-1", Labels: deployment.Spec.Selector.MatchLabels}, Spec: deployment.Spec.Template.Spec},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: wq.Namespace, Name: "herdgate-manager-1", Labels: map[string]string{"app.kubernetes.io/name": "herdgate"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "registry.example/herdgate:e2e"}}}},
+	}
+	for _, p := range pods {
+		if err := k8sClient.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+	}
+
+	archive := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	code, out, errOut := herdgate(t, kubeconfig, "-n", wq.Namespace, "bundle", "drop", "-o", archive, "--manager-namespace", wq.Namespace, "--timeout", "3s")
+	if code != 0 || !strings.Contains(out, "wrote "+archive) {
+		t.Fatalf("bundle: exit %d, %q %q", code, out, errOut)
+	}
+	files, err := testenv.ReadArchive(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string) string {
+		t.Helper()
+		for path, data := range files {
+			if strings.HasSuffix(path, "/"+name) {
+				return data
+			}
+		}
+		t.Fatalf("the bundle has no %s; it has %v", name, slices.Sorted(maps.Keys(files)))
+		return ""
+	}
+	for name, wants := range map[string][]string{
+		"waitingqueue.yaml":     {"name: drop", "namespace: plugin-bundle", "status:"},
+		"status.txt":            {"WaitingQueue:", "plugin-bundle/drop", "suspended"},
+		"events.txt":            {"BundleMe", "a reason of drop"},
+		"proxy/deployment.yaml": {"name: " + wq.ProxyName()},
+		"proxy/pods.txt":        {"drop-proxy-1"},
+		"manager/pods.txt":      {"herdgate-manager-1"},
+		"redis.txt":             {fmt.Sprintf("Waiting:         %d", waiting), "Active passes:", "Published plan:", "redis_version:", "role:master"},
+		"errors.txt":            {"proxy/metrics/drop-proxy-1.txt", "manager/metrics/herdgate-manager-1.txt"},
+		// A pod no node runs has an empty log.
+		"proxy/logs/drop-proxy-1.log":         nil,
+		"manager/logs/herdgate-manager-1.log": nil,
+		"README.txt":                          {"No Secret value is included"},
+	} {
+		got := file(name)
+		for _, want := range wants {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s lacks %q:\n%s", name, want, got)
+			}
+		}
+	}
+	if got := file("events.txt"); strings.Contains(got, "NotMine") {
+		t.Errorf("events.txt holds another room's Event:\n%s", got)
+	}
+	if got := file("waitingqueue.yaml"); strings.Contains(got, "managedFields") {
+		t.Error("waitingqueue.yaml keeps the managed fields")
+	}
+	secret := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {
+		t.Fatal(err)
+	}
+	for path, data := range files {
+		for key, value := range secret.Data {
+			if len(value) >= 8 && (strings.Contains(data, string(value)) || strings.Contains(data, base64.StdEncoding.EncodeToString(value))) {
+				t.Errorf("%s holds the Secret's %s", path, key)
+			}
+		}
+	}
+
+	t.Run("a Redis it cannot reach is an error in the archive, not a failure", func(t *testing.T) {
+		archive := filepath.Join(t.TempDir(), "bundle.tar.gz")
+		code, _, errOut := herdgate(t, kubeconfig, "-n", wq.Namespace, "bundle", "drop", "-o", archive, "--redis-url", "redis://127.0.0.1:1", "--timeout", "2s")
+		if code != 0 {
+			t.Fatalf("bundle: exit %d, %q", code, errOut)
+		}
+		files, err := testenv.ReadArchive(archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for path, data := range files {
+			if strings.HasSuffix(path, "/errors.txt") && !strings.Contains(data, "redis.txt: reading stats of queue") {
+				t.Errorf("errors.txt does not say Redis could not be read:\n%s", data)
+			}
+			if strings.HasSuffix(path, "/redis.txt") {
+				t.Error("the bundle has a redis.txt though Redis was not reachable")
+			}
+		}
+	})
+	t.Run("bad command lines and a file already there are refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			code int
+			want string
+		}{
+			{[]string{"bundle", "drop", "--tail", "0"}, 2, "flag --tail must be positive"},
+			{[]string{"bundle", "drop", "--manager-selector", "a in (b"}, 2, "flag --manager-selector"},
+			{[]string{"bundle"}, 2, "bundle needs the WaitingQueue's name"},
+			{[]string{"bundle", "absent"}, 1, "reading waitingqueue plugin-bundle/absent"},
+			{[]string{"bundle", "drop", "-o", archive}, 1, "file exists"},
+		} {
+			code, _, errOut := herdgate(t, kubeconfig, append([]string{"-n", wq.Namespace}, tc.args...)...)
+			if code != tc.code || !strings.Contains(errOut, tc.want) {
+				t.Errorf("%v: exit %d, %q; want exit %d naming %q", tc.args, code, errOut, tc.code, tc.want)
+			}
+		}
+	})
 }

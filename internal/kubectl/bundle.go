@@ -1,0 +1,477 @@
+package kubectl
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// bundleOptions are bundle's flags.
+type bundleOptions struct {
+	output, redisURL, managerNamespace, managerSelector string
+	tail                                                int64
+	timeout                                             time.Duration
+}
+
+func (c *cli) bundleCommand(stdout io.Writer) *cobra.Command {
+	var o bundleOptions
+	cmd := &cobra.Command{
+		Use:   "bundle NAME",
+		Short: "Gather a room's status, Events, logs, metrics and Redis figures into one archive for a bug report",
+		Long: "bundle writes one .tar.gz with what a bug report about a room needs: the WaitingQueue and its status in\n" +
+			"words, its Events and its proxies', the proxy Deployment and pods, the last lines of the proxies' and the\n" +
+			"manager's logs, the room's series from their metrics, and the room's figures in Redis (depth, active passes,\n" +
+			"totals, the published plan, the proxies' reports, the server's INFO). No Secret value goes in; a part that\n" +
+			"cannot be read is listed in errors.txt and the rest is still written.\n\n" +
+			"It needs get on waitingqueues, deployments, and secrets (for the room's Redis URL; or give --redis-url), list\n" +
+			"on events and pods, get on pods/log, and get on pods/proxy for the metrics.",
+		Args: oneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.tail <= 0 {
+				return usageError{"bundle", errors.New("flag --tail must be positive")}
+			}
+			if o.timeout <= 0 {
+				return usageError{"bundle", errors.New("flag --timeout must be positive")}
+			}
+			if _, err := labels.Parse(o.managerSelector); err != nil {
+				return usageError{"bundle", fmt.Errorf("flag --manager-selector: %w", err)}
+			}
+			return c.bundle(cmd.Context(), stdout, args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "", "archive to write (default herdgate-bundle-<namespace>-<name>-<time>.tar.gz; - for stdout)")
+	f.StringVar(&o.redisURL, "redis-url", "", "Redis URL to read the room's figures from, e.g. through a port-forward (default: the room's, from its Secret)")
+	f.StringVar(&o.managerNamespace, "manager-namespace", "", "namespace of the manager's pods (default: every namespace)")
+	f.StringVar(&o.managerSelector, "manager-selector", "app.kubernetes.io/name=herdgate", "label selector of the manager's pods")
+	f.Int64Var(&o.tail, "tail", 2000, "lines of each pod's log to include")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long each read may take")
+	return cmd
+}
+
+// bundle is an archive in the making: its files, and what could not be read.
+type bundle struct {
+	dir    string
+	files  map[string][]byte
+	errors []string
+}
+
+func (b *bundle) add(name string, data []byte) { b.files[b.dir+"/"+name] = data }
+
+func (b *bundle) fail(part string, err error) {
+	b.errors = append(b.errors, fmt.Sprintf("%s: %v", part, err))
+}
+
+// addYAML adds obj as YAML, without its managed fields.
+func (b *bundle) addYAML(name string, obj any) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	raw, err := yaml.Marshal(obj)
+	if err != nil {
+		b.fail(name, err)
+		return
+	}
+	b.add(name, raw)
+}
+
+func (c *cli) bundle(ctx context.Context, stdout io.Writer, name string, o bundleOptions) error {
+	cl, ns, err := c.client()
+	if err != nil {
+		return err
+	}
+	cfg, err := c.restConfig()
+	if err != nil {
+		return err
+	}
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, o.timeout) }
+
+	wq := &herdgatev1alpha1.WaitingQueue{}
+	callCtx, cancel := call()
+	err = cl.Get(callCtx, types.NamespacedName{Namespace: ns, Name: name}, wq)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading waitingqueue %s/%s: %w", ns, name, err)
+	}
+	now := time.Now().UTC()
+	b := &bundle{dir: fmt.Sprintf("herdgate-bundle-%s-%s-%s", ns, name, now.Format("20060102T150405Z")), files: map[string][]byte{}}
+	b.addYAML("waitingqueue.yaml", wq.DeepCopy())
+	var status bytes.Buffer
+	if err := writeStatus(&status, wq); err != nil {
+		b.fail("status.txt", err)
+	}
+	b.add("status.txt", status.Bytes())
+
+	// The proxies: their Deployment, its pods (by its own selector), Events, logs and metrics.
+	callCtx, cancel = call()
+	deployment, err := clientset.AppsV1().Deployments(ns).Get(callCtx, wq.ProxyName(), metav1.GetOptions{})
+	cancel()
+	proxyPods := &corev1.PodList{}
+	if err != nil {
+		b.fail("proxy/deployment.yaml", err)
+	} else {
+		b.addYAML("proxy/deployment.yaml", deployment.DeepCopy())
+		selector, err := metav1.LabelSelectorAsSelector(deployment.Spec.Selector)
+		if err == nil {
+			callCtx, cancel = call()
+			proxyPods, err = clientset.CoreV1().Pods(ns).List(callCtx, metav1.ListOptions{LabelSelector: selector.String()})
+			cancel()
+		}
+		if err != nil {
+			b.fail("proxy/pods.txt", err)
+			proxyPods = &corev1.PodList{}
+		}
+	}
+	b.add("proxy/pods.txt", podTable(proxyPods.Items))
+	objects := map[string]bool{wq.ProxyName(): true}
+	for _, p := range proxyPods.Items {
+		objects[p.Name] = true
+		if ref := metav1.GetControllerOf(&p); ref != nil {
+			objects[ref.Name] = true // the ReplicaSet
+		}
+	}
+	b.events(clientset, ns, wq.Name, objects, call)
+	for _, p := range proxyPods.Items {
+		b.podLog(clientset, &p, "proxy", o.tail, call)
+		b.podMetrics(clientset, &p, "proxy", metricsPort(&p, 9090), wq, call)
+	}
+
+	// The manager: the leader's scheduler runs the room, so every replica's log and metrics go in.
+	callCtx, cancel = call()
+	managerPods, err := clientset.CoreV1().Pods(o.managerNamespace).List(callCtx, metav1.ListOptions{LabelSelector: o.managerSelector})
+	cancel()
+	if err != nil {
+		b.fail("manager/pods", err)
+		managerPods = &corev1.PodList{}
+	}
+	if len(managerPods.Items) == 0 && err == nil {
+		b.fail("manager/pods", fmt.Errorf("no pod matches %q; set --manager-namespace and --manager-selector", o.managerSelector))
+	}
+	b.add("manager/pods.txt", podTable(managerPods.Items))
+	for _, p := range managerPods.Items {
+		b.podLog(clientset, &p, "manager", o.tail, call)
+		b.podMetrics(clientset, &p, "manager", metricsPort(&p, 8080), wq, call)
+	}
+
+	// Redis.
+	url := o.redisURL
+	if url == "" {
+		secret := &corev1.Secret{}
+		callCtx, cancel = call()
+		err := cl.Get(callCtx, types.NamespacedName{Namespace: ns, Name: wq.SecretName()}, secret)
+		cancel()
+		switch {
+		case err != nil:
+			b.fail("redis.txt", fmt.Errorf("reading the room's Redis URL from secret %s/%s: %w; or give --redis-url", ns, wq.SecretName(), err))
+		case len(secret.Data[herdgatev1alpha1.SecretRedisURL]) == 0:
+			b.fail("redis.txt", fmt.Errorf("secret %s/%s has no %s; give --redis-url", ns, wq.SecretName(), herdgatev1alpha1.SecretRedisURL))
+		default:
+			url = string(secret.Data[herdgatev1alpha1.SecretRedisURL])
+		}
+	}
+	if url != "" {
+		b.redis(ctx, url, wq, o.timeout)
+	}
+
+	b.add("README.txt", b.readme(wq, now))
+	sort.Strings(b.errors)
+	b.add("errors.txt", []byte(strings.Join(b.errors, "\n")+"\n"))
+
+	path := o.output
+	if path == "" {
+		path = b.dir + ".tar.gz"
+	}
+	if err := b.write(path, stdout); err != nil {
+		return err
+	}
+	if path != "-" {
+		fmt.Fprintf(stdout, "wrote %s: %d files", path, len(b.files))
+		if len(b.errors) > 0 {
+			fmt.Fprintf(stdout, "; %d parts could not be read (errors.txt)", len(b.errors))
+		}
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// events adds the Events of the room and of the objects named, oldest first.
+func (b *bundle) events(clientset kubernetes.Interface, ns, name string, objects map[string]bool,
+	call func() (context.Context, context.CancelFunc)) {
+	callCtx, cancel := call()
+	list, err := clientset.CoreV1().Events(ns).List(callCtx, metav1.ListOptions{})
+	cancel()
+	if err != nil {
+		b.fail("events.txt", err)
+		return
+	}
+	var kept []corev1.Event
+	for _, e := range list.Items {
+		o := e.InvolvedObject
+		if (o.Kind == "WaitingQueue" && o.Name == name) || objects[o.Name] {
+			kept = append(kept, e)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return eventTime(&kept[i]).Before(eventTime(&kept[j])) })
+	var out bytes.Buffer
+	w := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "LAST SEEN\tTYPE\tREASON\tOBJECT\tCOUNT\tMESSAGE")
+	for _, e := range kept {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s/%s\t%d\t%s\n", eventTime(&e).UTC().Format(time.RFC3339), e.Type, e.Reason,
+			strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, max(e.Count, 1), e.Message)
+	}
+	_ = w.Flush()
+	b.add("events.txt", out.Bytes())
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return e.CreationTimestamp.Time
+}
+
+// podLog adds the last lines of each container's log of pod.
+func (b *bundle) podLog(clientset kubernetes.Interface, pod *corev1.Pod, role string, tail int64,
+	call func() (context.Context, context.CancelFunc)) {
+	for _, c := range pod.Spec.Containers {
+		name := fmt.Sprintf("%s/logs/%s.log", role, pod.Name)
+		if len(pod.Spec.Containers) > 1 {
+			name = fmt.Sprintf("%s/logs/%s.%s.log", role, pod.Name, c.Name)
+		}
+		callCtx, cancel := call()
+		raw, err := clientset.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &tail}).DoRaw(callCtx)
+		cancel()
+		if err != nil {
+			b.fail(name, err)
+			continue
+		}
+		b.add(name, raw)
+	}
+}
+
+// podMetrics adds the room's series from pod's metrics, read through the API server's proxy.
+func (b *bundle) podMetrics(clientset kubernetes.Interface, pod *corev1.Pod, role string, port int32,
+	wq *herdgatev1alpha1.WaitingQueue, call func() (context.Context, context.CancelFunc)) {
+	name := fmt.Sprintf("%s/metrics/%s.txt", role, pod.Name)
+	callCtx, cancel := call()
+	raw, err := clientset.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, fmt.Sprint(port), "/metrics", nil).DoRaw(callCtx)
+	cancel()
+	if err != nil {
+		b.fail(name, err)
+		return
+	}
+	b.add(name, roomSeries(raw, wq))
+}
+
+// metricsPort is the port a container of pod names metrics, or otherwise the program's default.
+func metricsPort(pod *corev1.Pod, otherwise int32) int32 {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "metrics" {
+				return p.ContainerPort
+			}
+		}
+	}
+	return otherwise
+}
+
+// roomSeries keeps, of a metrics page, the room's series with their HELP and TYPE lines, and the
+// series of no room (the process's own).
+func roomSeries(page []byte, wq *herdgatev1alpha1.WaitingQueue) []byte {
+	ours := []string{
+		fmt.Sprintf(`namespace=%q,name=%q`, wq.Namespace, wq.Name), fmt.Sprintf(`name=%q,namespace=%q`, wq.Name, wq.Namespace),
+		fmt.Sprintf(`waitingqueue=%q`, wq.Namespace+"/"+wq.Name),
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(page))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		series, _, _ := strings.Cut(line, " ")
+		keep := strings.HasPrefix(line, "#") || !strings.Contains(series, "{")
+		if !keep {
+			_, labels, _ := strings.Cut(series, "{")
+			if !strings.Contains(labels, "namespace=") && !strings.Contains(labels, "waitingqueue=") {
+				keep = true // a series of no room
+			}
+			for _, o := range ours {
+				keep = keep || strings.Contains(labels, o)
+			}
+		}
+		if keep {
+			out.WriteString(line)
+			out.WriteByte('\n')
+		}
+	}
+	return out.Bytes()
+}
+
+// redis adds the room's figures in Redis and the server's INFO.
+func (b *bundle) redis(ctx context.Context, url string, wq *herdgatev1alpha1.WaitingQueue, timeout time.Duration) {
+	rdb, err := queue.NewClient(url, queue.ClientOptions{ClientName: "kubectl-herdgate"})
+	if err != nil {
+		b.fail("redis.txt", fmt.Errorf("the room's Redis URL: %w", err))
+		return
+	}
+	defer rdb.Close()
+	store := queue.NewStore(rdb, queue.StoreOptions{})
+	defer store.Close()
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		b.fail("redis.txt", err)
+		return
+	}
+	var out bytes.Buffer
+	w := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := q.Stats(callCtx)
+	if err != nil {
+		b.fail("redis.txt", fmt.Errorf("%w (from outside the cluster, port-forward to Redis and give --redis-url)", err))
+		return
+	}
+	row := func(k, format string, v ...any) { fmt.Fprintf(w, "%s:\t%s\n", k, fmt.Sprintf(format, v...)) }
+	row("Redis time", "%s", st.Now.UTC().Format(time.RFC3339Nano))
+	row("Waiting", "%d", st.Depth)
+	row("Pre-queue", "%d", st.PreQueued)
+	row("Active passes", "%d", st.Active)
+	row("Admitted", "%d (at once on entering: %d)", st.AdmittedTotal, st.InstantAdmittedTotal)
+	row("Released", "%d", st.ReleasedTotal)
+	row("Abandoned", "%d", st.AbandonedTotal)
+	if plan, err := q.ReadPlan(callCtx); err != nil {
+		b.fail("redis.txt: plan", err)
+	} else {
+		row("Published plan", "%d per tick of %s; phase %s, suspended %t", plan.Quota.BatchSize(), plan.Quota.Tick(), publishedPhase(plan), plan.Suspended)
+	}
+	if reports, err := q.ProxyReports(callCtx, time.Hour); err != nil {
+		b.fail("redis.txt: proxy reports", err)
+	} else {
+		row("Proxy reports", "%d in the last hour", len(reports))
+		for _, r := range reports {
+			line := fmt.Sprintf("serves generation %d", r.Generation)
+			if r.RefusedGeneration != 0 {
+				line += fmt.Sprintf("; refuses generation %d: %s", r.RefusedGeneration, r.Refusal)
+			}
+			row("  "+r.Replica, "%s", line)
+		}
+	}
+	_ = w.Flush()
+	out.WriteString("\n")
+	for _, section := range []string{"server", "clients", "memory", "persistence", "stats", "replication", "cluster"} {
+		info, err := rdb.Info(callCtx, section).Result()
+		if err != nil {
+			b.fail("redis.txt: INFO "+section, err)
+			continue
+		}
+		out.WriteString(strings.ReplaceAll(info, "\r\n", "\n"))
+	}
+	b.add("redis.txt", out.Bytes())
+}
+
+func publishedPhase(p queue.PublishedPlan) string {
+	if p.Phase == "" {
+		return "Open"
+	}
+	return string(p.Phase)
+}
+
+func (b *bundle) readme(wq *herdgatev1alpha1.WaitingQueue, now time.Time) []byte {
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "kubectl herdgate bundle of waitingqueue %s/%s (uid %s, generation %d), taken %s.\n\n",
+		wq.Namespace, wq.Name, wq.UID, wq.Generation, now.Format(time.RFC3339))
+	out.WriteString(`waitingqueue.yaml   the WaitingQueue with its status
+status.txt          its status in words (kubectl herdgate status)
+events.txt          Events of the room, its proxy Deployment, ReplicaSets and pods
+proxy/              the proxy Deployment, its pods, their logs and the room's series of their metrics
+manager/            the manager's pods, their logs and the room's series of their metrics
+redis.txt           the room's figures in Redis, the published plan, the proxies' reports, the server's INFO
+errors.txt          the parts that could not be read, and why
+
+No Secret value is included. Logs are the manager's and the proxies' as they are: they may name other rooms.
+`)
+	return out.Bytes()
+}
+
+// write writes the archive to path, or to stdout for "-".
+func (b *bundle) write(path string, stdout io.Writer) (err error) {
+	w := stdout
+	if path != "-" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("writing the bundle: %w", err)
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		w = f
+	}
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	names := make([]string, 0, len(b.files))
+	for name := range b.files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		data := b.files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+// podTable lists pods as kubectl get pods does.
+func podTable(pods []corev1.Pod) []byte {
+	var out bytes.Buffer
+	w := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tPHASE\tREADY\tRESTARTS\tNODE\tCREATED")
+	for _, p := range pods {
+		ready, restarts := 0, int32(0)
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Ready {
+				ready++
+			}
+			restarts += s.RestartCount
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", p.Namespace, p.Name, p.Status.Phase, ready, len(p.Spec.Containers), restarts,
+			p.Spec.NodeName, p.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	_ = w.Flush()
+	return out.Bytes()
+}
