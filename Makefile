@@ -83,6 +83,11 @@ verify: generate manifests ## Regenerate everything and fail if the tree differs
 		exit 1; \
 	fi
 	@echo "verify: generated files are current"
+	@big="$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 2097152 {print $$2}')"; \
+	if [ -n "$$big" ]; then \
+		echo "verify: files of over 2 MiB are tracked (build output?): $$big"; \
+		exit 1; \
+	fi
 
 ##@ Demo
 
