@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdgate/herdgate/internal/kubectl"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/testenv"
 )
@@ -297,6 +299,64 @@ func TestDrillsOnTheNode(t *testing.T) {
 		}})
 		record("proxy pod deleted (2 replicas)", c, "")
 		settle(t)
+	})
+
+	t.Run("kubectl herdgate bundle reads the pods' logs and metrics", func(t *testing.T) {
+		// The Secret's Redis URL names the Service by its cluster DNS name, which this process does not
+		// resolve: like a user outside the cluster, it gives the address it reaches.
+		redisIP, err := r.c.ServiceIP(ctx, Namespace, Release+"-redis")
+		if err != nil {
+			t.Fatal(err)
+		}
+		archive := filepath.Join(t.TempDir(), "bundle.tar.gz")
+		var stdout, stderr bytes.Buffer
+		code := kubectl.Run(ctx, []string{"-n", drillNamespace, "bundle", drillQueue, "-o", archive, "--manager-namespace", Namespace,
+			"--redis-url", "redis://" + redisIP + ":6379"}, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("bundle: exit %d, %s%s", code, stdout.String(), stderr.String())
+		}
+		files, err := testenv.ReadArchive(archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := func(suffix string) []string {
+			var out []string
+			for path, data := range files {
+				if strings.Contains(path, suffix) {
+					out = append(out, data)
+				}
+			}
+			return out
+		}
+		t.Logf("bundle: %s; errors.txt:\n%s", strings.TrimSpace(stdout.String()), strings.Join(got("/errors.txt"), ""))
+		for _, c := range []struct {
+			part, want string
+			count      int
+		}{
+			{"/proxy/logs/", "", 2},
+			{"/manager/logs/", "", 2},
+			{"/proxy/metrics/", `waitingqueue="` + drillNamespace + "/" + drillQueue + `"`, 2},
+			// Only the leader's scheduler has series of the room.
+			{"/manager/metrics/", "controller_runtime_", 2},
+			{"/redis.txt", "Admitted:", 1},
+		} {
+			parts := got(c.part)
+			if len(parts) != c.count {
+				t.Errorf("%d files under %s, want %d", len(parts), c.part, c.count)
+			}
+			for _, data := range parts {
+				if !strings.Contains(data, c.want) || strings.TrimSpace(data) == "" {
+					t.Errorf("a file under %s is empty or lacks %q", c.part, c.want)
+				}
+			}
+		}
+		var leaderSeries bool
+		for _, data := range got("/manager/metrics/") {
+			leaderSeries = leaderSeries || strings.Contains(data, "herdgate_queue_depth{")
+		}
+		if !leaderSeries {
+			t.Error("no manager's metrics hold the room's herdgate_queue_depth")
+		}
 	})
 
 	t.Run("a rolling update of the proxy", func(t *testing.T) {
