@@ -151,7 +151,7 @@ node-down: ## Stop the node and remove its processes, namespace, cgroups and sta
 .PHONY: toolchain
 toolchain: envtest $(CONTROLLER_GEN) $(GOTESTSUM) $(HELM) ## Install what the tests need (control plane, Redis, gateways, tools).
 	hack/setup-traefik.sh $(LOCALBIN)
-	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools chromium=chromium nginx=nginx-light caddy=caddy haproxy=haproxy \
+	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools redis-sentinel=redis-sentinel chromium=chromium nginx=nginx-light caddy=caddy haproxy=haproxy \
 		promtool=prometheus prometheus=prometheus /usr/share/fonts/truetype/nanum/NanumGothic.ttf=fonts-nanum
 
 .PHONY: envtest

@@ -571,8 +571,10 @@ type IdentitySpec struct {
 // RedisSpec selects the Redis that holds a queue.
 type RedisSpec struct {
 	// secretRef points at a key of a Secret in the WaitingQueue's namespace whose value is a Redis
-	// URL: redis://[user:password@]host:port[/db] for one server, rediss:// for TLS, and
-	// redis+cluster://host:port?addr=host2:port (or rediss+cluster://) for a Redis Cluster.
+	// URL: redis://[user:password@]host:port[/db] for one server, rediss:// for TLS,
+	// redis+cluster://host:port?addr=host2:port (or rediss+cluster://) for a Redis Cluster, and
+	// redis+sentinel://[user:password@]host:26379,host2:26379/master (or rediss+sentinel://) for a
+	// primary that Sentinels watch.
 	// +required
 	SecretRef SecretKeyRef `json:"secretRef"`
 }

@@ -54,6 +54,7 @@ func TestBadFlagsAndConfigExitTwoAndNameTheField(t *testing.T) {
 		{"bad queue name", []string{"--waitingqueue=orders", "--redis-url=redis://r:1"}, `flag --waitingqueue: "orders" is not namespace/name`},
 		{"no redis for a watched queue", []string{"--waitingqueue=shop/orders", "--redis-url="}, "flag --redis-url"},
 		{"bad redis URL", []string{"--waitingqueue=shop/orders", "--redis-url=http://r:1"}, "flag --redis-url: redis URL http://r:1 has scheme"},
+		{"Sentinel URL with a Sentinel on no port", []string{"--waitingqueue=shop/orders", "--redis-url=redis+sentinel://s1:26379,s2/mymaster"}, `flag --redis-url: redis URL redis+sentinel://s1:26379,s2/mymaster: Sentinel "s2" is not host:port`},
 		{"negative drain", []string{"--config=x", "--drain-delay=-1s"}, "flag --drain-delay"},
 		{"bad ext_authz address", []string{"--config=" + writeConfig(t, good), "--listen=127.0.0.1:0", "--metrics-listen=", "--ext-authz-listen=nowhere:x"}, "flag --ext-authz-listen"},
 		{"missing file", []string{"--config=/nonexistent/proxy.yaml"}, "flag --config: open /nonexistent/proxy.yaml"},

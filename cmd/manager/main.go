@@ -64,8 +64,8 @@ func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&redisURL, "redis-url", os.Getenv("HERDGATE_REDIS_URL"),
-		"Redis URL of queues without spec.redis: redis://, rediss:// or redis+cluster:// (default $HERDGATE_REDIS_URL)")
-	fs.StringVar(&redisCAFile, "redis-ca-file", "", "PEM file of the CA that signed the Redis servers' certificates (rediss://)")
+		"Redis URL of queues without spec.redis: redis://, rediss://, redis+cluster:// or redis+sentinel://host:26379,host2:26379/master (default $HERDGATE_REDIS_URL)")
+	fs.StringVar(&redisCAFile, "redis-ca-file", "", "PEM file of the CA that signed the Redis servers' certificates (rediss://, rediss+cluster://, rediss+sentinel://)")
 	fs.StringVar(&proxyImage, "proxy-image", "", "container image of the admission proxy (required)")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that one manager of several runs the scheduler")
 	fs.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the manager's namespace)")

@@ -21,6 +21,7 @@ func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
 		{"unknown flag", []string{"--proxy-image=x", "--redis-uri=redis://r:6379"}, "redis-uri"},
 		{"no proxy image", []string{"--redis-url=redis://r:6379"}, "--proxy-image is required"},
 		{"bad redis URL", []string{"--proxy-image=x", "--redis-url=http://r:6379"}, `flag --redis-url: redis URL http://r:6379 has scheme "http"`},
+		{"Sentinel URL without a master", []string{"--proxy-image=x", "--redis-url=redis+sentinel://s1:26379,s2:26379"}, "flag --redis-url: redis URL redis+sentinel://s1:26379,s2:26379 names no master"},
 		{"missing CA file", []string{"--proxy-image=x", "--redis-ca-file=/nonexistent/ca.pem"}, "flag --redis-ca-file"},
 		{"CA file without a certificate", []string{"--proxy-image=x", "--redis-ca-file=" + notPEM}, "holds no PEM certificate"},
 		{"bad boolean", []string{"--proxy-image=x", "--leader-elect=maybe"}, "leader-elect"},

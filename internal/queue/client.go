@@ -29,6 +29,12 @@ type ClientOptions struct {
 //	rediss://...                                                       one server over TLS
 //	redis+cluster://host:port[?addr=host2:port&addr=host3:port...]    a Redis Cluster
 //	rediss+cluster://...                                               a Redis Cluster over TLS
+//	redis+sentinel://[user:password@]host:port[,host2:port...]/master  a primary that Sentinels watch
+//	rediss+sentinel://...                                              the same over TLS
+//
+// In a Sentinel URL, user and password are the Redis servers' (as in redis://); the Sentinels' own
+// are the options sentinel_username and sentinel_password, the database the option db. The client
+// asks the Sentinels for the primary of master, and again when it fails over.
 //
 // Options are go-redis' URL options (dial_timeout, pool_size, skip_verify, ...). Calls end at their
 // context's deadline, not only at the client's timeouts, so that a caller bounds its own wait. Unless the URL sets
@@ -37,6 +43,9 @@ type ClientOptions struct {
 func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error) {
 	if strings.TrimSpace(rawURL) == "" {
 		return nil, errors.New("redis URL is empty")
+	}
+	if scheme, _, _ := strings.Cut(rawURL, "://"); scheme == "redis+sentinel" || scheme == "rediss+sentinel" {
+		return newFailoverClient(rawURL, opts)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -83,10 +92,116 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
 	case "":
-		return nil, fmt.Errorf("redis URL %s has no scheme; start it with redis://, rediss://, redis+cluster:// or rediss+cluster://", u.Redacted())
+		return nil, fmt.Errorf("redis URL %s has no scheme; start it with %s", u.Redacted(), schemes)
 	default:
-		return nil, fmt.Errorf("redis URL %s has scheme %q; use redis://, rediss://, redis+cluster:// or rediss+cluster://", u.Redacted(), u.Scheme)
+		return nil, fmt.Errorf("redis URL %s has scheme %q; use %s", u.Redacted(), u.Scheme, schemes)
 	}
+}
+
+// schemes are the URL schemes NewClient takes, as its errors name them.
+const schemes = "redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://"
+
+// newFailoverClient builds the client of a Sentinel URL. Its authority lists the Sentinels, which
+// net/url does not parse when they are IPv6 literals, so it is read here; the rest goes to go-redis'
+// own parser of failover options, rewritten in its terms.
+func newFailoverClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error) {
+	scheme, rest, _ := strings.Cut(rawURL, "://")
+	authority, pathAndQuery := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, pathAndQuery = rest[:i], rest[i:]
+	}
+	var user *url.Userinfo
+	hosts := authority
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		info, err := url.Parse(scheme + "://" + authority[:i] + "@host")
+		if err != nil {
+			return nil, errors.New("redis URL has a user or password that is not valid in a URL") // never repeat it
+		}
+		user, hosts = info.User, authority[i+1:]
+	}
+	redacted := scheme + "://"
+	if user != nil {
+		redacted += user.Username() + ":xxxxx@"
+	}
+	redacted += hosts
+	tail, err := url.Parse("redis://host" + pathAndQuery)
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // url.Error repeats the whole URL, the Sentinels' password included
+		}
+		return nil, fmt.Errorf("redis URL %s…: %w", redacted, err)
+	}
+	if _, err := url.ParseQuery(tail.RawQuery); err != nil {
+		return nil, fmt.Errorf("redis URL %s… has options that are not valid in a URL", redacted)
+	}
+	redacted += tail.EscapedPath()
+	if shown := tail.Query(); len(shown) > 0 {
+		if shown.Has("sentinel_password") {
+			shown.Set("sentinel_password", "xxxxx")
+		}
+		redacted += "?" + shown.Encode()
+	}
+	if tail.Fragment != "" {
+		return nil, fmt.Errorf("redis URL %s has a fragment", redacted)
+	}
+	master := strings.TrimPrefix(tail.Path, "/")
+	if master == "" || strings.Contains(master, "/") {
+		return nil, fmt.Errorf("redis URL %s names no master: write the name Sentinel monitors as its path, e.g. %s://sentinel:26379/mymaster", redacted, scheme)
+	}
+	q := tail.Query()
+	for _, name := range []string{"master_name", "username", "password"} {
+		if q.Has(name) {
+			return nil, fmt.Errorf("redis URL %s: option %s is the URL's own part here (the path, or user:password@)", redacted, name)
+		}
+	}
+	var sentinels []string
+	if hosts != "" {
+		sentinels = strings.Split(hosts, ",")
+	}
+	sentinels = append(sentinels, q["addr"]...)
+	if len(sentinels) == 0 {
+		return nil, fmt.Errorf("redis URL %s names no Sentinel", redacted)
+	}
+	for _, h := range sentinels {
+		host, _, err := net.SplitHostPort(h)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("redis URL %s: Sentinel %q is not host:port", redacted, h)
+		}
+		if err := checkPort(h); err != nil {
+			return nil, fmt.Errorf("redis URL %s: %s %w", redacted, h, err)
+		}
+	}
+	// go-redis' failover URL: the Sentinels' credentials as user:password, the servers' as options.
+	g := url.Values{}
+	for k, v := range q {
+		switch k {
+		case "addr", "sentinel_username", "sentinel_password":
+		default:
+			g[k] = v
+		}
+	}
+	g.Set("master_name", master)
+	if user != nil {
+		g.Set("username", user.Username())
+		if p, ok := user.Password(); ok {
+			g.Set("password", p)
+		}
+	}
+	for _, h := range sentinels[1:] {
+		g.Add("addr", h)
+	}
+	gu := url.URL{Scheme: strings.TrimSuffix(scheme, "+sentinel"), Host: sentinels[0], RawQuery: g.Encode()}
+	if q.Has("sentinel_username") || q.Has("sentinel_password") {
+		gu.User = url.UserPassword(q.Get("sentinel_username"), q.Get("sentinel_password"))
+	}
+	o, err := redis.ParseFailoverURL(gu.String())
+	if err != nil {
+		return nil, fmt.Errorf("redis URL %s: %w", redacted, err)
+	}
+	opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, q.Has("max_retries"))
+	o.ContextTimeoutEnabled = true
+	return redis.NewFailoverClient(o), nil
 }
 
 // apply sets the options on the fields that go-redis' server and cluster options both have.
@@ -96,6 +211,9 @@ func (opts ClientOptions) apply(maxRetries *int, tlsConfig *tls.Config, clientNa
 	}
 	if tlsConfig != nil {
 		tlsConfig.MinVersion = tls.VersionTLS12
+		// go-redis names the first host as the server of every connection; each node of a Cluster and
+		// each Sentinel and server a Sentinel names is verified as the host it was dialled at.
+		tlsConfig.ServerName = ""
 		if opts.RootCAs != nil {
 			tlsConfig.RootCAs = opts.RootCAs
 		}

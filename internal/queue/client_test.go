@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,6 +29,18 @@ func TestNewClientRejectsBadURLs(t *testing.T) {
 		{"a cluster node on an impossible port", "redis+cluster://a:7000?addr=b:70000", `b:70000 has port "70000"`},
 		{"database on a cluster", "redis+cluster://localhost:6379/2", "a Redis Cluster has no database number"},
 		{"unknown cluster option", "redis+cluster://localhost:6379?nodes=a", "unexpected option: nodes"},
+		{"a Sentinel URL without a master", "redis+sentinel://s1:26379,s2:26379", "names no master"},
+		{"a Sentinel URL with an empty master", "redis+sentinel://s1:26379/", "names no master"},
+		{"a Sentinel URL with a path for a master", "redis+sentinel://s1:26379/a/b", "names no master"},
+		{"a Sentinel URL without a Sentinel", "redis+sentinel:///mymaster", "names no Sentinel"},
+		{"a Sentinel without a port", "redis+sentinel://s1:26379,s2/mymaster", `Sentinel "s2" is not host:port`},
+		{"a Sentinel on an impossible port", "rediss+sentinel://s1:26379,s2:65536/mymaster", `s2:65536 has port "65536"`},
+		{"an empty Sentinel in the list", "redis+sentinel://s1:26379,,s2:26379/mymaster", `Sentinel "" is not host:port`},
+		{"a Sentinel added by addr without a port", "redis+sentinel://s1:26379/mymaster?addr=s2", `Sentinel "s2" is not host:port`},
+		{"the master as an option", "redis+sentinel://s1:26379/mymaster?master_name=other", "option master_name is the URL's own part"},
+		{"a password as an option", "redis+sentinel://s1:26379/mymaster?password=x", "option password is the URL's own part"},
+		{"an unknown Sentinel option", "redis+sentinel://s1:26379/mymaster?sentinels=3", "unexpected option: sentinels"},
+		{"a bad Sentinel database", "redis+sentinel://s1:26379/mymaster?db=two", "invalid database number"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +62,12 @@ func TestNewClientNeverPrintsThePassword(t *testing.T) {
 		"ftp://user:s3cret-pw@localhost:6379",
 		"redis://user:s3cret-pw@localhost:6379/x",
 		"redis://user:s3cret-pw@local host:6379",
+		"redis+sentinel://user:s3cret-pw@s1:26379/mymaster?bogus=1",
+		"redis+sentinel://user:s3cret-pw@s1:26379",
+		"rediss+sentinel://user:s3cret-pw@s1:99999/m",
+		"redis+sentinel://s1:26379/m?sentinel_password=s3cret-pw&bogus=1",
+		"redis+sentinel://us%zzer:s3cret-pw@s1:26379/m",
+		"redis+sentinel://s1:26379/m?sentinel_password=s3cret-pw%zz",
 	} {
 		_, err := NewClient(u, ClientOptions{})
 		if err == nil {
@@ -69,6 +88,8 @@ func TestNewClientKinds(t *testing.T) {
 		{"rediss://localhost:6379/3?dial_timeout=2s", false},
 		{"redis+cluster://a:7000?addr=b:7001&addr=c:7002", true},
 		{"rediss+cluster://a:7000", true},
+		{"redis+sentinel://s1:26379,s2:26379/mymaster?db=2&sentinel_password=pw", false},
+		{"rediss+sentinel://user:pw@[::1]:26379,[::1]:26380/mymaster?addr=s3:26379&dial_timeout=2s", false},
 	}
 	for _, tc := range cases {
 		c, err := NewClient(tc.url, ClientOptions{})
@@ -108,6 +129,47 @@ func TestClientsReachEveryKindOfServer(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("sentinel", func(t *testing.T) {
+		group := testenv.StartRedisSentinelGroup(t, 1, 3)
+		c, err := NewClient(group.URL(), ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Set(ctx, "written-before", "1", 0).Err(); err != nil {
+			t.Fatalf("SET through %s: %v", group.URL(), err)
+		}
+		// Replicated before the primary goes: WAIT for the replica's acknowledgement.
+		if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+			t.Fatalf("WAIT 1: %d replicas, %v", n, err)
+		}
+		old, err := group.Primary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.Stop()
+		// The client finds the promoted replica on its own, through the Sentinels.
+		var got string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if got, err = c.Get(ctx, "written-before").Result(); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no answer within 30 s of the primary's death: %v", err)
+			}
+		}
+		now, err := group.Primary(ctx)
+		if err != nil || now == old {
+			t.Fatalf("the Sentinels name %v as the primary after it died (%v)", now, err)
+		}
+		if got != "1" {
+			t.Fatalf("the promoted replica has %q for a key written before, want 1", got)
+		}
+		if err := c.Set(ctx, "written-after", "1", 0).Err(); err != nil {
+			t.Fatalf("SET after the failover: %v", err)
+		}
+	})
 
 	t.Run("tls without the CA is refused", func(t *testing.T) {
 		c, err := NewClient(tls.URL(), ClientOptions{})

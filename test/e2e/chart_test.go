@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -154,6 +155,18 @@ func TestHelmChart(t *testing.T) {
 		tl.apply(t, out)
 	})
 
+	t.Run("a Sentinel URL goes into the Redis Secret", func(t *testing.T) {
+		url := "redis+sentinel://redis-node-0.redis-headless:26379,redis-node-1.redis-headless:26379/mymaster?sentinel_password=pw"
+		// --set would split the URL at its commas; --set-literal takes it as it is.
+		out, err := tl.run(t, tl.helm, "template", "hg", tl.chart, "--namespace", "hg-system", "--set-literal", "redis.url="+url)
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "url: "+strconv.Quote(url)) {
+			t.Errorf("the Redis Secret does not hold %s:\n%s", url, out)
+		}
+	})
+
 	t.Run("one replica has no disruption budget, which would only block a node's drain", func(t *testing.T) {
 		out, err := tl.run(t, tl.helm, "template", "hg", tl.chart, "--namespace", "hg-system", "--set", "redis.url=redis://redis:6379", "--set", "replicaCount=1")
 		if err != nil {
@@ -225,6 +238,10 @@ func TestHelmChart(t *testing.T) {
 			{"a Redis Cluster node on an impossible port", []string{"redis.url=redis+cluster://a:7000?addr=b:65536"}, "redis/url"},
 			{"a Redis URL with a space", []string{"redis.url=redis://red is:6379"}, "redis/url"},
 			{"a Redis URL with a database that is not a number", []string{"redis.url=redis://redis:6379/zero"}, "redis/url"},
+			// --set splits at commas unless they are escaped.
+			{"a Sentinel URL without a master", []string{`redis.url=redis+sentinel://s1:26379\,s2:26379`}, "redis/url"},
+			{"a Sentinel without a port", []string{`redis.url=redis+sentinel://s1:26379\,s2/mymaster`}, "redis/url"},
+			{"a Sentinel on an impossible port", []string{"redis.url=rediss+sentinel://s1:65536/mymaster"}, "redis/url"},
 			{"Redis twice", []string{"redis.url=redis://a:1", "redis.deploy=true"}, "redis.deploy=true runs its own Redis"},
 			{"a memory limit that is no quantity", []string{"redis.url=redis://a:1", "manager.resources.limits.memory=lots"}, "manager/resources/limits/memory"},
 			{"a negative CPU request", []string{"redis.url=redis://a:1", "manager.resources.requests.cpu=-1"}, "manager/resources/requests/cpu"},
