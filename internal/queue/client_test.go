@@ -131,7 +131,7 @@ func TestClientsReachEveryKindOfServer(t *testing.T) {
 	}
 
 	t.Run("sentinel", func(t *testing.T) {
-		group := testenv.StartRedisSentinelGroup(t, 1, 3)
+		group := testenv.StartRedisSentinelGroup(t, 1, 3, 0)
 		c, err := NewClient(group.URL(), ClientOptions{})
 		if err != nil {
 			t.Fatal(err)

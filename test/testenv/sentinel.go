@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -55,7 +56,11 @@ func (s *Sentinel) Stop() {
 // StartRedisSentinelGroup starts a primary with replicas replicas and sentinels Sentinels (a quorum
 // of a majority) that declare the primary down after a second, and waits until every replica
 // replicates and every Sentinel knows the others and the replicas. Everything stops when the test ends.
-func StartRedisSentinelGroup(tb TB, replicas, sentinels int) *RedisSentinelGroup {
+//
+// With lag > 0 the replicas first replicate through a link that holds the primary's stream back that
+// long, as a slow network would: what the primary wrote within lag of dying never reaches them. Once
+// Sentinel has failed over, replicas replicate from the new primary directly.
+func StartRedisSentinelGroup(tb TB, replicas, sentinels int, lag time.Duration) *RedisSentinelGroup {
 	tb.Helper()
 	g := &RedisSentinelGroup{}
 	tb.Cleanup(g.Stop)
@@ -64,8 +69,18 @@ func StartRedisSentinelGroup(tb TB, replicas, sentinels int) *RedisSentinelGroup
 		tb.Fatal(err)
 	}
 	g.Servers = append(g.Servers, primary)
+	upstream := primary.Addr()
+	if lag > 0 {
+		link, err := startLaggingLink(primary.Addr(), lag)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(link.close)
+		upstream = link.addr()
+	}
+	host, port, _ := net.SplitHostPort(upstream)
 	for range replicas {
-		r, err := NewRedis(tb.TempDir(), WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)))
+		r, err := NewRedis(tb.TempDir(), WithArgs("--replicaof", host, port))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -106,7 +121,7 @@ sentinel monitor %s 127.0.0.1 %d %d
 sentinel down-after-milliseconds %[4]s 1000
 sentinel failover-timeout %[4]s 10000
 sentinel parallel-syncs %[4]s 1
-`, port, dir, filepath.Join(dir, "sentinel.log"), SentinelMaster, primaryPort, quorum)
+`, port, dir, filepath.Join(dir, "redis.log"), SentinelMaster, primaryPort, quorum) // redis.log: Redis.logTail reads it
 		path := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites its config as it learns
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return nil, err
@@ -120,18 +135,23 @@ sentinel parallel-syncs %[4]s 1
 		s := &Sentinel{Port: port, Dir: dir, cmd: cmd, done: make(chan struct{})}
 		go func() { _ = cmd.Wait(); close(s.done) }()
 		r := &Redis{Port: port, Dir: dir}
-		deadline := time.Now().Add(startTimeout)
-		for lastErr = r.ping(); lastErr != nil && time.Now().Before(deadline); lastErr = r.ping() {
+		for deadline := time.Now().Add(startTimeout); ; time.Sleep(20 * time.Millisecond) {
+			if lastErr = r.ping(); lastErr == nil {
+				return s, nil
+			}
+			exited := false
 			select {
 			case <-s.done:
-				lastErr = fmt.Errorf("redis-sentinel on port %d exited at start", port)
-				deadline = time.Time{}
+				exited = true
 			default:
-				time.Sleep(20 * time.Millisecond)
 			}
-		}
-		if lastErr == nil {
-			return s, nil
+			if exited {
+				lastErr = fmt.Errorf("redis-sentinel on port %d exited at start:\n%s", port, r.logTail())
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
 		}
 		s.Stop()
 	}
@@ -205,4 +225,90 @@ func (g *RedisSentinelGroup) Stop() {
 	for _, r := range g.Servers {
 		r.Stop()
 	}
+}
+
+// laggingLink forwards TCP connections to a server, holding what the server sends back for a while;
+// when the server's side ends, what it still holds is dropped, as it would be in a network.
+type laggingLink struct {
+	ln     net.Listener
+	target string
+	lag    time.Duration
+	wg     sync.WaitGroup
+}
+
+func startLaggingLink(target string, lag time.Duration) (*laggingLink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	l := &laggingLink{ln: ln, target: target, lag: lag}
+	l.wg.Go(l.accept)
+	return l, nil
+}
+
+func (l *laggingLink) addr() string { return l.ln.Addr().String() }
+
+func (l *laggingLink) close() {
+	_ = l.ln.Close()
+	l.wg.Wait()
+}
+
+func (l *laggingLink) accept() {
+	for {
+		down, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", l.target)
+		if err != nil {
+			_ = down.Close()
+			continue
+		}
+		l.wg.Go(func() { _, _ = io.Copy(up, down); _ = up.Close() })
+		l.wg.Go(func() { l.delay(up, down) })
+	}
+}
+
+// delay copies from to to, each chunk lag after it was read; it stops, dropping what it holds, when
+// from ends.
+func (l *laggingLink) delay(from, to net.Conn) {
+	type chunk struct {
+		at   time.Time
+		data []byte
+	}
+	chunks := make(chan chunk, 4096)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range chunks {
+			if c.data == nil {
+				return // the server's side ended: drop the rest
+			}
+			time.Sleep(time.Until(c.at.Add(l.lag)))
+			if _, err := to.Write(c.data); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			select {
+			case chunks <- chunk{time.Now(), append([]byte(nil), buf[:n]...)}:
+			case <-done: // the replica's side ended
+				err = io.EOF
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = to.Close()
+	_ = from.Close()
+	select {
+	case chunks <- chunk{}:
+	case <-done:
+	}
+	<-done
 }

@@ -1,0 +1,335 @@
+// Package failover drills what a Redis failover does to a waiting room: a primary, two replicas and
+// three Sentinels on loopback, a real scheduler and two whole proxy replicas on a redis+sentinel://
+// URL, a steady herd through them, and the primary killed with SIGKILL mid-herd.
+package failover
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/front"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
+)
+
+// The drill's room: 20 admissions a second (4 connections held 100 ms at 50 %), 10 per 500 ms tick,
+// at most 12 active passes, sessions of a second that the workload ends with each order (so the cap,
+// not the rate, holds admission back), and 20 arrivals a second.
+const (
+	arrivalsPerSecond = 20
+	herdDuration      = 12 * time.Second
+	killAfter         = 5 * time.Second
+	maxActive         = 12
+	passTTL           = 10 * time.Second
+	// orderTime is how long an order holds its session.
+	orderTime = time.Second
+	// replicationLag is how far behind the primary its replicas are, as over a slow network.
+	replicationLag = 300 * time.Millisecond
+)
+
+// journey is what one visitor went through.
+type journey struct {
+	id          string
+	passes      []string
+	atOnce      bool // admitted on entering
+	placesLost  int  // answers not_queued after it had a place
+	unavailable int  // 503s while Redis was away
+	orderFailed bool
+	admittedAt  time.Time
+	releasedAt  time.Time
+}
+
+// TestAFailoverOfTheSentinelsPrimary runs the drill and prints what the failover did: visitors
+// admitted twice, places lost, the most passes active at once against maxActive, protected requests
+// of admitted visitors that failed, and how long admission stopped.
+func TestAFailoverOfTheSentinelsPrimary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a Redis primary mid-herd")
+	}
+	group := testenv.StartRedisSentinelGroup(t, 2, 3, replicationLag)
+	var orders atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/orders" {
+			time.Sleep(orderTime)
+			orders.Add(1)
+			w.Header().Set(admission.ReleaseHeader, "true")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(upstream.Close)
+	wq := builder.Queue("failover", "sentinel").UID(types.UID("failover-sentinel")).Generation(1).UpstreamURL(upstream.URL).
+		Identity("X-User-Id").Capacity(4, 100*time.Millisecond, 50).Tick(500*time.Millisecond).MaxActive(maxActive).
+		AbandonAfter(time.Hour).PassTTL(passTTL).Polling(200*time.Millisecond, time.Second).Obj()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg, err := admission.NewConfig(wq, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var replicas []string
+	var q *queue.Queue
+	for i := range 2 {
+		rdb, err := queue.NewClient(group.URL(), queue.ClientOptions{ClientName: "herdgate-proxy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		store := queue.NewStore(rdb, queue.StoreOptions{})
+		t.Cleanup(store.Close)
+		if i == 0 {
+			if q, err = store.Queue(wq.Namespace, wq.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := admission.NewProxy(cfg, store, admission.Options{Log: logr.Discard(), Replica: fmt.Sprintf("proxy-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			_ = front.Serve(ctx, p, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
+		})
+		replicas = append(replicas, "http://"+ln.Addr().String())
+	}
+	sched := scheduler.New(&queue.Pool{})
+	wg.Go(func() { _ = sched.Start(ctx) })
+	derived, err := settings.Derive(wq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched.Ensure(scheduler.Queue{Settings: derived, RedisURL: group.URL()})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := q.ReadPlan(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduler published no plan within 30 s")
+		}
+	}
+
+	began := time.Now()
+	var killedAt time.Time
+	var oldPrimary *testenv.Redis
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(killAfter):
+		}
+		var err error
+		if oldPrimary, err = group.Primary(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		killedAt = time.Now()
+		oldPrimary.Stop() // SIGKILL
+	})
+
+	var mu sync.Mutex
+	var journeys []*journey
+	var visitors sync.WaitGroup
+	interval := time.Second / arrivalsPerSecond
+	for i := 0; time.Since(began) < herdDuration; i++ {
+		j := &journey{id: fmt.Sprintf("visitor-%04d", i)}
+		mu.Lock()
+		journeys = append(journeys, j)
+		mu.Unlock()
+		replica := replicas[i%len(replicas)]
+		visitors.Go(func() { visit(ctx, replica, j) })
+		time.Sleep(interval)
+	}
+	visitors.Wait()
+	newPrimary, err := group.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The figures.
+	// Every admission is the scheduler's (counted in memory, on whichever primary it made it) or a
+	// proxy's at entry; those beyond the visitors admitted are second admissions of a visitor that no
+	// visitor saw: a place the new primary still held for one the old one had admitted.
+	admissionsMade := int(schedulerAdmissions(t, wq.Namespace, wq.Name))
+	var twice, lost, lostVisitors, failed, unavailable, neverAdmitted, admitted int
+	var admissions []time.Time
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var edges []edge
+	for _, j := range journeys {
+		if len(j.passes) > 1 {
+			twice++
+		}
+		lost += j.placesLost
+		if j.placesLost > 0 {
+			lostVisitors++
+		}
+		if j.orderFailed {
+			failed++
+		}
+		unavailable += j.unavailable
+		if j.admittedAt.IsZero() {
+			neverAdmitted++
+			continue
+		}
+		admitted++
+		if j.atOnce {
+			admissionsMade++
+		}
+		admissions = append(admissions, j.admittedAt)
+		end := j.releasedAt
+		if end.IsZero() {
+			end = j.admittedAt.Add(passTTL)
+		}
+		edges = append(edges, edge{j.admittedAt, 1}, edge{end, -1})
+	}
+	sort.Slice(edges, func(a, b int) bool {
+		if edges[a].at.Equal(edges[b].at) {
+			return edges[a].d < edges[b].d
+		}
+		return edges[a].at.Before(edges[b].at)
+	})
+	twice += admissionsMade - admitted
+	active, mostActive := 0, 0
+	for _, e := range edges {
+		active += e.d
+		mostActive = max(mostActive, active)
+	}
+	sort.Slice(admissions, func(a, b int) bool { return admissions[a].Before(admissions[b]) })
+	var pause time.Duration
+	for i := 1; i < len(admissions); i++ {
+		if admissions[i].After(killedAt) && admissions[i-1].Before(killedAt.Add(30*time.Second)) {
+			pause = max(pause, admissions[i].Sub(admissions[i-1]))
+		}
+	}
+	t.Logf("failover of %s to %s, %s into a herd of %d visitors: admitted twice %d; places lost %d (by %d visitors, who entered again at the back); "+
+		"most passes active at once %d (maxActive %d, overshoot %d); failed protected requests of admitted visitors %d; "+
+		"longest pause of admissions after the kill %s; 503s while Redis was away %d; never admitted %d; orders %d",
+		oldPrimary.Addr(), newPrimary.Addr(), killedAt.Sub(began).Round(time.Millisecond), len(journeys), twice, lost, lostVisitors,
+		mostActive, maxActive, max(0, mostActive-maxActive), failed, pause.Round(100*time.Millisecond), unavailable, neverAdmitted, orders.Load())
+	if newPrimary == oldPrimary {
+		t.Fatal("the Sentinels did not promote a replica")
+	}
+	if failed != 0 {
+		t.Errorf("%d admitted visitors' protected requests failed: a pass is verified in memory and must ride through a failover", failed)
+	}
+	if neverAdmitted != 0 {
+		t.Errorf("%d visitors were never admitted", neverAdmitted)
+	}
+}
+
+// visit enters through replica, polls as told until admitted (entering again when its place is
+// gone, waiting out 503s), and orders with the pass; the workload ends the session.
+func visit(ctx context.Context, replica string, j *journey) {
+	call := func(method, path, pass string) (int, map[string]any, http.Header, error) {
+		req, _ := http.NewRequestWithContext(ctx, method, replica+path, nil)
+		req.Header.Set("X-User-Id", j.id)
+		if pass != "" {
+			req.Header.Set(admission.PassHeader, pass)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		defer res.Body.Close()
+		body := map[string]any{}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		return res.StatusCode, body, res.Header, nil
+	}
+	path := "/.herdgate/enter"
+	method := http.MethodPost
+	hadPlace := false
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+		code, body, header, err := call(method, path, "")
+		wait := 200 * time.Millisecond
+		switch {
+		case err != nil:
+		case code == http.StatusOK && body["admitted"] == true:
+			j.atOnce = path == "/.herdgate/enter"
+			pass, _ := body["pass"].(string)
+			j.passes = append(j.passes, pass)
+			j.admittedAt = time.Now()
+			code, _, _, err := call(http.MethodPost, "/api/v1/orders", pass)
+			if err != nil || code != http.StatusOK {
+				j.orderFailed = true
+			}
+			j.releasedAt = time.Now()
+			return
+		case code == http.StatusOK:
+			hadPlace = true
+			method, path = http.MethodGet, "/.herdgate/status"
+			if ms, ok := body["nextPollMs"].(float64); ok {
+				wait = time.Duration(ms) * time.Millisecond
+			}
+		case code == http.StatusNotFound && body["error"] == "not_queued":
+			if hadPlace {
+				j.placesLost++
+			}
+			method, path = http.MethodPost, "/.herdgate/enter"
+			wait = 0
+		case code == http.StatusTooManyRequests:
+			if ms, ok := body["retryAfterMs"].(float64); ok {
+				wait = time.Duration(ms) * time.Millisecond
+			}
+		case code == http.StatusServiceUnavailable:
+			j.unavailable++
+			if s := header.Get("Retry-After"); s != "" && !strings.ContainsAny(s, "-.") {
+				var secs int
+				_, _ = fmt.Sscan(s, &secs)
+				wait = time.Duration(secs) * time.Second
+			}
+		}
+		time.Sleep(wait)
+	}
+}
+
+// schedulerAdmissions reads herdgate_admitted_total of the room from the scheduler's registry.
+func schedulerAdmissions(t *testing.T, namespace, name string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "herdgate_admitted_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == namespace && labels["name"] == name {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatal("the scheduler counted no admission")
+	return 0
+}
