@@ -71,7 +71,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	var store *queue.Store
 	if f.proxySet == "" { // a set's rooms name their Redis in its Secret
-		rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy"})
+		failovers := queue.NewFailoverWatch()
+		rdb, err := queue.NewClient(f.redisURL, queue.ClientOptions{ClientName: "herdgate-proxy", Failovers: failovers})
 		if err != nil {
 			if f.configFile != "" {
 				return usage("flag --config: %s: redisURL: %v", f.configFile, err)
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return usage("flag --hmac-key-file is required with --waitingqueue")
 		}
 		defer rdb.Close()
-		store = queue.NewStore(rdb, queue.StoreOptions{})
+		store = queue.NewStore(rdb, queue.StoreOptions{Failovers: failovers})
 		defer store.Close()
 	}
 
@@ -250,11 +251,12 @@ func serveSet(ctx context.Context, f flags, key types.NamespacedName, serve func
 				if s, ok := stores[url]; ok {
 					return s, nil
 				}
-				rdb, err := queue.NewClient(url, queue.ClientOptions{ClientName: "herdgate-proxy"})
+				failovers := queue.NewFailoverWatch()
+				rdb, err := queue.NewClient(url, queue.ClientOptions{ClientName: "herdgate-proxy", Failovers: failovers})
 				if err != nil {
 					return nil, err
 				}
-				s := queue.NewStore(rdb, queue.StoreOptions{})
+				s := queue.NewStore(rdb, queue.StoreOptions{Failovers: failovers})
 				stores[url] = s
 				return s, nil
 			},

@@ -22,6 +22,8 @@ type ClientOptions struct {
 	ClientName string
 	// PoolSize overrides the connection pool size per node; 0 keeps go-redis' default.
 	PoolSize int
+	// Failovers, when set, learns of the failovers of the client's primaries (FailoverWatch).
+	Failovers *FailoverWatch
 }
 
 // NewClient builds a Redis client from a URL:
@@ -76,6 +78,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
 		}
 		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
+		o.OnConnect = opts.watch(true)
 		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	case "redis+cluster", "rediss+cluster":
@@ -90,6 +93,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
 		}
 		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
+		o.OnConnect = opts.watch(false)
 		o.ContextTimeoutEnabled = true
 		c := redis.NewClusterClient(o)
 		c.AddHook(reloadOnLostNode{c})
@@ -203,6 +207,7 @@ func newFailoverClient(rawURL string, opts ClientOptions) (redis.UniversalClient
 		return nil, fmt.Errorf("redis URL %s: %w", redacted, err)
 	}
 	opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, q.Has("max_retries"))
+	o.OnConnect = opts.watch(true)
 	o.ContextTimeoutEnabled = true
 	return redis.NewFailoverClient(o), nil
 }
@@ -241,6 +246,16 @@ func (h reloadOnLostNode) check(ctx context.Context, err error) {
 	}
 	// go-redis waits 200 ms between reloads, however often it is asked.
 	h.c.ReloadState(context.WithoutCancel(ctx))
+}
+
+// watch is the OnConnect of a client with one primary at a time or several (a Cluster's); nil without
+// a FailoverWatch.
+func (opts ClientOptions) watch(onePrimary bool) func(context.Context, *redis.Conn) error {
+	if opts.Failovers == nil {
+		return nil
+	}
+	opts.Failovers.onePrimary = onePrimary
+	return opts.Failovers.onConnect
 }
 
 // apply sets the options on the fields that go-redis' server and cluster options both have.

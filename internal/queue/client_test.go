@@ -132,7 +132,8 @@ func TestClientsReachEveryKindOfServer(t *testing.T) {
 
 	t.Run("sentinel", func(t *testing.T) {
 		group := testenv.StartRedisSentinelGroup(t, 1, 3, 0)
-		c, err := NewClient(group.URL(), ClientOptions{})
+		watch := NewFailoverWatch()
+		c, err := NewClient(group.URL(), ClientOptions{Failovers: watch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +169,9 @@ func TestClientsReachEveryKindOfServer(t *testing.T) {
 		}
 		if err := c.Set(ctx, "written-after", "1", 0).Err(); err != nil {
 			t.Fatalf("SET after the failover: %v", err)
+		}
+		if got := watch.Last(); got.Epoch != 1 || !got.Promoted {
+			t.Fatalf("the client's failover watch says %+v, want failover 1, a promotion", got)
 		}
 	})
 

@@ -26,11 +26,13 @@ func (p *Pool) Acquire(url string) (store *Store, release func(), err error) {
 	}
 	e := p.entries[url]
 	if e == nil {
-		rdb, err := NewClient(url, p.Options)
+		opts := p.Options
+		opts.Failovers = NewFailoverWatch()
+		rdb, err := NewClient(url, opts)
 		if err != nil {
 			return nil, nil, err
 		}
-		e = &poolEntry{store: NewStore(rdb, StoreOptions{})}
+		e = &poolEntry{store: NewStore(rdb, StoreOptions{Failovers: opts.Failovers})}
 		p.entries[url] = e
 	}
 	e.refs++

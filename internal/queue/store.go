@@ -30,6 +30,9 @@ type StoreOptions struct {
 	// it a Redis that went away holds every visitor for the client's dial retries (tens of seconds)
 	// where they should be told 503 and come back.
 	RoundTripTimeout time.Duration
+	// Failovers is the watch the client was built with (ClientOptions.Failovers), for the store's
+	// users to learn of failovers; nil when the client has none.
+	Failovers *FailoverWatch
 }
 
 // DefaultRoundTripTimeout bounds a round trip of a store's visitor calls.
@@ -61,16 +64,19 @@ type Store struct {
 	pingMu    sync.Mutex
 	ping      *sharedPing
 	pingsSent atomic.Int64
+
+	failovers *FailoverWatch
 }
 
 // NewStore starts a store over rdb. Close it to stop its round trips; rdb stays the caller's.
 func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	s := &Store{
-		rdb:      rdb,
-		queue:    make(chan *visitorCall),
-		ticks:    make(chan *togetherTick),
-		maxBatch: opts.MaxBatch,
-		stop:     make(chan struct{}),
+		rdb:       rdb,
+		queue:     make(chan *visitorCall),
+		ticks:     make(chan *togetherTick),
+		maxBatch:  opts.MaxBatch,
+		stop:      make(chan struct{}),
+		failovers: opts.Failovers,
 	}
 	s.wakes.rdb = rdb
 	if s.maxBatch <= 0 {
@@ -87,6 +93,10 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	s.wg.Go(s.sendTicks)
 	return s
 }
+
+// Failovers is the store's failover watch; nil when its client has none (Last answers the zero
+// Failover then).
+func (s *Store) Failovers() *FailoverWatch { return s.failovers }
 
 // Client is the Redis client the store runs on.
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
