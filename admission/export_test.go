@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"time"
 
 	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/admission/replica"
@@ -49,3 +50,14 @@ func (p *Proxy) WorkloadMeter() *replica.WorkloadMeter  { return p.workload }
 func (p *Proxy) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }
 
 func (p *Proxy) RedisDown() bool { return p.redisDown.Load() }
+
+// Reclaimer is the proxy's write-back of passes after a failover.
+type Reclaimer = reclaimer
+
+func (r *reclaimer) Saw(p pass.Pass, now time.Time) { r.saw(p, now) }
+
+func (r *reclaimer) Start(at time.Time, lifetime time.Duration, recent []queue.HeldPass) {
+	r.start(at, lifetime, recent)
+}
+
+func (r *reclaimer) Take(now time.Time) []queue.HeldPass { return r.take(now) }

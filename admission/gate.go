@@ -263,6 +263,7 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		if p.workload.Used(verified, now) {
 			p.metrics.firstUse.Observe(max(0, now.Sub(verified.NotBefore).Seconds()))
 		}
+		p.reclaim.saw(verified, now)
 		if cfg.Sliding && !d.checking {
 			p.slide(x, cfg, verified, now)
 		}

@@ -40,6 +40,9 @@ type metrics struct {
 	// firstUse times how long admitted visitors took to come: from a pass's not-before time to its
 	// first use on this replica.
 	firstUse prometheus.Histogram
+	// reclaimed counts the passes written back after a failover of Redis, reclaimedWaiting those of
+	// visitors the new primary still had waiting (reclaim.go).
+	reclaimed, reclaimedWaiting prometheus.Counter
 
 	// The hot path's series, looked up once.
 	protectedForwarded, openForwarded prometheus.Counter
@@ -118,6 +121,14 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_far_snapshots_total",
 			Help: "Counts of the queue taken to bound the positions of visitors far from the front.",
 		}),
+		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_passes_written_back_total",
+			Help: "Passes visitors hold that this replica wrote back to Redis after a failover, which may have lost their admissions.",
+		}),
+		reclaimedWaiting: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herdgate_proxy_second_admissions_prevented_total",
+			Help: "Visitors holding a pass whom the new primary still had waiting after a failover, taken out of the queue so that they are not admitted a second time.",
+		}),
 		configRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_config_refusals_total",
 			Help: "WaitingQueue changes that did not make a valid config and were not applied.",
@@ -132,7 +143,7 @@ func newMetrics() *metrics {
 	m.openInFlight = m.inFlight.WithLabelValues("open")
 	m.roomRegistry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
-		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots, m.firstUse)
+		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots, m.firstUse, m.reclaimed, m.reclaimedWaiting)
 	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

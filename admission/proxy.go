@@ -69,6 +69,8 @@ type Proxy struct {
 	workload *replica.WorkloadMeter
 	polls    replica.PollStretches
 	far      *replica.FarPositions
+	// reclaim writes back the passes visitors hold after a failover of Redis.
+	reclaim reclaimer
 	// verifier calls an external challenge's provider.
 	verifier *http.Client
 }

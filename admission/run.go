@@ -8,7 +8,8 @@ import (
 
 // Run keeps what the proxy does beside answering requests, until ctx ends: it pings Redis every
 // redisCheckInterval (1 s when zero) for FailOpen, reports the config it serves to the manager,
-// syncs sessions, reports the workload it measured and keeps far positions. A program that serves
+// syncs sessions, reports the workload it measured, keeps far positions and, after a failover of
+// Redis, writes back the passes visitors hold. A program that serves
 // the Proxy through a front of its own runs it beside.
 func (p *Proxy) Run(ctx context.Context, redisCheckInterval time.Duration) {
 	if redisCheckInterval <= 0 {
@@ -17,7 +18,7 @@ func (p *Proxy) Run(ctx context.Context, redisCheckInterval time.Duration) {
 	var wg sync.WaitGroup
 	for _, loop := range []func(context.Context){
 		func(ctx context.Context) { p.checkRedisEvery(ctx, redisCheckInterval) },
-		p.reportConfig, p.keepSessions, p.reportWorkload, p.keepFarPositions,
+		p.reportConfig, p.keepSessions, p.reportWorkload, p.keepFarPositions, p.keepReclaiming,
 	} {
 		wg.Go(func() { loop(ctx) })
 	}

@@ -64,6 +64,9 @@ func (p *Proxy) serveRelease(x Exchange, cfg *Config) {
 
 // syncSessions runs one exchange with Redis: what this replica owes, and the revocations it lacks.
 func (p *Proxy) syncSessions(ctx context.Context) error {
+	// A pass written back after a failover is in Redis before its release, which would otherwise
+	// find no pass to end.
+	p.flushReclaims(ctx)
 	releases, renewals, seq := p.sessions.Take()
 	callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -132,3 +132,21 @@ func (m *WorkloadMeter) GiveBack(uses []queue.PassUse) {
 		m.uses = append(uses, m.uses...)
 	}
 }
+
+// RecentPass is a pass the replica saw used.
+type RecentPass struct {
+	Visitor   string
+	NotBefore time.Time
+}
+
+// Recent returns the passes first used on this replica that it still remembers: those whose
+// not-before time lies within the last minute.
+func (m *WorkloadMeter) Recent() []RecentPass {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]RecentPass, 0, len(m.seen))
+	for k, nb := range m.seen {
+		out = append(out, RecentPass{Visitor: k.visitor, NotBefore: nb})
+	}
+	return out
+}

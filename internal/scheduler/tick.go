@@ -32,6 +32,11 @@ const (
 	// Backoff after a failed Redis call: the queue's ticks are skipped, other queues tick on.
 	minRedisBackoff = 100 * time.Millisecond
 	maxRedisBackoff = 5 * time.Second
+	// failoverPause is how long a room admits nobody after its Redis failed over: long enough for the
+	// proxies, which learn of it at their first call to the new primary, to write back the passes
+	// visitors hold (admission's reclaimer flushes every second) before the scheduler counts the
+	// active passes and the waiting queue again (docs/guides/redis.md).
+	failoverPause = 3 * time.Second
 	// defaultIdleSleep is how long a room nobody waits in sleeps between ticks. The tick at its end
 	// also reads the counters, the proxies' reports and the workload, so a sleeping room costs Redis
 	// and the manager one round of calls per sleep (docs/performance.md, "Idle rooms"). The figures
@@ -60,12 +65,16 @@ type tickState struct {
 	published *queue.PublishedPlan
 	publishAt time.Time
 	resumed   bool // the last tick in Redis was read, so that this runner carries on from it
-	statsAt   time.Time
-	samples   []rateSample // admitted totals over the rate window
-	atOnce    int64        // the instant admissions total last read, -1 before the first read
-	released  int64        // the released total last read, -1 before the first read
-	notified  Snapshot
-	notifyAt  time.Time // no notification before
+	// failover is the last failover of the room's Redis this runner took in, pausedUntil the end of
+	// the pause it brought.
+	failover    int64
+	pausedUntil time.Time
+	statsAt     time.Time
+	samples     []rateSample // admitted totals over the rate window
+	atOnce      int64        // the instant admissions total last read, -1 before the first read
+	released    int64        // the released total last read, -1 before the first read
+	notified    Snapshot
+	notifyAt    time.Time // no notification before
 	// notifiedAt is when the reconciler was told last: a change of live figures alone waits for
 	// liveNotifyInterval after it.
 	notifiedAt time.Time
@@ -222,8 +231,17 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	cfg := t.cfg
 	quota, share := int64(0), int64(0)
 	plan := st.quota(cfg)
-	// Before opening nobody is admitted, and no quota piles up for the opening.
-	if cfg.Admits() && !phase.Before() {
+	if st.backoff > 0 {
+		// The last call failed: reach Redis first, so that a failover is known before this tick
+		// admits anyone on the new primary.
+		reachCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
+		_ = st.q.Reach(reachCtx)
+		cancel()
+	}
+	paused := r.pausedAfterFailover(ctx, st, t.now)
+	// Before opening nobody is admitted, and no quota piles up for the opening; after a failover
+	// nobody is admitted for a while, and what the pause held back is not made up for.
+	if cfg.Admits() && !phase.Before() && !paused {
 		madeUp := min(t.missed, maxCatchUpTicks)
 		for range madeUp + 1 {
 			share = st.carry.Next(plan)
@@ -303,6 +321,21 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
 	}
 	return replies, err
+}
+
+// pausedAfterFailover says whether the room's admissions are paused after a failover of its Redis
+// (failoverPause), taking in a failover it has not seen yet.
+func (r *runner) pausedAfterFailover(ctx context.Context, st *tickState, now time.Time) bool {
+	if f := st.q.Failovers().Last(); f.Epoch != st.failover {
+		st.failover = f.Epoch
+		if until := f.At.Add(failoverPause); until.After(now) {
+			st.pausedUntil = until
+			st.metrics.failovers.Inc()
+			ctrl.LoggerFrom(ctx).Info("Redis failed over; admissions pause while the proxies write back the passes visitors hold",
+				"waitingqueue", r.key.String(), "promoted", f.Promoted, "pause", failoverPause)
+		}
+	}
+	return now.Before(st.pausedUntil)
 }
 
 func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {

@@ -1,0 +1,24 @@
+-- Reclaim writes passes the proxies hold back into a queue whose Redis may have lost them in a
+-- failover: the visitor leaves the waiting queue (where a lost admission left it, to be admitted a
+-- second time), its pass record comes back unless it has a newer one, and it counts as active under
+-- maxActive until the pass expires. Passes that have expired are skipped.
+-- KEYS[1] waiting queue, KEYS[2] active set (score = pass expiry)
+-- ARGV[1] key prefix, then per pass: visitor, notBeforeMs, expiryMs.
+-- Returns {left the queue, restored to the active set}.
+local prefix = ARGV[1]
+local now = int(now_ms())
+local left, restored = 0, 0
+for i = 2, #ARGV - 2, 3 do
+  local visitor, nb, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if earlier(now, exp) then
+    left = left + redis.call('ZREM', KEYS[1], visitor)
+    local key = prefix .. ':p:' .. visitor
+    local rec = redis.call('GET', key)
+    local held = rec and string.sub(rec, 1, string.find(rec, ':', 1, true) - 1)
+    if not held or earlier(held, nb) then
+      redis.call('SET', key, nb .. ':' .. exp, 'PXAT', exp)
+    end
+    restored = restored + redis.call('ZADD', KEYS[2], 'NX', exp, visitor)
+  end
+end
+return {left, restored}
