@@ -121,12 +121,9 @@ func TestEveryAlertIsTestedAndHasARunbook(t *testing.T) {
 // as Prometheus reads it (the rules' own templates untouched).
 func TestTheChartCarriesTheRules(t *testing.T) {
 	root, rules := paths(t)
-	helm := filepath.Join(root, "bin", "helm-v3.22.0")
-	if env := os.Getenv("HERDGATE_HELM"); env != "" {
-		helm = env
-	}
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("helm not found at %s; run 'make toolchain'", helm)
+	helm, err := testenv.Helm()
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Setenv("HELM_CACHE_HOME", t.TempDir())
 	t.Setenv("HELM_CONFIG_HOME", t.TempDir())

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,12 +20,9 @@ func TestTheChartCarriesTheDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	helm := os.Getenv("HERDGATE_HELM")
-	if helm == "" {
-		helm = filepath.Join(root, "bin", "helm-v3.22.0")
-	}
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("helm not found at %s; run 'make toolchain'", helm)
+	helm, err := testenv.Helm()
+	if err != nil {
+		t.Fatal(err)
 	}
 	out, err := exec.Command(helm, "template", "hg", filepath.Join(root, "charts", "herdgate"), "--namespace", "hg-system",
 		"--set", "redis.url=redis://redis:6379", "--set", "dashboards.enabled=true", "--set", "dashboards.namespace=monitoring",

@@ -56,12 +56,9 @@ func chartTools(t *testing.T) tools {
 	if err != nil {
 		t.Fatal(err)
 	}
-	helm := os.Getenv("HERDGATE_HELM")
-	if helm == "" {
-		helm = filepath.Join(root, "bin", "helm-v3.22.0")
-	}
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("helm not found at %s; run 'make toolchain'", helm)
+	helm, err := testenv.Helm()
+	if err != nil {
+		t.Fatal(err)
 	}
 	kubectl, err := testenv.Kubectl()
 	if err != nil {

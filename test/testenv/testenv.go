@@ -93,6 +93,23 @@ func Kubectl() (string, error) {
 	return p, nil
 }
 
+// Helm finds the helm binary the tests run: $HERDGATE_HELM when set (make test sets it), else the
+// one make toolchain keeps under bin/.
+func Helm() (string, error) {
+	helm := os.Getenv("HERDGATE_HELM")
+	if helm == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		helm = filepath.Join(root, "bin", "helm-v3.22.0")
+	}
+	if _, err := os.Stat(helm); err != nil {
+		return "", fmt.Errorf("helm not found at %s; run 'make toolchain'", helm)
+	}
+	return helm, nil
+}
+
 // ArtifactsDir returns the folder where tests keep what a person should look at afterwards
 // (screenshots, reports): $HERDGATE_ARTIFACTS when set, else _artifacts/ in the source tree.
 func ArtifactsDir() (string, error) {
