@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,6 +84,10 @@ type Queue struct {
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
 	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn string }
+	// highestSeq is the highest arrival sequence an answer named (sawSeq); beforeFailover the highest
+	// named before the last failover the store's watch saw, noticed at failoverNoticed (Unix ms), and
+	// failoverEpoch that failover's epoch (noteFailover).
+	highestSeq, beforeFailover, failoverNoticed, failoverEpoch atomic.Int64
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -184,6 +189,13 @@ type EntryLimit struct {
 	// SingleUse are the entry's single-use tokens (an invitation, a proof of work): checked and
 	// bound to the visitor in the same call, whether or not a client limit applies.
 	SingleUse []SingleUse
+	// HeldPlace is the arrival sequence of the signed place the visitor brings back (0: none). A
+	// visitor the queue does not know re-enters at it when a failover lost that place, and at the
+	// back otherwise (docs/guides/redis.md).
+	HeldPlace int64
+	// OnlyHeldPlace asks for the held place back and nothing else: a visitor not given it is
+	// NotQueued, and takes no new place (a status poll's way to come back).
+	OnlyHeldPlace bool
 }
 
 func (l EntryLimit) active() bool { return l.Client != "" && l.Burst > 0 && l.PerMinute > 0 }
@@ -235,7 +247,14 @@ type Position struct {
 	// zero when unknown. The proxy refuses polls that come sooner than it allowed. Also set when
 	// PreQueued or Drawing.
 	PreviousPoll time.Time
+	// Restored says that the visitor, Waiting, re-entered at the place it held before a failover
+	// lost it (EntryLimit.HeldPlace).
+	Restored bool
 }
+
+// restoredCode is the enter script's reply code for a visitor given its lost place back: Waiting,
+// with Restored set.
+const restoredCode = 8
 
 // Enter puts the visitor at the back of the queue. A visitor already waiting keeps its place, and one
 // holding an unexpired pass keeps it (Admitted). A waiting visitor silent for longer than abandonAfter
@@ -298,9 +317,26 @@ func (q *Queue) keysFor(o visitorOp) []string {
 	return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw}
 }
 
-// argsFor is the script's arguments: for status the visitors, for enter the entry limit and each
-// visitor with its client ("" when unlimited) and its single-use tokens ("" when none).
-func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors, clients, tokens []string) []any {
+// entryArg is what an enter call sends for one visitor besides its name: its client ("" when
+// unlimited), its single-use tokens ("" when none) and the place it held before a failover ("" when
+// none).
+type entryArg struct{ client, tokens, held string }
+
+func entryArgOf(limit EntryLimit) entryArg {
+	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse)}
+	if limit.HeldPlace > 0 {
+		a.held = strconv.FormatInt(limit.HeldPlace, 10)
+		if limit.OnlyHeldPlace {
+			a.held = "=" + a.held
+		}
+	}
+	return a
+}
+
+// argsFor is the script's arguments: for status the visitors, for enter the entry limit, the
+// highest arrival sequence seen, the old primary's after a failover, and each visitor with its
+// entryArg (all empty when entries is nil).
+func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors []string, entries []entryArg) []any {
 	if o != opEnter {
 		args := make([]any, 0, 2+len(visitors))
 		args = append(args, q.prefix, abandon)
@@ -309,17 +345,14 @@ func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors, 
 		}
 		return args
 	}
-	args := make([]any, 0, 4+3*len(visitors))
-	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute)
+	args := make([]any, 0, 6+4*len(visitors))
+	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute, q.highestSeq.Load(), q.oldPrimarysSeq(abandon))
 	for i, v := range visitors {
-		client, token := "", ""
-		if clients != nil {
-			client = clients[i]
+		var e entryArg
+		if entries != nil {
+			e = entries[i]
 		}
-		if tokens != nil {
-			token = tokens[i]
-		}
-		args = append(args, v, client, token)
+		args = append(args, v, e.client, e.tokens, e.held)
 	}
 	return args
 }
@@ -355,8 +388,8 @@ func validTokenID(id string) bool {
 }
 
 // runVisitors runs op for visitors in one script call.
-func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors, clients, tokens []string) *redis.Cmd {
-	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(o, abandon, limit, visitors, clients, tokens)...)
+func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors []string, entries []entryArg) *redis.Cmd {
+	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(o, abandon, limit, visitors, entries)...)
 }
 
 // validClient: a client name is an address prefix, as the proxy writes it, and nothing else reaches a key.
@@ -378,7 +411,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		return Position{}, err
 	}
 	if !limit.active() {
-		limit = EntryLimit{SingleUse: limit.SingleUse}
+		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace}
 	}
 	var reply []int64
 	if q.store != nil {
@@ -388,7 +421,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		}
 		reply = r
 	} else {
-		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []string{limit.Client}, []string{tokenArg(limit.SingleUse)}).Result()
+		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []entryArg{entryArgOf(limit)}).Result()
 		if err != nil {
 			return Position{}, err
 		}
@@ -398,7 +431,49 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		}
 		reply = replies[0]
 	}
-	return decodePosition(reply)
+	p, err := decodePosition(reply)
+	q.noteFailover()
+	if err == nil && p.Seq > 0 {
+		q.sawSeq(p.Seq)
+	}
+	return p, err
+}
+
+// noteFailover keeps, at the first answer after a failover, the highest arrival sequence the old
+// primary named: the new one may have given some of those numbers again before it learnt of them,
+// and enter widens the lost range up to it (enter.lua). An answer of the new primary comes after its
+// connection told the watch of the failover, so the sequence kept is the old primary's.
+func (q *Queue) noteFailover() {
+	w := q.Failovers()
+	if w == nil {
+		return
+	}
+	f := w.Last()
+	seen := q.failoverEpoch.Load()
+	if f.Epoch != seen && q.failoverEpoch.CompareAndSwap(seen, f.Epoch) {
+		q.beforeFailover.Store(q.highestSeq.Load())
+		q.failoverNoticed.Store(time.Now().UnixMilli())
+	}
+}
+
+// oldPrimarysSeq is noteFailover's sequence while a place of the old primary may come back: for
+// abandon-after (ms) since the failover; 0 otherwise.
+func (q *Queue) oldPrimarysSeq(abandon int64) int64 {
+	if time.Now().UnixMilli()-q.failoverNoticed.Load() > abandon {
+		return 0
+	}
+	return q.beforeFailover.Load()
+}
+
+// sawSeq keeps the highest arrival sequence this queue has been told of. Enter sends it along, so
+// that a primary a failover set back never gives those numbers again (enter.lua).
+func (q *Queue) sawSeq(seq int64) {
+	for {
+		cur := q.highestSeq.Load()
+		if seq <= cur || q.highestSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 func decodePosition(res []int64) (Position, error) {
@@ -411,6 +486,12 @@ func decodePosition(res []int64) (Position, error) {
 			return time.UnixMilli(res[i])
 		}
 		return time.Time{}
+	}
+	if res[0] == restoredCode {
+		if len(res) != 5 {
+			return bad()
+		}
+		return Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), Seq: res[4], Restored: true}, nil
 	}
 	switch State(res[0]) {
 	case NotQueued:

@@ -707,7 +707,7 @@ func testStatusBatch(t *testing.T, b backend) {
 	silence(t, q, silent, 2*abandonAfter)
 
 	batch := append(slices.Clone(ids), silent, "nobody", "admitted", ids[len(ids)-1])
-	v, err := q.runVisitors(ctx, b.rdb, opStatus, abandonAfter.Milliseconds(), EntryLimit{}, batch, nil, nil).Result()
+	v, err := q.runVisitors(ctx, b.rdb, opStatus, abandonAfter.Milliseconds(), EntryLimit{}, batch, nil).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,20 +228,20 @@ func (s *Store) send(groups []*group) {
 	defer cancel()
 	if len(groups) == 1 {
 		g := groups[0]
-		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), clientsOf(g.calls), tokensOf(g.calls)).Result()
+		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls)).Result()
 		g.deliver(v, err)
 		return
 	}
 	pipe := s.rdb.Pipeline()
 	for _, g := range groups {
-		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op), g.q.argsFor(g.op, g.abandon, g.limit(), visitorsOf(g.calls), clientsOf(g.calls), tokensOf(g.calls))...)
+		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op), g.q.argsFor(g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls))...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for _, g := range groups {
 		v, err := g.cmd.Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// The server lost its script cache (SCRIPT FLUSH, restart, failover): Run loads it again.
-			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), clientsOf(g.calls), tokensOf(g.calls)).Result()
+			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls)).Result()
 		}
 		g.deliver(v, err)
 	}
@@ -263,18 +263,10 @@ func (g *group) deliver(v any, err error) {
 
 func (g *group) limit() EntryLimit { return EntryLimit{Burst: g.burst, PerMinute: g.perMinute} }
 
-func clientsOf(calls []*visitorCall) []string {
-	out := make([]string, len(calls))
+func entriesOf(calls []*visitorCall) []entryArg {
+	out := make([]entryArg, len(calls))
 	for i, c := range calls {
-		out[i] = c.limit.Client
-	}
-	return out
-}
-
-func tokensOf(calls []*visitorCall) []string {
-	out := make([]string, len(calls))
-	for i, c := range calls {
-		out[i] = tokenArg(c.limit.SingleUse)
+		out[i] = entryArgOf(c.limit)
 	}
 	return out
 }

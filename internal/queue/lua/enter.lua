@@ -9,20 +9,66 @@
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
 -- arrival sequence), KEYS[7] draw state hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
--- (0: no limit), ARGV[5..] each visitor followed by its client ("" for none) and its single-use
--- tokens ("id:untilMs" separated by spaces, "" for none)
+-- (0: no limit), ARGV[5] the highest arrival sequence the caller has seen (0: none), ARGV[6] the
+-- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7..] each
+-- visitor followed by its client ("" for none), its single-use tokens ("id:untilMs" separated by
+-- spaces, "" for none) and the arrival sequence of the place it held before a failover ("" for none;
+-- prefixed with "=" when the visitor asks only for that place back, and takes nothing else)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
 -- {2, position, depth, now, 0, seq} for one waiting with its place known, {3, phase, now} for one turned
 -- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
--- (1-based index in its list) that another visitor entered with (nothing was taken).
+-- (1-based index in its list) that another visitor entered with (nothing was taken), {8, position,
+-- depth, now, seq} for one whose place a failover lost and who has it back, {0, now, phase} for one
+-- who asked only for a place back and is not given it.
+--
+-- A failover can lose the last places the old primary gave, and the sequence with them: the new
+-- primary would give the same numbers again, to later visitors. The sequence is therefore never left
+-- below the highest one a caller has seen, and a sequence found below it, or below a place a visitor
+-- brings back, records the lost range (lostFrom, lostTo] in the totals hash for abandon-after. A
+-- caller that saw the old primary give more than lostTo widens the range to that: another caller may
+-- have given those numbers again first. A visitor who is nowhere and brings back a place in that
+-- range re-enters at it (docs/guides/redis.md).
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local stem = seen_stem(prefix)
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
+
+-- note_lost records that the places after sequence from, up to to, were lost, widening a range
+-- recorded within abandon-after (two proxies, or a visitor, may each learn of part of it).
+local function note_lost(from, to)
+  local r = redis.call('HMGET', KEYS[3], 'lostFrom', 'lostTo', 'lostAt')
+  if r[3] and now - tonumber(r[3]) <= abandon_ms then
+    from, to = math.min(from, tonumber(r[1])), math.max(to, tonumber(r[2]))
+  end
+  redis.call('HSET', KEYS[3], 'lostFrom', int(from), 'lostTo', int(to), 'lostAt', now_s)
+end
+
+-- raise_sequence lifts the sequence to at least seq, recording what lay between as lost; true when
+-- it had to.
+local function raise_sequence(seq)
+  local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if current >= seq then
+    return false
+  end
+  redis.call('SET', KEYS[2], int(seq))
+  note_lost(current, seq)
+  return true
+end
+
+local floor, old_floor = tonumber(ARGV[5]), tonumber(ARGV[6])
+if floor > 0 then
+  raise_sequence(floor)
+end
+if old_floor > 0 then
+  local r = redis.call('HMGET', KEYS[3], 'lostTo', 'lostAt')
+  if r[2] and now - tonumber(r[2]) <= abandon_ms and old_floor > tonumber(r[1]) then
+    redis.call('HSET', KEYS[3], 'lostTo', int(old_floor))
+  end
+end
 
 local plan = redis.call('HMGET', KEYS[5], 'phase', 'preQueueFrom')
 local phase = plan[1] or PHASE_OPEN
@@ -134,7 +180,23 @@ local function spend_tokens(visitor, tokens)
   return nil
 end
 
-local function enter(visitor, client, tokens)
+-- restorable says whether a visitor may re-enter at the place seq it held: a place above the
+-- sequence was lost (a failover took the sequence back), and so was one in the lost range recorded
+-- within abandon-after. Any other place was given and kept, and whoever held it was admitted or
+-- left: bringing it back would jump the line.
+local function restorable(seq)
+  if raise_sequence(seq) then
+    return true
+  end
+  local r = redis.call('HMGET', KEYS[3], 'lostFrom', 'lostTo', 'lostAt')
+  return r[3] ~= false and now - tonumber(r[3]) <= abandon_ms and seq > tonumber(r[1]) and seq <= tonumber(r[2])
+end
+
+local function enter(visitor, client, tokens, held)
+  local only = string.sub(held, 1, 1) == '='
+  if only then
+    held = string.sub(held, 2)
+  end
   local spent = spend_tokens(visitor, tokens)
   if spent then
     return '7', int(spent), now_s
@@ -174,6 +236,18 @@ local function enter(visitor, client, tokens)
   if phase == PHASE_SCHEDULED or phase == PHASE_CLOSED then
     return '3', phase, now_s
   end
+  if held ~= '' and phase == PHASE_OPEN and restorable(tonumber(held)) then
+    -- Nothing new is taken: the place was given, and paid for, before the failover.
+    redis.call('ZADD', KEYS[1], held, visitor)
+    local skey, sfield = seen_slot(stem, held)
+    redis.call('HSET', skey, sfield, now_s)
+    depth = depth + 1
+    redis.call('HINCRBY', KEYS[3], 'restored', 1)
+    return '8', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth), now_s, held
+  end
+  if only then
+    return '0', now_s, phase
+  end
   -- From here on the visitor takes something new: a pass at once or a place.
   local wait = take_place(client)
   if wait then
@@ -211,8 +285,8 @@ local function enter(visitor, client, tokens)
 end
 
 local parts, n = {}, 0
-for i = 5, #ARGV, 3 do
-  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2]))
+for i = 7, #ARGV, 4 do
+  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]))
 end
 if claimed > 0 or woke or rolled then
   local rec
