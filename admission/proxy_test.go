@@ -39,7 +39,13 @@ func TestEnterAndStatus(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("enter: %d %s", res.StatusCode, res.body)
 	}
-	if diff := cmp.Diff(map[string]any{"position": 1.0, "queueDepth": 1.0, "estimatedWaitSeconds": 1.0, "nextPollMs": 500.0, "admitted": false, "phase": "Open"}, res.json(t)); diff != "" {
+	body := res.json(t)
+	// Every waiting visitor holds its signed place, the sequence 1 here (far.go).
+	if place, _ := body["place"].(string); !strings.HasPrefix(place, "1.") || res.setCookie(admission.PlaceCookie) == "" {
+		t.Fatalf("enter gave the place %q and the cookie %q, want place 1 in both", place, res.setCookie(admission.PlaceCookie))
+	}
+	delete(body, "place")
+	if diff := cmp.Diff(map[string]any{"position": 1.0, "queueDepth": 1.0, "estimatedWaitSeconds": 1.0, "nextPollMs": 500.0, "admitted": false, "phase": "Open"}, body); diff != "" {
 		t.Fatalf("enter body (-want +got):\n%s", diff)
 	}
 	c := first.visitorCookie()

@@ -134,9 +134,17 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 			replyJSON(v.x, refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link})
 			return pos, false
 		}
+		if held, ok := p.place(v.x, v.cfg, v.visitor); ok {
+			granted.Limit.HeldPlace = held
+		}
 		pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
 	} else {
 		pos, err = p.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
+		if held, ok := p.place(v.x, v.cfg, v.visitor); ok && err == nil && pos.State == queue.NotQueued {
+			// A failover may have lost the place: the visitor asks for it back, and for nothing else
+			// (docs/guides/redis.md, "Places").
+			pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, OnlyHeldPlace: true})
+		}
 	}
 	switch {
 	case errors.Is(err, queue.ErrInvalidVisitor):
@@ -263,10 +271,19 @@ func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
 		body.EstimatedWaitSeconds = &s
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
-	if pos.Seq > 0 && pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r) {
-		// Nobody joins ahead of a waiting visitor: one within the exact zone never needs a place.
-		body.Place = p.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
+	if pos.Seq > 0 {
+		// Every waiting visitor holds its place: far from the front its polls are answered without
+		// Redis, and after a failover that lost the place it brings it back. Near the front the place
+		// is sent once, far from it with every answer.
+		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
+		if held, ok := p.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
+			body.Place = p.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
+		}
 	}
-	p.metrics.requests.WithLabelValues(v.class, "waiting").Inc()
+	outcome := "waiting"
+	if pos.Restored {
+		outcome = "restored"
+	}
+	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
 	replyJSON(v.x, http.StatusOK, body)
 }

@@ -1,0 +1,63 @@
+package admission_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/herdgate/herdgate/admission"
+)
+
+// TestAVisitorGetsBackAPlaceAFailoverLost: a failover takes the last place and the sequence back;
+// the visitor's next poll brings its signed place, and it waits where it was. The same place shown by
+// another visitor is nobody's but its own.
+func TestAVisitorGetsBackAPlaceAFailoverLost(t *testing.T) {
+	h := newHarness(t, nil)
+	first, lost := h.visitor(), h.visitor()
+	first.enter()
+	res := lost.enter()
+	place, _ := res.json(t)["place"].(string)
+	if res.StatusCode != http.StatusOK || place == "" {
+		t.Fatalf("enter: %d %s, want a place", res.StatusCode, res.body)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := h.q.KeyPrefix()
+	if err := rdb.Set(ctx, prefix+":seq", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZRemRangeByRank(ctx, prefix+":q", 1, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	time.Sleep(600 * time.Millisecond) // the poll interval
+	res = lost.status()
+	if body := res.json(t); res.StatusCode != http.StatusOK || body["position"] != 2.0 || body["queueDepth"] != 2.0 {
+		t.Fatalf("the lost visitor's poll: %d %s, want its place, 2 of 2", res.StatusCode, res.body)
+	}
+	if n := h.metric("herdgate_proxy_requests_total", `route_class="status",outcome="restored"`); n != 1 {
+		t.Fatalf("restored polls counted %v, want 1", n)
+	}
+	// Another visitor showing the place gets one of its own, at the back.
+	other := h.visitor()
+	res = other.do(http.MethodPost, "/.herdgate/enter", nil, admission.PlaceHeader, place)
+	if body := res.json(t); res.StatusCode != http.StatusOK || body["position"] != 3.0 {
+		t.Fatalf("another visitor with the lost place: %d %s, want position 3", res.StatusCode, res.body)
+	}
+	// The first visitor leaves the queue (admitted, say): its place was not lost, and a poll with it
+	// is told to enter, and takes nothing.
+	if err := rdb.ZRemRangeByRank(ctx, prefix+":q", 0, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res = first.status()
+	if res.StatusCode != http.StatusNotFound || res.json(t)["error"] != "not_queued" {
+		t.Fatalf("a poll with a place that was not lost: %d %s, want 404 not_queued", res.StatusCode, res.body)
+	}
+	if n, err := rdb.ZCard(ctx, prefix+":q").Result(); err != nil || n != 2 {
+		t.Fatalf("%d waiting after that poll, %v; want 2", n, err)
+	}
+}
