@@ -64,6 +64,11 @@ type AdmitRequest struct {
 	// the visitors behind the part of the pre-queue already placed wait for the rest of it.
 	Holding bool
 	Through int64
+	// Primary is the replication id of the server the last call ran on (AdmitResult.Primary), ""
+	// when unknown. A call that finds another primary admits nobody (AdmitResult.FailedOver): a
+	// client that followed a failover within the call (its retries reached a promoted replica) would
+	// otherwise admit visitors there before the proxies wrote back the passes the failover lost.
+	Primary string
 	// SleepFor, when positive, lets the room sleep that long if the call leaves nobody waiting and
 	// an instant budget: the budget then lasts SleepFor (and a second) instead of Tick, and the
 	// first visitor Enter gives a place wakes the scheduler through the wake channel (Wakes). Not
@@ -125,6 +130,12 @@ type AdmitResult struct {
 	// Sequence is the last arrival given out as of Now: everyone who entered by then has an arrival up
 	// to it, so the sequences of successive ticks tell when a visitor entered.
 	Sequence int64
+	// Primary is the replication id of the server the call ran on ("" when it does not say): the
+	// next call's AdmitRequest.Primary.
+	Primary string
+	// FailedOver says that the call found another primary than AdmitRequest.Primary, and did
+	// nothing: a failover, which the scheduler pauses the room for (docs/guides/redis.md).
+	FailedOver bool
 }
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
@@ -166,6 +177,7 @@ func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err erro
 		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
+		req.Primary,
 	}
 	if req.Holding {
 		args[13] = max(0, req.Through)
@@ -181,18 +193,27 @@ func parseAdmitReply(raw []any) (AdmitResult, error) {
 	done, _ := raw[0].(int64)
 	now, _ := raw[1].(int64)
 	res := AdmitResult{Now: time.UnixMilli(now)}
-	if done == 0 {
+	switch done {
+	case 0:
 		res.Duplicate = true
+		if len(raw) > 3 {
+			res.Primary, _ = raw[3].(string)
+		}
+		return res, nil
+	case 2:
+		res.FailedOver = true
+		res.Primary, _ = raw[2].(string)
 		return res, nil
 	}
-	if len(raw) < 5 {
+	if len(raw) < 6 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}
 	res.Abandoned, _ = raw[2].(int64)
 	asleep, _ := raw[3].(int64)
 	res.Asleep = asleep == 1
 	res.Sequence, _ = raw[4].(int64)
-	rest := raw[5:]
+	res.Primary, _ = raw[5].(string)
+	rest := raw[6:]
 	if len(rest)%4 != 0 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}

@@ -92,3 +92,23 @@ func TestAFailoverWatchSeesARestartWithoutData(t *testing.T) {
 		t.Fatalf("after a restart without data: %+v, want failover 1, not promoted", got)
 	}
 }
+
+// TestAdmitFindsAnotherPrimary: a tick tells the replication id of its server; a tick sent with
+// another one (its client followed a failover within the call) admits nobody and says so.
+func TestAdmitFindsAnotherPrimary(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, startClient(t))
+	enterAll(t, q, "a", "b")
+	first, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: passTTL, AbandonAfter: longAbandon})
+	if err != nil || len(first.Admitted) != 1 || first.Primary == "" || first.FailedOver {
+		t.Fatalf("the first tick: %+v, %v; want one admitted and the primary's id", first, err)
+	}
+	moved, err := q.Admit(ctx, AdmitRequest{TickID: 2, Limit: 1, PassTTL: passTTL, AbandonAfter: longAbandon, Primary: "a-primary-before-a-failover"})
+	if err != nil || !moved.FailedOver || len(moved.Admitted) != 0 || moved.Primary != first.Primary {
+		t.Fatalf("a tick on another primary: %+v, %v; want nobody admitted, failed over to %s", moved, err, first.Primary)
+	}
+	again, err := q.Admit(ctx, AdmitRequest{TickID: 2, Limit: 1, PassTTL: passTTL, AbandonAfter: longAbandon, Primary: first.Primary})
+	if err != nil || len(again.Admitted) != 1 || again.FailedOver {
+		t.Fatalf("the same tick on the primary it knows: %+v, %v; want one admitted", again, err)
+	}
+}

@@ -69,12 +69,15 @@ type tickState struct {
 	// the pause it brought.
 	failover    int64
 	pausedUntil time.Time
-	statsAt     time.Time
-	samples     []rateSample // admitted totals over the rate window
-	atOnce      int64        // the instant admissions total last read, -1 before the first read
-	released    int64        // the released total last read, -1 before the first read
-	notified    Snapshot
-	notifyAt    time.Time // no notification before
+	// primary is the replication id of the server the last tick ran on: a tick that finds another
+	// one admits nobody (queue.AdmitRequest.Primary).
+	primary  string
+	statsAt  time.Time
+	samples  []rateSample // admitted totals over the rate window
+	atOnce   int64        // the instant admissions total last read, -1 before the first read
+	released int64        // the released total last read, -1 before the first read
+	notified Snapshot
+	notifyAt time.Time // no notification before
 	// notifiedAt is when the reconciler was told last: a change of live figures alone waits for
 	// liveNotifyInterval after it.
 	notifiedAt time.Time
@@ -285,12 +288,18 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		Admit: queue.AdmitRequest{
 			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
-			Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare),
+			Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare), Primary: st.primary,
 		},
 		Plan: after.plan, Observe: after.observe,
 	})
 	cancel()
 	res, err := replies.Admit, replies.AdmitErr
+	if err == nil && res.FailedOver {
+		r.failedOverWithin(ctx, st, t.now)
+	}
+	if err == nil && res.Primary != "" {
+		st.primary = res.Primary
+	}
 	// Nobody waits: the room sleeps to the grid point its budget lasts to, unless a visitor who has
 	// to wait, or a new spec, wakes it first.
 	st.asleep = err == nil && res.Asleep
@@ -328,6 +337,8 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 func (r *runner) pausedAfterFailover(ctx context.Context, st *tickState, now time.Time) bool {
 	if f := st.q.Failovers().Last(); f.Epoch != st.failover {
 		st.failover = f.Epoch
+		// The next tick runs on the new primary: it is the one to know.
+		st.primary = ""
 		if until := f.At.Add(failoverPause); until.After(now) {
 			st.pausedUntil = until
 			st.metrics.failovers.Inc()
@@ -336,6 +347,17 @@ func (r *runner) pausedAfterFailover(ctx context.Context, st *tickState, now tim
 		}
 	}
 	return now.Before(st.pausedUntil)
+}
+
+// failedOverWithin takes in a failover the tick's own call followed (its retries reached a promoted
+// replica, and the admit script found another primary and admitted nobody): the room pauses as for
+// one the client saw first, and counts it once.
+func (r *runner) failedOverWithin(ctx context.Context, st *tickState, now time.Time) {
+	st.failover = st.q.Failovers().Last().Epoch
+	st.pausedUntil = now.Add(failoverPause)
+	st.metrics.failovers.Inc()
+	ctrl.LoggerFrom(ctx).Info("Redis failed over during a tick, which admitted nobody; admissions pause while the proxies write back the passes visitors hold",
+		"waitingqueue", r.key.String(), "pause", failoverPause)
 }
 
 func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err error) {

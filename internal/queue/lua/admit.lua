@@ -19,10 +19,14 @@
 -- room may sleep, in ms (0: it may not): when the tick leaves nobody waiting and an instant budget,
 -- the budget lasts that long (and a second) and carries the mark that the room sleeps, which enter
 -- clears, announcing on the wake channel, when it gives a visitor a place; ARGV[16] the share of
--- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps
--- Returns {1, now, abandoned, asleep, sequence, id1, notBefore1, expiry1, arrival1, id2, ...}, or
--- {0, now, lastTick} when this tick id was already run. The sequence is the last arrival given out
--- by now, and each arrival the admitted visitor's: the scheduler times waits with them.
+-- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps, ARGV[17] the
+-- replication id of the primary the last tick ran on ("": unknown)
+-- Returns {1, now, abandoned, asleep, sequence, primary, id1, notBefore1, expiry1, arrival1, id2, ...},
+-- {0, now, lastTick, primary} when this tick id was already run, or {2, now, primary} when the
+-- primary is not the one the last tick ran on: a failover, which may have lost admissions the
+-- proxies have yet to write back, so nothing is done. The sequence is the last arrival given out
+-- by now, and each arrival the admitted visitor's: the scheduler times waits with them; primary is
+-- this server's replication id ("" when it does not say).
 local prefix, tick = ARGV[1], tonumber(ARGV[2])
 local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
 local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -33,6 +37,18 @@ local max_seq = tonumber(ARGV[14]) or -1
 local sleep_ms, sleep_share = tonumber(ARGV[15]) or 0, tonumber(ARGV[16]) or 0
 local stem = seen_stem(prefix)
 local now = now_ms()
+
+-- A client that followed a failover within one call (its retries reached the new primary) learns of
+-- it here, before anyone is admitted there.
+local primary = ''
+local info = redis.pcall('INFO', 'replication')
+if type(info) == 'string' then
+  primary = string.match(info, 'master_replid:(%w+)') or ''
+end
+local expected = ARGV[17] or ''
+if expected ~= '' and primary ~= '' and primary ~= expected then
+  return {2, now, primary}
+end
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
 -- silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -42,7 +58,7 @@ local silent_len = #silent_before
 local state = redis.call('HMGET', KEYS[3], 'tick', 'sweep')
 local last = tonumber(state[1])
 if last and tick <= last then
-  return {0, now, last}
+  return {0, now, last, primary}
 end
 
 -- Lua's unpack is limited by the C stack; send long argument lists in chunks.
@@ -89,7 +105,7 @@ end
 
 -- The arrival sequence as of now: every visitor who took a place so far has an arrival up to it.
 local sequence = tonumber(redis.call('GET', KEYS[4])) or 0
-local out = {1, now, 0, 0, sequence}
+local out = {1, now, 0, 0, sequence, primary}
 local abandoned = 0
 local chosen, arrivals = {}, {}
 -- A pop that returns fewer visitors than it asked for leaves the waiting set empty.
