@@ -30,7 +30,7 @@ type Engine interface {
 	PingFor(ctx context.Context, moment time.Time) error
 	ReportProxy(ctx context.Context, r queue.ProxyReport) error
 	ReportWorkload(ctx context.Context, r queue.WorkloadReport, uses []queue.PassUse) error
-	Sessions(ctx context.Context, releases []queue.PassRef, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
+	Sessions(ctx context.Context, releases []queue.Release, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
 }
 
 // Options tune a Proxy.

@@ -136,9 +136,14 @@ func (p *Proxy) startReclaiming(f queue.Failover) {
 	lifetime := max(cfg.PassTTL, cfg.MaxSession)
 	var recent []queue.HeldPass
 	for _, u := range p.workload.Recent() {
-		recent = append(recent, queue.HeldPass{Visitor: u.Visitor, NotBefore: u.NotBefore, Expiry: u.NotBefore.Add(cfg.PassTTL)})
+		// A pass that expired before the failover left its place long enough ago for the visitor
+		// to have taken a new one, which must stay. One alive then may have lost its admission.
+		if u.NotBefore.Add(lifetime).After(f.At) {
+			recent = append(recent, queue.HeldPass{Visitor: u.Visitor, NotBefore: u.NotBefore, Expiry: u.NotBefore.Add(cfg.PassTTL)})
+		}
 	}
 	p.reclaim.start(f.At, lifetime, recent)
+	p.sessions.Rewind()
 	p.log.Info("Redis failed over; writing back the passes visitors hold", "waitingqueue", p.queue, "promoted", f.Promoted, "passes", len(recent))
 }
 

@@ -72,7 +72,7 @@ func (e *MemoryEngine) ReadPlan(context.Context) (queue.PublishedPlan, error) {
 
 func (e *MemoryEngine) PingFor(context.Context, time.Time) error { return e.failure() }
 
-func (e *MemoryEngine) Sessions(context.Context, []queue.PassRef, []queue.Renewal, int64, int) (queue.SessionsResult, error) {
+func (e *MemoryEngine) Sessions(context.Context, []queue.Release, []queue.Renewal, int64, int) (queue.SessionsResult, error) {
 	return queue.SessionsResult{}, e.failure()
 }
 

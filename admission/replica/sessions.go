@@ -26,12 +26,15 @@ func keyOf(p pass.Pass) passKey { return passKey{p.Visitor, p.NotBefore.UnixMill
 type Sessions struct {
 	// due wakes the sync at once when a session ends, so that the other replicas learn it within
 	// their next tick (Due).
-	due      chan struct{}
-	mu       sync.RWMutex
-	revoked  map[passKey]time.Time // expiry
-	seq      int64
-	releases map[passKey]struct{}
-	renewals map[passKey]time.Time
+	due     chan struct{}
+	mu      sync.RWMutex
+	revoked map[passKey]time.Time // expiry
+	seq     int64
+	// rewinds counts Rewind and Restarted; takenAt is its value at the last Take, so that the answer
+	// to a call taken before a rewind does not move the sequence on past it (Learn).
+	rewinds, takenAt int
+	releases         map[passKey]struct{}
+	renewals         map[passKey]time.Time
 }
 
 func NewSessions() *Sessions {
@@ -73,16 +76,36 @@ func (s *Sessions) Renew(p pass.Pass, expiry time.Time) {
 	}
 }
 
+// Rewind, after a failover, owes Redis every revocation this replica knows, and lists Redis'
+// revocations from the start: the new primary may lack some of either (docs/guides/redis.md).
+func (s *Sessions) Rewind() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rewindLocked()
+	select {
+	case s.due <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sessions) rewindLocked() {
+	for k := range s.revoked {
+		s.releases[k] = struct{}{}
+	}
+	s.seq = 0
+	s.rewinds++
+}
+
 // Due receives when a session ended here, so that the sync need not wait for the next tick.
 func (s *Sessions) Due() <-chan struct{} { return s.due }
 
 // Take hands over what is owed to Redis.
-func (s *Sessions) Take() ([]queue.PassRef, []queue.Renewal, int64) {
+func (s *Sessions) Take() ([]queue.Release, []queue.Renewal, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	releases := make([]queue.PassRef, 0, len(s.releases))
+	releases := make([]queue.Release, 0, len(s.releases))
 	for k := range s.releases {
-		releases = append(releases, queue.PassRef{Visitor: k.visitor, NotBefore: time.UnixMilli(k.nb)})
+		releases = append(releases, queue.Release{PassRef: queue.PassRef{Visitor: k.visitor, NotBefore: time.UnixMilli(k.nb)}, Expiry: s.revoked[k]})
 	}
 	renewals := make([]queue.Renewal, 0, len(s.renewals))
 	for k, exp := range s.renewals {
@@ -90,11 +113,12 @@ func (s *Sessions) Take() ([]queue.PassRef, []queue.Renewal, int64) {
 	}
 	clear(s.releases)
 	clear(s.renewals)
+	s.takenAt = s.rewinds
 	return releases, renewals, s.seq
 }
 
 // GiveBack keeps what a failed call could not hand to Redis for the next one.
-func (s *Sessions) GiveBack(releases []queue.PassRef, renewals []queue.Renewal) {
+func (s *Sessions) GiveBack(releases []queue.Release, renewals []queue.Renewal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range releases {
@@ -112,20 +136,20 @@ func (s *Sessions) GiveBack(releases []queue.PassRef, renewals []queue.Renewal) 
 func (s *Sessions) Learn(res queue.SessionsResult, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A rewind since the call was taken stands: the list it asked for began after what it knew.
+	keep := s.rewinds == s.takenAt
 	if res.Restarted {
-		// Redis lost its data: what it lists now is all there is, besides what this replica owes.
-		for k := range s.revoked {
-			if _, owed := s.releases[k]; !owed {
-				delete(s.revoked, k)
-			}
-		}
-		s.seq = 0
+		// Redis lost its data: this replica writes back the revocations it knows. The list began at
+		// the start.
+		s.rewindLocked()
 	}
 	for _, r := range res.Revoked {
 		s.revoked[passKey{r.Visitor, r.NotBefore.UnixMilli()}] = r.Expiry
-		s.seq = max(s.seq, r.Seq)
+		if keep {
+			s.seq = max(s.seq, r.Seq)
+		}
 	}
-	if len(res.Revoked) < SessionsBatch {
+	if keep && len(res.Revoked) < SessionsBatch {
 		s.seq = max(s.seq, res.Seq) // caught up
 	}
 	for k, exp := range s.revoked {

@@ -37,7 +37,7 @@ func TestSessionsReleaseAtOnceAndOweRedisOnce(t *testing.T) {
 	s.Renew(bea, nb.Add(3*time.Minute))
 	s.Renew(bea, nb.Add(2*time.Minute)) // an earlier expiry loses
 	releases, renewals, seq := s.Take()
-	if len(releases) != 1 || releases[0] != (queue.PassRef{Visitor: "ada", NotBefore: nb}) || seq != 0 {
+	if len(releases) != 1 || releases[0] != (queue.Release{PassRef: queue.PassRef{Visitor: "ada", NotBefore: nb}, Expiry: ada.Expiry}) || seq != 0 {
 		t.Fatalf("releases %v (seq %d), want ada's once", releases, seq)
 	}
 	if len(renewals) != 1 || renewals[0].Visitor != "bea" || !renewals[0].Expiry.Equal(nb.Add(3*time.Minute)) {
@@ -57,7 +57,7 @@ func TestSessionsReleaseAtOnceAndOweRedisOnce(t *testing.T) {
 
 // TestSessionsLearnWhatOtherReplicasReleased: revocations Redis lists are refused from then on, the
 // sequence follows them (and the call's own once caught up), expired ones are forgotten, and a Redis
-// that lost its data makes the replica forget all but what it still owes.
+// that lost its data, or a failover, makes the replica write back every revocation it knows.
 func TestSessionsLearnWhatOtherReplicasReleased(t *testing.T) {
 	s := NewSessions()
 	now := time.UnixMilli(1_700_000_000_000)
@@ -82,10 +82,51 @@ func TestSessionsLearnWhatOtherReplicasReleased(t *testing.T) {
 	}
 	s.Release(eve)
 	s.Learn(queue.SessionsResult{Restarted: true}, now)
-	if s.IsRevoked(cy) || !s.IsRevoked(eve) {
-		t.Fatalf("after Redis restarted: cy revoked %v (want false), eve revoked %v (owed: want true)", s.IsRevoked(cy), s.IsRevoked(eve))
+	if !s.IsRevoked(cy) || !s.IsRevoked(eve) {
+		t.Fatalf("after Redis restarted: cy revoked %v, eve revoked %v; want both", s.IsRevoked(cy), s.IsRevoked(eve))
 	}
-	if releases, _, seq := s.Take(); len(releases) != 1 || seq != 0 {
-		t.Fatalf("after Redis restarted: owed %v, sequence %d; want eve's release and 0", releases, seq)
+	owed := func() map[string]time.Time {
+		releases, _, seq := s.Take()
+		if seq != 0 {
+			t.Fatalf("sequence %d after a rewind, want 0", seq)
+		}
+		out := map[string]time.Time{}
+		for _, r := range releases {
+			if r.Visitor != "v" {
+				out[r.Visitor] = r.Expiry
+			}
+		}
+		return out
+	}
+	if got := owed(); len(got) != 2 || !got["cy"].Equal(cy.Expiry) || !got["eve"].Equal(eve.Expiry) {
+		t.Fatalf("after Redis restarted: owed %v; want cy's and eve's revocations, with their expiries", got)
+	}
+	s.Rewind()
+	if got := owed(); len(got) != 2 {
+		t.Fatalf("after a failover: owed %v; want cy's and eve's revocations", got)
+	}
+}
+
+// TestARewindOutlastsTheCallInFlight: a failover rewinds the list while a call taken before it is on
+// its way; that call's answer, which listed only what came after the old sequence, does not move the
+// sequence on, so the next call lists from the start.
+func TestARewindOutlastsTheCallInFlight(t *testing.T) {
+	s := NewSessions()
+	now := time.UnixMilli(1_700_000_000_000)
+	s.Learn(queue.SessionsResult{Seq: 35}, now)
+	if _, _, seq := s.Take(); seq != 35 {
+		t.Fatalf("sequence %d, want 35", seq)
+	}
+	s.Rewind()
+	s.Learn(queue.SessionsResult{Seq: 38, Revoked: []queue.Revocation{{PassRef: queue.PassRef{Visitor: "fay", NotBefore: now}, Expiry: now.Add(time.Minute), Seq: 37}}}, now)
+	if _, _, seq := s.Take(); seq != 0 {
+		t.Fatalf("sequence %d after a rewind during a call, want 0", seq)
+	}
+	if !s.IsRevoked(passOf("fay", now)) {
+		t.Fatal("the revocation the call listed was dropped")
+	}
+	s.Learn(queue.SessionsResult{Seq: 38}, now)
+	if _, _, seq := s.Take(); seq != 38 {
+		t.Fatalf("sequence %d after the list from the start, want 38", seq)
 	}
 }

@@ -569,7 +569,8 @@ func testMaxActiveAndSessions(t *testing.T, b backend) {
 		t.Fatalf("a tick at the cap admitted %d", len(res.Admitted))
 	}
 	ref := func(a AdmittedVisitor) PassRef { return PassRef{Visitor: a.ID, NotBefore: a.Pass.NotBefore} }
-	released := []PassRef{ref(first.Admitted[0]), ref(first.Admitted[1]), ref(first.Admitted[2])}
+	release := func(a AdmittedVisitor) Release { return Release{PassRef: ref(a), Expiry: a.Pass.Expiry} }
+	released := []Release{release(first.Admitted[0]), release(first.Admitted[1]), release(first.Admitted[2])}
 	res, err := q.Sessions(ctx, released, nil, 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -578,7 +579,7 @@ func testMaxActiveAndSessions(t *testing.T, b backend) {
 		t.Fatalf("releasing 3 = %+v; want 3 released and listed as revoked", res)
 	}
 	for i, r := range res.Revoked {
-		if r.PassRef != released[i] || !r.Expiry.Equal(first.Admitted[i].Pass.Expiry) || r.Seq != int64(i+1) {
+		if r.PassRef != released[i].PassRef || !r.Expiry.Equal(first.Admitted[i].Pass.Expiry) || r.Seq != int64(i+1) {
 			t.Fatalf("revocation %d = %+v, want %+v expiring with its pass", i, r, released[i])
 		}
 	}
@@ -613,18 +614,31 @@ func testMaxActiveAndSessions(t *testing.T, b backend) {
 	if lost, err := q.Sessions(ctx, nil, nil, res.Seq, 100); err != nil || !lost.Restarted || len(lost.Revoked) != 3 {
 		t.Fatalf("after the sequence was lost = %+v, %v; want a restart listing all 3", lost, err)
 	}
+	// A failover lost a release and the pass record with it: a proxy writes the revocation back,
+	// once, with the pass's own expiry; the pass still counts as released nowhere else.
+	lostPass := first.Admitted[7]
+	if err := b.rdb.Del(ctx, q.prefix+":p:"+lostPass.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		back, err := q.Sessions(ctx, []Release{release(lostPass)}, nil, 0, 100)
+		listed := slices.IndexFunc(back.Revoked, func(r Revocation) bool { return r.PassRef == ref(lostPass) })
+		if err != nil || back.Released != 0 || len(back.Revoked) != 4 || listed < 0 || !back.Revoked[listed].Expiry.Equal(lostPass.Pass.Expiry) {
+			t.Fatalf("writing back a revocation Redis lost = %+v, %v; want it listed once, with its pass's expiry", back, err)
+		}
+	}
 	// Revocations of expired passes go at the next ticks.
 	short, err := q.Admit(ctx, AdmitRequest{TickID: 4, Limit: 1, PassTTL: 30 * time.Millisecond, AbandonAfter: longAbandon})
 	if err != nil || len(short.Admitted) != 1 {
 		t.Fatalf("admitting a short pass: %+v, %v", short, err)
 	}
-	if _, err := q.Sessions(ctx, []PassRef{ref(short.Admitted[0])}, nil, 0, 100); err != nil {
+	if _, err := q.Sessions(ctx, []Release{release(short.Admitted[0])}, nil, 0, 100); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(60 * time.Millisecond)
 	tick(5)
-	if n, err := b.rdb.ZCard(ctx, q.keys.revoked).Result(); err != nil || n != 3 {
-		t.Fatalf("%d revocations left (%v), want the 3 unexpired ones", n, err)
+	if n, err := b.rdb.ZCard(ctx, q.keys.revoked).Result(); err != nil || n != 4 {
+		t.Fatalf("%d revocations left (%v), want the 4 unexpired ones", n, err)
 	}
 }
 

@@ -45,7 +45,7 @@ func (q *Queue) Reclaim(ctx context.Context, passes []HeldPass) (ReclaimResult, 
 		for _, p := range batch {
 			args = append(args, p.Visitor, strconv.FormatInt(p.NotBefore.UnixMilli(), 10), strconv.FormatInt(p.Expiry.UnixMilli(), 10))
 		}
-		res, err := reclaimScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active}, args...).Int64Slice()
+		res, err := reclaimScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.revoked}, args...).Int64Slice()
 		if err != nil {
 			return out, fmt.Errorf("reclaiming passes of queue %s: %w", q.prefix, err)
 		}

@@ -7,12 +7,12 @@ import (
 )
 
 // TestReclaimWritesBackHeldPasses: a visitor whose admission a failover lost leaves the waiting
-// queue and counts as active with its pass; a second write-back changes nothing; an expired pass is
-// skipped, and a newer pass the visitor holds is kept.
+// queue and counts as active with its pass; a second write-back changes nothing; a pass that has
+// expired since only takes its visitor out of the queue, and a newer pass the visitor holds is kept.
 func TestReclaimWritesBackHeldPasses(t *testing.T) {
 	ctx := context.Background()
 	q := newQueue(t, startClient(t))
-	enterAll(t, q, "lost-admission", "waiting", "newer-pass")
+	enterAll(t, q, "lost-admission", "waiting", "newer-pass", "expired")
 	now := time.Now()
 	held := HeldPass{Visitor: "lost-admission", NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}
 	res, err := q.Reclaim(ctx, []HeldPass{
@@ -22,8 +22,11 @@ func TestReclaimWritesBackHeldPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.LeftQueue != 1 || res.Restored != 1 {
-		t.Fatalf("first write-back: %+v, want 1 out of the queue and 1 active", res)
+	if res.LeftQueue != 2 || res.Restored != 1 {
+		t.Fatalf("first write-back: %+v, want 2 out of the queue and 1 active", res)
+	}
+	if p, err := q.Status(ctx, "expired", longAbandon); err != nil || p.State != NotQueued {
+		t.Fatalf("the visitor whose pass expired after the write-back: %+v, %v; want not queued", p, err)
 	}
 	p, err := q.Status(ctx, "lost-admission", longAbandon)
 	if err != nil {

@@ -55,6 +55,13 @@ type PassRef struct {
 	NotBefore time.Time
 }
 
+// Release ends a pass: Expiry is the pass's own, which keeps it revoked when Redis no longer holds
+// its record (a failover lost the admission, or the release before it).
+type Release struct {
+	PassRef
+	Expiry time.Time
+}
+
 // Renewal extends a pass to a later expiry.
 type Renewal struct {
 	PassRef
@@ -78,24 +85,26 @@ type SessionsResult struct {
 	Revoked []Revocation
 	Seq     int64
 	// Restarted says that Redis' sequence is behind the one asked for (Redis lost its data): Revoked
-	// lists from the start, and the caller should forget what it knew.
+	// lists from the start, and the caller should write back the revocations it knows.
 	Restarted bool
 }
 
 // Sessions, in one call, releases passes (the visitor's session is over: the pass is deleted, its
 // slot under maxActive freed, and it is listed as revoked until it would have expired), extends
-// passes, and lists up to most revocations after the sequence after.
-func (q *Queue) Sessions(ctx context.Context, releases []PassRef, renewals []Renewal, after int64, most int) (SessionsResult, error) {
+// passes, and lists up to most revocations after the sequence after. A release whose pass Redis
+// does not hold is still listed, until its own expiry: after a failover the proxies write back the
+// revocations they know this way, and released passes stay released.
+func (q *Queue) Sessions(ctx context.Context, releases []Release, renewals []Renewal, after int64, most int) (SessionsResult, error) {
 	if most <= 0 {
 		return SessionsResult{}, fmt.Errorf("sessions of queue %s: most must be positive, got %d", q.prefix, most)
 	}
-	args := make([]any, 0, 4+2*len(releases)+3*len(renewals))
+	args := make([]any, 0, 4+3*len(releases)+3*len(renewals))
 	args = append(args, q.prefix, after, most, len(releases))
 	for _, r := range releases {
 		if err := ValidateVisitorID(r.Visitor); err != nil {
 			return SessionsResult{}, err
 		}
-		args = append(args, r.Visitor, r.NotBefore.UnixMilli())
+		args = append(args, r.Visitor, r.NotBefore.UnixMilli(), r.Expiry.UnixMilli())
 	}
 	for _, r := range renewals {
 		if err := ValidateVisitorID(r.Visitor); err != nil {

@@ -4,7 +4,7 @@
 -- KEYS[1] active set (score = pass expiry), KEYS[2] revocations (score = sequence, member =
 -- "expiryMs|visitor|notBeforeMs"), KEYS[3] revocation sequence, KEYS[4] totals hash
 -- ARGV[1] key prefix, ARGV[2] revocations to list after this sequence, ARGV[3] most to list,
--- ARGV[4] how many releases follow, then per release: visitor, notBeforeMs;
+-- ARGV[4] how many releases follow, then per release: visitor, notBeforeMs, the pass's expiryMs;
 -- then per renewal: visitor, notBeforeMs, new expiryMs.
 -- Returns {released, renewed, sequence, seq1, entry1, seq2, entry2, ...}: the revocations after the
 -- sequence asked for, up to the most asked for, and the latest sequence (lower than the one asked
@@ -29,17 +29,20 @@ end
 local released, renewed = 0, 0
 local i = 5
 for _ = 1, releases do
-  local visitor, nb = ARGV[i], ARGV[i + 1]
-  i = i + 2
-  local exp = current(visitor, nb)
+  local visitor, nb, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  i = i + 3
+  local held = current(visitor, nb)
   -- Released once: a second release of the same pass, from another replica, finds no record.
-  if exp then
+  if held then
     redis.call('DEL', prefix .. ':p:' .. visitor)
     redis.call('ZREM', KEYS[1], visitor)
-    if earlier(now_s, exp) then
-      redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), exp .. '|' .. visitor .. '|' .. nb)
-    end
     released = released + 1
+    exp = held
+  end
+  -- Listed once; a pass Redis lost (a failover) is listed with the expiry the proxy knows.
+  local entry = exp .. '|' .. visitor .. '|' .. nb
+  if earlier(now_s, exp) and not redis.call('ZSCORE', KEYS[2], entry) then
+    redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), entry)
   end
 end
 while i + 2 <= #ARGV do
