@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -41,16 +45,21 @@ const (
 	herdDuration      = 12 * time.Second
 	killAfter         = 5 * time.Second
 	maxActive         = 12
-	passTTL           = 10 * time.Second
+	// passTTL outlasts the drill, so that the released passes checked at its end would still be
+	// taken, were they not revoked.
+	passTTL = time.Minute
 	// orderTime is how long an order holds its session.
 	orderTime = time.Second
-	// replicationLag is how far behind the primary its replicas are, as over a slow network.
-	replicationLag = 300 * time.Millisecond
+	// replicationLag is how far behind the primary its replicas are, as over a slow network: more
+	// than the admission lead (pollMin and its spread, 240 ms here), so that a visitor can hold a pass
+	// whose admission a failover loses.
+	replicationLag = time.Second
 )
 
 // journey is what one visitor went through.
 type journey struct {
 	id          string
+	place       string // the signed place it was last given
 	passes      []string
 	atOnce      bool // admitted on entering
 	placesLost  int  // answers not_queued after it had a place
@@ -60,16 +69,16 @@ type journey struct {
 	releasedAt  time.Time
 }
 
-// TestAFailoverOfTheSentinelsPrimary runs the drill on a primary, two replicas 300 ms behind it and
-// three Sentinels, and prints what the failover did: visitors admitted twice, places lost, the most
-// passes in use at once against maxActive, protected requests of admitted visitors that failed, and
-// how long admission stopped.
+// TestAFailoverOfTheSentinelsPrimary runs the drill on a primary, two replicas a second behind it and
+// three Sentinels, and prints what the failover did: visitors admitted twice, places lost and given
+// back, the most passes in use at once against maxActive, protected requests of admitted visitors
+// that failed, and how long admission stopped.
 func TestAFailoverOfTheSentinelsPrimary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a Redis primary mid-herd")
 	}
 	g := testenv.StartRedisSentinelGroup(t, 2, 3, replicationLag)
-	runDrill(t, "sentinel", g.URL(), func(ctx context.Context, _ string) (*testenv.Redis, error) { return g.Primary(ctx) })
+	runDrill(t, "sentinel", g.URL(), true, func(ctx context.Context, _ string) (*testenv.Redis, error) { return g.Primary(ctx) })
 }
 
 // TestAFailoverOfAClusterMaster runs the drill on a Redis Cluster of three masters with a replica
@@ -79,15 +88,16 @@ func TestAFailoverOfAClusterMaster(t *testing.T) {
 		t.Skip("kills a Redis Cluster master mid-herd")
 	}
 	c := testenv.StartRedisClusterWithReplicas(t, 3, time.Second)
-	runDrill(t, "cluster", c.URL(), c.MasterOf)
+	runDrill(t, "cluster", c.URL(), false, c.MasterOf)
 }
 
 // primaryOf says which server holds a key now.
 type primaryOf func(ctx context.Context, key string) (*testenv.Redis, error)
 
 // runDrill sends the herd through a room on the Redis url, kills the server that holds the room's
-// keys five seconds in, and reports and checks what happened.
-func runDrill(t *testing.T, name, url string, primary primaryOf) {
+// keys five seconds in, just after a visitor had its pass, and reports and checks what happened.
+// lagged says the replicas are held behind, so that the failover loses places and admissions.
+func runDrill(t *testing.T, name, url string, lagged bool, primary primaryOf) {
 	var orders atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/orders" {
@@ -111,6 +121,7 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	var replicas []string
+	var proxies []*admission.Proxy
 	var q *queue.Queue
 	var watches []*queue.FailoverWatch
 	for i := range 2 {
@@ -132,6 +143,7 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		proxies = append(proxies, p)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -144,7 +156,6 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 	// Every admission the scheduler makes, by visitor, on whichever primary it made it.
 	var admittedMu sync.Mutex
 	schedulerAdmitted := map[string][]time.Time{}
-	admittedTick := make(chan struct{}, 1)
 	sched := scheduler.New(&queue.Pool{}, scheduler.WithTickObserver(func(r scheduler.TickReport) {
 		if r.Key.Name != wq.Name {
 			return
@@ -153,12 +164,6 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 		defer admittedMu.Unlock()
 		for _, v := range r.Result.Admitted {
 			schedulerAdmitted[v.ID] = append(schedulerAdmitted[v.ID], r.Started)
-		}
-		if len(r.Result.Admitted) > 0 {
-			select {
-			case admittedTick <- struct{}{}:
-			default:
-			}
 		}
 	}))
 	wg.Go(func() { _ = sched.Start(ctx) })
@@ -180,24 +185,31 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 	began := time.Now()
 	var killedAt time.Time
 	var oldPrimary *testenv.Redis
+	// Visitors say here who just learnt of its pass; killed closes once the primary is killed.
+	learnt := make(chan string, 64)
+	killed := make(chan struct{})
 	wg.Go(func() {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(killAfter):
 		}
-		// Kill it while the tick that admitted last has not reached the replicas, after its visitors
-		// had time to learn of their passes: the case that must not admit anyone twice.
-		select {
-		case <-admittedTick:
-		default:
+		// Kill it as soon as a visitor holds a pass whose admission has not reached the replicas: the
+		// case in which the new primary would admit that visitor a second time.
+		for {
+			var id string
+			select {
+			case <-ctx.Done():
+				return
+			case id = <-learnt:
+			}
+			admittedMu.Lock()
+			times := schedulerAdmitted[id]
+			admittedMu.Unlock()
+			if len(times) > 0 && time.Since(times[len(times)-1]) < replicationLag/2 {
+				break
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-admittedTick:
-		}
-		time.Sleep(replicationLag * 5 / 6)
 		var err error
 		if oldPrimary, err = primary(ctx, roomKey); err != nil {
 			t.Error(err)
@@ -205,6 +217,7 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 		}
 		killedAt = time.Now()
 		oldPrimary.Stop() // SIGKILL
+		close(killed)
 	})
 
 	var mu sync.Mutex
@@ -217,13 +230,30 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 		journeys = append(journeys, j)
 		mu.Unlock()
 		replica := replicas[i%len(replicas)]
-		visitors.Go(func() { visit(ctx, replica, j) })
+		visitors.Go(func() { visit(ctx, replica, j, learnt) })
 		time.Sleep(interval)
 	}
 	visitors.Wait()
+	select {
+	case <-killed:
+	case <-time.After(time.Second):
+		t.Fatalf("no visitor had its pass within %s of its admission, so the primary was never killed", replicationLag/2)
+	}
 	newPrimary, err := primary(ctx, roomKey)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every session ended with its order: once the proxies have synced, neither takes a pass again,
+	// though the releases made just before the kill went down with the old primary.
+	time.Sleep(2 * time.Second)
+	var releasedTaken int
+	for i, j := range journeys {
+		for _, pass := range j.passes {
+			if releasedPassTaken(ctx, replicas[(i+1)%len(replicas)], j.id, pass) {
+				releasedTaken++
+				t.Logf("%s's pass, released at %s, was taken again (the kill: %s)", j.id, j.releasedAt.Sub(began).Round(time.Millisecond), killedAt.Sub(began).Round(time.Millisecond))
+			}
+		}
 	}
 
 	// The figures.
@@ -289,11 +319,15 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 			pause = max(pause, admissions[i].Sub(admissions[i-1]))
 		}
 	}
-	t.Logf("%s failover of %s to %s, %s into a herd of %d visitors: admitted twice %d; places lost %d (by %d visitors, who entered again at the back); "+
-		"most passes active at once %d (maxActive %d, overshoot %d); failed protected requests of admitted visitors %d; "+
+	restored := proxyCounter(t, proxies, "herdgate_proxy_requests_total", "outcome", "restored")
+	prevented := proxyCounter(t, proxies, "herdgate_proxy_second_admissions_prevented_total", "", "")
+	writtenBack := proxyCounter(t, proxies, "herdgate_proxy_passes_written_back_total", "", "")
+	t.Logf("%s failover of %s to %s, %s into a herd of %d visitors: admitted twice %d; places lost and given back %v; "+
+		"places lost for good %d (by %d visitors, who entered again at the back); passes written back %v, of visitors the new primary still had waiting %v; "+
+		"most passes active at once %d (maxActive %d, overshoot %d); released passes taken again %d; failed protected requests of admitted visitors %d; "+
 		"longest pause of admissions after the kill %s; 503s while Redis was away %d; never admitted %d; orders %d",
-		name, oldPrimary.Addr(), newPrimary.Addr(), killedAt.Sub(began).Round(time.Millisecond), len(journeys), twice, lost, lostVisitors,
-		mostActive, maxActive, max(0, mostActive-maxActive), failed, pause.Round(100*time.Millisecond), unavailable, neverAdmitted, orders.Load())
+		name, oldPrimary.Addr(), newPrimary.Addr(), killedAt.Sub(began).Round(time.Millisecond), len(journeys), twice, restored, lost, lostVisitors,
+		writtenBack, prevented, mostActive, maxActive, max(0, mostActive-maxActive), releasedTaken, failed, pause.Round(100*time.Millisecond), unavailable, neverAdmitted, orders.Load())
 	if newPrimary == oldPrimary {
 		t.Fatal("no replica was promoted")
 	}
@@ -312,6 +346,24 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 			t.Errorf("proxy %d saw %+v, want one failover", i, f)
 		}
 	}
+	if twice != 0 {
+		t.Errorf("%d visitors were admitted again after they had their pass", twice)
+	}
+	if releasedTaken != 0 {
+		t.Errorf("%d released passes were taken again after the failover", releasedTaken)
+	}
+	if lostVisitors != 0 {
+		t.Errorf("%d visitors lost their place for good", lostVisitors)
+	}
+	if mostActive > maxActive {
+		t.Errorf("%d passes were in use at once, over maxActive %d", mostActive, maxActive)
+	}
+	if lagged && (restored == 0 || prevented == 0) {
+		// The replicas are behind by more than the admission lead: the kill, just after a visitor had
+		// its pass, lost the last places and that admission. Nothing to give back or to prevent would
+		// mean the drill tested nothing.
+		t.Errorf("places given back %v and second admissions prevented %v; want both above 0", restored, prevented)
+	}
 	if failed != 0 {
 		t.Errorf("%d admitted visitors' protected requests failed: a pass is verified in memory and must ride through a failover", failed)
 	}
@@ -322,12 +374,15 @@ func runDrill(t *testing.T, name, url string, primary primaryOf) {
 
 // visit enters through replica, polls as told until admitted (entering again when its place is
 // gone, waiting out 503s), and orders with the pass; the workload ends the session.
-func visit(ctx context.Context, replica string, j *journey) {
+func visit(ctx context.Context, replica string, j *journey, learnt chan<- string) {
 	call := func(method, path, pass string) (int, map[string]any, http.Header, error) {
 		req, _ := http.NewRequestWithContext(ctx, method, replica+path, nil)
 		req.Header.Set("X-User-Id", j.id)
 		if pass != "" {
 			req.Header.Set(admission.PassHeader, pass)
+		}
+		if j.place != "" {
+			req.Header.Set(admission.PlaceHeader, j.place)
 		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -351,6 +406,10 @@ func visit(ctx context.Context, replica string, j *journey) {
 			pass, _ := body["pass"].(string)
 			j.passes = append(j.passes, pass)
 			j.admittedAt = time.Now()
+			select {
+			case learnt <- j.id:
+			default:
+			}
 			code, _, _, err := call(http.MethodPost, "/api/v1/orders", pass)
 			if err != nil || code != http.StatusOK {
 				j.orderFailed = true
@@ -359,6 +418,9 @@ func visit(ctx context.Context, replica string, j *journey) {
 			return
 		case code == http.StatusOK:
 			hadPlace = true
+			if place, ok := body["place"].(string); ok {
+				j.place = place
+			}
 			method, path = http.MethodGet, "/.herdgate/status"
 			if ms, ok := body["nextPollMs"].(float64); ok {
 				wait = time.Duration(ms) * time.Millisecond
@@ -407,4 +469,42 @@ func schedulerFailovers(t *testing.T, namespace, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// releasedPassTaken says whether replica lets a protected request with a released pass through.
+func releasedPassTaken(ctx context.Context, replica, visitor, pass string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, replica+"/api/v1/orders", nil)
+	req.Header.Set("X-User-Id", visitor)
+	req.Header.Set(admission.PassHeader, pass)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+// proxyCounter sums a counter over the proxies' series, those with label = value when label is set.
+func proxyCounter(t *testing.T, proxies []*admission.Proxy, name, label, value string) float64 {
+	t.Helper()
+	var sum float64
+	for _, p := range proxies {
+		rec := httptest.NewRecorder()
+		p.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := families[name]
+		if f == nil {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
