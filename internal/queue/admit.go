@@ -151,7 +151,11 @@ func (q *Queue) Admit(ctx context.Context, req AdmitRequest) (AdmitResult, error
 	if err != nil {
 		return AdmitResult{}, fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
 	}
-	return parseAdmitReply(raw)
+	res, err := parseAdmitReply(raw)
+	if err == nil && len(res.Admitted) > 0 {
+		q.replicate(ctx)
+	}
+	return res, err
 }
 
 // admitCall checks req and turns it into the admit script's keys and arguments.

@@ -88,6 +88,8 @@ type Queue struct {
 	// named before the last failover the store's watch saw, noticed at failoverNoticed (Unix ms), and
 	// failoverEpoch that failover's epoch (noteFailover).
 	highestSeq, beforeFailover, failoverNoticed, failoverEpoch atomic.Int64
+	// durability is the queue's durability (SetReplicated).
+	durability durability
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -424,6 +426,9 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []entryArg{entryArgOf(limit)}).Result()
 		if err != nil {
 			return Position{}, err
+		}
+		if o == opEnter {
+			q.replicate(ctx)
 		}
 		replies, err := decodeReplies(v, 1)
 		if err != nil {

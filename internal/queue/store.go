@@ -229,6 +229,7 @@ func (s *Store) send(groups []*group) {
 	if len(groups) == 1 {
 		g := groups[0]
 		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls)).Result()
+		g.replicate(ctx, err)
 		g.deliver(v, err)
 		return
 	}
@@ -243,7 +244,15 @@ func (s *Store) send(groups []*group) {
 			// The server lost its script cache (SCRIPT FLUSH, restart, failover): Run loads it again.
 			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls)).Result()
 		}
+		g.replicate(ctx, err)
 		g.deliver(v, err)
+	}
+}
+
+// replicate waits for a replica after a Replicated queue's entries, before they are answered.
+func (g *group) replicate(ctx context.Context, err error) {
+	if err == nil && g.op == opEnter {
+		g.q.replicate(ctx)
 	}
 }
 

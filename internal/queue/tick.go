@@ -95,6 +95,9 @@ func (q *Queue) tickReplies(ctx context.Context, c *tickCmds) TickReplies {
 		out.AdmitErr = fmt.Errorf("admitting from queue %s: %w", q.prefix, err)
 	} else {
 		out.Admit, out.AdmitErr = parseAdmitReply(raw)
+		if out.AdmitErr == nil && len(out.Admit.Admitted) > 0 {
+			q.replicate(ctx)
+		}
 	}
 	if plan := c.plan; plan != nil {
 		if noScript(plan.Err()) {
