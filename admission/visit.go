@@ -140,10 +140,12 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 		pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
 	} else {
 		pos, err = p.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
-		if held, ok := p.place(v.x, v.cfg, v.visitor); ok && err == nil && pos.State == queue.NotQueued {
+		if err == nil && pos.State == queue.NotQueued {
 			// A failover may have lost the place: the visitor asks for it back, and for nothing else
 			// (docs/guides/redis.md, "Places").
-			pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, OnlyHeldPlace: true})
+			if held, ok := p.place(v.x, v.cfg, v.visitor); ok {
+				pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, OnlyHeldPlace: true})
+			}
 		}
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,9 @@ type FailoverWatch struct {
 	// primary it does not know follows the one before.
 	onePrimary bool
 
+	// epoch is last.Epoch, read without the lock by the calls of every visitor (Epoch).
+	epoch atomic.Int64
+
 	mu     sync.Mutex
 	seen   map[string]bool // replication ids of the primaries reached
 	last   Failover
@@ -49,6 +53,14 @@ func (w *FailoverWatch) Last() Failover {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
+}
+
+// Epoch is Last().Epoch without taking the watch's lock: cheap enough for every call.
+func (w *FailoverWatch) Epoch() int64 {
+	if w == nil {
+		return 0
+	}
+	return w.epoch.Load()
 }
 
 // Changed returns a channel closed at the next failover; one that never closes for a nil watch.
@@ -118,6 +130,7 @@ func (w *FailoverWatch) saw(r replication, now time.Time) {
 		return
 	}
 	w.last = Failover{Epoch: w.last.Epoch + 1, At: now, Promoted: promoted}
+	w.epoch.Store(w.last.Epoch)
 	for _, ch := range w.notify {
 		close(ch)
 	}

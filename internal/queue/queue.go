@@ -453,9 +453,8 @@ func (q *Queue) noteFailover() {
 	if w == nil {
 		return
 	}
-	f := w.Last()
-	seen := q.failoverEpoch.Load()
-	if f.Epoch != seen && q.failoverEpoch.CompareAndSwap(seen, f.Epoch) {
+	epoch, seen := w.Epoch(), q.failoverEpoch.Load()
+	if epoch != seen && q.failoverEpoch.CompareAndSwap(seen, epoch) {
 		q.beforeFailover.Store(q.highestSeq.Load())
 		q.failoverNoticed.Store(time.Now().UnixMilli())
 	}
