@@ -1127,11 +1127,11 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		enter(engineQueue(healthy), "h", 2000)
 
 		broken := sampleQueue(mainNamespace, "orders-broken")
-		broken.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: nowhere.Name}}
+		broken.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: &herdgatev1alpha1.SecretKeyRef{Name: nowhere.Name}}
 		Expect(k8sClient.Create(ctx, broken)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, broken))).To(Succeed()) })
 		missing := sampleQueue(mainNamespace, "orders-missing")
-		missing.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "no-such-secret"}}
+		missing.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: &herdgatev1alpha1.SecretKeyRef{Name: "no-such-secret"}}
 		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, missing))).To(Succeed()) })
 

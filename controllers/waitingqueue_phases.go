@@ -111,9 +111,9 @@ func (r *WaitingQueueReconciler) pageTemplate(ctx context.Context, wq *herdgatev
 }
 
 func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) (string, error) {
-	if wq.Spec.Redis == nil {
+	if wq.Spec.Redis == nil || wq.Spec.Redis.SecretRef == nil {
 		if r.DefaultRedisURL == "" {
-			return "", errRedisConfig{"the queue sets no spec.redis and the manager has no --redis-url"}
+			return "", errRedisConfig{"the queue sets no spec.redis.secretRef and the manager has no --redis-url"}
 		}
 		return r.DefaultRedisURL, nil
 	}

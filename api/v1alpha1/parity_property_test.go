@@ -133,6 +133,8 @@ var fieldPools = map[string][]any{
 	"identity.header":                                  headerNames(),
 	"redis.secretRef.name":                             secretNames(),
 	"redis.secretRef.key":                              append(secretKeys(), absent),
+	"redis.secretRef":                                  {absent},
+	"redis.durability":                                 {"Async", "Replicated", "replicated", "", absent},
 	"proxy.replicas":                                   append(ints(-1, 0, 2, 1000, 1001), absent),
 	"proxy.resources.requests":                         resourceLists(),
 	"proxy.resources.limits":                           resourceLists(),

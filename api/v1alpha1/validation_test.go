@@ -110,7 +110,7 @@ var _ = Describe("WaitingQueue validation", func() {
 				Capacity:        herdgatev1alpha1.CapacitySpec{PoolSize: 5, RequestLatency: metav1.Duration{Duration: time.Second}},
 				Upstream:        herdgatev1alpha1.UpstreamSpec{URL: ptr.To("http://orders.example:8080")},
 				ProtectedRoutes: []herdgatev1alpha1.ProtectedRoute{{PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/checkout"))}},
-				Redis:           &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "redis"}},
+				Redis:           &herdgatev1alpha1.RedisSpec{SecretRef: &herdgatev1alpha1.SecretKeyRef{Name: "redis"}},
 			},
 		}
 		// The Go accessors of an object nobody defaulted ...
@@ -150,6 +150,8 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(defaulted.EffectivePassFormat()).To(Equal(unset.EffectivePassFormat()))
 		Expect(defaulted.ProtectedRoutes[0].Methods).To(Equal(unset.ProtectedRoutes[0].EffectiveMethods()))
 		Expect(defaulted.Redis.SecretRef.Key).To(Equal(herdgatev1alpha1.DefaultRedisSecretKey))
+		Expect(defaulted.Redis.Durability).To(Equal(herdgatev1alpha1.RedisDurabilityAsync))
+		Expect(defaulted.EffectiveRedisDurability()).To(Equal(unset.EffectiveRedisDurability()))
 	})
 
 	DescribeTable("rejects an invalid spec with a message that names the field",
@@ -543,9 +545,14 @@ var _ = Describe("WaitingQueue validation", func() {
 			"spec.upstream.url", "must not hold a query or fragment"),
 		Entry("a Redis Secret name that no Secret can have",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: "Redis_URL"}}
+				wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: &herdgatev1alpha1.SecretKeyRef{Name: "Redis_URL"}}
 			},
 			"spec.redis.secretRef.name", "should match"),
+		Entry("a durability that is neither Async nor Replicated",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{Durability: "replicated"}
+			},
+			"spec.redis.durability", "Unsupported value"),
 		Entry("a negative proxy CPU request",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{

@@ -253,3 +253,11 @@ func (s *WaitingQueueSpec) EffectiveExactPositions() int32 {
 	}
 	return *s.Polling.ExactPositions
 }
+
+// EffectiveRedisDurability returns spec.redis.durability.
+func (s *WaitingQueueSpec) EffectiveRedisDurability() RedisDurability {
+	if s.Redis == nil || s.Redis.Durability == "" {
+		return RedisDurabilityAsync
+	}
+	return s.Redis.Durability
+}

@@ -574,10 +574,31 @@ type RedisSpec struct {
 	// URL: redis://[user:password@]host:port[/db] for one server, rediss:// for TLS,
 	// redis+cluster://host:port?addr=host2:port (or rediss+cluster://) for a Redis Cluster, and
 	// redis+sentinel://[user:password@]host:26379,host2:26379/master (or rediss+sentinel://) for a
-	// primary that Sentinels watch.
-	// +required
-	SecretRef SecretKeyRef `json:"secretRef"`
+	// primary that Sentinels watch. When unset, the manager's Redis (its --redis-url) holds the queue.
+	// +optional
+	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
+
+	// durability says whether the queue's writes wait for a replica. Async (the default) answers as
+	// soon as the primary has a write; a failover can lose the last writes, which the proxies give
+	// back (docs/guides/redis.md). Replicated waits, after the calls that take places and admit,
+	// until a replica holds them (WAIT 1), for at most 100ms; a write no replica acknowledged in time
+	// stands and is counted in herdgate_redis_unacknowledged_writes_total. It narrows what a
+	// failover loses at a measured cost (docs/performance.md); with no replica it only adds the wait.
+	// +optional
+	// +kubebuilder:default=Async
+	Durability RedisDurability `json:"durability,omitempty"`
 }
+
+// RedisDurability says whether a queue's writes wait for a replica.
+// +kubebuilder:validation:Enum=Async;Replicated
+type RedisDurability string
+
+const (
+	// RedisDurabilityAsync answers once the primary has a write.
+	RedisDurabilityAsync RedisDurability = "Async"
+	// RedisDurabilityReplicated waits, for a bounded time, until a replica has the write.
+	RedisDurabilityReplicated RedisDurability = "Replicated"
+)
 
 // SecretKeyRef names one key of a Secret in the same namespace.
 type SecretKeyRef struct {

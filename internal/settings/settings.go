@@ -49,7 +49,10 @@ type Settings struct {
 	// ExactPositions is how far from the front positions come from Redis at every poll
 	// (spec.polling.exactPositions).
 	ExactPositions int64
-	Suspended      bool
+	// Replicated queues wait for a replica after the writes that take places and admit
+	// (spec.redis.durability).
+	Replicated bool
+	Suspended  bool
 	// Mode is Queue, Passthrough or Closed.
 	Mode herdgatev1alpha1.Mode
 	// MaxActive caps the active passes; 0 means no cap.
@@ -209,6 +212,8 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	s.Lead = AdmissionLead(s.PollMin)
 	s.PollBudget = capacity.PollBudget{PerSecond: float64(spec.EffectivePollBudget()), MinInterval: s.PollMin, MaxInterval: s.PollMax, AbandonAfter: s.AbandonAfter}
 	s.ExactPositions = int64(spec.EffectiveExactPositions())
+	durability := spec.EffectiveRedisDurability()
+	s.Replicated = durability == herdgatev1alpha1.RedisDurabilityReplicated
 	switch {
 	case s.PollMin <= 0 || s.PollMax < s.PollMin:
 		return nil, fieldErr("spec.polling", "minInterval %s must be positive and at most maxInterval %s", s.PollMin, s.PollMax)
@@ -222,6 +227,8 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, fieldErr("spec.proxy.failurePolicy", "%q is neither FailClosed nor FailOpen", s.FailurePolicy)
 	case s.Mode != herdgatev1alpha1.ModeQueue && s.Mode != herdgatev1alpha1.ModePassthrough && s.Mode != herdgatev1alpha1.ModeClosed:
 		return nil, fieldErr("spec.mode", "%q is not one of Queue, Passthrough, Closed", s.Mode)
+	case durability != herdgatev1alpha1.RedisDurabilityAsync && durability != herdgatev1alpha1.RedisDurabilityReplicated:
+		return nil, fieldErr("spec.redis.durability", "%q is neither Async nor Replicated", durability)
 	}
 	if s.Routes, err = Routes(spec.ProtectedRoutes); err != nil {
 		return nil, err

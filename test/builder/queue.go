@@ -199,8 +199,21 @@ func (b *QueueBuilder) Bypass(rules ...herdgatev1alpha1.BypassRule) *QueueBuilde
 
 // Redis takes the queue's Redis URL from key of the Secret name.
 func (b *QueueBuilder) Redis(secret, key string) *QueueBuilder {
-	b.wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: herdgatev1alpha1.SecretKeyRef{Name: secret, Key: key}}
+	b.redis().SecretRef = &herdgatev1alpha1.SecretKeyRef{Name: secret, Key: key}
 	return b
+}
+
+// Durability sets whether the queue's writes wait for a replica (spec.redis.durability).
+func (b *QueueBuilder) Durability(d herdgatev1alpha1.RedisDurability) *QueueBuilder {
+	b.redis().Durability = d
+	return b
+}
+
+func (b *QueueBuilder) redis() *herdgatev1alpha1.RedisSpec {
+	if b.wq.Spec.Redis == nil {
+		b.wq.Spec.Redis = &herdgatev1alpha1.RedisSpec{}
+	}
+	return b.wq.Spec.Redis
 }
 
 // MaxActive caps the passes active at once (spec.capacity.maxActive).
