@@ -112,6 +112,10 @@ var (
 		Name: "herdgate_redis_failovers_total",
 		Help: "Failovers of the room's Redis (a replica promoted, or a primary that started afresh) after which the scheduler paused the room's admissions.",
 	}, []string{"namespace", "name"})
+	unacknowledgedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herdgate_redis_unacknowledged_writes_total",
+		Help: "Writes of a Replicated room (spec.redis.durability) that no replica acknowledged within the wait; they stand, and a failover may lose them.",
+	}, []string{"namespace", "name"})
 	ticksMissedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herdgate_ticks_missed_total",
 		Help: "Grid points that passed while the scheduler was late or away: outcome made_up for those a later tick admitted for (up to 10 at once), dropped for those beyond.",
@@ -121,7 +125,7 @@ var (
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
 		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
-		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter, failoversCounter)
+		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter, failoversCounter, unacknowledgedCounter)
 }
 
 // queueMetrics are one queue's series, looked up once when its goroutine starts: a lookup hashes the
@@ -132,7 +136,7 @@ type queueMetrics struct {
 	tickLag, tickDuration, wait                     prometheus.Observer
 	admitted, admittedAtOnce, released, abandoned   prometheus.Counter
 	ticksMadeUp, ticksDropped                       prometheus.Counter
-	failovers                                       prometheus.Counter
+	failovers, unacknowledged                       prometheus.Counter
 	depth, preQueueDepth, active                    prometheus.Gauge
 	pollBudgetHolds, proxiesReporting               prometheus.Gauge
 	admissionRate, reporting, inFlight              prometheus.Gauge
@@ -162,7 +166,7 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 		errorRatio: errorRatioGauge.WithLabelValues(l...), noShowRatio: noShowRatioGauge.WithLabelValues(l...),
 		ticksMadeUp:  ticksMissedCounter.WithLabelValues(namespace, name, "made_up"),
 		ticksDropped: ticksMissedCounter.WithLabelValues(namespace, name, "dropped"),
-		failovers:    failoversCounter.WithLabelValues(l...),
+		failovers:    failoversCounter.WithLabelValues(l...), unacknowledged: unacknowledgedCounter.WithLabelValues(l...),
 	}
 }
 
@@ -210,7 +214,7 @@ func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
 		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram, waitHistogram,
-		pollBudgetHoldsGauge, proxiesReportingGauge, failoversCounter,
+		pollBudgetHoldsGauge, proxiesReportingGauge, failoversCounter, unacknowledgedCounter,
 		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, plannedRateGauge, maxActiveGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
 	} {
 		v.Delete(labels)

@@ -71,13 +71,15 @@ type tickState struct {
 	pausedUntil time.Time
 	// primary is the replication id of the server the last tick ran on: a tick that finds another
 	// one admits nobody (queue.AdmitRequest.Primary).
-	primary  string
-	statsAt  time.Time
-	samples  []rateSample // admitted totals over the rate window
-	atOnce   int64        // the instant admissions total last read, -1 before the first read
-	released int64        // the released total last read, -1 before the first read
-	notified Snapshot
-	notifyAt time.Time // no notification before
+	primary string
+	// unacknowledged is how many of the queue's writes no replica acknowledged, as last counted.
+	unacknowledged int64
+	statsAt        time.Time
+	samples        []rateSample // admitted totals over the rate window
+	atOnce         int64        // the instant admissions total last read, -1 before the first read
+	released       int64        // the released total last read, -1 before the first read
+	notified       Snapshot
+	notifyAt       time.Time // no notification before
 	// notifiedAt is when the reconciler was told last: a change of live figures alone waits for
 	// liveNotifyInterval after it.
 	notifiedAt time.Time
@@ -135,6 +137,7 @@ func (r *runner) run(ctx context.Context) {
 			r.fail(ctx, st, t.now, err)
 			continue
 		}
+		st.applyDurability(t.cfg)
 		if !st.resumed {
 			// A failed read leaves it for the next tick; this one's admit meets the same Redis and
 			// reports what failed.
@@ -207,7 +210,7 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 		return err
 	}
 	wakes, stopListening := store.Wakes().Listen(q)
-	st.url, st.q, st.wakes = cfg.RedisURL, q, wakes
+	st.url, st.q, st.wakes, st.unacknowledged = cfg.RedisURL, q, wakes, 0
 	st.release = func() {
 		stopListening()
 		release()
