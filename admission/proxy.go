@@ -101,6 +101,12 @@ func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
 		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p.state.init(opts.Replica)
+	if d, ok := engine.(durableEngine); ok {
+		p.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "herdgate_proxy_redis_unacknowledged_writes_total",
+			Help: "Entries of a Replicated room (spec.redis.durability) that no replica acknowledged within the wait; they stand, and a failover may lose them.",
+		}, func() float64 { return float64(d.Unacknowledged()) }))
+	}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -108,6 +114,13 @@ func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 		p.rand = globalRand{}
 	}
 	return p
+}
+
+// durableEngine is an engine that can wait for a replica after the entries it writes
+// (spec.redis.durability).
+type durableEngine interface {
+	SetReplicated(wait time.Duration)
+	Unacknowledged() int64
 }
 
 type globalRand struct{}
@@ -118,6 +131,13 @@ func (globalRand) Float64() float64 { return rand.Float64() }
 func (p *Proxy) SetConfig(cfg *Config) {
 	if cfg.PageProblem != nil {
 		p.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
+	}
+	if d, ok := p.q.(durableEngine); ok {
+		var wait time.Duration
+		if cfg.Replicated {
+			wait = queue.DefaultReplicaWait
+		}
+		d.SetReplicated(wait)
 	}
 	p.cfg.Store(cfg)
 	p.state.applied(cfg.Generation)
