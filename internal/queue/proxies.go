@@ -8,14 +8,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed lua/proxies.lua
 	proxiesLua    string
-	proxiesScript = redis.NewScript(commonLua + proxiesLua)
+	proxiesScript = newScript(proxiesLua)
 )
 
 // MaxProxyReportBytes bounds one replica's report; a longer refusal message is cut.

@@ -66,12 +66,12 @@ var (
 
 	// redis.Script runs EVALSHA and falls back to EVAL (which loads the script) on NOSCRIPT, so the
 	// scripts survive SCRIPT FLUSH, a restart and a failover.
-	enterScript  = redis.NewScript("local WAKE_CHANNEL = '" + WakeChannel + "'\n" + commonLua + enterLua)
-	statusScript = redis.NewScript(commonLua + statusLua)
-	admitScript  = redis.NewScript(commonLua + admitLua)
-	statsScript  = redis.NewScript(commonLua + statsLua)
-	drawScript   = redis.NewScript(commonLua + drawLua)
-	planScript   = redis.NewScript(commonLua + planLua)
+	enterScript  = newScript("local WAKE_CHANNEL = '" + WakeChannel + "'\n" + enterLua)
+	statusScript = newScript(statusLua)
+	admitScript  = newScript(admitLua)
+	statsScript  = newScript(statsLua)
+	drawScript   = newScript(drawLua)
+	planScript   = newScript(planLua)
 )
 
 // ErrInvalidVisitor is returned for a visitor ID the engine refuses to store.

@@ -7,14 +7,12 @@ import (
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed lua/ranks.lua
 	ranksLua    string
-	ranksScript = redis.NewScript(commonLua + ranksLua)
+	ranksScript = newScript(ranksLua)
 )
 
 const (

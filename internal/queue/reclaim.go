@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed lua/reclaim.lua
 	reclaimLua    string
-	reclaimScript = redis.NewScript(commonLua + reclaimLua)
+	reclaimScript = newScript(reclaimLua)
 )
 
 // HeldPass is a pass a proxy saw a visitor hold.

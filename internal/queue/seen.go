@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed lua/seen.lua
 	seenLua    string
-	seenScript = redis.NewScript(commonLua + seenLua)
+	seenScript = newScript(seenLua)
 )
 
 // SeenVisitor is a waiting visitor's sign of life: who, and the arrival sequence it waits under.

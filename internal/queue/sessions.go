@@ -7,17 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed lua/sessions.lua
 	sessionsLua    string
-	sessionsScript = redis.NewScript(commonLua + sessionsLua)
+	sessionsScript = newScript(sessionsLua)
 	//go:embed lua/forget.lua
 	forgetLua    string
-	forgetScript = redis.NewScript(commonLua + forgetLua)
+	forgetScript = newScript(forgetLua)
 )
 
 // forgetBatch bounds the active passes one ForgetPassesBefore call looks at.

@@ -9,14 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed lua/workload.lua
 	workloadLua    string
-	workloadScript = redis.NewScript(commonLua + workloadLua)
+	workloadScript = newScript(workloadLua)
 )
 
 // LatencyBuckets are the upper bounds of the latency histogram every replica keeps, in
