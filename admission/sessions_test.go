@@ -200,7 +200,7 @@ func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
 	// A pass with 8 of its 20 s left, written as a tick would have.
 	now := time.Now().Truncate(time.Millisecond)
 	nb, exp := now.Add(-12*time.Second), now.Add(8*time.Second)
-	if err := rig.rdb.Set(ctx, rig.q.KeyPrefix()+":p:cy", strconv.FormatInt(nb.UnixMilli(), 10)+":"+strconv.FormatInt(exp.UnixMilli(), 10), 0).Err(); err != nil {
+	if err := rig.rdb.HSet(ctx, rig.q.KeyPrefix()+":passes", "cy", strconv.FormatInt(nb.UnixMilli(), 10)+":"+strconv.FormatInt(exp.UnixMilli(), 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rig.rdb.ZAdd(ctx, rig.q.KeyPrefix()+":a", redis.Z{Score: float64(exp.UnixMilli()), Member: "cy"}).Err(); err != nil {
@@ -225,7 +225,7 @@ func TestCompletionRoutesAndSlidingPasses(t *testing.T) {
 	}
 	// A Sliding pass never outlasts maxSession (1h by default) after its not-before time.
 	oldNB, oldExp := now.Add(-time.Hour+10*time.Second), now.Add(5*time.Second)
-	if err := rig.rdb.Set(ctx, rig.q.KeyPrefix()+":p:dee", strconv.FormatInt(oldNB.UnixMilli(), 10)+":"+strconv.FormatInt(oldExp.UnixMilli(), 10), 0).Err(); err != nil {
+	if err := rig.rdb.HSet(ctx, rig.q.KeyPrefix()+":passes", "dee", strconv.FormatInt(oldNB.UnixMilli(), 10)+":"+strconv.FormatInt(oldExp.UnixMilli(), 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	capped := rig.do(t, 0, http.MethodGet, "/checkout/cart", "dee", rig.cfg.Signer.Issue("dee", oldNB, oldExp)).Header.Get(admission.PassHeader)

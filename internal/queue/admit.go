@@ -178,15 +178,15 @@ func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err erro
 	}
 	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
 	args = []any{
-		q.prefix, req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
+		req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
 		req.Primary,
 	}
 	if req.Holding {
-		args[13] = max(0, req.Through)
+		args[12] = max(0, req.Through)
 	}
-	return []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked}, args, nil
+	return []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked, q.keys.seen, q.keys.passes}, args, nil
 }
 
 // parseAdmitReply reads the admit script's reply.

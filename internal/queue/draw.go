@@ -47,7 +47,7 @@ func (s DrawState) Settled() int64 { return s.Base + s.Placed }
 var ErrDrawMoved = errors.New("the draw moved on")
 
 func (q *Queue) drawKeys() []string {
-	return []string{q.keys.pre, q.keys.wait, q.keys.seq, q.keys.draw, q.keys.plan, q.keys.drawn, q.keys.totals}
+	return []string{q.keys.pre, q.keys.wait, q.keys.seq, q.keys.draw, q.keys.plan, q.keys.drawn, q.keys.totals, q.keys.seen}
 }
 
 func decodeDrawState(raw []any) (bool, DrawState, error) {
@@ -163,7 +163,7 @@ func (q *Queue) PlaceDrawn(ctx context.Context, st DrawState, arrivals []int64, 
 		return DrawState{}, fmt.Errorf("placing drawn visitors of queue %s: phase after the draw is %q, not Open or Closed", q.prefix, after)
 	}
 	args := make([]any, 0, 6+len(arrivals))
-	args = append(args, "place", st.OpensAt.UnixMilli(), st.Step, abandonAfter.Milliseconds(), code, q.prefix)
+	args = append(args, "place", st.OpensAt.UnixMilli(), st.Step, abandonAfter.Milliseconds(), code)
 	for _, a := range arrivals {
 		args = append(args, a)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -54,10 +53,7 @@ func silencePreQueued(t *testing.T, q *Queue, visitor string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := fmt.Sprintf("%s:s%d:%d", q.prefix, seenBlock, int64(seq)/seenBlock)
-	if err := q.rdb.HSet(ctx, key, fmt.Sprint(int64(seq)%seenBlock), now.Add(-d).UnixMilli()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	writeLastSeen(t, q, int64(seq), now.Add(-d))
 }
 
 // testScheduleAndDraw walks a room through its schedule: turned away before the pre-queue, pre-queue
@@ -335,7 +331,7 @@ func TestForgettingAnEarlierOpeningScansInBoundedCalls(t *testing.T) {
 	if st, err := q.Stats(ctx); err != nil || st.Active != 0 {
 		t.Fatalf("active after = %+v, %v; want 0", st, err)
 	}
-	if left, err := rdb.Keys(ctx, q.KeyPrefix()+":p:*").Result(); err != nil || len(left) != 0 {
-		t.Fatalf("pass records left: %d (%v)", len(left), err)
+	if left, err := rdb.HLen(ctx, q.keys.passes).Result(); err != nil || left != 0 {
+		t.Fatalf("pass records left: %d (%v)", left, err)
 	}
 }

@@ -32,6 +32,9 @@ func TestAReplicatedQueueAnswersOnceAReplicaHasTheWrite(t *testing.T) {
 		if member == "" {
 			return replica.Exists(ctx, key).Val() == 1
 		}
+		if key == q.keys.passes {
+			return replica.HExists(ctx, key, member).Val()
+		}
 		return replica.ZScore(ctx, key, member).Err() == nil
 	}
 
@@ -48,7 +51,7 @@ func TestAReplicatedQueueAnswersOnceAReplicaHasTheWrite(t *testing.T) {
 	if err != nil || len(res.Admitted) != 1 {
 		t.Fatalf("admitting: %+v, %v", res, err)
 	}
-	if !onReplica(q.prefix+":p:"+res.Admitted[0].ID, "") {
+	if !onReplica(q.keys.passes, res.Admitted[0].ID) {
 		t.Fatal("a replicated admission was answered before the replica had its pass record")
 	}
 	if n := q.Unacknowledged(); n != 0 {

@@ -40,7 +40,7 @@ func (q *Queue) queueReads(ctx context.Context, pipe redis.Pipeliner, req Observ
 		proxies: proxiesScript.EvalSha(ctx, pipe, []string{q.keys.proxies}, "read", req.ProxyMaxAge.Milliseconds()),
 	}
 	if req.Workload {
-		r.workload = workloadScript.EvalSha(ctx, pipe, []string{q.keys.workload}, q.readWorkloadArgs(req.WorkloadMaxAge, req.UsedSeconds)...)
+		r.workload = workloadScript.EvalSha(ctx, pipe, q.readWorkloadKeys(req.UsedSeconds), "read", req.WorkloadMaxAge.Milliseconds())
 	}
 	return r
 }

@@ -64,16 +64,16 @@ func readState(t *testing.T, q *Queue, pool []string) (waiting []string, passes 
 		t.Fatal(err)
 	}
 	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(pool))
+	cmds := make([]*redis.BoolCmd, len(pool))
 	for i, id := range pool {
-		cmds[i] = pipe.Exists(ctx, q.prefix+":p:"+id)
+		cmds[i] = pipe.HExists(ctx, q.keys.passes, id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
 	passes = map[string]bool{}
 	for i, c := range cmds {
-		if c.Val() == 1 {
+		if c.Val() {
 			passes[pool[i]] = true
 		}
 	}
@@ -210,7 +210,7 @@ func runRandomTraffic(t *testing.T, rdb redis.UniversalClient, ticks int, seed u
 				}
 			default: // a pass expires
 				for id := range m.admitted { // map order: a random holder
-					if err := rdb.Del(ctx, q.prefix+":p:"+id).Err(); err != nil {
+					if err := rdb.HDel(ctx, q.keys.passes, id).Err(); err != nil {
 						t.Fatal(err)
 					}
 					delete(m.admitted, id)

@@ -7,8 +7,8 @@
 //
 //	{hg:ns/name}:q        sorted set: waiting visitors, scored by arrival sequence
 //	{hg:ns/name}:seq      arrival sequence (INCR)
-//	{hg:ns/name}:s10:<n>  last-seen times of arrivals n×10 … n×10+9 (small hashes)
-//	{hg:ns/name}:p:<id>   pass record "notBeforeMs:expiryMs", expiring with the pass
+//	{hg:ns/name}:seen     hash: last-seen times of the waiting, ten arrivals to a field (common.lua)
+//	{hg:ns/name}:passes   hash: pass records "notBeforeMs:expiryMs" by visitor, dropped after expiry
 //	{hg:ns/name}:a        sorted set: admitted visitors, scored by pass expiry
 //	{hg:ns/name}:t        hash: admitted and abandoned totals, last tick id, sweep cursor
 //	{hg:ns/name}:plan     hash: the plan the scheduler publishes for the proxies
@@ -40,13 +40,15 @@ import (
 // MaxVisitorIDLength is the longest visitor ID the engine accepts.
 const MaxVisitorIDLength = 128
 
-// seenBlock is how many consecutive arrivals share one last-seen hash (SEEN_BLOCK in the scripts,
-// which fix it). Redis keeps such small hashes in its compact listpack encoding and finds a field by
-// walking the listpack, twice per status poll, so a smaller block is a faster poll; each block costs
-// its key, so a smaller one costs memory. Ten lets a script take the block and field from the digits
-// of the arrival sequence instead of computing and formatting them (docs/performance.md has the
-// counts).
-const seenBlock = 10
+// seenBlock is how many consecutive arrivals share one field of the last-seen hash, seenSlot
+// characters each (SEEN_BLOCK and SLOT in the scripts, which fix them). Ten lets a script take the
+// field and the slot from the digits of the arrival sequence instead of computing and formatting
+// them; a field holds a block's times side by side, so that the hash costs a few bytes a visitor
+// (docs/performance.md has the counts).
+const (
+	seenBlock = 10
+	seenSlot  = 13
+)
 
 var (
 	//go:embed lua/common.lua
@@ -83,7 +85,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn, seen, passes string }
 	// highestSeq is the highest arrival sequence an answer named (sawSeq); beforeFailover the highest
 	// named before the last failover the store's watch saw, noticed at failoverNoticed (Unix ms), and
 	// failoverEpoch that failover's epoch (noteFailover).
@@ -113,6 +115,8 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.pre = q.prefix + ":pre"
 	q.keys.draw = q.prefix + ":draw"
 	q.keys.drawn = q.prefix + ":drawn"
+	q.keys.seen = q.prefix + ":seen"
+	q.keys.passes = q.prefix + ":passes"
 	return q, nil
 }
 
@@ -312,20 +316,37 @@ func (o visitorOp) script() *redis.Script {
 	return statusScript
 }
 
-func (q *Queue) keysFor(o visitorOp) []string {
-	if o == opEnter {
-		return []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw}
+// keysFor is the script's keys: the queue's, and for enter those of the entries' clients and
+// single-use tokens, which the script may touch and so declares.
+func (q *Queue) keysFor(o visitorOp, entries []entryArg) []string {
+	if o != opEnter {
+		return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
 	}
-	return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw}
+	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
+	for _, e := range entries {
+		if e.client != "" {
+			keys = append(keys, q.prefix+":c:"+e.client)
+		}
+		for _, id := range e.tokenIDs {
+			keys = append(keys, q.prefix+":u:"+id)
+		}
+	}
+	return keys
 }
 
 // entryArg is what an enter call sends for one visitor besides its name: its client ("" when
-// unlimited), its single-use tokens ("" when none) and the place it held before a failover ("" when
-// none).
-type entryArg struct{ client, tokens, held string }
+// unlimited), its single-use tokens ("" when none; tokenIDs their IDs, for the keys) and the place it
+// held before a failover ("" when none).
+type entryArg struct {
+	client, tokens, held string
+	tokenIDs             []string
+}
 
 func entryArgOf(limit EntryLimit) entryArg {
 	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse)}
+	for _, t := range limit.SingleUse {
+		a.tokenIDs = append(a.tokenIDs, t.ID)
+	}
 	if limit.HeldPlace > 0 {
 		a.held = strconv.FormatInt(limit.HeldPlace, 10)
 		if limit.OnlyHeldPlace {
@@ -340,8 +361,8 @@ func entryArgOf(limit EntryLimit) entryArg {
 // entryArg (all empty when entries is nil).
 func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors []string, entries []entryArg) []any {
 	if o != opEnter {
-		args := make([]any, 0, 2+len(visitors))
-		args = append(args, q.prefix, abandon)
+		args := make([]any, 0, 1+len(visitors))
+		args = append(args, abandon)
 		for _, v := range visitors {
 			args = append(args, v)
 		}
@@ -391,7 +412,7 @@ func validTokenID(id string) bool {
 
 // runVisitors runs op for visitors in one script call.
 func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors []string, entries []entryArg) *redis.Cmd {
-	return o.script().Run(ctx, rdb, q.keysFor(o), q.argsFor(o, abandon, limit, visitors, entries)...)
+	return o.script().Run(ctx, rdb, q.keysFor(o, entries), q.argsFor(o, abandon, limit, visitors, entries)...)
 }
 
 // validClient: a client name is an address prefix, as the proxy writes it, and nothing else reaches a key.

@@ -38,12 +38,11 @@ func (q *Queue) Reclaim(ctx context.Context, passes []HeldPass) (ReclaimResult, 
 	for len(passes) > 0 {
 		batch := passes[:min(len(passes), reclaimBatch)]
 		passes = passes[len(batch):]
-		args := make([]any, 0, 1+3*len(batch))
-		args = append(args, q.prefix)
+		args := make([]any, 0, 3*len(batch))
 		for _, p := range batch {
 			args = append(args, p.Visitor, strconv.FormatInt(p.NotBefore.UnixMilli(), 10), strconv.FormatInt(p.Expiry.UnixMilli(), 10))
 		}
-		res, err := reclaimScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.revoked}, args...).Int64Slice()
+		res, err := reclaimScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.active, q.keys.revoked, q.keys.passes}, args...).Int64Slice()
 		if err != nil {
 			return out, fmt.Errorf("reclaiming passes of queue %s: %w", q.prefix, err)
 		}

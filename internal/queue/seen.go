@@ -35,15 +35,15 @@ type SeenResult struct {
 // SeenBatch records the signs of life of waiting visitors in one call, as their status calls
 // would, and names those no longer waiting.
 func (q *Queue) SeenBatch(ctx context.Context, visitors []SeenVisitor, abandonAfter time.Duration) (SeenResult, error) {
-	args := make([]any, 0, 2+2*len(visitors))
-	args = append(args, q.prefix, abandonAfter.Milliseconds())
+	args := make([]any, 0, 1+2*len(visitors))
+	args = append(args, abandonAfter.Milliseconds())
 	for _, v := range visitors {
 		if err := ValidateVisitorID(v.Visitor); err != nil {
 			return SeenResult{}, err
 		}
 		args = append(args, v.Visitor, strconv.FormatInt(v.Seq, 10))
 	}
-	raw, err := seenScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.totals}, args...).Slice()
+	raw, err := seenScript.Run(ctx, q.rdb, []string{q.keys.wait, q.keys.totals, q.keys.seen}, args...).Slice()
 	if err != nil {
 		return SeenResult{}, fmt.Errorf("recording signs of life in queue %s: %w", q.prefix, err)
 	}

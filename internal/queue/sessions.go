@@ -29,7 +29,7 @@ func (q *Queue) ForgetPassesBefore(ctx context.Context, from time.Time) (int64, 
 	var forgotten int64
 	cursor := "0"
 	for {
-		raw, err := forgetScript.Run(ctx, q.rdb, []string{q.keys.active}, q.prefix, cursor, from.UnixMilli(), forgetBatch).Slice()
+		raw, err := forgetScript.Run(ctx, q.rdb, []string{q.keys.active, q.keys.passes}, cursor, from.UnixMilli(), forgetBatch).Slice()
 		if err != nil {
 			return forgotten, fmt.Errorf("forgetting the passes of an earlier opening of queue %s: %w", q.prefix, err)
 		}
@@ -96,8 +96,8 @@ func (q *Queue) Sessions(ctx context.Context, releases []Release, renewals []Ren
 	if most <= 0 {
 		return SessionsResult{}, fmt.Errorf("sessions of queue %s: most must be positive, got %d", q.prefix, most)
 	}
-	args := make([]any, 0, 4+3*len(releases)+3*len(renewals))
-	args = append(args, q.prefix, after, most, len(releases))
+	args := make([]any, 0, 3+3*len(releases)+3*len(renewals))
+	args = append(args, after, most, len(releases))
 	for _, r := range releases {
 		if err := ValidateVisitorID(r.Visitor); err != nil {
 			return SessionsResult{}, err
@@ -110,7 +110,7 @@ func (q *Queue) Sessions(ctx context.Context, releases []Release, renewals []Ren
 		}
 		args = append(args, r.Visitor, r.NotBefore.UnixMilli(), r.Expiry.UnixMilli())
 	}
-	raw, err := sessionsScript.Run(ctx, q.rdb, []string{q.keys.active, q.keys.revoked, q.keys.revokedSeq, q.keys.totals}, args...).Slice()
+	raw, err := sessionsScript.Run(ctx, q.rdb, []string{q.keys.active, q.keys.revoked, q.keys.revokedSeq, q.keys.totals, q.keys.passes}, args...).Slice()
 	if err != nil {
 		return SessionsResult{}, fmt.Errorf("sessions of queue %s: %w", q.prefix, err)
 	}

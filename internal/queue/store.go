@@ -235,7 +235,7 @@ func (s *Store) send(groups []*group) {
 	}
 	pipe := s.rdb.Pipeline()
 	for _, g := range groups {
-		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op), g.q.argsFor(g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls))...)
+		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op, entriesOf(g.calls)), g.q.argsFor(g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls))...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for _, g := range groups {

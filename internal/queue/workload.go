@@ -80,20 +80,22 @@ func (q *Queue) ReportWorkload(ctx context.Context, r WorkloadReport, uses []Pas
 	if err != nil {
 		return err
 	}
-	args := []any{"report", r.Replica, string(body), q.prefix, int64(UseRecordTTL / time.Second)}
+	args := []any{"report", r.Replica, string(body), int64(UseRecordTTL / time.Second)}
+	keys := []string{q.keys.workload}
 	slices.SortFunc(uses, func(a, b PassUse) int { return int(a.Second - b.Second) })
 	for i := 0; i < len(uses); {
 		j := i
 		for j < len(uses) && uses[j].Second == uses[i].Second {
 			j++
 		}
-		args = append(args, uses[i].Second, j-i)
+		keys = append(keys, q.usedKey(uses[i].Second))
+		args = append(args, j-i)
 		for _, u := range uses[i:j] {
 			args = append(args, u.ID)
 		}
 		i = j
 	}
-	if err := workloadScript.Run(ctx, q.rdb, []string{q.keys.workload}, args...).Err(); err != nil {
+	if err := workloadScript.Run(ctx, q.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("reporting to queue %s: %w", q.prefix, err)
 	}
 	return nil
@@ -114,20 +116,24 @@ type WorkloadReading struct {
 // deleting older ones (replicas that are gone), and how many passes of each of the seconds given
 // were used.
 func (q *Queue) ReadWorkload(ctx context.Context, maxAge time.Duration, seconds []int64) (WorkloadReading, error) {
-	raw, err := workloadScript.Run(ctx, q.rdb, []string{q.keys.workload}, q.readWorkloadArgs(maxAge, seconds)...).Slice()
+	raw, err := workloadScript.Run(ctx, q.rdb, q.readWorkloadKeys(seconds), "read", maxAge.Milliseconds()).Slice()
 	if err != nil {
 		return WorkloadReading{}, fmt.Errorf("reading the workload reports of queue %s: %w", q.prefix, err)
 	}
 	return q.parseWorkload(raw, seconds)
 }
 
-func (q *Queue) readWorkloadArgs(maxAge time.Duration, seconds []int64) []any {
-	args := []any{"read", maxAge.Milliseconds(), q.prefix}
+// readWorkloadKeys are the keys a read of the reports and of the uses of seconds declares.
+func (q *Queue) readWorkloadKeys(seconds []int64) []string {
+	keys := []string{q.keys.workload}
 	for _, s := range seconds {
-		args = append(args, s)
+		keys = append(keys, q.usedKey(s))
 	}
-	return args
+	return keys
 }
+
+// usedKey is the HyperLogLog of the passes of not-before second s that were used.
+func (q *Queue) usedKey(s int64) string { return q.prefix + ":used:" + strconv.FormatInt(s, 10) }
 
 func (q *Queue) parseWorkload(raw []any, seconds []int64) (WorkloadReading, error) {
 	bad := func() error { return fmt.Errorf("unexpected workload reply of queue %s: %v", q.prefix, raw) }

@@ -40,7 +40,7 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 	}
 	defer rdb.Close()
 	leftoverExpiry := time.Now().Add(time.Hour).UnixMilli() // Redis' clock, not the grid's
-	if err := rdb.Set(ctx, q.KeyPrefix()+":p:leftover", fmt.Sprintf("%d:%d", gridStart.Add(-time.Hour).UnixMilli(), leftoverExpiry), 0).Err(); err != nil {
+	if err := rdb.HSet(ctx, q.KeyPrefix()+":passes", "leftover", fmt.Sprintf("%d:%d", gridStart.Add(-time.Hour).UnixMilli(), leftoverExpiry)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.ZAdd(ctx, q.KeyPrefix()+":a", redis.Z{Score: float64(leftoverExpiry), Member: "leftover"}).Err(); err != nil {

@@ -8,18 +8,18 @@
 -- Commands are grouped per last-seen block because each redis.call costs far more than its work.
 --
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence,
--- KEYS[5] revocations (released passes)
--- ARGV[1] key prefix, ARGV[2] tick id (increasing), ARGV[3] pass ttl ms, ARGV[4] abandon-after ms,
--- ARGV[5] front budget (visitors examined beyond the limit), ARGV[6] sweep blocks,
--- ARGV[7] limit (most visitors admitted), ARGV[8] jitter window ms, ARGV[9] lead ms,
--- ARGV[10] jitter seed (1 … 2147483646), ARGV[11] instant budget (most visitors enter may admit at
--- once until the next tick, out of what this tick leaves unused), ARGV[12] tick ms, ARGV[13] the most
--- active passes (0: no cap), ARGV[14] the last arrival sequence that may be admitted (-1: any; while
--- the pre-queue is drawn, the visitors behind the part already placed wait), ARGV[15] how long the
+-- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash
+-- ARGV[1] tick id (increasing), ARGV[2] pass ttl ms, ARGV[3] abandon-after ms,
+-- ARGV[4] front budget (visitors examined beyond the limit), ARGV[5] sweep blocks,
+-- ARGV[6] limit (most visitors admitted), ARGV[7] jitter window ms, ARGV[8] lead ms,
+-- ARGV[9] jitter seed (1 … 2147483646), ARGV[10] instant budget (most visitors enter may admit at
+-- once until the next tick, out of what this tick leaves unused), ARGV[11] tick ms, ARGV[12] the most
+-- active passes (0: no cap), ARGV[13] the last arrival sequence that may be admitted (-1: any; while
+-- the pre-queue is drawn, the visitors behind the part already placed wait), ARGV[14] how long the
 -- room may sleep, in ms (0: it may not): when the tick leaves nobody waiting and an instant budget,
 -- the budget lasts that long (and a second) and carries the mark that the room sleeps, which enter
--- clears, announcing on the wake channel, when it gives a visitor a place; ARGV[16] the share of
--- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps, ARGV[17] the
+-- clears, announcing on the wake channel, when it gives a visitor a place; ARGV[15] the share of
+-- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps, ARGV[16] the
 -- replication id of the primary the last tick ran on ("": unknown)
 -- Returns {1, now, abandoned, asleep, sequence, primary, id1, notBefore1, expiry1, arrival1, id2, ...},
 -- {0, now, lastTick, primary} when this tick id was already run, or {2, now, primary} when the
@@ -27,15 +27,15 @@
 -- proxies have yet to write back, so nothing is done. The sequence is the last arrival given out
 -- by now, and each arrival the admitted visitor's: the scheduler times waits with them; primary is
 -- this server's replication id ("" when it does not say).
-local prefix, tick = ARGV[1], tonumber(ARGV[2])
-local ttl, abandon_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
-local front_budget, sweep_blocks = tonumber(ARGV[5]), tonumber(ARGV[6])
-local limit, window, lead, seed = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-local instant_cap, tick_ms = tonumber(ARGV[11]), tonumber(ARGV[12])
-local max_active = tonumber(ARGV[13])
-local max_seq = tonumber(ARGV[14]) or -1
-local sleep_ms, sleep_share = tonumber(ARGV[15]) or 0, tonumber(ARGV[16]) or 0
-local stem = seen_stem(prefix)
+local tick = tonumber(ARGV[1])
+local ttl, abandon_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local front_budget, sweep_blocks = tonumber(ARGV[4]), tonumber(ARGV[5])
+local limit, window, lead, seed = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local instant_cap, tick_ms = tonumber(ARGV[10]), tonumber(ARGV[11])
+local max_active = tonumber(ARGV[12])
+local max_seq = tonumber(ARGV[13]) or -1
+local sleep_ms, sleep_share = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
+local seen_key = KEYS[6]
 local now = now_ms()
 
 -- A client that followed a failover within one call (its retries reached the new primary) learns of
@@ -45,14 +45,13 @@ local info = redis.pcall('INFO', 'replication')
 if type(info) == 'string' then
   primary = string.match(info, 'master_replid:(%w+)') or ''
 end
-local expected = ARGV[17] or ''
+local expected = ARGV[16] or ''
 if expected ~= '' and primary ~= '' and primary ~= expected then
   return {2, now, primary}
 end
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
 -- silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
-local silent_len = #silent_before
 
 -- The last tick id and the sweep cursor are read together here and written together at the end.
 local state = redis.call('HMGET', KEYS[3], 'tick', 'sweep')
@@ -69,30 +68,30 @@ local function call_chunked(cmd, key, args, step)
   end
 end
 
--- pop removes up to n front visitors and their last-seen records; it returns them in order with
+-- pop removes up to n front visitors and their last-seen times; it returns them in order with
 -- their last-seen times and arrivals as text (the time nil when unknown).
 local function pop(n)
   local front = redis.call('ZPOPMIN', KEYS[1], n)
-  local popped, by_block, block_order = {}, {}, {}
+  local popped, times, block_order = {}, {}, {}
   for i = 1, #front, 2 do
-    local skey, sfield = seen_slot(stem, front[i + 1])
-    local fields = by_block[skey]
-    if not fields then
-      fields = {}
-      by_block[skey] = fields
-      block_order[#block_order + 1] = skey
+    local block, off = seen_slot(front[i + 1])
+    if times[block] == nil then
+      times[block] = redis.call('HGET', seen_key, block) or false
+      block_order[#block_order + 1] = block
     end
-    fields[#fields + 1] = sfield
-    popped[#popped + 1] = {front[i], skey, #fields, nil, front[i + 1]}
-  end
-  local seen = {}
-  for _, skey in ipairs(block_order) do
-    local fields = by_block[skey]
-    seen[skey] = redis.call('HMGET', skey, unpack(fields))
-    redis.call('HDEL', skey, unpack(fields))
+    popped[#popped + 1] = {front[i], block, off, nil, front[i + 1]}
   end
   for _, p in ipairs(popped) do
-    p[4] = seen[p[2]][p[3]]
+    local t = times[p[2]]
+    if t then
+      p[4] = slot_time(t, p[3])
+      times[p[2]] = with_time(t, p[3], NO_TIME)
+    end
+  end
+  for _, block in ipairs(block_order) do
+    if times[block] then
+      store_times(seen_key, block, times[block])
+    end
   end
   return popped
 end
@@ -144,7 +143,7 @@ end
 -- [floor(i×window/n), floor((i+1)×window/n)) milliseconds.
 local n = #chosen
 local admitted = n
-local active = {}
+local active, records = {}, {}
 local x = seed
 for i = 1, n do
   x = (x * 48271) % 2147483647
@@ -158,7 +157,8 @@ for i = 1, n do
   local nb = now + lead + off
   local exp = nb + ttl
   local exp_s = int(exp)
-  redis.call('SET', prefix .. ':p:' .. visitor, int(nb) .. ':' .. exp_s, 'PXAT', exp_s)
+  records[#records + 1] = visitor
+  records[#records + 1] = int(nb) .. ':' .. exp_s
   active[#active + 1] = exp_s
   active[#active + 1] = visitor
   out[#out + 1] = visitor
@@ -167,19 +167,20 @@ for i = 1, n do
   out[#out + 1] = tonumber(arrivals[i])
 end
 if #active > 0 then
+  call_chunked('HSET', KEYS[7], records, 2)
   call_chunked('ZADD', KEYS[2], active, 2)
 end
 
 -- The sweep walks the last-seen blocks from a cursor, at most sweep_blocks blocks per tick, and
--- starts over at the front block when it passes the newest. A block holds last-seen records only
--- while its visitors wait, so a block with records lies inside the queue; the queue's bounds are
--- read only when the cursor meets an empty block, which spares two calls on most ticks.
+-- starts over at the front block when it passes the newest. A block holds last-seen times only
+-- while its visitors wait, so a block with times lies inside the queue; the queue's bounds are read
+-- only when the cursor meets an empty block, which spares two calls on most ticks.
 local cursor = tonumber(state[2])
 local first, newest
 for _ = 1, sweep_blocks do
-  local skey = cursor and stem .. int(cursor)
-  local times = skey and redis.call('HVALS', skey) or {}
-  if #times == 0 then
+  local block = cursor and int(cursor)
+  local times = block and redis.call('HGET', seen_key, block)
+  if not times then
     if not first then
       local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
       if #head == 0 then
@@ -190,32 +191,29 @@ for _ = 1, sweep_blocks do
     end
     if not cursor or cursor < first or cursor > newest then
       cursor = first
-      skey = stem .. int(cursor)
-      times = redis.call('HVALS', skey)
+      block = int(cursor)
+      times = redis.call('HGET', seen_key, block)
     end
   end
-  -- HVALS alone answers the common case (nobody in the block is silent) with half the data of
-  -- HGETALL; the fields are read only when someone is. Both list the block in the same order.
-  local fields
-  local stale = {}
-  for i = 1, #times do
-    -- earlier(t, silent_before), written out: this runs for every record of every swept block, where
-    -- a function call costs a noticeable share of the sweep (docs/performance.md).
-    local t = times[i]
-    local lt = #t
-    if lt < silent_len or (lt == silent_len and t < silent_before) then
-      fields = fields or redis.call('HKEYS', skey)
-      stale[#stale + 1] = fields[i]
-      local seq = int(cursor * SEEN_BLOCK + tonumber(fields[i]))
-      local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
-      if #member > 0 then
-        redis.call('ZREM', KEYS[1], member[1])
-        abandoned = abandoned + 1
+  if times then
+    local kept = times
+    for off = 0, SLOT * (SEEN_BLOCK - 1), SLOT do
+      -- Times and silent_before are SLOT digits, so text order is time order, and an empty slot
+      -- (NO_TIME) sorts above every time.
+      local t = string.sub(times, off + 1, off + SLOT)
+      if t < silent_before then
+        kept = with_time(kept, off, NO_TIME)
+        local seq = int(cursor * SEEN_BLOCK + off / SLOT)
+        local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
+        if #member > 0 then
+          redis.call('ZREM', KEYS[1], member[1])
+          abandoned = abandoned + 1
+        end
       end
     end
-  end
-  if #stale > 0 then
-    redis.call('HDEL', skey, unpack(stale))
+    if kept ~= times then
+      store_times(seen_key, block, kept)
+    end
   end
   cursor = cursor + 1
 end
@@ -239,16 +237,33 @@ if left > 0 and sleep_ms > 0 and max_seq < 0 then
   asleep = drained
 end
 if asleep then
-  redis.call('HSET', KEYS[3], 'instant', int(now + sleep_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[3] .. ':1:' ..
+  redis.call('HSET', KEYS[3], 'instant', int(now + sleep_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[2] .. ':1:' ..
     int(tick_ms) .. ':' .. int(sleep_share) .. ':' .. int(max_active) .. ':' .. now_s)
   out[4] = 1
 elseif left > 0 then
-  redis.call('HSET', KEYS[3], 'instant', int(now + tick_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[3])
+  redis.call('HSET', KEYS[3], 'instant', int(now + tick_ms + 1000) .. ':' .. int(left) .. ':' .. ARGV[2])
 else
   redis.call('HDEL', KEYS[3], 'instant')
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_s)
+-- Expired passes leave the active set, and their records the pass hash, a bounded number per tick:
+-- as many as ticks admit, and more, so that the backlog of a room that slept clears within a few
+-- ticks. A record is dropped only when it expired too: a visitor may hold a newer pass.
+local expired = redis.call('ZRANGE', KEYS[2], '-inf', now_s, 'BYSCORE', 'LIMIT', 0, 1000)
+if #expired > 0 then
+  local recs = redis.call('HMGET', KEYS[7], unpack(expired))
+  local ended = {}
+  for i = 1, #expired do
+    local rec = recs[i]
+    if rec and not earlier(now_s, string.sub(rec, string.find(rec, ':', 1, true) + 1)) then
+      ended[#ended + 1] = expired[i]
+    end
+  end
+  if #ended > 0 then
+    redis.call('HDEL', KEYS[7], unpack(ended))
+  end
+  redis.call('ZREM', KEYS[2], unpack(expired))
+end
 -- Revocations of released passes outlive their passes for nothing: drop the oldest that expired, a
 -- bounded number per tick. An entry is "expiryMs|visitor|notBeforeMs", scored by its sequence.
 local rev = redis.call('ZRANGE', KEYS[5], 0, 15)
@@ -263,9 +278,9 @@ if #gone > 0 then
   redis.call('ZREM', KEYS[5], unpack(gone))
 end
 if cursor then
-  redis.call('HSET', KEYS[3], 'tick', ARGV[2], 'sweep', int(cursor))
+  redis.call('HSET', KEYS[3], 'tick', ARGV[1], 'sweep', int(cursor))
 else
-  redis.call('HSET', KEYS[3], 'tick', ARGV[2])
+  redis.call('HSET', KEYS[3], 'tick', ARGV[1])
 end
 if admitted > 0 then
   redis.call('HINCRBY', KEYS[3], 'admitted', int(admitted))

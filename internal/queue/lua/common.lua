@@ -20,33 +20,69 @@ local function earlier(a, b)
   return la < lb or (la == lb and a < b)
 end
 
--- A waiting visitor's last-seen time lives in a small hash per block of SEEN_BLOCK arrivals, field
--- seq % SEEN_BLOCK. Small hashes use Redis' compact listpack encoding, which costs a few bytes per
--- visitor where a hash or sorted set over the whole queue would cost about a hundred, and Redis walks
--- a listpack to find a field, so a short one is a fast poll. A block of ten makes its number and the
--- field the head and the last digit of the sequence's text: a poll parses and formats no number to
--- find its record. Block keys start with seen_stem, which names the block size, so that engines built
--- with different sizes, as during an upgrade, never read each other's fields as their own.
-local SEEN_BLOCK = 10
-local function seen_stem(prefix)
-  return prefix .. ':s10:'
-end
+-- A waiting visitor's last-seen time lives in the queue's one last-seen hash, which every script
+-- that touches it declares: servers that run a script only on its declared keys (Dragonfly,
+-- ElastiCache Serverless) refuse a key made inside the script. Its field is the visitor's block of
+-- SEEN_BLOCK arrivals, the head of the sequence's text ('0' below 10), and the value holds the
+-- block's SEEN_BLOCK times side by side, SLOT characters each (milliseconds, or NO_TIME), the
+-- sequence's last digit choosing the slot: a poll parses and formats no number to find its record,
+-- and a block of ten costs about what a field of its own in a small hash did, a few bytes a visitor
+-- (docs/performance.md).
+local SEEN_BLOCK, SLOT = 10, 13
+local NO_TIME = '~~~~~~~~~~~~~' -- above any time, so that an empty slot never looks silent
+local NO_TIMES = string.rep(NO_TIME, SEEN_BLOCK)
+local slot_of = {['0'] = 0, ['1'] = 13, ['2'] = 26, ['3'] = 39, ['4'] = 52, ['5'] = 65, ['6'] = 78, ['7'] = 91,
+  ['8'] = 104, ['9'] = 117}
 
--- seen_slot returns the key and field of the last-seen record of arrival sequence seq, given as
--- integer text (as Redis answers a score).
-local function seen_slot(stem, seq)
+-- seen_slot returns the block and the slot's offset of arrival sequence seq, given as integer text
+-- (as Redis answers a score).
+local function seen_slot(seq)
   local n = #seq
   if n == 1 then
-    return stem .. '0', seq
+    return '0', slot_of[seq]
   end
-  return stem .. string.sub(seq, 1, n - 1), string.sub(seq, n)
+  return string.sub(seq, 1, n - 1), slot_of[string.sub(seq, n)]
 end
 
--- A pass record is "notBeforeMs:expiryMs"; read_pass returns both as text, or nil when the pass has
--- expired by now (integer text) or was issued before passes_from (integer text, '0' for none): the
--- schedule's pre-queue, before which a pass belongs to an opening that is over.
-local function read_pass(prefix, visitor, now, passes_from)
-  local rec = redis.call('GET', prefix .. ':p:' .. visitor)
+-- slot_time is the time in the slot at off of a block's value (nil for none).
+local function slot_time(times, off)
+  if not times then
+    return nil
+  end
+  local t = string.sub(times, off + 1, off + SLOT)
+  if t == NO_TIME then
+    return nil
+  end
+  return t
+end
+
+-- with_time is a block's value (nil for a new block) with t in the slot at off.
+local function with_time(times, off, t)
+  times = times or NO_TIMES
+  return string.sub(times, 1, off) .. t .. string.sub(times, off + SLOT + 1)
+end
+
+-- store_times writes a block's value back, dropping a block left with no time.
+local function store_times(seen_key, block, times)
+  if times == NO_TIMES then
+    redis.call('HDEL', seen_key, block)
+  else
+    redis.call('HSET', seen_key, block, times)
+  end
+end
+
+-- touch_seen sets the last-seen time of the arrival at (block, off) to t.
+local function touch_seen(seen_key, block, off, t)
+  redis.call('HSET', seen_key, block, with_time(redis.call('HGET', seen_key, block), off, t))
+end
+
+-- A pass record is "notBeforeMs:expiryMs", the visitor's field of the queue's pass hash (one key,
+-- so that scripts declare it; the admit script drops expired records). read_pass returns both as
+-- text, or nil when the pass has expired by now (integer text) or was issued before passes_from
+-- (integer text, '0' for none): the schedule's pre-queue, before which a pass belongs to an opening
+-- that is over.
+local function read_pass(passes_key, visitor, now, passes_from)
+  local rec = redis.call('HGET', passes_key, visitor)
   if not rec then
     return nil
   end
@@ -68,10 +104,12 @@ local function drawn_through(draw_key)
   return (tonumber(d[1]) or 0) + (tonumber(d[2]) or 0)
 end
 
--- forget removes a waiting visitor and its last-seen slot.
-local function forget(wait_key, visitor, skey, sfield)
+-- forget removes a waiting visitor and its last-seen time, times being its block's value as read.
+local function forget(wait_key, visitor, seen_key, block, times, off)
   redis.call('ZREM', wait_key, visitor)
-  redis.call('HDEL', skey, sfield)
+  if times then
+    store_times(seen_key, block, with_time(times, off, NO_TIME))
+  end
 end
 
 -- add_reply appends one visitor's reply, "n v1 .. vn", to the list that table.concat(parts, ' ')

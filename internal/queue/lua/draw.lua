@@ -6,10 +6,11 @@
 -- Each chunk carries the step it expects, so a retried chunk (after a lost reply, or from a second
 -- scheduler) changes nothing, and the caller learns to reload.
 -- KEYS[1] pre-queue set (score = arrival), KEYS[2] waiting set, KEYS[3] sequence, KEYS[4] draw
--- state hash, KEYS[5] plan hash, KEYS[6] draw record list ("arrival place"), KEYS[7] totals hash
+-- state hash, KEYS[5] plan hash, KEYS[6] draw record list ("arrival place"), KEYS[7] totals hash,
+-- KEYS[8] last-seen hash
 -- ARGV[1] "begin": ARGV[2] opensAt ms (names the draw), ARGV[3] phase after the draw.
 -- ARGV[1] "place": ARGV[2] opensAt ms, ARGV[3] the step expected, ARGV[4] abandon-after ms,
--- ARGV[5] phase after the draw, ARGV[6] key prefix, ARGV[7..] arrivals in drawn order.
+-- ARGV[5] phase after the draw, ARGV[6..] arrivals in drawn order.
 -- Both return {moved, opensAt, base, size, placed, step, done, dropped}: moved is 1 when the call
 -- did what it was asked, 0 when the state had moved on (or another draw is running).
 local FIELDS = {'opensAt', 'base', 'size', 'placed', 'step', 'done', 'dropped'}
@@ -41,21 +42,21 @@ end
 if state[1] ~= ARGV[2] or state[5] ~= ARGV[3] or state[6] ~= '0' then
   return reply(0, state)
 end
-local stem = seen_stem(ARGV[6])
+local seen_key = KEYS[8]
 local now_s = int(now_ms())
 local silent_before = int(tonumber(now_s) - tonumber(ARGV[4]))
 local base, placed, dropped = tonumber(state[2]), tonumber(state[4]), tonumber(state[7])
 local dropped_before = dropped
 local record = {}
-for i = 7, #ARGV do
+for i = 6, #ARGV do
   local arrival = ARGV[i]
   local member = redis.call('ZRANGE', KEYS[1], arrival, arrival, 'BYSCORE', 'LIMIT', 0, 1)
   if #member > 0 then
     local visitor = member[1]
-    local skey, sfield = seen_slot(stem, arrival)
-    local seen = redis.call('HGET', skey, sfield)
-    redis.call('HDEL', skey, sfield)
-    redis.call('ZREM', KEYS[1], visitor)
+    local block, off = seen_slot(arrival)
+    local times = redis.call('HGET', seen_key, block)
+    local seen = slot_time(times, off)
+    forget(KEYS[1], visitor, seen_key, block, times, off)
     if seen and earlier(seen, silent_before) then
       -- Silent too long by opening: the place goes, as a waiting visitor's would.
       dropped = dropped + 1
@@ -63,8 +64,8 @@ for i = 7, #ARGV do
       placed = placed + 1
       local seq_s = int(base + placed)
       redis.call('ZADD', KEYS[2], seq_s, visitor)
-      local nkey, nfield = seen_slot(stem, seq_s)
-      redis.call('HSET', nkey, nfield, seen or now_s)
+      local nblock, noff = seen_slot(seq_s)
+      touch_seen(seen_key, nblock, noff, seen or now_s)
       record[#record + 1] = arrival .. ' ' .. int(placed)
     end
   end

@@ -7,7 +7,7 @@
 -- Opening a place behind the whole pre-queue; in Scheduled and Closed nothing.
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
--- arrival sequence), KEYS[7] draw state hash
+-- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
 -- (0: no limit), ARGV[5] the highest arrival sequence the caller has seen (0: none), ARGV[6] the
 -- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7..] each
@@ -32,7 +32,7 @@
 -- range re-enters at it (docs/guides/redis.md).
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stem = seen_stem(prefix)
+local seen_key = KEYS[8]
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -201,23 +201,24 @@ local function enter(visitor, client, tokens, held)
   if spent then
     return '7', int(spent), now_s
   end
-  local nb, exp = read_pass(prefix, visitor, now_s, passes_from)
+  local nb, exp = read_pass(KEYS[9], visitor, now_s, passes_from)
   if nb then
     return '1', nb, exp, now_s
   end
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
   if seq then
-    local skey, sfield = seen_slot(stem, seq)
-    local seen = redis.call('HGET', skey, sfield)
+    local block, off = seen_slot(seq)
+    local times = redis.call('HGET', seen_key, block)
+    local seen = slot_time(times, off)
     if not (seen and earlier(seen, silent_before)) then
-      redis.call('HSET', skey, sfield, now_s)
+      redis.call('HSET', seen_key, block, with_time(times, off, now_s))
       if settled and tonumber(seq) > settled then
         return '5', now_s
       end
       return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s, '0', seq
     end
     -- Silent too long: the old place is gone, the visitor starts again at the back.
-    forget(KEYS[1], visitor, skey, sfield)
+    forget(KEYS[1], visitor, seen_key, block, times, off)
     depth = depth - 1
     redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
   end
@@ -225,8 +226,8 @@ local function enter(visitor, client, tokens, held)
     -- A pre-queue place has no order to lose: coming back refreshes it, however long the silence.
     local arrival = redis.call('ZSCORE', KEYS[6], visitor)
     if arrival then
-      local skey, sfield = seen_slot(stem, arrival)
-      redis.call('HSET', skey, sfield, now_s)
+      local block, off = seen_slot(arrival)
+      touch_seen(seen_key, block, off, now_s)
       if phase == PHASE_PREQUEUE then
         return '4', arrival, int(pre_depth), now_s
       end
@@ -239,8 +240,8 @@ local function enter(visitor, client, tokens, held)
   if held ~= '' and phase == PHASE_OPEN and restorable(tonumber(held)) then
     -- Nothing new is taken: the place was given, and paid for, before the failover.
     redis.call('ZADD', KEYS[1], held, visitor)
-    local skey, sfield = seen_slot(stem, held)
-    redis.call('HSET', skey, sfield, now_s)
+    local block, off = seen_slot(held)
+    touch_seen(seen_key, block, off, now_s)
     depth = depth + 1
     redis.call('HINCRBY', KEYS[3], 'restored', 1)
     return '8', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth), now_s, held
@@ -256,7 +257,7 @@ local function enter(visitor, client, tokens, held)
   local ttl = claim_instant()
   if ttl then
     local exp_s = int(now + ttl)
-    redis.call('SET', prefix .. ':p:' .. visitor, now_s .. ':' .. exp_s, 'PXAT', exp_s)
+    redis.call('HSET', KEYS[9], visitor, now_s .. ':' .. exp_s)
     redis.call('ZADD', KEYS[4], exp_s, visitor)
     return '1', now_s, exp_s, now_s
   end
@@ -264,8 +265,8 @@ local function enter(visitor, client, tokens, held)
   -- waiting visitor holds an earlier number, so the new one's place is the back: the depth.
   seq = redis.call('INCR', KEYS[2])
   local seq_s = int(seq)
-  local skey, sfield = seen_slot(stem, seq_s)
-  redis.call('HSET', skey, sfield, now_s)
+  local block, off = seen_slot(seq_s)
+  touch_seen(seen_key, block, off, now_s)
   if phase == PHASE_PREQUEUE then
     redis.call('ZADD', KEYS[6], 'NX', seq_s, visitor)
     pre_depth = pre_depth + 1

@@ -2,20 +2,21 @@
 -- that check passes in memory. A pass is named by its visitor and its not-before time: a newer pass
 -- of the same visitor is another pass.
 -- KEYS[1] active set (score = pass expiry), KEYS[2] revocations (score = sequence, member =
--- "expiryMs|visitor|notBeforeMs"), KEYS[3] revocation sequence, KEYS[4] totals hash
--- ARGV[1] key prefix, ARGV[2] revocations to list after this sequence, ARGV[3] most to list,
--- ARGV[4] how many releases follow, then per release: visitor, notBeforeMs, the pass's expiryMs;
+-- "expiryMs|visitor|notBeforeMs"), KEYS[3] revocation sequence, KEYS[4] totals hash, KEYS[5] pass
+-- hash
+-- ARGV[1] revocations to list after this sequence, ARGV[2] most to list, ARGV[3] how many releases
+-- follow, then per release: visitor, notBeforeMs, the pass's expiryMs;
 -- then per renewal: visitor, notBeforeMs, new expiryMs.
 -- Returns {released, renewed, sequence, seq1, entry1, seq2, entry2, ...}: the revocations after the
 -- sequence asked for, up to the most asked for, and the latest sequence (lower than the one asked
 -- for when Redis lost its data: then the list starts over).
-local prefix, after, most, releases = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local after, most, releases = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local now_s = int(now)
 
 -- the pass record of visitor when it is the pass that began at nb: its expiry as text, else nil
 local function current(visitor, nb)
-  local rec = redis.call('GET', prefix .. ':p:' .. visitor)
+  local rec = redis.call('HGET', KEYS[5], visitor)
   if not rec then
     return nil
   end
@@ -27,14 +28,14 @@ local function current(visitor, nb)
 end
 
 local released, renewed = 0, 0
-local i = 5
+local i = 4
 for _ = 1, releases do
   local visitor, nb, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   i = i + 3
   local held = current(visitor, nb)
   -- Released once: a second release of the same pass, from another replica, finds no record.
   if held then
-    redis.call('DEL', prefix .. ':p:' .. visitor)
+    redis.call('HDEL', KEYS[5], visitor)
     redis.call('ZREM', KEYS[1], visitor)
     released = released + 1
     exp = held
@@ -50,7 +51,7 @@ while i + 2 <= #ARGV do
   i = i + 3
   local exp = current(visitor, nb)
   if exp and earlier(exp, new_exp) then
-    redis.call('SET', prefix .. ':p:' .. visitor, nb .. ':' .. new_exp, 'PXAT', new_exp)
+    redis.call('HSET', KEYS[5], visitor, nb .. ':' .. new_exp)
     redis.call('ZADD', KEYS[1], 'XX', new_exp, visitor)
     renewed = renewed + 1
   end

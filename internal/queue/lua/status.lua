@@ -1,14 +1,14 @@
 -- Status reports where visitors stand and refreshes their last-seen times. The proxy sends the polls
 -- that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set, KEYS[2] totals hash, KEYS[3] plan hash, KEYS[4] pre-queue set, KEYS[5] draw
--- state hash
--- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3..] visitors
+-- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash
+-- ARGV[1] abandon-after ms, ARGV[2..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
 -- holding a pass, {2, position, depth, now, previousPoll, seq} when waiting with its place known,
 -- {4, arrival, preQueueDepth, now, previousPoll} when holding a pre-queue place, {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
-local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
-local stem = seen_stem(prefix)
+local abandon_ms = tonumber(ARGV[1])
+local seen_key = KEYS[6]
 local now = now_ms()
 -- A visitor last seen before this is silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -35,15 +35,16 @@ local depth_s = int(depth + (pre_depth or 0))
 -- formats one number per waiting visitor (see int in common.lua).
 local call, wait_key = redis.call, KEYS[1]
 local parts, n = {}, 0
-for i = 3, #ARGV do
+for i = 2, #ARGV do
   local visitor = ARGV[i]
   -- Most polls come from waiting visitors, so that path is tried first and kept short.
   local seq = call('ZSCORE', wait_key, visitor)
   if seq then
-    local skey, sfield = seen_slot(stem, seq)
-    local seen = call('HGET', skey, sfield)
+    local block, off = seen_slot(seq)
+    local times = call('HGET', seen_key, block)
+    local seen = slot_time(times, off)
     if seen and earlier(seen, silent_before) then
-      forget(wait_key, visitor, skey, sfield)
+      forget(wait_key, visitor, seen_key, block, times, off)
       depth = depth - 1
       depth_s = int(depth + (pre_depth or 0))
       call('HINCRBY', KEYS[2], 'abandoned', 1)
@@ -51,7 +52,7 @@ for i = 3, #ARGV do
     else
       -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
       -- client that polls too fast is refused until it waits the interval it was told.
-      call('HSET', skey, sfield, now_s)
+      call('HSET', seen_key, block, with_time(times, off, now_s))
       if settled and tonumber(seq) > settled then
         n = add_reply(parts, n, '5', now_s, seen or '0')
       else
@@ -61,16 +62,17 @@ for i = 3, #ARGV do
   else
     local arrival = pre_depth and call('ZSCORE', KEYS[4], visitor)
     if arrival then
-      local skey, sfield = seen_slot(stem, arrival)
-      local seen = call('HGET', skey, sfield)
-      call('HSET', skey, sfield, now_s)
+      local block, off = seen_slot(arrival)
+      local times = call('HGET', seen_key, block)
+      local seen = slot_time(times, off)
+      call('HSET', seen_key, block, with_time(times, off, now_s))
       if phase == PHASE_PREQUEUE then
         n = add_reply(parts, n, '4', arrival, int(pre_depth), now_s, seen or '0')
       else
         n = add_reply(parts, n, '5', now_s, seen or '0')
       end
     else
-      local nb, exp = read_pass(prefix, visitor, now_s, passes_from)
+      local nb, exp = read_pass(KEYS[7], visitor, now_s, passes_from)
       if nb then
         n = add_reply(parts, n, '1', nb, exp, now_s)
       else
