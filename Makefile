@@ -63,8 +63,9 @@ fmt: ## Format the Go code.
 	go fmt ./...
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet (also with the keycheck tag the tests build with).
 	go vet ./...
+	go vet -tags keycheck ./internal/queue
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
@@ -163,7 +164,7 @@ test: toolchain generate manifests vet lint ## Install what is missing, then run
 	@mkdir -p $(ARTIFACTS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) HERDGATE_ARTIFACTS=$(ARTIFACTS) HERDGATE_HELM=$(HELM) \
 		$(GOTESTSUM) --format pkgname-and-test-fails --junitfile $(ARTIFACTS)/junit.xml -- \
-		-timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS) $(PKGS)
+		-timeout $(TEST_TIMEOUT) -count=1 -tags keycheck $(TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 	$(MAKE) --no-print-directory test-node
 
