@@ -10,29 +10,16 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 var _ = Describe("Redis durability", func() {
 	// unacknowledged reads herdgate_redis_unacknowledged_writes_total of wq from the manager's registry.
 	unacknowledged := func(wq *herdgatev1alpha1.WaitingQueue) float64 {
 		GinkgoHelper()
-		families, err := ctrlmetrics.Registry.Gather()
+		n, err := testenv.RoomCounter(ctrlmetrics.Registry, "herdgate_redis_unacknowledged_writes_total", wq.Namespace, wq.Name)
 		Expect(err).NotTo(HaveOccurred())
-		for _, f := range families {
-			if f.GetName() != "herdgate_redis_unacknowledged_writes_total" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				if labels["namespace"] == wq.Namespace && labels["name"] == wq.Name {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-		return 0
+		return n
 	}
 
 	It("keeps a queue that sets only spec.redis.durability on the manager's Redis, its admissions waiting for a replica", func() {

@@ -450,25 +450,11 @@ func visit(ctx context.Context, replica string, j *journey, learnt chan<- string
 // schedulerFailovers reads herdgate_redis_failovers_total of the room from the scheduler's registry.
 func schedulerFailovers(t *testing.T, namespace, name string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
+	n, err := testenv.RoomCounter(metrics.Registry, "herdgate_redis_failovers_total", namespace, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != "herdgate_redis_failovers_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["namespace"] == namespace && labels["name"] == name {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return n
 }
 
 // releasedPassTaken says whether replica lets a protected request with a released pass through.
