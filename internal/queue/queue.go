@@ -323,8 +323,13 @@ func (q *Queue) keysFor(o visitorOp, entries []entryArg) []string {
 		return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
 	}
 	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
+	var clients map[string]bool // a batch often carries one client many times: declare it once
 	for _, e := range entries {
-		if e.client != "" {
+		if e.client != "" && !clients[e.client] {
+			if clients == nil {
+				clients = map[string]bool{}
+			}
+			clients[e.client] = true
 			keys = append(keys, q.prefix+":c:"+e.client)
 		}
 		for _, id := range e.tokenIDs {
