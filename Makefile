@@ -174,7 +174,7 @@ test-node: images $(GOTESTSUM) $(HELM) ## Start the node, drill the chart's pods
 
 .PHONY: fuzz
 fuzz: ## Fuzz the pass parser and the path normaliser for FUZZTIME each (make test runs them briefly).
-	@for target in FuzzVerifyPass:./admission/pass FuzzNormalize:./internal/route; do \
+	@for target in FuzzVerifyPass:./internal/pass FuzzNormalize:./internal/route; do \
 		echo "fuzzing $${target%%:*} for $(FUZZTIME)"; \
 		go test -run '^$$' -fuzz "^$${target%%:*}\$$" -fuzztime $(FUZZTIME) "$${target#*:}" || exit 1; \
 	done
@@ -242,7 +242,7 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy $(if $(BENCH_PROXY_BASELINE),--baseline=$(BENCH_PROXY_BASELINE)) --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-proxy.md
-	go test -run '^$$' -bench 'VerifyPass' -benchmem ./admission/pass
+	go test -run '^$$' -bench 'VerifyPass' -benchmem ./internal/pass
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 
 .PHONY: bench-gateway

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission/entry"
-	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/internal/page"
+	"github.com/herdgate/herdgate/internal/pass"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
@@ -97,26 +97,25 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 	if err != nil {
 		return nil, err
 	}
-	uid := string(wq.UID)
-	if uid == "" {
-		// Outside Kubernetes the queue has no UID; its name keeps passes of other queues out.
-		uid = "file:" + wq.Namespace + "/" + wq.Name
-	}
-	signer, err := pass.NewSigner(uid, hmacKey)
-	if err != nil {
-		return nil, err
-	}
-	c := &Config{Settings: *s, Signer: signer, Passes: signer, clients: entry.Clients{Trusted: s.TrustedProxies}}
+	room := pass.Room{UID: string(wq.UID), Namespace: wq.Namespace, Name: wq.Name, HMACKey: hmacKey}
 	if s.PassFormat == herdgatev1alpha1.PassFormatJWT {
-		passes, err := jwtPasses(s, values)
+		keys, err := readPassKeys(values)
 		if err != nil {
 			return nil, err
 		}
-		c.Passes = passes
-		if s.PassAlgorithm == herdgatev1alpha1.PassAlgorithmES256 {
-			if c.JWKS, err = passes.Keys().PublicJWKS(); err != nil {
-				return nil, err
-			}
+		room.JWT, room.JWTKeys = true, keys
+	}
+	signer, passes, err := room.Passes()
+	if err != nil {
+		if room.JWT {
+			return nil, fmt.Errorf("spec.pass.format: %w", err)
+		}
+		return nil, err
+	}
+	c := &Config{Settings: *s, Signer: signer, Passes: passes, clients: entry.Clients{Trusted: s.TrustedProxies}}
+	if jwts, ok := passes.(*pass.JWTPasses); ok && s.PassAlgorithm == herdgatev1alpha1.PassAlgorithmES256 {
+		if c.JWKS, err = jwts.Keys().PublicJWKS(); err != nil {
+			return nil, err
 		}
 	}
 	if s.Admits() {
@@ -128,8 +127,9 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 	return c, nil
 }
 
-// jwtPasses reads the queue's pass keys, which the operator keeps in its Secret beside the HMAC key.
-func jwtPasses(s *settings.Settings, values SecretValues) (*pass.JWTPasses, error) {
+// readPassKeys reads the keys of JWT passes, which the operator keeps in the queue's Secret beside
+// the HMAC key.
+func readPassKeys(values SecretValues) ([]byte, error) {
 	if values == nil {
 		return nil, fmt.Errorf("spec.pass.format: JWT passes need the keys in Secret key %s, and there are no Secret values to read", herdgatev1alpha1.SecretPassKeys)
 	}
@@ -137,11 +137,7 @@ func jwtPasses(s *settings.Settings, values SecretValues) (*pass.JWTPasses, erro
 	if err != nil {
 		return nil, fmt.Errorf("spec.pass.format: JWT passes need the keys in Secret key %s: %w", herdgatev1alpha1.SecretPassKeys, err)
 	}
-	keys, err := pass.ParseKeySet(raw)
-	if err != nil {
-		return nil, fmt.Errorf("spec.pass.format: %w", err)
-	}
-	return pass.NewJWTPasses(s.Namespace+"/"+s.Name, keys, time.Now)
+	return raw, nil
 }
 
 // applyEntry fills the entry's checks, the bypass lanes and the page, reading the values they refer

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // openAPIDocument describes what the proxy answers under /.herdgate/ (OpenAPI 3.1), served at
@@ -38,7 +38,7 @@ type positionBody struct {
 	Admitted bool   `json:"admitted"`
 	// Phase is the room's phase: Open (visitors queue), Passthrough (no pass needed) or Closed; with
 	// a schedule also Scheduled, PreQueue and Opening (see phase.go).
-	Phase settings.Phase `json:"phase"`
+	Phase phase.Phase `json:"phase"`
 	// Arrival is the visitor's arrival number while it holds a pre-queue place: what its drawn place
 	// is computed from (herd verify-shuffle).
 	Arrival int64 `json:"arrival,omitempty"`
@@ -171,7 +171,7 @@ func (p *Proxy) pollTooEarly(x Exchange, class string, enter bool, pos queue.Pos
 
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
-func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase settings.Phase) {
+func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) {
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
@@ -200,7 +200,7 @@ func (p *Proxy) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue
 func (p *Proxy) replyClosed(x Exchange, cfg *Config, class string) {
 	p.metrics.requests.WithLabelValues(class, "closed").Inc()
 	retryAfter(x, cfg.PollMax)
-	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: settings.PhaseClosed,
+	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phase.Closed,
 		Message: "the waiting room is closed for now; places already taken are kept"})
 }
 

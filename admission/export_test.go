@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/admission/replica"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // Far from the front a status poll is answered without a call to Redis: the visitor brings its
@@ -42,7 +42,7 @@ func (p *Proxy) farPathOpen(cfg *Config, r room) bool {
 	if _, ok := p.q.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
 		return false
 	}
-	return cfg.Schedule == nil || (r.known && r.phase == settings.PhaseOpen)
+	return cfg.Schedule == nil || (r.known && r.phase == phase.Open)
 }
 
 // place returns the sequence in the visitor's place, from the header or the cookie, when it is one
@@ -83,7 +83,7 @@ func (p *Proxy) serveFar(x Exchange, cfg *Config, r room, visitor string, seq in
 			return true
 		}
 	}
-	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: settings.PhaseOpen, scheduleTimes: p.scheduleTimes(cfg)}
+	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: p.scheduleTimes(cfg)}
 	if cfg.Schedule != nil {
 		body.Phase = r.phase
 	}

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission/entry"
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
+	"github.com/herdgate/herdgate/internal/phase"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/route"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // The proxy's own paths live under this prefix and never reach the upstream.
@@ -269,7 +269,7 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		}
 		return true
 	}
-	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() && cfg.phaseAt(now) == settings.PhaseOpen {
+	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() && cfg.phaseAt(now) == phase.Open {
 		// Never before the schedule opens the room, nor after it closes.
 		p.metrics.failOpen.Inc()
 		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
@@ -286,12 +286,12 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 			p.replyNotOpen(x, cfg, r, "protected")
 		}
 		return false
-	case r.phase == settings.PhaseClosed && !browser:
+	case r.phase == phase.Closed && !browser:
 		p.replyScheduleClosed(x, cfg, "protected")
 		return false
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
-		if r.phase == settings.PhaseOpen && r.known && !d.checking && p.admitAtOnce(x, cfg, r) {
+		if r.phase == phase.Open && r.known && !d.checking && p.admitAtOnce(x, cfg, r) {
 			return true
 		}
 		p.redirectToPage(x, canonical, "redirected")
@@ -370,12 +370,12 @@ func (p *Proxy) redirectToPage(x Exchange, canonical, outcome string) {
 
 // errorBody is the JSON of every error answer.
 type errorBody struct {
-	Error        string         `json:"error"`
-	Message      string         `json:"message,omitempty"`
-	Enter        string         `json:"enter,omitempty"`
-	Header       string         `json:"header,omitempty"`
-	RetryAfterMs int64          `json:"retryAfterMs,omitempty"`
-	Phase        settings.Phase `json:"phase,omitempty"`
-	Position     int64          `json:"position,omitempty"`
-	QueueDepth   int64          `json:"queueDepth,omitempty"`
+	Error        string      `json:"error"`
+	Message      string      `json:"message,omitempty"`
+	Enter        string      `json:"enter,omitempty"`
+	Header       string      `json:"header,omitempty"`
+	RetryAfterMs int64       `json:"retryAfterMs,omitempty"`
+	Phase        phase.Phase `json:"phase,omitempty"`
+	Position     int64       `json:"position,omitempty"`
+	QueueDepth   int64       `json:"queueDepth,omitempty"`
 }

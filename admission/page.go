@@ -8,8 +8,8 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/page"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/route"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // pageFor is the page data of a request of cfg's queue in lang, returning to ret.
@@ -75,15 +75,15 @@ func (p *Proxy) servePage(x Exchange, cfg *Config) {
 }
 
 // pagePhase is the room's phase by the proxy's clock, without asking Redis.
-func (p *Proxy) pagePhase(cfg *Config) settings.Phase {
+func (p *Proxy) pagePhase(cfg *Config) phase.Phase {
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModeClosed:
-		return settings.PhaseClosed
+		return phase.Closed
 	case herdgatev1alpha1.ModePassthrough:
-		return settings.PhasePassthrough
+		return phase.Passthrough
 	}
 	if cfg.Schedule != nil {
 		return cfg.phaseAt(p.now())
 	}
-	return settings.PhaseOpen
+	return phase.Open
 }

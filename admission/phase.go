@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/pass"
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/pass"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // maxNotOpenRetry bounds how long a visitor who came before the pre-queue is told to wait before
@@ -21,7 +21,7 @@ const maxNotOpenRetry = 5 * time.Minute
 type room struct {
 	abandonAfter, pollMin, pollMax time.Duration
 	plan                           capacity.Plan
-	phase                          settings.Phase
+	phase                          phase.Phase
 	// known says the phase is the one the scheduler published for this config's schedule. Without
 	// it the phase comes from the proxy's clock, and a room the clock calls open is Opening: only the
 	// scheduler knows when the draw is done.
@@ -30,7 +30,7 @@ type room struct {
 
 // room reads the published plan (cached for planTTL) and tells the room's phase from it.
 func (p *Proxy) room(ctx context.Context, cfg *Config) room {
-	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: settings.PhaseOpen, known: true}
+	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: phase.Open, known: true}
 	published, err := p.plans.Get(ctx)
 	if err == nil {
 		r.plan = published.Quota
@@ -43,14 +43,14 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 	if !published.OpensAt.IsZero() && published.OpensAt.UnixMilli() == sc.OpensAt.UnixMilli() {
 		r.phase = published.Phase
 		if r.phase == "" {
-			r.phase = settings.PhaseOpen
+			r.phase = phase.Open
 		}
 		return r
 	}
 	r.known = false
 	r.phase = cfg.phaseAt(p.now())
-	if r.phase == settings.PhaseOpen {
-		r.phase = settings.PhaseOpening
+	if r.phase == phase.Open {
+		r.phase = phase.Opening
 	}
 	return r
 }
@@ -58,7 +58,7 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 // before says the room has not opened: visitors without a pass do not reach the protected routes,
 // and nobody is admitted.
 func (r room) beforeOpening() bool {
-	return r.phase == settings.PhaseScheduled || r.phase == settings.PhasePreQueue
+	return r.phase == phase.Scheduled || r.phase == phase.PreQueue
 }
 
 // scheduleTimes are the schedule's instants as the JSON contract states them; nil without one.
@@ -91,7 +91,7 @@ func (p *Proxy) scheduleTimes(c *Config) scheduleTimes {
 }
 
 // phaseAt is the schedule's phase at t; Open without a schedule.
-func (c *Config) phaseAt(t time.Time) settings.Phase { return c.Schedule.PhaseAt(t) }
+func (c *Config) phaseAt(t time.Time) phase.Phase { return c.Schedule.PhaseAt(t) }
 
 // fromEarlierOpening says a pass was issued before the schedule's pre-queue, for an opening that is
 // over: it opens nothing (settings.Schedule.PassesFrom).
@@ -105,7 +105,7 @@ func (c *Config) fromEarlierOpening(p pass.Pass) bool {
 // all come in the same millisecond.
 func (p *Proxy) replyNotOpen(x Exchange, cfg *Config, r room, class string) {
 	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: p.scheduleTimes(cfg)}
-	if r.phase == settings.PhasePreQueue {
+	if r.phase == phase.PreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
 		body.Enter = reservedPrefix + "/enter"
 	} else {
@@ -121,11 +121,11 @@ func (p *Proxy) replyNotOpen(x Exchange, cfg *Config, r room, class string) {
 
 // notOpenBody is the 403 of a room that has not opened.
 type notOpenBody struct {
-	Error        string         `json:"error"`
-	Message      string         `json:"message"`
-	Phase        settings.Phase `json:"phase"`
-	Enter        string         `json:"enter,omitempty"`
-	RetryAfterMs int64          `json:"retryAfterMs,omitempty"`
+	Error        string      `json:"error"`
+	Message      string      `json:"message"`
+	Phase        phase.Phase `json:"phase"`
+	Enter        string      `json:"enter,omitempty"`
+	RetryAfterMs int64       `json:"retryAfterMs,omitempty"`
 	scheduleTimes
 }
 
@@ -135,7 +135,7 @@ type notOpenBody struct {
 func (p *Proxy) replyScheduleClosed(x Exchange, cfg *Config, class string) {
 	p.metrics.requests.WithLabelValues(class, "closed").Inc()
 	retryAfter(x, maxNotOpenRetry)
-	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: settings.PhaseClosed, scheduleTimes: p.scheduleTimes(cfg),
+	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: p.scheduleTimes(cfg),
 		RetryAfterMs: maxNotOpenRetry.Milliseconds(),
 		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/herdgate/herdgate/admission"
 
 	"github.com/herdgate/herdgate/admission/front"
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"

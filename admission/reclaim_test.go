@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 

@@ -9,11 +9,11 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 
-	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/pass"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -33,7 +33,7 @@ func scheduledHarness(t *testing.T, preQueueFrom, opensAt time.Time, change func
 
 // publishPhase publishes the reference plan in phase, with the harness's schedule, as the scheduler
 // would on its tick.
-func (h *harness) publishPhase(phase settings.Phase) {
+func (h *harness) publishPhase(phase phase.Phase) {
 	h.t.Helper()
 	sc := h.proxy.Config().Schedule
 	if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{
@@ -66,16 +66,16 @@ func TestAScheduledRoomIsClosedUntilItOpens(t *testing.T) {
 	v := h.visitor()
 
 	// No plan of this schedule yet: the proxy's clock says Scheduled.
-	body := expectNotOpen(t, "enter before the pre-queue", v.enter(), string(settings.PhaseScheduled), false)
+	body := expectNotOpen(t, "enter before the pre-queue", v.enter(), string(phase.Scheduled), false)
 	if retry := body["retryAfterMs"].(float64); retry <= 0 || retry > float64(admission.MaxNotOpenRetry.Milliseconds()) {
 		t.Fatalf("retryAfterMs %v, want within (0, %s]", retry, admission.MaxNotOpenRetry)
 	}
 	if body["opensAt"] != opensAt.UTC().Format(time.RFC3339) || body["preQueueFrom"] != preQueueFrom.UTC().Format(time.RFC3339) {
 		t.Fatalf("the schedule in the answer: %v", body)
 	}
-	h.publishPhase(settings.PhaseScheduled)
-	expectNotOpen(t, "enter while Scheduled", v.enter(), string(settings.PhaseScheduled), false)
-	expectNotOpen(t, "an order while Scheduled", v.do(http.MethodPost, "/api/v1/orders", strings.NewReader("{}")), string(settings.PhaseScheduled), false)
+	h.publishPhase(phase.Scheduled)
+	expectNotOpen(t, "enter while Scheduled", v.enter(), string(phase.Scheduled), false)
+	expectNotOpen(t, "an order while Scheduled", v.do(http.MethodPost, "/api/v1/orders", strings.NewReader("{}")), string(phase.Scheduled), false)
 	res := v.do(http.MethodGet, "/checkout", nil, "Accept", "text/html")
 	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/.herdgate/?return=") {
 		t.Fatalf("a browser while Scheduled: %d %q, want the waiting page", res.StatusCode, res.Header.Get("Location"))
@@ -111,18 +111,18 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	}
 
 	// Nor does status say Open, though the engine, without this schedule's plan, would.
-	if res := v0.status(); res.StatusCode != http.StatusNotFound || res.json(t)["phase"] != string(settings.PhasePreQueue) {
+	if res := v0.status(); res.StatusCode != http.StatusNotFound || res.json(t)["phase"] != string(phase.PreQueue) {
 		t.Fatalf("status before the scheduler published the schedule: %d %s", res.StatusCode, res.body)
 	}
 
-	h.publishPhase(settings.PhasePreQueue)
+	h.publishPhase(phase.PreQueue)
 	visitors := make([]*visitor, 30)
 	byArrival := map[int64]*visitor{}
 	for i := range visitors {
 		visitors[i] = h.visitor()
 		res := visitors[i].enter()
 		body := res.json(t)
-		if res.StatusCode != http.StatusOK || body["phase"] != string(settings.PhasePreQueue) || body["arrival"] != float64(i+1) || body["queueDepth"] != float64(i+1) ||
+		if res.StatusCode != http.StatusOK || body["phase"] != string(phase.PreQueue) || body["arrival"] != float64(i+1) || body["queueDepth"] != float64(i+1) ||
 			body["position"] != 0.0 || body["estimatedWaitSeconds"] != nil || body["opensAt"] == nil {
 			t.Fatalf("pre-queue enter %d: %d %s", i, res.StatusCode, res.body)
 		}
@@ -135,19 +135,19 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	if res := visitors[0].status(); res.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("an early poll in the pre-queue: %d %s", res.StatusCode, res.body)
 	}
-	expectNotOpen(t, "an order during the pre-queue", visitors[0].do(http.MethodPost, "/api/v1/orders", nil), string(settings.PhasePreQueue), true)
+	expectNotOpen(t, "an order during the pre-queue", visitors[0].do(http.MethodPost, "/api/v1/orders", nil), string(phase.PreQueue), true)
 
 	// Opening: while the draw runs, a pre-queue visitor and a newcomer are told Opening.
-	st, err := h.q.BeginDraw(ctx, h.proxy.Config().Schedule.OpensAt, settings.PhaseOpen)
+	st, err := h.q.BeginDraw(ctx, h.proxy.Config().Schedule.OpensAt, phase.Open)
 	if err != nil {
 		t.Fatal(err)
 	}
 	late := h.visitor()
-	if res := late.enter(); res.StatusCode != http.StatusOK || res.json(t)["phase"] != string(settings.PhaseOpening) {
+	if res := late.enter(); res.StatusCode != http.StatusOK || res.json(t)["phase"] != string(phase.Opening) {
 		t.Fatalf("enter during the draw: %d %s", res.StatusCode, res.body)
 	}
 	time.Sleep(4100 * time.Millisecond) // the shortest pre-queue interval, less the jitter room
-	if res := visitors[3].status(); res.StatusCode != http.StatusOK || res.json(t)["phase"] != string(settings.PhaseOpening) {
+	if res := visitors[3].status(); res.StatusCode != http.StatusOK || res.json(t)["phase"] != string(phase.Opening) {
 		t.Fatalf("status during the draw: %d %s", res.StatusCode, res.body)
 	}
 	res := late.do(http.MethodPost, "/api/v1/orders", nil)
@@ -161,14 +161,14 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	draw.Order(seed, arrivals)
-	if _, err := h.q.PlaceDrawn(ctx, st, arrivals, 5*time.Minute, settings.PhaseOpen); err != nil {
+	if _, err := h.q.PlaceDrawn(ctx, st, arrivals, 5*time.Minute, phase.Open); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(600 * time.Millisecond) // visitors[3] polled during the draw
 	for place, a := range arrivals {
 		res := byArrival[a].status()
 		body := res.json(t)
-		if res.StatusCode != http.StatusOK || body["position"] != float64(place+1) || body["phase"] != string(settings.PhaseOpen) {
+		if res.StatusCode != http.StatusOK || body["position"] != float64(place+1) || body["phase"] != string(phase.Open) {
 			t.Fatalf("the visitor of arrival %d after the draw: %d %s; want position %d, Open", a, res.StatusCode, res.body, place+1)
 		}
 	}
@@ -183,7 +183,7 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	body := first.status().json(t)
 	token, _ := body["pass"].(string)
-	if body["admitted"] != true || token == "" || body["phase"] != string(settings.PhaseOpen) {
+	if body["admitted"] != true || token == "" || body["phase"] != string(phase.Open) {
 		t.Fatalf("the first drawn visitor after a tick: %v", body)
 	}
 	if res := first.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); res.StatusCode != http.StatusOK {
@@ -194,9 +194,9 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	}
 
 	// Closing: newcomers are turned away with 503; those queued keep their places.
-	h.publishPhase(settings.PhaseClosed)
+	h.publishPhase(phase.Closed)
 	res = h.visitor().enter()
-	if res.StatusCode != http.StatusServiceUnavailable || res.json(t)["error"] != "closed" || res.json(t)["phase"] != string(settings.PhaseClosed) ||
+	if res.StatusCode != http.StatusServiceUnavailable || res.json(t)["error"] != "closed" || res.json(t)["phase"] != string(phase.Closed) ||
 		res.Header.Get("Retry-After") != "300" || res.json(t)["retryAfterMs"] != 300000.0 {
 		t.Fatalf("enter after closing: %d %s, Retry-After %q; want 503 closed, to come back in 5 minutes", res.StatusCode, res.body, res.Header.Get("Retry-After"))
 	}
@@ -220,7 +220,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 		h := scheduledHarness(t, now.Add(-3*time.Hour-15*time.Minute), now.Add(-3*time.Hour), func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 		})
-		h.publishPhase(settings.PhaseOpen)
+		h.publishPhase(phase.Open)
 		old := h.proxy.Config().Signer.Issue("early-bird", now.Add(-3*time.Hour).Add(time.Second), now.Add(time.Hour))
 		order := func(token string) response {
 			return h.visitor().do(http.MethodPost, "/api/v1/orders", strings.NewReader("{}"), "X-User-Id", "early-bird", admission.PassHeader, token)
@@ -239,7 +239,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.proxy.SetConfig(cfg)
-		h.publishPhase(settings.PhasePreQueue)
+		h.publishPhase(phase.PreQueue)
 		res := order(old)
 		if res.StatusCode != http.StatusForbidden || res.Header.Get("X-Herdgate-Pass-Result") != string(pass.EarlierOpening) {
 			t.Fatalf("the earlier opening's pass before opensAt: %d %q %s, want 403 %s", res.StatusCode,
@@ -254,7 +254,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 		}
 
 		// Opened: the old pass still opens nothing, a pass of this opening does.
-		h.publishPhase(settings.PhaseOpen)
+		h.publishPhase(phase.Open)
 		if res := order(old); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("the earlier opening's pass after opensAt: %d, want 403", res.StatusCode)
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/herdgate/herdgate/admission/entry"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // Entry headers of the HTTP contract (package entry reads them).
@@ -65,7 +65,7 @@ func (p *Proxy) modeAnswers(v *visit) bool {
 		// The room is switched off: nobody needs a pass, so everybody is through.
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(v.class, "passthrough").Inc()
-		replyJSON(v.x, http.StatusOK, positionBody{Admitted: true, Phase: settings.PhasePassthrough, EstimatedWaitSeconds: &zero})
+		replyJSON(v.x, http.StatusOK, positionBody{Admitted: true, Phase: phase.Passthrough, EstimatedWaitSeconds: &zero})
 		return true
 	case herdgatev1alpha1.ModeClosed:
 		if v.enter {
@@ -82,7 +82,7 @@ func (p *Proxy) scheduleAnswers(v *visit) bool {
 		return false
 	}
 	switch {
-	case v.r.phase == settings.PhaseScheduled && v.cfg.phaseAt(p.now()) == settings.PhaseScheduled:
+	case v.r.phase == phase.Scheduled && v.cfg.phaseAt(p.now()) == phase.Scheduled:
 		// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
 		p.replyNotOpen(v.x, v.cfg, v.r, v.class)
 		return true
@@ -175,7 +175,7 @@ func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
 	if v.cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
 		p.metrics.requests.WithLabelValues(v.class, "closed").Inc()
-		replyJSON(v.x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: settings.PhaseClosed,
+		replyJSON(v.x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase.Closed,
 			NextPollMs: p.spread(v.r.pollMax).Milliseconds()})
 		return
 	}
@@ -191,7 +191,7 @@ func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
 	case queue.NotQueued:
 		p.replyNotQueued(v, pos)
 	case queue.TurnedAway:
-		if pos.Phase == settings.PhaseClosed {
+		if pos.Phase == phase.Closed {
 			p.replyScheduleClosed(v.x, v.cfg, v.class)
 			return
 		}
@@ -207,13 +207,13 @@ func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
 }
 
 // visitPhase is the phase told to a visitor the engine placed.
-func (p *Proxy) visitPhase(v *visit) settings.Phase {
+func (p *Proxy) visitPhase(v *visit) phase.Phase {
 	if v.cfg.Schedule == nil {
-		return settings.PhaseOpen
+		return phase.Open
 	}
 	if v.r.beforeOpening() {
 		// The engine placed the visitor, so the room opened since the plan was cached.
-		return settings.PhaseOpening
+		return phase.Opening
 	}
 	return v.r.phase
 }
@@ -250,10 +250,10 @@ func (p *Proxy) replyPreQueued(v *visit, pos queue.Position) {
 	if p.pollTooEarly(v.x, v.class, v.enter, pos, shortest) {
 		return
 	}
-	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: settings.PhasePreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(v.cfg)}
+	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(v.cfg)}
 	outcome := "pre_queued"
 	if drawing {
-		body.Phase, outcome = settings.PhaseOpening, "drawing"
+		body.Phase, outcome = phase.Opening, "drawing"
 	}
 	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
 	replyJSON(v.x, http.StatusOK, body)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 
-	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/pass"
 )
 
 // TestTheGateMeasuresTheWorkload: on both fronts, the protected requests (and only they) are counted

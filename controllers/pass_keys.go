@@ -12,8 +12,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/settings"
 )
 

@@ -19,6 +19,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
 )
@@ -206,19 +207,19 @@ func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *s
 		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpen, "visitors queue and reach the protected routes with a pass")
 		return
 	}
-	phase := s.PhaseAt(r.now())
+	current := s.PhaseAt(r.now())
 	if snap != nil && snap.Phase != "" {
-		phase = snap.Phase
+		current = snap.Phase
 	}
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-	switch phase {
-	case settings.PhaseScheduled:
+	switch current {
+	case phase.Scheduled:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonScheduled,
 			fmt.Sprintf("opens at %s; the pre-queue opens at %s; until then the protected routes are closed to visitors without a pass", at(sc.OpensAt), at(sc.PreQueueFrom)))
-	case settings.PhasePreQueue:
+	case phase.PreQueue:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonPreQueue,
 			fmt.Sprintf("visitors take pre-queue places until %s, when their order is drawn", at(sc.OpensAt)))
-	case settings.PhaseOpening:
+	case phase.Opening:
 		msg := "drawing the pre-queue's order"
 		if snap != nil && snap.DrawError != "" {
 			msg = "cannot draw the pre-queue: " + snap.DrawError
@@ -226,7 +227,7 @@ func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *s
 			msg = fmt.Sprintf("drawing the pre-queue's order: %d of %d placed", snap.Draw.Placed+snap.Draw.Dropped, snap.Draw.Size)
 		}
 		r.setCondition(wq, open, metav1.ConditionTrue, herdgatev1alpha1.ReasonOpening, msg)
-	case settings.PhaseClosed:
+	case phase.Closed:
 		r.setCondition(wq, open, metav1.ConditionFalse, herdgatev1alpha1.ReasonClosed,
 			fmt.Sprintf("closed to new visitors since %s; those in the queue are still admitted", at(sc.ClosesAt)))
 	default:

@@ -14,9 +14,9 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/admissiontest"
-	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
 )
 
 // BenchmarkWorkloadMeter is what measuring one protected request costs the gate (begin, end and the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
 )
 
 // TestTheMeterKeepsRunningTotals: requests, errors, latency and time in flight add up across takes,

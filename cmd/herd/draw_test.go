@@ -13,8 +13,8 @@ import (
 
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -37,7 +37,7 @@ func drawOn(t *testing.T, url string, seed []byte, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: quota, PollMin: time.Second, PollMax: 5 * time.Second, AbandonAfter: time.Hour, Phase: settings.PhasePreQueue}); err != nil {
+	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: quota, PollMin: time.Second, PollMax: 5 * time.Second, AbandonAfter: time.Hour, Phase: phase.PreQueue}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -45,7 +45,7 @@ func drawOn(t *testing.T, url string, seed []byte, n int) {
 			t.Fatalf("enter: %+v, %v", p, err)
 		}
 	}
-	st, err := q.BeginDraw(ctx, time.UnixMilli(time.Now().UnixMilli()), settings.PhaseOpen)
+	st, err := q.BeginDraw(ctx, time.UnixMilli(time.Now().UnixMilli()), phase.Open)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func drawOn(t *testing.T, url string, seed []byte, n int) {
 	}
 	draw.Order(seed, arrivals)
 	for from := 0; from < len(arrivals); from += queue.MaxPlaceChunk {
-		if st, err = q.PlaceDrawn(ctx, st, arrivals[from:min(from+queue.MaxPlaceChunk, len(arrivals))], time.Hour, settings.PhaseOpen); err != nil {
+		if st, err = q.PlaceDrawn(ctx, st, arrivals[from:min(from+queue.MaxPlaceChunk, len(arrivals))], time.Hour, phase.Open); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,9 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/pass"
 )
 
 func (c *cli) passCommand(stdout io.Writer) *cobra.Command {
@@ -43,18 +42,20 @@ func (c *cli) passCommand(stdout io.Writer) *cobra.Command {
 			if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: wq.SecretName()}, secret); err != nil {
 				return fmt.Errorf("reading the room's keys from secret %s/%s: %w", ns, wq.SecretName(), err)
 			}
-			cfg, err := admission.NewConfigWithSecrets(wq, secret.Data[herdgatev1alpha1.SecretHMACKey], func(key string) ([]byte, error) {
-				v, ok := secret.Data[key]
+			room := pass.Room{UID: string(wq.UID), Namespace: wq.Namespace, Name: wq.Name, HMACKey: secret.Data[herdgatev1alpha1.SecretHMACKey]}
+			if wq.Spec.Pass != nil && wq.Spec.Pass.Format == herdgatev1alpha1.PassFormatJWT {
+				keys, ok := secret.Data[herdgatev1alpha1.SecretPassKeys]
 				if !ok {
-					return nil, fmt.Errorf("secret %s/%s has no key %s", ns, wq.SecretName(), key)
+					return fmt.Errorf("secret %s/%s has no key %s, which holds the keys of the room's JWT passes", ns, wq.SecretName(), herdgatev1alpha1.SecretPassKeys)
 				}
-				return v, nil
-			})
+				room.JWT, room.JWTKeys = true, keys
+			}
+			_, passes, err := room.Passes()
 			if err != nil {
-				return fmt.Errorf("building the room's config as its proxies do: %w", err)
+				return fmt.Errorf("reading the room's pass keys from secret %s/%s: %w", ns, wq.SecretName(), err)
 			}
 			now := time.Now()
-			p, result := cfg.Passes.Verify(args[1], visitor, now)
+			p, result := passes.Verify(args[1], visitor, now)
 			if result != pass.Valid && result != pass.Expired && result != pass.NotYetValid && result != pass.WrongVisitor {
 				fmt.Fprintf(stdout, "%s: the pass does not verify with the keys of waitingqueue %s/%s\n", result, ns, wq.Name)
 				return errShown

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/text/language"
 
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 var (
@@ -60,7 +60,7 @@ type Data struct {
 	// Lang is the page's language, "en" or "ko", from the browser's Accept-Language.
 	Lang string
 	// Phase is the room's phase when the page was opened (by the proxy's clock).
-	Phase settings.Phase
+	Phase phase.Phase
 	// Queue is the WaitingQueue as namespace/name.
 	Queue string
 	// Return is where the visitor goes once admitted: a path on this origin.
@@ -109,7 +109,7 @@ func Parse(text string) (*Template, error) {
 		return nil, err
 	}
 	sample := time.Unix(0, 0).UTC().Format(time.RFC3339)
-	for _, phase := range settings.Phases {
+	for _, phase := range phase.All {
 		for lang := range texts {
 			d := NewData(lang, "/")
 			d.Phase, d.Queue, d.Message = phase, "namespace/name", "a message"

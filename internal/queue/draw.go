@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/draw"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // MaxPlaceChunk is the most pre-queue visitors one PlaceDrawn call moves into the queue. Each costs a
@@ -80,9 +80,9 @@ func decodeDrawState(raw []any) (bool, DrawState, error) {
 // after (Open, or Closed when the room has closed already). Calling it again for the same opening
 // returns the draw's state. While another opening's draw runs, it returns that one's state with
 // ErrDrawMoved: that draw is finished first.
-func (q *Queue) BeginDraw(ctx context.Context, opensAt time.Time, after settings.Phase) (DrawState, error) {
+func (q *Queue) BeginDraw(ctx context.Context, opensAt time.Time, after phase.Phase) (DrawState, error) {
 	code, ok := phaseCodes[after]
-	if !ok || (after != settings.PhaseOpen && after != settings.PhaseClosed) {
+	if !ok || (after != phase.Open && after != phase.Closed) {
 		return DrawState{}, fmt.Errorf("beginning the draw of queue %s: phase after it is %q, not Open or Closed", q.prefix, after)
 	}
 	raw, err := drawScript.Run(ctx, q.rdb, q.drawKeys(), "begin", opensAt.UnixMilli(), code).Slice()
@@ -154,12 +154,12 @@ func (q *Queue) PreQueueArrivals(ctx context.Context) ([]int64, error) {
 // place" for each placed one. st is the state the chunk follows; the new state comes back, or
 // ErrDrawMoved with the current one. When the pre-queue is empty the draw is done and the phase
 // becomes after.
-func (q *Queue) PlaceDrawn(ctx context.Context, st DrawState, arrivals []int64, abandonAfter time.Duration, after settings.Phase) (DrawState, error) {
+func (q *Queue) PlaceDrawn(ctx context.Context, st DrawState, arrivals []int64, abandonAfter time.Duration, after phase.Phase) (DrawState, error) {
 	if len(arrivals) > MaxPlaceChunk {
 		return DrawState{}, fmt.Errorf("placing %d drawn visitors in one call; at most %d", len(arrivals), MaxPlaceChunk)
 	}
 	code, ok := phaseCodes[after]
-	if !ok || (after != settings.PhaseOpen && after != settings.PhaseClosed) {
+	if !ok || (after != phase.Open && after != phase.Closed) {
 		return DrawState{}, fmt.Errorf("placing drawn visitors of queue %s: phase after the draw is %q, not Open or Closed", q.prefix, after)
 	}
 	args := make([]any, 0, 6+len(arrivals))

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/draw"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -34,7 +34,7 @@ type drawMeasure struct {
 func fillPreQueue(tb testing.TB, q *Queue, n int) []string {
 	tb.Helper()
 	if err := q.PublishPlan(context.Background(), PublishedPlan{Quota: mustQuota(tb, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
-		AbandonAfter: time.Hour, Phase: settings.PhasePreQueue}); err != nil {
+		AbandonAfter: time.Hour, Phase: phase.PreQueue}); err != nil {
 		tb.Fatal(err)
 	}
 	return fill(tb, q, n, anonymousID)
@@ -62,7 +62,7 @@ func measureDraw(tb testing.TB, q *Queue, poller *Queue, seed []byte, pollers []
 	start := time.Now()
 	opensAt := time.UnixMilli(start.UnixMilli())
 	var st DrawState
-	timed(nil, func() (err error) { st, err = q.BeginDraw(ctx, opensAt, settings.PhaseOpen); return err })
+	timed(nil, func() (err error) { st, err = q.BeginDraw(ctx, opensAt, phase.Open); return err })
 	// The poller starts once the draw has begun: a newcomer entering before would take a pre-queue
 	// place and be drawn too.
 	stop := make(chan struct{})
@@ -104,7 +104,7 @@ func measureDraw(tb testing.TB, q *Queue, poller *Queue, seed []byte, pollers []
 	m.order = time.Since(orderStart)
 	for from := 0; from < len(arrivals); from += MaxPlaceChunk {
 		timed(&m.longestPlace, func() (err error) {
-			st, err = q.PlaceDrawn(ctx, st, arrivals[from:min(from+MaxPlaceChunk, len(arrivals))], time.Hour, settings.PhaseOpen)
+			st, err = q.PlaceDrawn(ctx, st, arrivals[from:min(from+MaxPlaceChunk, len(arrivals))], time.Hour, phase.Open)
 			return err
 		})
 	}

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/internal/draw"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // publishPhase publishes a plan whose phase is phase.
-func publishPhase(t *testing.T, q *Queue, phase settings.Phase) {
+func publishPhase(t *testing.T, q *Queue, phase phase.Phase) {
 	t.Helper()
 	if err := q.PublishPlan(context.Background(), PublishedPlan{Quota: mustQuota(t, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
 		AbandonAfter: longAbandon, Phase: phase}); err != nil {
@@ -65,11 +65,11 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	seed := []byte("a seed of thirty-two bytes, ok!!")
 	const abandon = drawAbandon
 
-	publishPhase(t, q, settings.PhaseScheduled)
-	if p := mustEnter(t, q, "early"); p.State != TurnedAway || p.Phase != settings.PhaseScheduled {
+	publishPhase(t, q, phase.Scheduled)
+	if p := mustEnter(t, q, "early"); p.State != TurnedAway || p.Phase != phase.Scheduled {
 		t.Fatalf("Enter while Scheduled = %+v, want TurnedAway (Scheduled)", p)
 	}
-	if p := mustStatus(t, q, "early"); p.State != NotQueued || p.Phase != settings.PhaseScheduled {
+	if p := mustStatus(t, q, "early"); p.State != NotQueued || p.Phase != phase.Scheduled {
 		t.Fatalf("Status while Scheduled = %+v, want NotQueued (Scheduled)", p)
 	}
 
@@ -78,7 +78,7 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 14, InstantBudget: 14, Tick: time.Minute, PassTTL: passTTL, AbandonAfter: abandon}); err != nil {
 		t.Fatal(err)
 	}
-	publishPhase(t, q, settings.PhasePreQueue)
+	publishPhase(t, q, phase.PreQueue)
 	visitors := visitorIDs("pre", 40)
 	for i, v := range visitors {
 		p := mustEnter(t, q, v)
@@ -100,15 +100,15 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 
 	// Opening: the pre-queue freezes; the plan says Opening whatever the scheduler publishes.
 	opensAt := time.UnixMilli(time.Now().UnixMilli())
-	st, err := q.BeginDraw(ctx, opensAt, settings.PhaseOpen)
+	st, err := q.BeginDraw(ctx, opensAt, phase.Open)
 	if err != nil || st.Base != 40 || st.Size != 40 || st.Placed != 0 || st.Done {
 		t.Fatalf("BeginDraw = %+v, %v; want base 40, size 40", st, err)
 	}
-	if again, err := q.BeginDraw(ctx, opensAt, settings.PhaseOpen); err != nil || again != st {
+	if again, err := q.BeginDraw(ctx, opensAt, phase.Open); err != nil || again != st {
 		t.Fatalf("BeginDraw again = %+v, %v; want the same draw %+v", again, err, st)
 	}
-	publishPhase(t, q, settings.PhasePreQueue)
-	if plan, err := q.ReadPlan(ctx); err != nil || plan.Phase != settings.PhaseOpening {
+	publishPhase(t, q, phase.PreQueue)
+	if plan, err := q.ReadPlan(ctx); err != nil || plan.Phase != phase.Opening {
 		t.Fatalf("the plan while drawing says %q (%v), want Opening", plan.Phase, err)
 	}
 	if p := mustEnter(t, q, "opening-1"); p.State != Drawing {
@@ -124,11 +124,11 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	}
 	draw.Order(seed, arrivals)
 	// The first chunk of 12 places up to 12 visitors (fewer when a silent one is among them).
-	next, err := q.PlaceDrawn(ctx, st, arrivals[:12], abandon, settings.PhaseOpen)
+	next, err := q.PlaceDrawn(ctx, st, arrivals[:12], abandon, phase.Open)
 	if err != nil || next.Step != 1 || next.Done || next.Placed+next.Dropped != 12 {
 		t.Fatalf("PlaceDrawn = %+v, %v; want step 1 with 12 handled", next, err)
 	}
-	if _, err := q.PlaceDrawn(ctx, st, arrivals[:12], abandon, settings.PhaseOpen); !errors.Is(err, ErrDrawMoved) {
+	if _, err := q.PlaceDrawn(ctx, st, arrivals[:12], abandon, phase.Open); !errors.Is(err, ErrDrawMoved) {
 		t.Fatalf("the same chunk again: %v, want ErrDrawMoved", err)
 	}
 	placedFirst := []string{}
@@ -158,14 +158,14 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 
 	// The rest, in chunks; then the room is Open and the record checks against the seed.
 	for from := 12; from < len(arrivals); from += 10 {
-		if next, err = q.PlaceDrawn(ctx, next, arrivals[from:min(from+10, len(arrivals))], abandon, settings.PhaseOpen); err != nil {
+		if next, err = q.PlaceDrawn(ctx, next, arrivals[from:min(from+10, len(arrivals))], abandon, phase.Open); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if !next.Done || next.Placed != 38 || next.Dropped != 2 {
 		t.Fatalf("the draw ended as %+v, want done with 38 placed and the 2 silent dropped", next)
 	}
-	if plan, _ := q.ReadPlan(ctx); plan.Phase != settings.PhaseOpen {
+	if plan, _ := q.ReadPlan(ctx); plan.Phase != phase.Open {
 		t.Fatalf("the plan after the draw says %q, want Open", plan.Phase)
 	}
 	if got, err := q.ReadDrawState(ctx); err != nil || got != next {
@@ -192,8 +192,8 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	}
 
 	// Closed: no newcomer; the queue keeps its places and drains.
-	publishPhase(t, q, settings.PhaseClosed)
-	if p := mustEnter(t, q, "too-late"); p.State != TurnedAway || p.Phase != settings.PhaseClosed {
+	publishPhase(t, q, phase.Closed)
+	if p := mustEnter(t, q, "too-late"); p.State != TurnedAway || p.Phase != phase.Closed {
 		t.Fatalf("Enter after closing = %+v, want TurnedAway (Closed)", p)
 	}
 	if p := mustEnter(t, q, "opening-2"); p.State != Waiting {
@@ -204,25 +204,25 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	}
 
 	// A second opening draws its own pre-queue, behind nobody, with a record of its own.
-	publishPhase(t, q, settings.PhasePreQueue)
+	publishPhase(t, q, phase.PreQueue)
 	for _, v := range visitorIDs("second", 5) {
 		if p := mustEnter(t, q, v); p.State != PreQueued {
 			t.Fatalf("Enter in the second pre-queue = %+v", p)
 		}
 	}
-	second, err := q.BeginDraw(ctx, opensAt.Add(time.Hour), settings.PhaseClosed)
+	second, err := q.BeginDraw(ctx, opensAt.Add(time.Hour), phase.Closed)
 	if err != nil || second.Size != 5 || second.Base <= st.Base+st.Size {
 		t.Fatalf("the second BeginDraw = %+v, %v", second, err)
 	}
-	if _, err := q.BeginDraw(ctx, opensAt.Add(2*time.Hour), settings.PhaseOpen); !errors.Is(err, ErrDrawMoved) {
+	if _, err := q.BeginDraw(ctx, opensAt.Add(2*time.Hour), phase.Open); !errors.Is(err, ErrDrawMoved) {
 		t.Fatalf("a third draw while the second runs: %v, want ErrDrawMoved", err)
 	}
 	arrivals, _ = q.PreQueueArrivals(ctx)
 	draw.Order(seed, arrivals)
-	if second, err = q.PlaceDrawn(ctx, second, arrivals, abandon, settings.PhaseClosed); err != nil || !second.Done {
+	if second, err = q.PlaceDrawn(ctx, second, arrivals, abandon, phase.Closed); err != nil || !second.Done {
 		t.Fatalf("placing the second pre-queue = %+v, %v", second, err)
 	}
-	if plan, _ := q.ReadPlan(ctx); plan.Phase != settings.PhaseClosed {
+	if plan, _ := q.ReadPlan(ctx); plan.Phase != phase.Closed {
 		t.Fatalf("the plan after a draw past closing says %q, want Closed", plan.Phase)
 	}
 	buf.Reset()
@@ -230,13 +230,13 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 		t.Fatalf("the second record holds %d lines, want 5", n)
 	}
 	// An opening with nobody in the pre-queue is done at once.
-	if empty, err := q.BeginDraw(ctx, opensAt.Add(3*time.Hour), settings.PhaseOpen); err != nil || !empty.Done || empty.Size != 0 {
+	if empty, err := q.BeginDraw(ctx, opensAt.Add(3*time.Hour), phase.Open); err != nil || !empty.Done || empty.Size != 0 {
 		t.Fatalf("BeginDraw of an empty pre-queue = %+v, %v; want done", empty, err)
 	}
-	if plan, _ := q.ReadPlan(ctx); plan.Phase != settings.PhaseOpen {
+	if plan, _ := q.ReadPlan(ctx); plan.Phase != phase.Open {
 		t.Fatalf("the plan after an empty draw says %q, want Open", plan.Phase)
 	}
-	if _, err := q.PlaceDrawn(ctx, second, make([]int64, MaxPlaceChunk+1), abandon, settings.PhaseOpen); err == nil {
+	if _, err := q.PlaceDrawn(ctx, second, make([]int64, MaxPlaceChunk+1), abandon, phase.Open); err == nil {
 		t.Fatal("PlaceDrawn accepted a chunk above MaxPlaceChunk")
 	}
 }
@@ -256,7 +256,7 @@ func TestAPassOfAnEarlierOpeningHoldsNoPlace(t *testing.T) {
 	publish := func(preQueueFrom time.Time) {
 		t.Helper()
 		if err := q.PublishPlan(ctx, PublishedPlan{Quota: mustQuota(t, 14, 100*time.Millisecond), PollMin: time.Second, PollMax: 5 * time.Second,
-			AbandonAfter: longAbandon, Phase: settings.PhasePreQueue, PreQueueFrom: preQueueFrom, OpensAt: preQueueFrom.Add(time.Hour)}); err != nil {
+			AbandonAfter: longAbandon, Phase: phase.PreQueue, PreQueueFrom: preQueueFrom, OpensAt: preQueueFrom.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 	}

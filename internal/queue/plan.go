@@ -13,20 +13,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // phaseCodes are the phases as the plan hash and the scripts hold them (PHASE_* in common.lua). A
 // plan without a phase, as an older scheduler wrote, is Open.
-var phaseCodes = map[settings.Phase]int64{settings.PhaseOpen: 0, settings.PhaseScheduled: 1, settings.PhasePreQueue: 2, settings.PhaseOpening: 3, settings.PhaseClosed: 4}
+var phaseCodes = map[phase.Phase]int64{phase.Open: 0, phase.Scheduled: 1, phase.PreQueue: 2, phase.Opening: 3, phase.Closed: 4}
 
-func phaseOfCode(c int64) settings.Phase {
+func phaseOfCode(c int64) phase.Phase {
 	for p, code := range phaseCodes {
 		if code == c {
 			return p
 		}
 	}
-	return settings.PhaseOpen
+	return phase.Open
 }
 
 // PublishedPlan is what the scheduler publishes for the proxies: what it decides, the plan ticks run
@@ -45,7 +45,7 @@ type PublishedPlan struct {
 	Suspended bool
 	// Phase is the room's phase; the empty phase publishes Open. While a draw runs, the published
 	// phase is Opening whatever the scheduler sends.
-	Phase settings.Phase
+	Phase phase.Phase
 	// PreQueueFrom, OpensAt and ClosesAt are the room's schedule, zero without one (ClosesAt also
 	// when it does not close), to the millisecond.
 	PreQueueFrom, OpensAt, ClosesAt time.Time
@@ -91,7 +91,7 @@ func (q *Queue) planArgs(p PublishedPlan) ([]any, error) {
 	if den <= 0 || p.Quota.Tick() <= 0 {
 		return nil, fmt.Errorf("publishing plan of queue %s: quota %d/%d per %s is not valid", q.prefix, num, den, p.Quota.Tick())
 	}
-	phase, ok := phaseCodes[cmp.Or(p.Phase, settings.PhaseOpen)]
+	phase, ok := phaseCodes[cmp.Or(p.Phase, phase.Open)]
 	if !ok {
 		return nil, fmt.Errorf("publishing plan of queue %s: unknown phase %q", q.prefix, p.Phase)
 	}

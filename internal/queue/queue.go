@@ -34,7 +34,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // MaxVisitorIDLength is the longest visitor ID the engine accepts.
@@ -240,7 +240,7 @@ type Position struct {
 	// its position from, and what SeenBatch records its signs of life by.
 	Seq int64
 	// Phase is the room's phase when NotQueued or TurnedAway.
-	Phase settings.Phase
+	Phase phase.Phase
 	// Pass is set when Admitted.
 	Pass Pass
 	// Now is Redis' clock when it answered.
@@ -525,7 +525,7 @@ func decodePosition(res []int64) (Position, error) {
 	}
 	switch State(res[0]) {
 	case NotQueued:
-		p := Position{State: NotQueued, Now: time.UnixMilli(res[1]), Phase: settings.PhaseOpen}
+		p := Position{State: NotQueued, Now: time.UnixMilli(res[1]), Phase: phase.Open}
 		if len(res) > 2 {
 			p.Phase = phaseOfCode(res[2])
 		}
@@ -553,9 +553,9 @@ func decodePosition(res []int64) (Position, error) {
 		if len(res) < 4 {
 			return bad()
 		}
-		return Position{State: PreQueued, Phase: settings.PhasePreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
+		return Position{State: PreQueued, Phase: phase.PreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
 	case Drawing:
-		return Position{State: Drawing, Phase: settings.PhaseOpening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
+		return Position{State: Drawing, Phase: phase.Opening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
 	case RateLimited:
 		if len(res) != 3 {
 			return bad()

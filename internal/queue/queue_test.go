@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -1204,7 +1204,7 @@ func testPlan(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := PublishedPlan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute, Phase: settings.PhaseOpen}
+	want := PublishedPlan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute, Phase: phase.Open}
 	if err := q.PublishPlan(ctx, want); err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"time"
 
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // afterTick is what a tick's round trip carries besides the admission: the plan, when it is due
@@ -18,7 +18,7 @@ type afterTick struct {
 }
 
 // dueAfterTick says what the tick at now publishes and reads after its admission.
-func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase settings.Phase, now time.Time) afterTick {
+func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase phase.Phase, now time.Time) afterTick {
 	a := afterTick{plan: st.planDue(cfg, phase, now)}
 	if !now.Before(st.statsAt) {
 		// The counters and the proxy replicas' reports, and a Declared queue's workload reports
@@ -35,7 +35,7 @@ func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase settings.Phase, n
 
 // planDue is the plan ticks run, when it changed or is due to be written again, so that proxies
 // estimate waits from the rate visitors get; nil otherwise.
-func (st *tickState) planDue(cfg *Queue, phase settings.Phase, now time.Time) *queue.PublishedPlan {
+func (st *tickState) planDue(cfg *Queue, phase phase.Phase, now time.Time) *queue.PublishedPlan {
 	p := queue.PublishedPlan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
 	if sc := cfg.Schedule; sc != nil {
 		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.

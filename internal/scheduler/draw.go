@@ -9,8 +9,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 // DrawProgress is what the scheduler observed of the latest draw of a queue's pre-queue.
@@ -43,9 +43,9 @@ type drawRun struct {
 
 // drawing tells whether the queue's schedule wants a draw now: it has opened (its phase is Open or
 // Closed) and this opening's draw is not done.
-func (st *tickState) drawing(cfg *Queue, phase settings.Phase) bool {
+func (st *tickState) drawing(cfg *Queue, current phase.Phase) bool {
 	sc := cfg.Schedule
-	if sc == nil || (phase != settings.PhaseOpen && phase != settings.PhaseClosed) {
+	if sc == nil || (current != phase.Open && current != phase.Closed) {
 		return st.draw != nil // a draw once begun is finished, whatever the schedule says now
 	}
 	return st.draw != nil || !st.drawnFor.Equal(sc.OpensAt)
@@ -56,13 +56,13 @@ func (st *tickState) drawing(cfg *Queue, phase settings.Phase) bool {
 // Every call is short (queue.MaxPlaceChunk visitors), so Enter and Status answer between them. When
 // a call finds the draw moved on (a retry that had been applied, a second scheduler), the draw is
 // reloaded at the next tick; visitors already placed keep their place and the rest keep their order.
-func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, budget time.Duration) error {
+func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, current phase.Phase, budget time.Duration) error {
 	start := r.s.clock.Now()
 	if st.draw == nil {
 		if err := r.forgetEarlierOpening(ctx, st, cfg); err != nil {
 			return err
 		}
-		if done, err := r.loadDraw(ctx, st, cfg, phase, start); done || err != nil {
+		if done, err := r.loadDraw(ctx, st, cfg, current, start); done || err != nil {
 			return err
 		}
 	}
@@ -71,7 +71,7 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase 
 		chunk := d.order[d.next:min(d.next+queue.MaxPlaceChunk, len(d.order))]
 		var next queue.DrawState
 		err := r.timedDrawCall(ctx, func(ctx context.Context) (err error) {
-			next, err = st.q.PlaceDrawn(ctx, d.state, chunk, cfg.AbandonAfter, phaseAfterDraw(phase))
+			next, err = st.q.PlaceDrawn(ctx, d.state, chunk, cfg.AbandonAfter, phaseAfterDraw(current))
 			return err
 		})
 		if errors.Is(err, queue.ErrDrawMoved) {
@@ -100,11 +100,11 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, phase 
 
 // phaseAfterDraw is the phase the room takes once its draw is done: Open, or Closed when the schedule
 // closed it meanwhile.
-func phaseAfterDraw(phase settings.Phase) settings.Phase {
-	if phase == settings.PhaseClosed {
-		return settings.PhaseClosed
+func phaseAfterDraw(current phase.Phase) phase.Phase {
+	if current == phase.Closed {
+		return phase.Closed
 	}
-	return settings.PhaseOpen
+	return phase.Open
 }
 
 // timedDrawCall makes one Redis call of the draw, bounded to a second, and records how long Redis
@@ -149,7 +149,7 @@ func (r *runner) forgetEarlierOpening(ctx context.Context, st *tickState, cfg *Q
 
 // loadDraw begins the opening's draw and reads the pre-queue into the order the seed gives it, into
 // st.draw; done says the draw had finished already.
-func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Queue, phase settings.Phase, start time.Time) (done bool, err error) {
+func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Queue, current phase.Phase, start time.Time) (done bool, err error) {
 	if len(cfg.DrawSeed) != draw.SeedBytes {
 		return false, fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
 	}
@@ -161,7 +161,7 @@ func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Queue, phase 
 	})
 	var ds queue.DrawState
 	err = r.timedDrawCall(ctx, func(ctx context.Context) (err error) {
-		ds, err = st.q.BeginDraw(ctx, opensAt, phaseAfterDraw(phase))
+		ds, err = st.q.BeginDraw(ctx, opensAt, phaseAfterDraw(current))
 		return err
 	})
 	if err != nil && !errors.Is(err, queue.ErrDrawMoved) {

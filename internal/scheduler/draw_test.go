@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/internal/draw"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -27,10 +27,10 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 	q := h.engine("launch")
 
 	// Before opening: the phase is PreQueue, nobody is admitted, and visitors take pre-queue places.
-	if r := h.mustStep(100 * time.Millisecond); r.Phase != settings.PhasePreQueue || r.Quota != 0 {
+	if r := h.mustStep(100 * time.Millisecond); r.Phase != phase.PreQueue || r.Quota != 0 {
 		t.Fatalf("a tick in the pre-queue: phase %s, quota %d; want PreQueue and 0", r.Phase, r.Quota)
 	}
-	if plan, err := publishedPlan(q, func(p queue.PublishedPlan) bool { return p.Phase == settings.PhasePreQueue }); err != nil || plan.Phase != settings.PhasePreQueue || !plan.OpensAt.Equal(opensAt) {
+	if plan, err := publishedPlan(q, func(p queue.PublishedPlan) bool { return p.Phase == phase.PreQueue }); err != nil || plan.Phase != phase.PreQueue || !plan.OpensAt.Equal(opensAt) {
 		t.Fatalf("the published plan = %+v, %v; want phase PreQueue and the opening time", plan, err)
 	}
 	// A pass of an earlier opening, still unexpired, holds a slot until the opening drops it.
@@ -60,7 +60,7 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 	}
 	// The tick at opensAt draws the pre-queue and admits the first of the drawn order.
 	r := h.mustStep(100 * time.Millisecond)
-	if !r.Scheduled.Equal(opensAt) || r.Phase != settings.PhaseOpen || len(r.Result.Admitted) != 14 {
+	if !r.Scheduled.Equal(opensAt) || r.Phase != phase.Open || len(r.Result.Admitted) != 14 {
 		t.Fatalf("the opening tick at %s: phase %s, admitted %d; want Open and 14 at %s", r.Scheduled, r.Phase, len(r.Result.Admitted), opensAt)
 	}
 	if err := rdb.ZScore(ctx, q.KeyPrefix()+":a", "leftover").Err(); !errors.Is(err, redis.Nil) {
@@ -86,7 +86,7 @@ func TestSchedulerDrawsThePreQueueAtOpening(t *testing.T) {
 		t.Fatalf("Enter after opening = %+v, %v; want Waiting behind the pre-queue at %d", p, err, n-14+1)
 	}
 	// The draw is not run again, and the next ticks go on admitting.
-	if r := h.mustStep(100 * time.Millisecond); r.Phase != settings.PhaseOpen || len(r.Result.Admitted) != 14 {
+	if r := h.mustStep(100 * time.Millisecond); r.Phase != phase.Open || len(r.Result.Admitted) != 14 {
 		t.Fatalf("the tick after opening: phase %s, admitted %d", r.Phase, len(r.Result.Admitted))
 	}
 	if after, _ := h.s.Snapshot(cfg.UID); after.Draw.Calls != snap.Draw.Calls {
@@ -101,7 +101,7 @@ func TestSchedulerHoldsAnOpeningWithoutASeed(t *testing.T) {
 	h.s.Ensure(cfg)
 	r := h.mustStep(100 * time.Millisecond)
 	snap, _ := h.s.Snapshot(cfg.UID)
-	if r.Phase != settings.PhaseOpening || len(r.Result.Admitted) != 0 || !strings.Contains(snap.DrawError, "seed") || snap.RedisError != "" {
+	if r.Phase != phase.Opening || len(r.Result.Admitted) != 0 || !strings.Contains(snap.DrawError, "seed") || snap.RedisError != "" {
 		t.Fatalf("the opening tick of a queue without a seed: phase %s, admitted %d, draw error %q, Redis error %q; want Opening, nobody, an error naming the seed",
 			r.Phase, len(r.Result.Admitted), snap.DrawError, snap.RedisError)
 	}

@@ -6,7 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // The scheduler's metrics, served on the manager's metrics endpoint next to controller-runtime's.
@@ -142,7 +142,7 @@ type queueMetrics struct {
 	admissionRate, reporting, inFlight              prometheus.Gauge
 	plannedRate, maxActive                          prometheus.Gauge
 	latencyP50, latencyP95, errorRatio, noShowRatio prometheus.Gauge
-	phase                                           settings.Phase
+	phase                                           phase.Phase
 	phaseSet                                        bool
 	reason                                          string
 	reasonSet                                       bool
@@ -179,7 +179,7 @@ func boolGauge(b bool) float64 {
 }
 
 // setPhase sets herdgate_phase when the phase changed.
-func (m *queueMetrics) setPhase(phase settings.Phase) {
+func (m *queueMetrics) setPhase(phase phase.Phase) {
 	if m.phaseSet && m.phase == phase {
 		return
 	}
@@ -196,10 +196,10 @@ func (m *queueMetrics) setAdaptiveReason(reason string) {
 	m.reason, m.reasonSet = reason, true
 }
 
-var phases = []settings.Phase{settings.PhaseScheduled, settings.PhasePreQueue, settings.PhaseOpening, settings.PhaseOpen, settings.PhaseClosed}
+var phases = []phase.Phase{phase.Scheduled, phase.PreQueue, phase.Opening, phase.Open, phase.Closed}
 
 // setPhaseMetric sets herdgate_phase: 1 for phase, 0 for the others.
-func setPhaseMetric(namespace, name string, phase settings.Phase) {
+func setPhaseMetric(namespace, name string, phase phase.Phase) {
 	for _, p := range phases {
 		v := 0.0
 		if p == phase {

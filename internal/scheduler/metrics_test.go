@@ -7,7 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/settings"
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // TestARoomsSeriesFollowItsPhaseAndReason: the phase and the adaptive reason, written only when they
@@ -16,7 +16,7 @@ func TestARoomsSeriesFollowItsPhaseAndReason(t *testing.T) {
 	const ns, name = "metrics-test", "drop"
 	t.Cleanup(func() { forgetQueueMetrics(ns, name) })
 	m := newQueueMetrics(ns, name)
-	phaseIs := func(want settings.Phase) {
+	phaseIs := func(want phase.Phase) {
 		t.Helper()
 		for _, p := range phases {
 			v := gaugeValue(t, phaseGauge.WithLabelValues(ns, name, string(p)))
@@ -25,11 +25,11 @@ func TestARoomsSeriesFollowItsPhaseAndReason(t *testing.T) {
 			}
 		}
 	}
-	m.setPhase(settings.PhasePreQueue)
-	phaseIs(settings.PhasePreQueue)
-	m.setPhase(settings.PhasePreQueue)
-	m.setPhase(settings.PhaseOpen)
-	phaseIs(settings.PhaseOpen)
+	m.setPhase(phase.PreQueue)
+	phaseIs(phase.PreQueue)
+	m.setPhase(phase.PreQueue)
+	m.setPhase(phase.Open)
+	phaseIs(phase.Open)
 
 	reasons := func() int {
 		ch := make(chan prometheus.Metric, 100)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/settings"
 )
@@ -43,7 +44,7 @@ type Snapshot struct {
 	// PreQueued is the number of pre-queue places not drawn yet.
 	PreQueued int64
 	// Phase is the room's phase at the last tick: its schedule's, Opening while the draw runs.
-	Phase settings.Phase
+	Phase phase.Phase
 	// Draw is the latest draw of the pre-queue this scheduler saw; nil before any. DrawError says
 	// why the draw cannot run, when it cannot.
 	Draw      *DrawProgress
@@ -96,7 +97,7 @@ type TickReport struct {
 	Window, Lead time.Duration
 	Seed         int64
 	// Phase is the room's phase at the tick.
-	Phase  settings.Phase
+	Phase  phase.Phase
 	Result queue.AdmitResult
 	Err    error
 }

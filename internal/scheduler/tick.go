@@ -10,8 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 )
 
 const (
@@ -168,9 +168,9 @@ func (r *runner) run(ctx context.Context) {
 				log.V(1).Info("Reading the workload reports failed; keeping the last rate", "error", err.Error())
 			}
 		}
-		phase := r.phase(st, t)
-		after := r.dueAfterTick(st, t.cfg, phase, t.now)
-		replies, err := r.admit(ctx, st, t, rng, phase, after)
+		current := r.roomPhase(st, t)
+		after := r.dueAfterTick(st, t.cfg, current, t.now)
+		replies, err := r.admit(ctx, st, t, rng, current, after)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -218,22 +218,22 @@ func (r *runner) connect(st *tickState, cfg *Queue) error {
 	return nil
 }
 
-// phase is the room's phase at the tick's grid point: the schedule's, with Opening while the draw of
+// roomPhase is the room's phase at the tick's grid point: the schedule's, with Opening while the draw of
 // the pre-queue runs.
-func (r *runner) phase(st *tickState, t gridTick) settings.Phase {
-	phase := t.cfg.PhaseAt(t.latest)
-	if st.drawing(t.cfg, phase) {
-		phase = settings.PhaseOpening
+func (r *runner) roomPhase(st *tickState, t gridTick) phase.Phase {
+	current := t.cfg.PhaseAt(t.latest)
+	if st.drawing(t.cfg, current) {
+		current = phase.Opening
 	}
-	r.update(func(s *Snapshot) { s.Phase = phase })
-	st.metrics.setPhase(phase)
-	return phase
+	r.update(func(s *Snapshot) { s.Phase = current })
+	st.metrics.setPhase(current)
+	return current
 }
 
 // admit runs the tick in Redis. Its work follows whom it can admit, never the plan's size: Redis
 // gets a limit and draws the offsets for the admitted alone, and the limit is capped
 // (docs/performance.md).
-func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, phase settings.Phase, after afterTick) (queue.TickReplies, error) {
+func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, current phase.Phase, after afterTick) (queue.TickReplies, error) {
 	cfg := t.cfg
 	quota, share := int64(0), int64(0)
 	plan := st.quota(cfg)
@@ -247,7 +247,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	paused := r.pausedAfterFailover(ctx, st, t.now)
 	// Before opening nobody is admitted, and no quota piles up for the opening; after a failover
 	// nobody is admitted for a while, and what the pause held back is not made up for.
-	if cfg.Admits() && !phase.Before() && !paused {
+	if cfg.Admits() && !current.Before() && !paused {
 		madeUp := min(t.missed, maxCatchUpTicks)
 		for range madeUp + 1 {
 			share = st.carry.Next(plan)
@@ -260,18 +260,18 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	// What the queue does not take of this tick's own share, new visitors may take at once until the
 	// next tick; ticks made up for give no instant budget, so a late tick never opens a burst.
 	instant := min(share, limit)
-	if phase != settings.PhaseOpen {
+	if current != phase.Open {
 		instant = 0
 	}
 	// While the draw runs, only the part of the pre-queue already placed can be admitted.
-	holding, through := phase == settings.PhaseOpening, int64(0)
+	holding, through := current == phase.Opening, int64(0)
 	if st.draw != nil {
 		through = st.draw.state.Settled()
 	}
 	seed := rng.Int64N(1 << 62)
 	sleepFor, sleepShare := time.Duration(0), int64(0)
 	var wake wakeUp
-	if phase == settings.PhaseOpen && !holding && st.draw == nil && cfg.Admits() {
+	if current == phase.Open && !holding && st.draw == nil && cfg.Admits() {
 		sleepFor = r.sleepFor(cfg, st.tick, t.latest)
 		// Each tick the room sleeps through lets in what no tick's share falls below.
 		num, den := plan.PerTick()
@@ -330,7 +330,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	}
 	if r.s.observe != nil {
 		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
-			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: phase, Result: res, Err: err})
+			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: current, Result: res, Err: err})
 	}
 	return replies, err
 }

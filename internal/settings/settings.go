@@ -21,6 +21,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/route"
 )
 
@@ -109,21 +110,21 @@ type Schedule struct {
 
 // PhaseAt is the phase the schedule gives time t. The scheduler asks it on its tick grid, and
 // replaces Open by Opening while it draws the pre-queue.
-func (s *Settings) PhaseAt(t time.Time) Phase { return s.Schedule.PhaseAt(t) }
+func (s *Settings) PhaseAt(t time.Time) phase.Phase { return s.Schedule.PhaseAt(t) }
 
 // PhaseAt is the phase the schedule gives time t; Open for the nil schedule.
-func (sc *Schedule) PhaseAt(t time.Time) Phase {
+func (sc *Schedule) PhaseAt(t time.Time) phase.Phase {
 	switch {
 	case sc == nil:
-		return PhaseOpen
+		return phase.Open
 	case t.Before(sc.PreQueueFrom):
-		return PhaseScheduled
+		return phase.Scheduled
 	case t.Before(sc.OpensAt):
-		return PhasePreQueue
+		return phase.PreQueue
 	case !sc.ClosesAt.IsZero() && !t.Before(sc.ClosesAt):
-		return PhaseClosed
+		return phase.Closed
 	default:
-		return PhaseOpen
+		return phase.Open
 	}
 }
 

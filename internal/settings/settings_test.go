@@ -12,6 +12,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -179,14 +180,14 @@ func TestPhaseAtFollowsTheSchedule(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		at   time.Time
-		want settings.Phase
+		want phase.Phase
 	}{
-		{pre.Add(-time.Millisecond), settings.PhaseScheduled},
-		{pre, settings.PhasePreQueue},
-		{opens.Add(-time.Millisecond), settings.PhasePreQueue},
-		{opens, settings.PhaseOpen},
-		{closes.Add(-time.Millisecond), settings.PhaseOpen},
-		{closes, settings.PhaseClosed},
+		{pre.Add(-time.Millisecond), phase.Scheduled},
+		{pre, phase.PreQueue},
+		{opens.Add(-time.Millisecond), phase.PreQueue},
+		{opens, phase.Open},
+		{closes.Add(-time.Millisecond), phase.Open},
+		{closes, phase.Closed},
 	} {
 		if got := s.PhaseAt(tc.at); got != tc.want {
 			t.Errorf("PhaseAt(%s) = %s, want %s", tc.at.Format(time.RFC3339Nano), got, tc.want)
@@ -197,16 +198,16 @@ func TestPhaseAtFollowsTheSchedule(t *testing.T) {
 	if s, err = settings.Derive(wq); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue - time.Millisecond)); got != settings.PhaseScheduled {
+	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue - time.Millisecond)); got != phase.Scheduled {
 		t.Errorf("just before the default pre-queue: %s, want Scheduled", got)
 	}
-	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue)); got != settings.PhasePreQueue {
+	if got := s.PhaseAt(opens.Add(-herdgatev1alpha1.DefaultPreQueue)); got != phase.PreQueue {
 		t.Errorf("at the default pre-queue: %s, want PreQueue", got)
 	}
-	if got := s.PhaseAt(opens.Add(1000 * time.Hour)); got != settings.PhaseOpen {
+	if got := s.PhaseAt(opens.Add(1000 * time.Hour)); got != phase.Open {
 		t.Errorf("long after an opening without closesAt: %s, want Open", got)
 	}
-	if got := (&settings.Settings{}).PhaseAt(pre); got != settings.PhaseOpen {
+	if got := (&settings.Settings{}).PhaseAt(pre); got != phase.Open {
 		t.Errorf("without a schedule: %s, want Open", got)
 	}
 }
@@ -214,18 +215,18 @@ func TestPhaseAtFollowsTheSchedule(t *testing.T) {
 // TestThePhasesAreTheConditionReasons: the Open condition's reasons name the schedule's phases as
 // visitors are told them, so that a status and an answer never call one phase two names.
 func TestThePhasesAreTheConditionReasons(t *testing.T) {
-	for phase, reason := range map[settings.Phase]string{
-		settings.PhaseScheduled: herdgatev1alpha1.ReasonScheduled,
-		settings.PhasePreQueue:  herdgatev1alpha1.ReasonPreQueue,
-		settings.PhaseOpening:   herdgatev1alpha1.ReasonOpening,
-		settings.PhaseOpen:      herdgatev1alpha1.ReasonOpen,
-		settings.PhaseClosed:    herdgatev1alpha1.ReasonClosed,
+	for phase, reason := range map[phase.Phase]string{
+		phase.Scheduled: herdgatev1alpha1.ReasonScheduled,
+		phase.PreQueue:  herdgatev1alpha1.ReasonPreQueue,
+		phase.Opening:   herdgatev1alpha1.ReasonOpening,
+		phase.Open:      herdgatev1alpha1.ReasonOpen,
+		phase.Closed:    herdgatev1alpha1.ReasonClosed,
 	} {
 		if string(phase) != reason {
 			t.Errorf("phase %q has the condition reason %q", phase, reason)
 		}
 	}
-	if len(settings.Phases) != 6 {
-		t.Errorf("Phases lists %d phases, want the five of a schedule and Passthrough", len(settings.Phases))
+	if len(phase.All) != 6 {
+		t.Errorf("Phases lists %d phases, want the five of a schedule and Passthrough", len(phase.All))
 	}
 }

@@ -25,8 +25,8 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/kubectl"
+	roomphase "github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
@@ -201,7 +201,7 @@ func TestKubectlPluginVerifiesADraw(t *testing.T) {
 	}
 	// Visitors who came before the scheduler published the pre-queue would take places in the queue.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if p, err := q.ReadPlan(ctx); err == nil && p.Phase == settings.PhasePreQueue {
+		if p, err := q.ReadPlan(ctx); err == nil && p.Phase == roomphase.PreQueue {
 			break
 		}
 		if time.Now().After(deadline) {

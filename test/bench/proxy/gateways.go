@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/pass"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/gatewayconfig"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/test/testenv"

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/herdgate/herdgate/admission/pass"
+	"github.com/herdgate/herdgate/internal/pass"
 
 	"github.com/redis/go-redis/v9"
 
