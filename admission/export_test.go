@@ -61,3 +61,9 @@ func (r *reclaimer) Start(at time.Time, lifetime time.Duration, recent []queue.H
 }
 
 func (r *reclaimer) Take(now time.Time) []queue.HeldPass { return r.take(now) }
+
+// MustRefuse is what the gate makes of the reply it wrote for a request it did not let through.
+func MustRefuse(r Reply) Reply {
+	r.mustRefuse()
+	return r
+}

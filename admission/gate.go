@@ -36,11 +36,40 @@ const (
 	tooEarlyShare = 0.8
 )
 
-// Decision is what the gate decided of a request it lets through, for the transport that carries it,
-// with the config it was decided under: the transport forwards as that config says, whatever config
-// is in force by the time it forwards.
+// Verdict is what the gate decided of a request.
+type Verdict uint8
+
+const (
+	// Forward: the request goes upstream as its Decision says; asked by a gateway, it may pass.
+	Forward Verdict = iota
+	// Answer: the gate answers the request itself with the Decision's Reply (a refusal, the waiting
+	// page's redirect, a malformed request), and nothing of it reaches the upstream.
+	Answer
+	// Reserved: the path is herdgate's own (/.herdgate/…), which the room's endpoints serve
+	// (Proxy.ServeReserved); asked by a gateway, it goes on to herdgate as it is.
+	Reserved
+)
+
+// Reply is an answer the gate wrote: what it answers a request it does not let through, or, on a
+// Forward, the headers and cookies it adds to the upstream's answer (a pass handed out at once, a
+// pass extended). Each front writes it in its own form, and each check in its gateway's convention.
+type Reply struct {
+	// Status is 300 or more on an Answer, and 0 on a Forward.
+	Status      int
+	ContentType string
+	// Header holds the reply's headers but Set-Cookie; Cookies are its cookies.
+	Header  http.Header
+	Cookies []*http.Cookie
+	Body    []byte
+}
+
+// Decision is what the gate decided of a request, with the config it was decided under: a front
+// forwards as that config says, whatever config is in force by the time it forwards, and renders
+// the gate's Reply as it is.
 type Decision struct {
-	cfg *Config
+	verdict Verdict
+	reply   Reply
+	cfg     *Config
 	// canonical is the normalised path; class "protected", "open" or "bypass".
 	canonical, class string
 	// pass is the request's valid pass, when hasPass (checked on a protected route in Queue mode).
@@ -55,16 +84,24 @@ type Decision struct {
 	checking bool
 }
 
-// Config is the config the request was decided under, which its forward follows.
+// Verdict says whether the request goes upstream, is answered by the gate, or is herdgate's own.
+func (d Decision) Verdict() Verdict { return d.verdict }
+
+// Reply is the gate's answer (Answer), or what it adds to the upstream's answer (Forward).
+func (d Decision) Reply() Reply { return d.reply }
+
+// Config is the config the request was decided under, which its forward follows; nil for a
+// reserved path while the room has no valid config.
 func (d Decision) Config() *Config { return d.cfg }
 
 // Path is the request's normalised path, as its routes were matched.
 func (d Decision) Path() string { return d.canonical }
 
-// Decide is the gate, for a front: it answers through x what the proxy answers itself and returns
-// false, or returns how the request goes upstream. escapedPath is the request target's path as it
-// came; fragment says the target carried a '#'. The decision carries the config it was made under.
-func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) (Decision, bool) {
+// Decide is the gate, for a front: it returns whether the request goes upstream (and how), the
+// answer the gate gives it instead, or that the path is herdgate's own. escapedPath is the request
+// target's path as it came; fragment says the target carried a '#'. The decision carries the config
+// it was made under. The gate reads the request through x and writes nothing to it.
+func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 	return p.decide(x, p.cfg.Load(), escapedPath, fragment, false)
 }
 
@@ -73,8 +110,18 @@ func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) (Decision,
 // gateway can set a cookie on an allowed request: a browser without a pass is never admitted at once
 // (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
 // pass is not extended. An allowed request is reported with Allowed.
-func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) (Decision, bool) {
+func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
 	return p.decide(x, p.cfg.Load(), escapedPath, fragment, true)
+}
+
+// ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
+// status, the waiting page and the room's other endpoints, under the config it was decided with.
+func (p *Proxy) ServeReserved(x Exchange, d Decision) {
+	if d.cfg == nil {
+		p.serveUnconfigured(x, d.canonical)
+		return
+	}
+	p.serveReserved(x, d.cfg, d.canonical)
 }
 
 // Allowed records a request a gateway was told it may pass: it is counted, and on a completion route
@@ -93,12 +140,61 @@ type presentedPass struct {
 	identity string
 }
 
-// decide is the gate: it answers what the proxy answers itself (a bad path, the reserved endpoints, a
-// protected route without a valid pass) and otherwise returns how to forward. Every front decides
-// here; checking says a gateway asks (DecideForGateway).
-func (p *Proxy) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, forward bool) {
+// decide is the gate. It reads the request through x and writes what it answers (or adds to the
+// upstream's answer) into the decision's Reply; checking says a gateway asks (DecideForGateway).
+func (p *Proxy) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) Decision {
+	w := &replyWriter{Exchange: x}
+	d, forward := p.judge(w, cfg, escapedPath, fragment, checking)
+	d.reply = w.reply
+	if !forward && d.verdict != Reserved {
+		d.verdict = Answer
+		d.reply.mustRefuse()
+	}
+	return d
+}
+
+// mustRefuse makes an answer of the gate's a refusal, whatever it wrote: a gate that answers a
+// request it does not let through with a 2xx (or with nothing) must never read as an allow to a
+// gateway.
+func (r *Reply) mustRefuse() {
+	switch {
+	case r.Status == 0:
+		r.Status, r.ContentType, r.Body = http.StatusServiceUnavailable, "application/json",
+			[]byte(`{"error":"unavailable","message":"the waiting room gave no answer; try again shortly"}`+"\n")
+	case r.Status < 300:
+		r.Status, r.ContentType, r.Body = http.StatusInternalServerError, "application/json", []byte(`{"error":"internal"}`+"\n")
+	}
+}
+
+// replyWriter is the request as the gate reads it, with what the gate writes kept in a Reply.
+type replyWriter struct {
+	Exchange
+	reply Reply
+}
+
+func (w *replyWriter) SetHeader(name, value string) {
+	if w.reply.Header == nil {
+		w.reply.Header = http.Header{}
+	}
+	w.reply.Header.Set(name, value)
+}
+
+func (w *replyWriter) SetCookie(c *http.Cookie) { w.reply.Cookies = append(w.reply.Cookies, c) }
+
+func (w *replyWriter) Reply(status int, contentType string, body []byte) {
+	w.reply.Status, w.reply.ContentType, w.reply.Body = status, contentType, body
+}
+
+// judge makes the gate's decision: it answers through x what the gate answers itself (a bad path, a
+// protected route without a valid pass), says Reserved of herdgate's own paths, and otherwise
+// returns how to forward.
+func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, forward bool) {
 	if cfg == nil {
-		p.serveUnconfigured(x, escapedPath)
+		if canonical, err := route.Normalize(escapedPath); err == nil && !fragment && isReserved(canonical) {
+			// The probes and the page's endpoints answer for themselves that there is no config.
+			return Decision{verdict: Reserved, canonical: canonical}, false
+		}
+		p.serveUnconfigured(x, "")
 		return d, false
 	}
 	if strings.EqualFold(x.Method(), http.MethodConnect) {
@@ -120,8 +216,7 @@ func (p *Proxy) decide(x Exchange, cfg *Config, escapedPath string, fragment, ch
 		return d, false
 	}
 	if isReserved(canonical) {
-		p.serveReserved(x, cfg, canonical)
-		return d, false
+		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}, false
 	}
 	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical), checking: checking}
 	if d.class == "protected" {
@@ -275,9 +370,12 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
 		return true
 	}
-	x.SetHeader("X-Herdgate-Pass-Result", string(result))
 	r := p.room(x.Context(), cfg)
 	browser := isBrowserPage(x)
+	if browser && r.phase == phase.Open && r.known && !d.checking && p.admitAtOnce(x, cfg, r) {
+		return true
+	}
+	x.SetHeader("X-Herdgate-Pass-Result", string(result))
 	switch {
 	case r.beforeOpening():
 		if browser {
@@ -291,9 +389,6 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		return false
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
-		if r.phase == phase.Open && r.known && !d.checking && p.admitAtOnce(x, cfg, r) {
-			return true
-		}
 		p.redirectToPage(x, canonical, "redirected")
 		return false
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/internal/queue"
-	"github.com/herdgate/herdgate/internal/route"
 )
 
 // ReportInterval is how often a proxy replica reports the config it serves, even unchanged.
@@ -83,10 +82,10 @@ func (p *Proxy) reportConfig(ctx context.Context) {
 	}
 }
 
-// serveUnconfigured answers while the proxy has no valid config: alive, not ready, and nothing
-// reaches the upstream or the queue.
-func (p *Proxy) serveUnconfigured(x Exchange, escapedPath string) {
-	switch canonical, _ := route.Normalize(escapedPath); canonical {
+// serveUnconfigured answers a request to the normalised path canonical ("" for any other) while the
+// proxy has no valid config: alive, not ready, and nothing reaches the upstream or the queue.
+func (p *Proxy) serveUnconfigured(x Exchange, canonical string) {
+	switch canonical {
 	case reservedPrefix + "/healthz":
 		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":

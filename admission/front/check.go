@@ -1,14 +1,12 @@
 package front
 
 import (
-	"cmp"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/internal/route"
 )
 
 // The gateway's check: a front for gateways that ask whether a request may pass and forward it
@@ -44,13 +42,24 @@ const (
 	CheckAnswerHeader = "X-Herdgate-Answer"
 )
 
-// checkedRequest is the request a gateway asks about.
+// convention is how a gateway wants the gate's verdict.
+type convention uint8
+
+const (
+	// asIs: the gate's answer as it is, with its waiting page's Location made absolute (Traefik's
+	// ForwardAuth and Caddy's forward_auth pass a refusal on; nginx fetches the full answer this way).
+	asIs convention = iota
+	// nginxStatuses: nginx's auth_request passes on 2xx, 401 and 403 only; any other answer is its
+	// own 500.
+	nginxStatuses
+	// envoyHTTP: Envoy's HTTP ext_authz; an allow names the headers it removes.
+	envoyHTTP
+)
+
+// checkedRequest is the request a gateway asks about, and the convention of its answer.
 type checkedRequest struct {
 	method, uri string
-	// nginx: auth_request passes on 2xx, 401 and 403 only; any other answer is its own 500.
-	nginx bool
-	// envoy: Envoy's HTTP ext_authz asked; an allow names the headers it removes.
-	envoy bool
+	convention  convention
 }
 
 // checkedRequestOf reads the request a check names; false when it names none, or more than one.
@@ -69,13 +78,17 @@ func checkedRequestOf(x admission.Exchange, target string) (checkedRequest, bool
 		if original != "" || forwarded != "" || x.Header(originalMethodHeader) != "" || x.Header(forwardedMethodHeader) != "" {
 			return checkedRequest{}, false
 		}
-		return checkedRequest{method: x.Method(), uri: target, envoy: true}, true
+		return checkedRequest{method: x.Method(), uri: target, convention: envoyHTTP}, true
 	}
 	switch {
 	case original != "" && forwarded == "" && x.Header(forwardedMethodHeader) == "":
-		return checkedRequest{method: x.Header(originalMethodHeader), uri: original, nginx: x.Header(CheckAnswerHeader) != "full"}, true
+		c := nginxStatuses
+		if x.Header(CheckAnswerHeader) == "full" {
+			c = asIs
+		}
+		return checkedRequest{method: x.Header(originalMethodHeader), uri: original, convention: c}, true
 	case forwarded != "" && original == "" && x.Header(originalMethodHeader) == "":
-		return checkedRequest{method: x.Header(forwardedMethodHeader), uri: forwarded}, true
+		return checkedRequest{method: x.Header(forwardedMethodHeader), uri: forwarded, convention: asIs}, true
 	}
 	return checkedRequest{}, false
 }
@@ -99,35 +112,71 @@ func check(p *admission.Proxy, x admission.Exchange, target string) {
 		path = requestPath([]byte(path))
 	}
 	fragment := strings.IndexByte(req.uri, '#') >= 0
-	if canonical, err := route.Normalize(path); err == nil && isReservedPath(canonical) {
-		// herdgate's own paths: the gateway routes them to herdgate, which answers them there.
+	v := judge(p, &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery}, path, fragment)
+	switch req.convention {
+	case nginxStatuses:
+		renderNginx(x, v)
+	case envoyHTTP:
+		renderEnvoyHTTP(x, v)
+	default:
+		renderAsIs(x, v)
+	}
+}
+
+// renderAsIs answers a check with the gate's verdict for gateways that pass a refusal on as it is.
+func renderAsIs(x admission.Exchange, v verdict) {
+	if v.kind == admission.Answer {
+		absoluteLocation(v.reply, x)
+		writeReply(x, v.reply)
+		return
+	}
+	allowHTTP(x, v)
+	x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
+}
+
+// renderEnvoyHTTP answers Envoy's HTTP ext_authz: as renderAsIs, an allow naming the headers Envoy
+// removes before the upstream.
+func renderEnvoyHTTP(x admission.Exchange, v verdict) {
+	if v.kind == admission.Forward {
+		x.SetHeader(envoyHeadersToRemove, envoyRemovals[b2i(v.session == "")][b2i(v.cookie == "")])
+	}
+	renderAsIs(x, v)
+}
+
+// renderNginx answers nginx's auth_request in the two refusals it passes on: a redirect (to the
+// waiting page) as 401 with its Location, anything else as 403, the gate's status in
+// CheckStatusHeader.
+func renderNginx(x admission.Exchange, v verdict) {
+	if v.kind != admission.Answer {
+		allowHTTP(x, v)
 		x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
 		return
 	}
-	asked := &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery, answer: checkAnswer{header: http.Header{}}}
-	d, allowed := p.DecideForGateway(asked, path, fragment)
-	if allowed {
-		p.Allowed(d)
-		if session := d.Session(); session != "" {
-			x.SetHeader(admission.SessionHeader, session) // for the gateway to send upstream
-		}
-		cookies := withoutOwnCookies(x.HeaderValues("Cookie"))
-		x.SetHeader(CheckCookieHeader, cookies)
-		if cookies != "" {
-			// For gateways that replace request headers with the check's own (Traefik's
-			// authResponseHeaders, Envoy's allowed_upstream_headers): the Cookie the workload gets.
-			x.SetHeader("Cookie", cookies)
-		}
-		if req.envoy {
-			x.SetHeader(envoyHeadersToRemove, envoyRemovals[b2i(d.Session() == "")][b2i(cookies == "")])
-		}
-		x.Reply(http.StatusOK, "text/plain; charset=utf-8", nil)
+	r := v.reply
+	x.SetHeader(CheckStatusHeader, strconv.Itoa(r.Status))
+	r.Status = http.StatusForbidden
+	if s := v.reply.Status; s >= 300 && s < 400 {
+		r.Status = http.StatusUnauthorized
+	}
+	writeReply(x, r)
+}
+
+// allowHTTP writes what the workload gets of an allowed request into the headers of the check's
+// answer, for the gateway to send upstream: the session's handle, and the Cookie header without
+// herdgate's cookies. A reserved path goes to herdgate as it is.
+func allowHTTP(x admission.Exchange, v verdict) {
+	if v.kind != admission.Forward {
 		return
 	}
-	if !req.nginx {
-		asked.answer.absoluteLocation(x)
+	if v.session != "" {
+		x.SetHeader(admission.SessionHeader, v.session)
 	}
-	asked.answer.send(x, req.nginx)
+	x.SetHeader(CheckCookieHeader, v.cookie)
+	if v.cookie != "" {
+		// For gateways that replace request headers with the check's own (Traefik's
+		// authResponseHeaders, Envoy's allowed_upstream_headers): the Cookie the workload gets.
+		x.SetHeader("Cookie", v.cookie)
+	}
 }
 
 // envoyRemovals lists the request headers Envoy removes from an allowed request: herdgate's own,
@@ -157,11 +206,6 @@ func b2i(b bool) int {
 	return 0
 }
 
-// isReservedPath: the normalised path is herdgate's own.
-func isReservedPath(canonical string) bool {
-	return canonical == "/.herdgate" || strings.HasPrefix(canonical, "/.herdgate/")
-}
-
 // withoutOwnCookies is a Cookie header's value without herdgate's cookies, the others in order.
 func withoutOwnCookies(lines []string) string {
 	var kept []string
@@ -176,38 +220,21 @@ func withoutOwnCookies(lines []string) string {
 	return strings.Join(kept, "; ")
 }
 
-// checkExchange is the request a gateway asks about, as the gate sees it: the check request's headers,
-// cookies and peer, the checked request's method and query; the gate's answer is kept for the check to
-// send.
+// checkExchange is the request a gateway asks about, as the gate reads it: the check request's
+// headers, cookies and peer, the checked request's method and query.
 type checkExchange struct {
 	admission.Exchange
 	method, rawQuery string
-	answer           checkAnswer
 }
 
 func (x *checkExchange) Method() string   { return x.method }
 func (x *checkExchange) RawQuery() string { return x.rawQuery }
-func (x *checkExchange) SetHeader(name, value string) {
-	x.answer.header.Set(name, value)
-}
-func (x *checkExchange) SetCookie(c *http.Cookie) { x.answer.header.Add("Set-Cookie", c.String()) }
-func (x *checkExchange) Reply(status int, contentType string, body []byte) {
-	x.answer.status, x.answer.contentType, x.answer.body = status, contentType, body
-}
-
-// checkAnswer is the gate's answer to a request a gateway asked about.
-type checkAnswer struct {
-	status      int
-	contentType string
-	header      http.Header
-	body        []byte
-}
 
 // absoluteLocation makes the waiting page's Location absolute on the visitor's own origin, from the
 // X-Forwarded-Host and -Proto the gateway sends: a gateway that passes the check's answer on (Traefik)
 // resolves a relative Location against the check's address, which the visitor cannot reach.
-func (a *checkAnswer) absoluteLocation(x admission.Exchange) {
-	loc, host := a.header.Get("Location"), x.Header("X-Forwarded-Host")
+func absoluteLocation(r admission.Reply, x admission.Exchange) {
+	loc, host := r.Header.Get("Location"), x.Header("X-Forwarded-Host")
 	if !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || host == "" || x.HeaderCount("X-Forwarded-Host") > 1 ||
 		strings.ContainsAny(host, "/\\@?#") {
 		return
@@ -216,45 +243,5 @@ func (a *checkAnswer) absoluteLocation(x admission.Exchange) {
 	if x.Header("X-Forwarded-Proto") == "https" {
 		scheme = "https"
 	}
-	a.header.Set("Location", scheme+"://"+host+loc)
-}
-
-// send answers the check with the gate's answer: as it is, or in the two statuses nginx passes on, a
-// redirect (to the waiting page) as 401 with its Location, anything else as 403, the gate's status in
-// CheckStatusHeader.
-func (a *checkAnswer) send(x admission.Exchange, nginx bool) {
-	if a.status < 300 {
-		// A refusal is never an allow, whatever the gate wrote (or did not write, the visitor gone).
-		a.status = cmp.Or(a.status, http.StatusServiceUnavailable)
-		if a.status < 300 {
-			a.status = http.StatusForbidden
-		}
-	}
-	status := a.status
-	if nginx {
-		x.SetHeader(CheckStatusHeader, strconv.Itoa(a.status))
-		status = http.StatusForbidden
-		if a.status >= 300 && a.status < 400 {
-			status = http.StatusUnauthorized
-		}
-	}
-	for name, values := range a.header {
-		if name == "Set-Cookie" {
-			for _, v := range values {
-				x.SetCookie(rawCookie(v))
-			}
-			continue
-		}
-		x.SetHeader(name, values[0])
-	}
-	x.Reply(status, a.contentType, a.body)
-}
-
-// rawCookie passes a Set-Cookie line the gate wrote on as it is.
-func rawCookie(line string) *http.Cookie {
-	c, err := http.ParseSetCookie(line)
-	if err != nil {
-		return &http.Cookie{}
-	}
-	return c
+	r.Header.Set("Location", scheme+"://"+host+loc)
 }

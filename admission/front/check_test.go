@@ -183,19 +183,6 @@ func TestACompletionRouteEndsTheSessionAtTheCheck(t *testing.T) {
 	}
 }
 
-// TestARefusalIsNeverAnAllow: whatever the gate wrote for a request it did not let through (nothing,
-// when the visitor went away), the check never answers it with a 2xx.
-func TestARefusalIsNeverAnAllow(t *testing.T) {
-	for written, want := range map[int]int{0: http.StatusServiceUnavailable, http.StatusOK: http.StatusForbidden, http.StatusForbidden: http.StatusForbidden} {
-		rec := httptest.NewRecorder()
-		a := checkAnswer{status: written, header: http.Header{}}
-		a.send(stdExchange{rec, httptest.NewRequest(http.MethodGet, CheckPath, nil)}, false)
-		if rec.Code != want {
-			t.Errorf("the gate wrote %d: the check answered %d, want %d", written, rec.Code, want)
-		}
-	}
-}
-
 // TestTheWaitingPageIsOnTheVisitorsOrigin: a gateway that passes the check's answer on resolves a
 // relative Location against the check's own address, so the check makes it absolute on the host
 // the gateway says the visitor asked for; nginx, which redirects itself, keeps the path.

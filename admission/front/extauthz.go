@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/internal/route"
 )
 
 // Envoy's external authorization (ext_authz, gRPC): the gateway check for Envoy, Envoy Gateway,
@@ -52,35 +51,43 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 			[]byte(`{"error":"unknown_queue","message":"no queue of this check service is named `+QueueExtension+`"}`+"\n")), nil
 	}
 	path, rawQuery, _ := strings.Cut(h.GetPath(), "?")
-	if canonical, err := route.Normalize(path); err == nil && isReservedPath(canonical) {
-		return allowed(nil), nil
-	}
 	x := &envoyExchange{ctx: ctx, method: h.GetMethod(), rawQuery: rawQuery, headers: h.GetHeaders(), scheme: h.GetScheme(),
-		peer: peerOf(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()), answer: checkAnswer{header: http.Header{}}}
-	d, ok := p.DecideForGateway(x, path, strings.IndexByte(h.GetPath(), '#') >= 0)
-	if !ok {
-		a := &x.answer
-		if a.status < 300 {
-			a.status = http.StatusForbidden // a refusal is never an allow
+		peer: peerOf(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress())}
+	return renderGRPC(judge(p, x, path, strings.IndexByte(h.GetPath(), '#') >= 0)), nil
+}
+
+// renderGRPC is the gate's verdict as ext_authz answers it: an allow that removes herdgate's
+// headers and cookies before the upstream and gives the workload the session's handle, herdgate's
+// own path let through as it is, or the gate's answer as a DeniedHttpResponse.
+func renderGRPC(v verdict) *authv3.CheckResponse {
+	switch v.kind {
+	case admission.Reserved:
+		return &authv3.CheckResponse{Status: &status.Status{Code: int32(codes.OK)},
+			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}}}
+	case admission.Answer:
+		header := v.reply.Header.Clone()
+		if header == nil {
+			header = http.Header{}
 		}
-		a.header.Set("Content-Type", a.contentType)
-		return denied(a.status, a.header, a.body), nil
+		header.Set("Content-Type", v.reply.ContentType)
+		for _, c := range v.reply.Cookies {
+			header.Add("Set-Cookie", c.String())
+		}
+		return denied(v.reply.Status, header, v.reply.Body)
 	}
-	p.Allowed(d)
-	cookies := withoutOwnCookies(x.HeaderValues("Cookie"))
-	res := allowed(&cookies)
+	res := allowed(&v.cookie)
 	// The session's handle for the workload overwrites a visitor's own; without one, a visitor's is
 	// removed.
 	okRes := res.GetOkResponse()
-	if session := d.Session(); session != "" {
+	if v.session != "" {
 		okRes.Headers = append(okRes.Headers, &corev3.HeaderValueOption{
-			Header:       &corev3.HeaderValue{Key: sessionHeader, Value: session},
+			Header:       &corev3.HeaderValue{Key: sessionHeader, Value: v.session},
 			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 		})
 	} else {
 		okRes.HeadersToRemove = append(slices.Clip(okRes.HeadersToRemove), sessionHeader)
 	}
-	return res, nil
+	return res
 }
 
 // allowed lets the request through without herdgate's headers, and with cookies in place of its
@@ -136,7 +143,6 @@ type envoyExchange struct {
 	headers map[string]string
 	scheme  string
 	peer    netip.Addr
-	answer  checkAnswer
 }
 
 func (x *envoyExchange) Context() context.Context { return x.ctx }
@@ -181,11 +187,11 @@ func (x *envoyExchange) Cookie(name string) string {
 func (x *envoyExchange) Secure() bool {
 	return x.scheme == "https" || x.Header("X-Forwarded-Proto") == "https"
 }
-func (x *envoyExchange) SetHeader(name, value string) { x.answer.header.Set(name, value) }
-func (x *envoyExchange) SetCookie(c *http.Cookie)     { x.answer.header.Add("Set-Cookie", c.String()) }
-func (x *envoyExchange) Reply(status int, contentType string, body []byte) {
-	x.answer.status, x.answer.contentType, x.answer.body = status, contentType, body
-}
+
+// The gate writes nothing to the request it judges (its answer is in the Decision).
+func (x *envoyExchange) SetHeader(string, string)  {}
+func (x *envoyExchange) SetCookie(*http.Cookie)    {}
+func (x *envoyExchange) Reply(int, string, []byte) {}
 
 // NewExtAuthzServer is a gRPC server answering Envoy's Authorization/Check with e.
 func NewExtAuthzServer(e *ExtAuthz) *grpc.Server {

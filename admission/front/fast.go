@@ -113,9 +113,10 @@ func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
 		isCheck(ctx.Request.Header.RequestURI()) {
 		return fasthttp.StatusContinue // the handler refuses, hands over or checks as for any request
 	}
-	d, ok := f.decide(ctx, p)
-	if !ok {
-		return ctx.Response.StatusCode() // the gate's answer is in the response; the body stays unread
+	d := f.decide(ctx, p)
+	if d.Verdict() == admission.Answer {
+		writeReply(fastExchange{ctx}, d.Reply())
+		return ctx.Response.StatusCode() // the body stays unread
 	}
 	ctx.SetUserValue(decidedKey, decided{p, d})
 	return fasthttp.StatusContinue
@@ -128,7 +129,7 @@ type decided struct {
 }
 
 // decide asks the gate of the request's room about it.
-func (f *Fast) decide(ctx *fasthttp.RequestCtx, p *admission.Proxy) (admission.Decision, bool) {
+func (f *Fast) decide(ctx *fasthttp.RequestCtx, p *admission.Proxy) admission.Decision {
 	target := ctx.Request.Header.RequestURI()
 	return p.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 }
@@ -147,7 +148,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if pd, ok := ctx.UserValue(decidedKey).(decided); ok {
-		f.forward(ctx, pd.p, pd.d)
+		f.carry(ctx, pd.p, pd.d)
 		return
 	}
 	p := f.rooms.Room(ctx.Host())
@@ -167,7 +168,8 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		} else {
 			// The gate decides before the connection is handed over (and before any of its body is
 			// read); net/http carries the upgrade, deciding again on the same request.
-			if _, ok := f.decide(ctx, p); !ok {
+			if d := f.decide(ctx, p); d.Verdict() != admission.Forward {
+				f.carry(ctx, p, d)
 				ctx.SetConnectionClose()
 				return
 			}
@@ -176,8 +178,19 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if d, ok := f.decide(ctx, p); ok {
+	f.carry(ctx, p, f.decide(ctx, p))
+}
+
+// carry carries out the gate's decision: the request goes upstream, gets the gate's answer, or is
+// served by the room as herdgate's own.
+func (f *Fast) carry(ctx *fasthttp.RequestCtx, p *admission.Proxy, d admission.Decision) {
+	switch d.Verdict() {
+	case admission.Forward:
 		f.forward(ctx, p, d)
+	case admission.Reserved:
+		p.ServeReserved(fastExchange{ctx}, d)
+	default:
+		writeReply(fastExchange{ctx}, d.Reply())
 	}
 }
 
@@ -244,13 +257,6 @@ func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Proxy, d admission
 		req.SetBodyStream(body, -1)
 	}
 
-	// Headers the gate set on the way (a pass issued at once or extended) go out with the upstream's
-	// answer, which replaces the response.
-	var gateCookies [][]byte
-	for _, c := range ctx.Response.Header.PeekAll("Set-Cookie") {
-		gateCookies = append(gateCookies, append([]byte(nil), c...))
-	}
-	gatePass := append([]byte(nil), ctx.Response.Header.Peek(admission.PassHeader)...)
 	call := p.BeginUpstream(d)
 	err := up.client.Do(req, &ctx.Response)
 	if body != nil && body.err != nil {
@@ -265,11 +271,14 @@ func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Proxy, d admission
 	release := string(ctx.Response.Header.Peek(admission.ReleaseHeader))
 	ctx.Response.Header.Del(admission.ReleaseHeader)
 	call.Answered(ctx.Response.StatusCode(), release)
-	for _, c := range gateCookies {
-		ctx.Response.Header.AddBytesV("Set-Cookie", c)
+	// What the gate added on the way (a pass issued at once or extended) goes out with the upstream's
+	// answer.
+	gate := d.Reply()
+	for name, values := range gate.Header {
+		ctx.Response.Header.Set(name, values[0])
 	}
-	if len(gatePass) > 0 {
-		ctx.Response.Header.SetBytesV(admission.PassHeader, gatePass)
+	for _, c := range gate.Cookies {
+		ctx.Response.Header.Add("Set-Cookie", c.String())
 	}
 	// The body streams from the upstream connection as the visitor reads it; a body of unknown
 	// length goes out chunked, flushed chunk by chunk, so streams stay live.

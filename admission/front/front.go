@@ -1,7 +1,8 @@
 // Package front holds the proxy's fronts: the servers that carry visitors' requests to the gate
 // (package admission) and forward what it lets through. A front adapts a request to an
-// admission.Exchange, asks Proxy.Decide, forwards as the Decision says, and reports the upstream's
-// answer or failure through an admission.UpstreamCall; it decides nothing itself. Fast, on fasthttp,
+// admission.Exchange, asks Proxy.Decide, and carries out the Decision: it forwards as the Decision
+// says and reports the upstream's answer or failure through an admission.UpstreamCall, writes the
+// gate's Reply, or has the room serve herdgate's own path; it decides nothing itself. Fast, on fasthttp,
 // is the one herdgate-proxy serves; NetHTTP carries the connections Fast hands over for a protocol
 // upgrade, and serves programs that embed the gate in a net/http server.
 package front
@@ -49,4 +50,16 @@ func (b *visitorBody) Read(p []byte) (int, error) {
 func cookieName(pair string) string {
 	name, _, _ := strings.Cut(pair, "=")
 	return strings.Trim(name, " \t")
+}
+
+// writeReply answers x with the gate's reply as it is: what a proxy front sends a request the gate
+// answered itself.
+func writeReply(x admission.Exchange, r admission.Reply) {
+	for name, values := range r.Header {
+		x.SetHeader(name, values[0])
+	}
+	for _, c := range r.Cookies {
+		x.SetCookie(c)
+	}
+	x.Reply(r.Status, r.ContentType, r.Body)
 }

@@ -62,9 +62,9 @@ func TestTheNetHTTPFrontForwardsUnderTheConfigItDecidedWith(t *testing.T) {
 	cfgB := configOf(t, "http://elsewhere.example:9", 2)
 	p := proxyOn(t, cfgA)
 	in := httptest.NewRequest(http.MethodGet, "http://shop.example/open/a", nil)
-	d, ok := p.Decide(stdExchange{httptest.NewRecorder(), in}, in.URL.EscapedPath(), false)
-	if !ok {
-		t.Fatal("the gate refused an open request")
+	d := p.Decide(stdExchange{httptest.NewRecorder(), in}, in.URL.EscapedPath(), false)
+	if d.Verdict() != admission.Forward {
+		t.Fatalf("the gate's verdict on an open request: %d, want Forward", d.Verdict())
 	}
 	p.SetConfig(cfgB) // the swap, after the decision
 	call := p.BeginUpstream(d)

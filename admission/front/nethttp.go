@@ -82,9 +82,23 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Upgrade")
 		r.Header.Del("HTTP2-Settings")
 	}
-	d, ok := p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
-	if !ok {
+	d := p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	switch d.Verdict() {
+	case admission.Reserved:
+		p.ServeReserved(stdExchange{w, r}, d)
 		return
+	case admission.Answer:
+		writeReply(stdExchange{w, r}, d.Reply())
+		return
+	}
+	// What the gate adds to the upstream's answer (a pass issued at once or extended) goes out with
+	// it: the reverse proxy adds the upstream's headers to these.
+	gate := d.Reply()
+	for name, values := range gate.Header {
+		w.Header()[name] = values
+	}
+	for _, c := range gate.Cookies {
+		http.SetCookie(w, c)
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = readCloser{&visitorBody{r: r.Body}, r.Body}
