@@ -169,13 +169,25 @@ func (p *Proxy) pollTooEarly(x Exchange, class string, enter bool, pos queue.Pos
 	return true
 }
 
+// replyQueueing answers a visitor who is not through yet (a position, a pre-queue place, a place
+// kept in a closed room, an admission valid in a moment) with body: 200, or the room's
+// spec.page.queueingStatusCode with Retry-After, the time until the next poll in whole seconds.
+func replyQueueing(x Exchange, cfg *Config, body positionBody) {
+	status := http.StatusOK
+	if pg := cfg.Page; pg != nil && pg.QueueingStatus != 0 {
+		status = pg.QueueingStatus
+		retryAfter(x, time.Duration(body.NextPollMs)*time.Millisecond)
+	}
+	replyJSON(x, status, body)
+}
+
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
 func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) {
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
 		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
-		replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
+		replyQueueing(x, cfg, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
 		return
 	}
 	token := p.setPassCookie(x, cfg, visitor, pos)

@@ -93,7 +93,7 @@ func (p *Proxy) serveFar(x Exchange, cfg *Config, r room, visitor string, seq in
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
 	p.metrics.requests.WithLabelValues("status", "waiting_far").Inc()
-	replyJSON(x, http.StatusOK, body)
+	replyQueueing(x, cfg, body)
 	return true
 }
 

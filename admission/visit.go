@@ -175,7 +175,7 @@ func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
 	if v.cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
 		p.metrics.requests.WithLabelValues(v.class, "closed").Inc()
-		replyJSON(v.x, http.StatusOK, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase.Closed,
+		replyQueueing(v.x, v.cfg, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase.Closed,
 			NextPollMs: p.spread(v.r.pollMax).Milliseconds()})
 		return
 	}
@@ -256,7 +256,7 @@ func (p *Proxy) replyPreQueued(v *visit, pos queue.Position) {
 		body.Phase, outcome = phase.Opening, "drawing"
 	}
 	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
-	replyJSON(v.x, http.StatusOK, body)
+	replyQueueing(v.x, v.cfg, body)
 }
 
 func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
@@ -287,5 +287,5 @@ func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
 		outcome = "restored"
 	}
 	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
-	replyJSON(v.x, http.StatusOK, body)
+	replyQueueing(v.x, v.cfg, body)
 }

@@ -122,6 +122,7 @@ var fieldPools = map[string][]any{
 	"page.template.name":                               secretNames(),
 	"page.template.key":                                secretKeys(),
 	"page.message":                                     {"", "Sales end at 18:00", strings.Repeat("가", 500), strings.Repeat("가", 501), strings.Repeat("a", 501), absent},
+	"page.queueingStatusCode":                          append(ints(200, 202, 429, 0, 201, 503), absent),
 	"upstream.service.name":                            {"orders", "o", "Orders", "1orders", "orders-", strings.Repeat("o", 63), strings.Repeat("o", 64), "", absent},
 	"upstream.service.port":                            ints(0, 1, 8080, 65535, 65536, -1),
 	"upstream.url":                                     append(urls(), absent),

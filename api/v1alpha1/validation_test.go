@@ -166,6 +166,11 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("pool size 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 0 },
 			"spec.capacity.poolSize", "greater than or equal to 1"),
+		Entry("a queueing status that is neither 200, 202 nor 429",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Page = &herdgatev1alpha1.PageSpec{QueueingStatusCode: ptr.To(int32(503))}
+			},
+			"spec.page.queueingStatusCode", "supported values: \"200\", \"202\", \"429\""),
 		Entry("a trusted proxy that is no CIDR",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"10.0.0.0/8", "10.0.0.300/8"}}

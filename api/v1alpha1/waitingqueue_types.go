@@ -809,6 +809,16 @@ type PageSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=500
 	Message string `json:"message,omitempty"`
+
+	// queueingStatusCode is the HTTP status of the answers a visitor gets while it waits: enter and
+	// status with a position (or a pre-queue place), and the waiting page without JavaScript. 202
+	// (accepted, not done yet) or 429 (too many requests) make API clients, crawlers and monitors see
+	// that the request did not go through; the body is the same. Set to any of 200, 202 or 429, every
+	// such answer also carries Retry-After: the seconds until the visitor may ask again (nextPollMs,
+	// rounded up). Unset: 200, without Retry-After.
+	// +optional
+	// +kubebuilder:validation:Enum=200;202;429
+	QueueingStatusCode *int32 `json:"queueingStatusCode,omitempty"`
 }
 
 // ConfigMapValueRef names one key of a ConfigMap in the WaitingQueue's namespace. The operator copies

@@ -155,7 +155,8 @@
       var body = null;
       try { body = await res.json(); } catch (e) { body = null; }
       if (body) { showMessage(body.notice || ""); }
-      if (res.status === 200 && body) {
+      // A place comes as 200, or as the room's queueing status (202 or 429) with no error in it.
+      if (body && !body.error && (res.status === 200 || res.status === 202 || res.status === 429)) {
         if (body.admitted) {
           el("summary").textContent = t("summaryYourTurn");
           location.replace(target);

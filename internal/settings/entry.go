@@ -43,11 +43,13 @@ func (ref SecretRef) CheckValue(value []byte) error {
 	return nil
 }
 
-// Page is spec.page: a template from a ConfigMap (Template.Name and Key are the ConfigMap's) and a
-// message.
+// Page is spec.page: a template from a ConfigMap (Template.Name and Key are the ConfigMap's), a
+// message, and the status of the answers a waiting visitor gets (QueueingStatus; 0 when unset, which
+// is 200 without Retry-After).
 type Page struct {
-	Template *SecretRef
-	Message  string
+	Template       *SecretRef
+	Message        string
+	QueueingStatus int
 }
 
 // Invitation is spec.entry.invitation.
@@ -140,6 +142,12 @@ func (s *Settings) deriveEntry(spec *herdgatev1alpha1.WaitingQueueSpec) error {
 		s.Page = &Page{Message: pg.Message}
 		if n := utf8.RuneCountInString(pg.Message); n > 500 {
 			return fieldErr("spec.page.message", "%d characters, at most 500", n)
+		}
+		if c := pg.QueueingStatusCode; c != nil {
+			if *c != 200 && *c != 202 && *c != 429 {
+				return fieldErr("spec.page.queueingStatusCode", "%d, one of 200, 202 or 429 expected", *c)
+			}
+			s.Page.QueueingStatus = int(*c)
 		}
 		if t := pg.Template; t != nil {
 			ref, err := secretRef("spec.page.template", herdgatev1alpha1.SecretValueRef{Name: t.Name, Key: t.Key}, 0)

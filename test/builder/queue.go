@@ -274,6 +274,16 @@ func (b *QueueBuilder) PageMessage(message string) *QueueBuilder {
 	return b
 }
 
+// QueueingStatusCode sets the status of a waiting visitor's answers (spec.page.queueingStatusCode),
+// keeping the rest of the page.
+func (b *QueueBuilder) QueueingStatusCode(code int32) *QueueBuilder {
+	if b.wq.Spec.Page == nil {
+		b.wq.Spec.Page = &herdgatev1alpha1.PageSpec{}
+	}
+	b.wq.Spec.Page.QueueingStatusCode = &code
+	return b
+}
+
 // UpstreamService sends requests to port of the Service name in the queue's namespace.
 func (b *QueueBuilder) UpstreamService(name string, port int32) *QueueBuilder {
 	b.wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{Service: &herdgatev1alpha1.ServiceUpstream{Name: name, Port: port}}
