@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/page"
 	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -88,6 +89,11 @@ func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 		}
 		p.metrics.requests.WithLabelValues("page", "served").Inc()
 		p.servePage(x, cfg)
+	case page.WithoutScriptPath:
+		if !allow(x, http.MethodGet, http.MethodHead) {
+			return
+		}
+		p.serveWithoutScript(x, cfg)
 	case reservedPrefix + "/openapi.json":
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return

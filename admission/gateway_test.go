@@ -106,12 +106,18 @@ func TestGatewaysEnforceTheRoom(t *testing.T) {
 	}
 }
 
-func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
+// throughGateway serves the harness's room behind gw, configured as the guide says, with the room
+// changed as change says; it returns the harness and the gateway's address.
+func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.WaitingQueue)) (*harness, string) {
+	t.Helper()
 	var h *harness
 	keysDir := t.TempDir()
 	if gw.jwt {
 		keys, stored := newPassKeys(t, pass.ES256)
-		h = newHarnessWith(t, harnessOptions{passKeys: stored}, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
+		h = newHarnessWith(t, harnessOptions{passKeys: stored}, func(wq *herdgatev1alpha1.WaitingQueue) {
+			jwtQueue(herdgatev1alpha1.PassAlgorithmES256)(wq)
+			change(wq)
+		})
 		pems, err := keys.PublicPEMs(time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -122,11 +128,7 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 			}
 		}
 	} else {
-		h = newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}},
-			func(wq *herdgatev1alpha1.WaitingQueue) {
-				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
-				*wq = *builder.From(wq).ReleaseKey("orders-release", "key").Obj()
-			})
+		h = newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}, change)
 	}
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -138,6 +140,16 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	t.Cleanup(gw.start(t, t.TempDir(), func(lang string) string { return guideBlock(t, lang, fill) }))
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, gateway+"/.herdgate/healthz")
+	return h, gateway
+}
+
+func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
+	h, gateway := throughGateway(t, gw, func(wq *herdgatev1alpha1.WaitingQueue) {
+		if !gw.jwt {
+			wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
+			*wq = *builder.From(wq).ReleaseKey("orders-release", "key").Obj()
+		}
+	})
 
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

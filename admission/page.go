@@ -47,11 +47,19 @@ func safeReturn(raw string) string {
 }
 
 // servePage renders the waiting page: the site's template when the queue has one, else the built-in
-// page, in the visitor's language.
+// page, in the visitor's language. A browser without JavaScript is sent on to the page that works
+// without it (nojs.go).
 func (p *Proxy) servePage(x Exchange, cfg *Config) {
 	query, _ := url.ParseQuery(x.RawQuery())
-	d := pageFor(page.Language(x.Header("Accept-Language")), safeReturn(query.Get("return")), cfg)
+	ret := safeReturn(query.Get("return"))
+	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
 	d.Phase = p.pagePhase(cfg)
+	d.SendWithoutScript(page.WithoutScriptURL(ret, query.Get("invitation"), false))
+	p.renderPage(x, cfg, d, http.StatusOK)
+}
+
+// renderPage answers x with the page rendered with d, and status.
+func (p *Proxy) renderPage(x Exchange, cfg *Config, d page.Data, status int) {
 	t := page.Builtin()
 	if cfg.PageTemplate != nil {
 		t = cfg.PageTemplate
@@ -71,7 +79,7 @@ func (p *Proxy) servePage(x Exchange, cfg *Config) {
 	x.SetHeader("Vary", "Accept-Language")
 	x.SetHeader("X-Content-Type-Options", "nosniff")
 	x.SetHeader("Referrer-Policy", "no-referrer")
-	x.Reply(http.StatusOK, "text/html; charset=utf-8", body)
+	x.Reply(status, "text/html; charset=utf-8", body)
 }
 
 // pagePhase is the room's phase by the proxy's clock, without asking Redis.

@@ -75,8 +75,18 @@ type Data struct {
 	TextsJSON string
 	// Script is the built-in page's script, which enters, solves a proof of work when asked, polls
 	// and fills the elements with the ids title, message, position, countdown, summary, progress,
-	// fill and wait (any of them may be left out); Style the built-in style.
+	// fill and wait (any of them may be left out); Style the built-in style. Script is empty on the
+	// page without JavaScript.
 	Script, Style template.HTML
+	// Head is for browsers without JavaScript, and goes in the page's head: on the page with the
+	// script, a redirect to the page that works without it; on that page, its refresh at the
+	// visitor's next poll.
+	Head template.HTML
+	// Title, Position, Summary, Wait and Progress (a percentage) are what the page shows as it
+	// opens: "joining the queue" on the page with the script, which keeps them current from then
+	// on; where the visitor stands on the page without JavaScript.
+	Title, Position, Summary, Wait string
+	Progress                       int
 }
 
 // NewData is the data of a page in lang (see Language) that returns the visitor to ret.
@@ -87,7 +97,8 @@ func NewData(lang, ret string) Data {
 	}
 	raw, _ := json.Marshal(t)
 	return Data{Lang: lang, Return: ret, Texts: t, TextsJSON: string(raw),
-		Script: template.HTML("<script>\n" + script + "</script>"), Style: template.HTML("<style>\n" + style + "</style>")}
+		Script: template.HTML("<script>\n" + script + "</script>"), Style: template.HTML("<style>\n" + style + "</style>"),
+		Title: t["title"], Position: "…", Summary: t["summaryJoining"]}
 }
 
 // Template is a waiting page, parsed.
