@@ -77,6 +77,10 @@ type AdmitRequest struct {
 	// visitors no tick's share falls below (the plan's per-tick quota, rounded down).
 	SleepFor   time.Duration
 	SleepShare int
+	// Lanes are the room's lanes (SetLanes) with their percentages of the batch; the main queue takes
+	// the rest. Limit is shared between them, credits carrying each lane's fraction of a visitor
+	// from tick to tick, and a lane with nobody waiting leaves its share to the others (admit.lua).
+	Lanes []LaneShare
 }
 
 // jitterSeed maps any seed onto the generator's state space, 1 … 2^31 − 2.
@@ -176,17 +180,24 @@ func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err erro
 	case req.SleepFor < 0 || (req.SleepFor > 0 && req.Holding) || req.SleepShare < 0 || req.SleepShare > req.Limit:
 		return nil, nil, fmt.Errorf("admit: sleep for %s with a share of %d (limit %d), holding %t", req.SleepFor, req.SleepShare, req.Limit, req.Holding)
 	}
+	if err := validShares(req.Lanes); err != nil {
+		return nil, nil, fmt.Errorf("admit: %w", err)
+	}
 	front, blocks := cmp.Or(req.FrontBudget, DefaultFrontBudget), cmp.Or(req.SweepBlocks, DefaultSweepBlocks)
 	args = []any{
 		req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
-		req.Primary,
+		req.Primary, laneArg(req.Lanes),
 	}
 	if req.Holding {
 		args[12] = max(0, req.Through)
 	}
-	return []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked, q.keys.seen, q.keys.passes}, args, nil
+	keys = []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked, q.keys.seen, q.keys.passes}
+	for _, l := range req.Lanes {
+		keys = append(keys, q.laneKey(l.Name))
+	}
+	return keys, args, nil
 }
 
 // parseAdmitReply reads the admit script's reply.

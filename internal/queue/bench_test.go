@@ -91,7 +91,7 @@ func fill(b testing.TB, q *Queue, n int, id func() string) []string {
 	for start := 0; start < n; start += batch {
 		pipe := q.rdb.Pipeline()
 		for _, v := range ids[start:min(n, start+batch)] {
-			enterScript.EvalSha(ctx, pipe, q.keysFor(opEnter, nil), q.argsFor(opEnter, time.Hour.Milliseconds(), EntryLimit{}, []string{v}, nil)...)
+			enterScript.EvalSha(ctx, pipe, q.keysFor(opEnter, nil, nil), q.argsFor(opEnter, time.Hour.Milliseconds(), EntryLimit{}, nil, []string{v}, nil)...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
@@ -255,7 +255,7 @@ func BenchmarkAdmit14(b *testing.B) {
 						topUp[j] = anonymousID()
 					}
 					// EVAL, not EVALSHA: redis-µs below counts the ticks' script calls alone.
-					if err := enterScript.Eval(ctx, rdb, q.keysFor(opEnter, nil), q.argsFor(opEnter, time.Hour.Milliseconds(), EntryLimit{}, topUp, nil)...).Err(); err != nil {
+					if err := enterScript.Eval(ctx, rdb, q.keysFor(opEnter, nil, nil), q.argsFor(opEnter, time.Hour.Milliseconds(), EntryLimit{}, nil, topUp, nil)...).Err(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -434,7 +434,7 @@ func BenchmarkAdmitLimit(b *testing.B) {
 						topUp[j] = anonymousID()
 					}
 					// EVAL, not EVALSHA: redis-µs below counts the ticks' script calls alone.
-					if err := enterScript.Eval(ctx, rdb, q.keysFor(opEnter, nil), q.argsFor(opEnter, time.Hour.Milliseconds(), EntryLimit{}, topUp, nil)...).Err(); err != nil {
+					if err := enterScript.Eval(ctx, rdb, q.keysFor(opEnter, nil, nil), q.argsFor(opEnter, time.Hour.Milliseconds(), EntryLimit{}, nil, topUp, nil)...).Err(); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -31,12 +31,16 @@ type ObserveRequest struct {
 // pipeline.
 type observeReads struct {
 	stats, proxies, workload *redis.Cmd
+	// lanes are the queue's lanes the stats were read with.
+	lanes []string
 }
 
 // queueReads queues the reads req asks for on pipe.
 func (q *Queue) queueReads(ctx context.Context, pipe redis.Pipeliner, req ObserveRequest) observeReads {
+	lanes := q.Lanes()
 	r := observeReads{
-		stats:   statsScript.EvalSha(ctx, pipe, q.statsKeys()),
+		lanes:   lanes,
+		stats:   statsScript.EvalSha(ctx, pipe, q.statsKeys(lanes), statsArgs(lanes)...),
 		proxies: proxiesScript.EvalSha(ctx, pipe, []string{q.keys.proxies}, "read", req.ProxyMaxAge.Milliseconds()),
 	}
 	if req.Workload {
@@ -62,7 +66,7 @@ func (q *Queue) parseReads(r observeReads, req ObserveRequest) (Observation, err
 	if err != nil {
 		return out, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
-	if out.Stats, err = parseStats(res); err != nil {
+	if out.Stats, err = parseStats(res, r.lanes); err != nil {
 		return out, err
 	}
 	raw, err := r.proxies.Slice()

@@ -53,7 +53,7 @@ func TestATicksReadsReadWhatTheSeparateReadsRead(t *testing.T) {
 		}
 		got.Stats.Now, stats.Now = time.Time{}, time.Time{} // Redis' clock moved between the reads
 		got.Workload.Now, workload.Now = time.Time{}, time.Time{}
-		if got.Stats != stats || got.Stats.Depth != 3 {
+		if !reflect.DeepEqual(got.Stats, stats) || got.Stats.Depth != 3 {
 			t.Errorf("%s: stats %+v, want %+v with 3 waiting", what, got.Stats, stats)
 		}
 		if !reflect.DeepEqual(got.Proxies, proxies) || len(got.Proxies) != 1 || got.Proxies[0].Generation != 3 {

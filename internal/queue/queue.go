@@ -6,6 +6,8 @@
 // and the engine runs unchanged on one server, over TLS, and on Redis Cluster:
 //
 //	{hg:ns/name}:q        sorted set: waiting visitors, scored by arrival sequence
+//	{hg:ns/name}:q:<lane> sorted set: the visitors waiting in a lane (lanes.go), scored likewise
+//	{hg:ns/name}:lc:<id>  set: the visitors a lane's code of several uses entered, until it expires
 //	{hg:ns/name}:seq      arrival sequence (INCR)
 //	{hg:ns/name}:seen     hash: last-seen times of the waiting, ten arrivals to a field (common.lua)
 //	{hg:ns/name}:passes   hash: pass records "notBeforeMs:expiryMs" by visitor, dropped after expiry
@@ -92,6 +94,8 @@ type Queue struct {
 	highestSeq, beforeFailover, failoverNoticed, failoverEpoch atomic.Int64
 	// durability is the queue's durability (SetReplicated).
 	durability durability
+	// lanes are the room's lanes (SetLanes).
+	lanes lanes
 }
 
 // New returns the queue namespace/name stored in rdb, sending each call on its own. Store.Queue
@@ -178,10 +182,12 @@ const (
 )
 
 // SingleUse is a token that enters one visitor only: the first that presents it, until Until. ID
-// names it in Redis (lower-case hex, such as a hash of the token; at most 64 characters).
+// names it in Redis (lower-case hex, such as a hash of the token; at most 64 characters). With Uses
+// above one it enters that many visitors (a lane's code of several uses), each as often as it likes.
 type SingleUse struct {
 	ID    string
 	Until time.Time
+	Uses  int
 }
 
 // EntryLimit bounds the places one client takes: a token bucket of Burst places per Client that
@@ -202,6 +208,10 @@ type EntryLimit struct {
 	// OnlyHeldPlace asks for the held place back and nothing else: a visitor not given it is
 	// NotQueued, and takes no new place (a status poll's way to come back).
 	OnlyHeldPlace bool
+	// Lane is the lane (SetLanes) the visitor joins when it takes a new place while the room is
+	// open; "" (or a lane the room does not have) is the main queue. A visitor keeps the lane it
+	// took its place in.
+	Lane string
 }
 
 func (l EntryLimit) active() bool { return l.Client != "" && l.Burst > 0 && l.PerMinute > 0 }
@@ -256,6 +266,9 @@ type Position struct {
 	// Restored says that the visitor, Waiting, re-entered at the place it held before a failover
 	// lost it (EntryLimit.HeldPlace).
 	Restored bool
+	// Lane is the lane the visitor waits in, when Waiting: "" for the main queue. Position and
+	// Depth are then its place in the lane and the lane's length.
+	Lane string
 }
 
 // restoredCode is the enter script's reply code for a visitor given its lost place back: Waiting,
@@ -318,11 +331,12 @@ func (o visitorOp) script() *redis.Script {
 
 // keysFor is the script's keys: the queue's, and for enter those of the entries' clients and
 // single-use tokens, which the script may touch and so declares.
-func (q *Queue) keysFor(o visitorOp, entries []entryArg) []string {
+func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []string {
 	if o != opEnter {
-		return []string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
+		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}, q.laneKeys(lanes)...)
 	}
 	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
+	keys = append(keys, q.laneKeys(lanes)...)
 	var clients map[string]bool // a batch often carries one client many times: declare it once
 	for _, e := range entries {
 		if e.client != "" && !clients[e.client] {
@@ -332,25 +346,32 @@ func (q *Queue) keysFor(o visitorOp, entries []entryArg) []string {
 			clients[e.client] = true
 			keys = append(keys, q.prefix+":c:"+e.client)
 		}
-		for _, id := range e.tokenIDs {
-			keys = append(keys, q.prefix+":u:"+id)
+		for i, id := range e.tokenIDs {
+			if e.counted[i] {
+				keys = append(keys, q.prefix+":lc:"+id)
+			} else {
+				keys = append(keys, q.prefix+":u:"+id)
+			}
 		}
 	}
 	return keys
 }
 
 // entryArg is what an enter call sends for one visitor besides its name: its client ("" when
-// unlimited), its single-use tokens ("" when none; tokenIDs their IDs, for the keys) and the place it
-// held before a failover ("" when none).
+// unlimited), its single-use tokens ("" when none; tokenIDs their IDs, for the keys, and counted
+// which of them enter several visitors), the place it held before a failover ("" when none) and the
+// lane it joins.
 type entryArg struct {
-	client, tokens, held string
-	tokenIDs             []string
+	client, tokens, held, lane string
+	tokenIDs                   []string
+	counted                    []bool
 }
 
 func entryArgOf(limit EntryLimit) entryArg {
-	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse)}
+	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse), lane: limit.Lane}
 	for _, t := range limit.SingleUse {
 		a.tokenIDs = append(a.tokenIDs, t.ID)
+		a.counted = append(a.counted, t.Uses > 1)
 	}
 	if limit.HeldPlace > 0 {
 		a.held = strconv.FormatInt(limit.HeldPlace, 10)
@@ -364,7 +385,7 @@ func entryArgOf(limit EntryLimit) entryArg {
 // argsFor is the script's arguments: for status the visitors, for enter the entry limit, the
 // highest arrival sequence seen, the old primary's after a failover, and each visitor with its
 // entryArg (all empty when entries is nil).
-func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors []string, entries []entryArg) []any {
+func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, lanes, visitors []string, entries []entryArg) []any {
 	if o != opEnter {
 		args := make([]any, 0, 1+len(visitors))
 		args = append(args, abandon)
@@ -373,14 +394,14 @@ func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, visitors [
 		}
 		return args
 	}
-	args := make([]any, 0, 6+4*len(visitors))
-	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute, q.highestSeq.Load(), q.oldPrimarysSeq(abandon))
+	args := make([]any, 0, 7+5*len(visitors))
+	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute, q.highestSeq.Load(), q.oldPrimarysSeq(abandon), len(lanes))
 	for i, v := range visitors {
 		var e entryArg
 		if entries != nil {
 			e = entries[i]
 		}
-		args = append(args, v, e.client, e.tokens, e.held)
+		args = append(args, v, e.client, e.tokens, e.held, laneIndex(lanes, e.lane))
 	}
 	return args
 }
@@ -398,6 +419,10 @@ func tokenArg(tokens []SingleUse) string {
 		b.WriteString(t.ID)
 		b.WriteByte(':')
 		b.WriteString(strconv.FormatInt(t.Until.UnixMilli(), 10))
+		if t.Uses > 1 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(t.Uses))
+		}
 	}
 	return b.String()
 }
@@ -416,8 +441,8 @@ func validTokenID(id string) bool {
 }
 
 // runVisitors runs op for visitors in one script call.
-func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, visitors []string, entries []entryArg) *redis.Cmd {
-	return o.script().Run(ctx, rdb, q.keysFor(o, entries), q.argsFor(o, abandon, limit, visitors, entries)...)
+func (q *Queue) runVisitors(ctx context.Context, rdb redis.Scripter, o visitorOp, abandon int64, limit EntryLimit, lanes, visitors []string, entries []entryArg) *redis.Cmd {
+	return o.script().Run(ctx, rdb, q.keysFor(o, lanes, entries), q.argsFor(o, abandon, limit, lanes, visitors, entries)...)
 }
 
 // validClient: a client name is an address prefix, as the proxy writes it, and nothing else reaches a key.
@@ -439,17 +464,18 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		return Position{}, err
 	}
 	if !limit.active() {
-		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace}
+		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace, Lane: limit.Lane}
 	}
 	var reply []int64
+	lanes := q.Lanes()
 	if q.store != nil {
-		r, err := q.store.run(ctx, q, o, abandonAfter.Milliseconds(), limit, visitor)
+		r, l, err := q.store.run(ctx, q, o, abandonAfter.Milliseconds(), limit, visitor)
 		if err != nil {
 			return Position{}, err
 		}
-		reply = r
+		reply, lanes = r, l
 	} else {
-		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, []string{visitor}, []entryArg{entryArgOf(limit)}).Result()
+		v, err := q.runVisitors(ctx, q.rdb, o, abandonAfter.Milliseconds(), limit, lanes, []string{visitor}, []entryArg{entryArgOf(limit)}).Result()
 		if err != nil {
 			return Position{}, err
 		}
@@ -462,7 +488,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		}
 		reply = replies[0]
 	}
-	p, err := decodePosition(reply)
+	p, err := decodePosition(reply, lanes)
 	q.noteFailover()
 	if err == nil && p.Seq > 0 {
 		q.sawSeq(p.Seq)
@@ -506,7 +532,8 @@ func (q *Queue) sawSeq(seq int64) {
 	}
 }
 
-func decodePosition(res []int64) (Position, error) {
+// decodePosition reads one visitor's reply of a script called with lanes.
+func decodePosition(res []int64, lanes []string) (Position, error) {
 	bad := func() (Position, error) { return Position{}, fmt.Errorf("unexpected script reply %v", res) }
 	if len(res) < 2 {
 		return bad()
@@ -542,6 +569,9 @@ func decodePosition(res []int64) (Position, error) {
 		p := Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}
 		if len(res) > 5 {
 			p.Seq = res[5]
+		}
+		if len(res) > 6 {
+			p.Lane = laneName(lanes, res[6])
 		}
 		return p, nil
 	case TurnedAway:
@@ -583,27 +613,56 @@ type Stats struct {
 	PreQueued int64
 	// Now is Redis' clock.
 	Now time.Time
+	// Lanes are, for a room with lanes, the main queue (named MainLane) then each lane: its depth
+	// and the visitors ticks admitted from it since the room began.
+	Lanes []LaneStats
+}
+
+// LaneStats are a lane's counters.
+type LaneStats struct {
+	Name                 string
+	Depth, AdmittedTotal int64
 }
 
 // Stats reads the counters in one round trip.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	res, err := statsScript.Run(ctx, q.rdb, q.statsKeys()).Int64Slice()
+	lanes := q.Lanes()
+	res, err := statsScript.Run(ctx, q.rdb, q.statsKeys(lanes), statsArgs(lanes)...).Int64Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of queue %s: %w", q.prefix, err)
 	}
-	return parseStats(res)
+	return parseStats(res, lanes)
 }
 
-func (q *Queue) statsKeys() []string {
-	return []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre}
+func (q *Queue) statsKeys(lanes []string) []string {
+	return append([]string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre}, q.laneKeys(lanes)...)
 }
 
-func parseStats(res []int64) (Stats, error) {
-	if len(res) != 8 {
+func statsArgs(lanes []string) []any {
+	args := make([]any, len(lanes))
+	for i, l := range lanes {
+		args[i] = l
+	}
+	return args
+}
+
+func parseStats(res []int64, lanes []string) (Stats, error) {
+	want := 8
+	if len(lanes) > 0 {
+		want += 1 + 2*len(lanes)
+	}
+	if len(res) != want {
 		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
 	}
-	return Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]),
-		InstantAdmittedTotal: res[5], ReleasedTotal: res[6], PreQueued: res[7]}, nil
+	s := Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]),
+		InstantAdmittedTotal: res[5], ReleasedTotal: res[6], PreQueued: res[7]}
+	if len(lanes) > 0 {
+		s.Lanes = append(s.Lanes, LaneStats{Name: MainLane, Depth: res[0], AdmittedTotal: res[8]})
+		for i, l := range lanes {
+			s.Lanes = append(s.Lanes, LaneStats{Name: l, Depth: res[9+2*i], AdmittedTotal: res[10+2*i]})
+		}
+	}
+	return s, nil
 }
 
 // Delete removes every key of the queue, on whichever node holds its slot.

@@ -740,7 +740,7 @@ func testStatusBatch(t *testing.T, b backend) {
 	silence(t, q, silent, 2*abandonAfter)
 
 	batch := append(slices.Clone(ids), silent, "nobody", "admitted", ids[len(ids)-1])
-	v, err := q.runVisitors(ctx, b.rdb, opStatus, abandonAfter.Milliseconds(), EntryLimit{}, batch, nil).Result()
+	v, err := q.runVisitors(ctx, b.rdb, opStatus, abandonAfter.Milliseconds(), EntryLimit{}, nil, batch, nil).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -751,7 +751,7 @@ func testStatusBatch(t *testing.T, b backend) {
 	var depth int64 = 1200
 	var lastNow time.Time
 	for i, visitor := range batch {
-		p, err := decodePosition(replies[i])
+		p, err := decodePosition(replies[i], nil)
 		if err != nil {
 			t.Fatal(err)
 		}

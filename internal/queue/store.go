@@ -138,26 +138,29 @@ type visitorCall struct {
 
 type visitorReply struct {
 	reply []int64
+	// lanes are the queue's lanes the call was made with, by which its reply names a lane.
+	lanes []string
 	err   error
 }
 
-// run sends one visitor call with the next round trip and waits for its reply or ctx.
-func (s *Store) run(ctx context.Context, q *Queue, op visitorOp, abandon int64, limit EntryLimit, visitor string) ([]int64, error) {
+// run sends one visitor call with the next round trip and waits for its reply or ctx; it returns
+// the reply and the lanes the call was made with.
+func (s *Store) run(ctx context.Context, q *Queue, op visitorOp, abandon int64, limit EntryLimit, visitor string) ([]int64, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*s.timeout)
 	defer cancel()
 	c := &visitorCall{q: q, op: op, abandon: abandon, limit: limit, visitor: visitor, done: make(chan visitorReply, 1)}
 	select {
 	case s.queue <- c:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	case <-s.stop:
-		return nil, ErrStoreClosed
+		return nil, nil, ErrStoreClosed
 	}
 	select {
 	case r := <-c.done:
-		return r.reply, r.err
+		return r.reply, r.lanes, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -170,6 +173,8 @@ type group struct {
 	burst, perMinute int
 	calls            []*visitorCall
 	cmd              *redis.Cmd
+	// lanes are the queue's lanes as the group's call was made.
+	lanes []string
 }
 
 // pipeline takes one call, adds whatever else is waiting (up to maxBatch), sends them as one script
@@ -226,23 +231,26 @@ func (s *Store) send(groups []*group) {
 	// that share its round trip. The store's timeout bounds the round trip.
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
+	for _, g := range groups {
+		g.lanes = g.q.Lanes()
+	}
 	if len(groups) == 1 {
 		g := groups[0]
-		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls)).Result()
+		v, err := g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), g.lanes, visitorsOf(g.calls), entriesOf(g.calls)).Result()
 		g.replicate(ctx, err)
 		g.deliver(v, err)
 		return
 	}
 	pipe := s.rdb.Pipeline()
 	for _, g := range groups {
-		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op, entriesOf(g.calls)), g.q.argsFor(g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls))...)
+		g.cmd = g.op.script().EvalSha(ctx, pipe, g.q.keysFor(g.op, g.lanes, entriesOf(g.calls)), g.q.argsFor(g.op, g.abandon, g.limit(), g.lanes, visitorsOf(g.calls), entriesOf(g.calls))...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for _, g := range groups {
 		v, err := g.cmd.Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// The server lost its script cache (SCRIPT FLUSH, restart, failover): Run loads it again.
-			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), visitorsOf(g.calls), entriesOf(g.calls)).Result()
+			v, err = g.q.runVisitors(ctx, g.q.rdb, g.op, g.abandon, g.limit(), g.lanes, visitorsOf(g.calls), entriesOf(g.calls)).Result()
 		}
 		g.replicate(ctx, err)
 		g.deliver(v, err)
@@ -266,7 +274,7 @@ func (g *group) deliver(v any, err error) {
 			c.done <- visitorReply{err: err}
 			continue
 		}
-		c.done <- visitorReply{reply: replies[i]}
+		c.done <- visitorReply{reply: replies[i], lanes: g.lanes}
 	}
 }
 

@@ -8,7 +8,8 @@
 -- Commands are grouped per last-seen block because each redis.call costs far more than its work.
 --
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence,
--- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash
+-- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8..] the
+-- waiting sets of the room's lanes, in the order of ARGV[17]
 -- ARGV[1] tick id (increasing), ARGV[2] pass ttl ms, ARGV[3] abandon-after ms,
 -- ARGV[4] front budget (visitors examined beyond the limit), ARGV[5] sweep blocks,
 -- ARGV[6] limit (most visitors admitted), ARGV[7] jitter window ms, ARGV[8] lead ms,
@@ -20,7 +21,9 @@
 -- the budget lasts that long (and a second) and carries the mark that the room sleeps, which enter
 -- clears, announcing on the wake channel, when it gives a visitor a place; ARGV[15] the share of
 -- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps, ARGV[16] the
--- replication id of the primary the last tick ran on ("": unknown)
+-- replication id of the primary the last tick ran on ("": unknown), ARGV[17] the lanes as
+-- "name:percent" separated by spaces ("" for none): each lane's share of every tick's batch, the
+-- main queue taking the rest (see the lanes below)
 -- Returns {1, now, abandoned, asleep, sequence, primary, id1, notBefore1, expiry1, arrival1, id2, ...},
 -- {0, now, lastTick, primary} when this tick id was already run, or {2, now, primary} when the
 -- primary is not the one the last tick ran on: a failover, which may have lost admissions the
@@ -68,10 +71,10 @@ local function call_chunked(cmd, key, args, step)
   end
 end
 
--- pop removes up to n front visitors and their last-seen times; it returns them in order with
--- their last-seen times and arrivals as text (the time nil when unknown).
-local function pop(n)
-  local front = redis.call('ZPOPMIN', KEYS[1], n)
+-- pop removes up to n front visitors of the set key and their last-seen times; it returns them in
+-- order with their last-seen times and arrivals as text (the time nil when unknown).
+local function pop(key, n)
+  local front = redis.call('ZPOPMIN', key, n)
   local popped, times, block_order = {}, {}, {}
   for i = 1, #front, 2 do
     local block, off = seen_slot(front[i + 1])
@@ -109,32 +112,140 @@ local abandoned = 0
 local chosen, arrivals = {}, {}
 -- A pop that returns fewer visitors than it asked for leaves the waiting set empty.
 local drained = false
--- Examine at most limit + front_budget front visitors, so a queue of silent visitors cannot make
--- one tick unbounded.
-local budget = limit + front_budget
-if max_seq >= 0 then
-  -- ZPOPMIN takes the front, so popping no more than the visitors up to max_seq never passes it.
-  budget = math.min(budget, redis.call('ZCOUNT', KEYS[1], '-inf', max_seq))
-end
-while #chosen < limit and budget > 0 do
-  local asked = math.min(limit - #chosen, budget)
-  local popped = pop(asked)
-  if #popped < asked then
-    drained = true
+-- take admits up to want visitors from the front of the set key, dropping the silent ones it meets
+-- and examining at most want + front_budget (up to the arrival max_seq for the main queue), so a
+-- queue of silent visitors cannot make one tick unbounded. It returns how many it admitted, and
+-- whether it emptied the set.
+local function take(key, want, bound)
+  local got, emptied = 0, false
+  local budget = want + front_budget
+  if bound then
+    -- ZPOPMIN takes the front, so popping no more than the visitors up to max_seq never passes it.
+    budget = math.min(budget, redis.call('ZCOUNT', key, '-inf', max_seq))
   end
-  if #popped == 0 then
-    break
-  end
-  budget = budget - #popped
-  for _, p in ipairs(popped) do
-    local seen = p[4]
-    if seen and earlier(seen, silent_before) then
-      abandoned = abandoned + 1
-    else
-      chosen[#chosen + 1] = p[1]
-      arrivals[#chosen] = p[5]
+  while got < want and budget > 0 do
+    local asked = math.min(want - got, budget)
+    local popped = pop(key, asked)
+    if #popped < asked then
+      emptied = true
+    end
+    if #popped == 0 then
+      break
+    end
+    budget = budget - #popped
+    for _, p in ipairs(popped) do
+      local seen = p[4]
+      if seen and earlier(seen, silent_before) then
+        abandoned = abandoned + 1
+      else
+        got = got + 1
+        chosen[#chosen + 1] = p[1]
+        arrivals[#chosen] = p[5]
+      end
     end
   end
+  return got, emptied
+end
+
+-- The room's lanes share each tick's batch by their percentages, the main queue taking the rest. A
+-- lane's credit (totals hash, laneCredit:<name>) carries the fraction of a visitor its share left
+-- over from tick to tick, so that over the ticks each busy lane is admitted exactly its share. A lane
+-- with nobody waiting gives its share to the others, by their weights, and keeps no credit: it
+-- cannot save up a burst. Inside a lane the order is FIFO.
+local lane_keys, lane_names, weights = {KEYS[1]}, {'main'}, {0}
+for name, pct in string.gmatch(ARGV[17] or '', '([%w-]+):(%d+)') do
+  lane_keys[#lane_keys + 1] = KEYS[7 + #lane_keys]
+  lane_names[#lane_names + 1] = name
+  weights[#weights + 1] = tonumber(pct)
+  weights[1] = weights[1] + tonumber(pct)
+end
+weights[1] = 100 - weights[1]
+if #lane_keys == 1 then
+  drained = select(2, take(KEYS[1], limit, max_seq >= 0))
+else
+  local fields, depths, active_weight = {}, {}, 0
+  for i, name in ipairs(lane_names) do
+    fields[i] = 'laneCredit:' .. name
+    if i == 1 and max_seq >= 0 then
+      depths[i] = redis.call('ZCOUNT', KEYS[1], '-inf', max_seq)
+    else
+      depths[i] = redis.call('ZCARD', lane_keys[i])
+    end
+    if depths[i] > 0 then
+      active_weight = active_weight + weights[i]
+    end
+  end
+  local credits, allot, given = redis.call('HMGET', KEYS[3], unpack(fields)), {}, 0
+  for i = 1, #lane_keys do
+    allot[i] = 0
+    if depths[i] > 0 and active_weight > 0 then
+      credits[i] = (tonumber(credits[i]) or 0) + limit * weights[i] / active_weight
+      allot[i] = math.min(depths[i], math.max(0, math.floor(credits[i] + 1e-9)))
+      given = given + allot[i]
+    else
+      credits[i] = 0
+    end
+  end
+  -- What the floors left goes to the lanes with visitors to spare, the most owed first.
+  while given < limit do
+    local best = nil
+    for i = 1, #lane_keys do
+      if depths[i] > allot[i] and (not best or credits[i] - allot[i] > credits[best] - allot[best]) then
+        best = i
+      end
+    end
+    if not best then
+      break
+    end
+    allot[best], given = allot[best] + 1, given + 1
+  end
+  local admitted_of, emptied = {}, {}
+  for i = 1, #lane_keys do
+    admitted_of[i], emptied[i] = 0, depths[i] == 0
+    if allot[i] > 0 then
+      admitted_of[i], emptied[i] = take(lane_keys[i], allot[i], i == 1 and max_seq >= 0)
+    end
+  end
+  -- Silent visitors dropped on the way leave room: a second round offers it to the lanes with more.
+  local short = limit - #chosen
+  for i = 1, #lane_keys do
+    if short <= 0 then
+      break
+    end
+    if not emptied[i] and depths[i] > admitted_of[i] then
+      local got, gone = take(lane_keys[i], short, i == 1 and max_seq >= 0)
+      admitted_of[i], emptied[i], short = admitted_of[i] + got, gone, short - got
+    end
+  end
+  local kept = {}
+  drained = true
+  for i, name in ipairs(lane_names) do
+    local c = credits[i] - admitted_of[i]
+    if emptied[i] or depths[i] == 0 then
+      c = 0
+    else
+      drained = false
+    end
+    -- What a lane took of another's share is forgiven beyond one visitor.
+    kept[#kept + 1] = fields[i]
+    kept[#kept + 1] = fmt('%.6f', math.min(limit + 1, math.max(-1, c)))
+    if admitted_of[i] > 0 then
+      redis.call('HINCRBY', KEYS[3], 'laneAdmitted:' .. name, int(admitted_of[i]))
+    end
+  end
+  redis.call('HSET', KEYS[3], unpack(kept))
+  -- The batch reaches the workload in arrival order across the lanes: the earliest, the earliest
+  -- slot of the jitter window.
+  local order = {}
+  for i = 1, #chosen do
+    order[i] = i
+  end
+  table.sort(order, function(a, b) return tonumber(arrivals[a]) < tonumber(arrivals[b]) end)
+  local sorted_chosen, sorted_arrivals = {}, {}
+  for i, j in ipairs(order) do
+    sorted_chosen[i], sorted_arrivals[i] = chosen[j], arrivals[j]
+  end
+  chosen, arrivals = sorted_chosen, sorted_arrivals
 end
 
 -- The window is cut into one slot per admitted visitor, earliest first, and each offset falls within
@@ -204,10 +315,13 @@ for _ = 1, sweep_blocks do
       if t < silent_before then
         kept = with_time(kept, off, NO_TIME)
         local seq = int(cursor * SEEN_BLOCK + off / SLOT)
-        local member = redis.call('ZRANGE', KEYS[1], seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
-        if #member > 0 then
-          redis.call('ZREM', KEYS[1], member[1])
-          abandoned = abandoned + 1
+        for _, key in ipairs(lane_keys) do
+          local member = redis.call('ZRANGE', key, seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
+          if #member > 0 then
+            redis.call('ZREM', key, member[1])
+            abandoned = abandoned + 1
+            break
+          end
         end
       end
     end
@@ -232,7 +346,10 @@ local left = math.min(limit - admitted, instant_cap)
 local asleep = false
 if left > 0 and sleep_ms > 0 and max_seq < 0 then
   if not drained then
-    drained = redis.call('ZCARD', KEYS[1]) == 0
+    drained = true
+    for _, key in ipairs(lane_keys) do
+      drained = drained and redis.call('ZCARD', key) == 0
+    end
   end
   asleep = drained
 end

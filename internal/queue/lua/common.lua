@@ -116,11 +116,25 @@ end
 -- turns into the batch's single reply string: the client reads one string instead of an array
 -- element and an allocation per number, and the script makes no table per visitor. Values are text
 -- (see int); n is the list's length so far, and the new length is returned.
-local reply_counts = {'0', '1', '2', '3', '4', '5', '6'}
-local function add_reply(parts, n, a, b, c, d, e, f)
-  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0) + (f and 1 or 0)
-  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6], parts[n + 7] = reply_counts[count + 1], a, b, c, d, e, f
+local reply_counts = {'0', '1', '2', '3', '4', '5', '6', '7'}
+local function add_reply(parts, n, a, b, c, d, e, f, g)
+  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0) + (f and 1 or 0) + (g and 1 or 0)
+  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6], parts[n + 7], parts[n + 8] = reply_counts[count + 1], a, b, c, d, e, f, g
   return n + 1 + count
+end
+
+-- A room's metered lanes (spec.lanes) wait in sets of their own beside the main queue (lane 0), in
+-- the same arrival sequence and last-seen hash. in_lanes finds the lane set (of the list of keys
+-- lanes) that holds visitor, for one the main queue does not: it returns the set's key, its lane
+-- number (1 for the first) and the visitor's arrival, or nil.
+local function in_lanes(lanes, visitor)
+  for i, key in ipairs(lanes) do
+    local seq = redis.call('ZSCORE', key, visitor)
+    if seq then
+      return key, i, seq
+    end
+  end
+  return nil
 end
 
 -- fresh_reports reads a hash of replica reports stamped "reportedAtMs|report", returns {replica1,

@@ -7,15 +7,19 @@
 -- Opening a place behind the whole pre-queue; in Scheduled and Closed nothing.
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
--- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash
+-- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash,
+-- KEYS[10 .. 9 + ARGV[7]] the waiting sets of the room's lanes, in order (common.lua, in_lanes)
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
 -- (0: no limit), ARGV[5] the highest arrival sequence the caller has seen (0: none), ARGV[6] the
--- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7..] each
--- visitor followed by its client ("" for none), its single-use tokens ("id:untilMs" separated by
--- spaces, "" for none) and the arrival sequence of the place it held before a failover ("" for none;
--- prefixed with "=" when the visitor asks only for that place back, and takes nothing else)
+-- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7]
+-- the number of lanes, ARGV[8..] each visitor followed by its client ("" for none), its single-use
+-- tokens ("id:untilMs" separated by spaces, "" for none; "id:untilMs:uses" for a token that enters
+-- up to uses visitors), the arrival sequence of the place it held before a failover ("" for none;
+-- prefixed with "=" when the visitor asks only for that place back, and takes nothing else) and the
+-- lane it joins when it takes a new place while the room is open (0: the main queue)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
--- {2, position, depth, now, 0, seq} for one waiting with its place known, {3, phase, now} for one turned
+-- {2, position, depth, now, 0, seq, lane} for one waiting with its place known (in its lane, 0 being
+-- the main queue), {3, phase, now} for one turned
 -- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
@@ -33,6 +37,10 @@
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seen_key = KEYS[8]
+local lanes = {}
+for i = 1, tonumber(ARGV[7]) do
+  lanes[i] = KEYS[9 + i]
+end
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
 local now_s, silent_before = int(now), int(now - abandon_ms)
@@ -93,8 +101,20 @@ end
 -- ":1:tickMs:share:maxActive:windowMs" (see admit.lua): it is refilled to share, under maxActive, for
 -- each tick past its window, and a visitor who takes a place wakes the room's scheduler (woke).
 local budget, claimed, woke, rolled = nil, 0, false, false
+-- lanes_waiting is how many wait in the lanes, read at the first new visitor who finds the main
+-- queue empty: nobody is admitted at once while anyone waits in any lane.
+local lanes_waiting = nil
 local function claim_instant()
   if depth ~= 0 or phase ~= PHASE_OPEN then
+    return nil
+  end
+  if lanes_waiting == nil then
+    lanes_waiting = 0
+    for _, key in ipairs(lanes) do
+      lanes_waiting = lanes_waiting + redis.call('ZCARD', key)
+    end
+  end
+  if lanes_waiting ~= 0 then
     return nil
   end
   if budget == nil then
@@ -157,25 +177,40 @@ end
 
 -- spend_tokens binds each single-use token to the first visitor that enters with it, until the
 -- token's own expiry; the same visitor may present it again (enter is idempotent), another may not.
--- Returns the index of a token spent by someone else, after binding nothing.
+-- A token of several uses (a lane's code) enters up to that many visitors, each as often as it
+-- likes. Returns the index of a token spent by someone else, after binding nothing.
 local function spend_tokens(visitor, tokens)
   if tokens == '' then
     return nil
   end
-  local fresh, i = {}, 0
-  for id, until_ms in string.gmatch(tokens, '([0-9a-f]+):([0-9]+)') do
+  local fresh, counted, i = {}, {}, 0
+  for id, until_ms, uses in string.gmatch(tokens, '([0-9a-f]+):([0-9]+):?([0-9]*)') do
     i = i + 1
-    local key = prefix .. ':u:' .. id
-    local owner = redis.call('GET', key)
-    if owner and owner ~= visitor then
-      return i
-    end
-    if not owner then
-      fresh[#fresh + 1] = {key, until_ms}
+    if uses ~= '' and tonumber(uses) > 1 then
+      local key = prefix .. ':lc:' .. id
+      if redis.call('SISMEMBER', key, visitor) == 0 then
+        if redis.call('SCARD', key) >= tonumber(uses) then
+          return i
+        end
+        counted[#counted + 1] = {key, until_ms}
+      end
+    else
+      local key = prefix .. ':u:' .. id
+      local owner = redis.call('GET', key)
+      if owner and owner ~= visitor then
+        return i
+      end
+      if not owner then
+        fresh[#fresh + 1] = {key, until_ms}
+      end
     end
   end
   for _, t in ipairs(fresh) do
     redis.call('SET', t[1], visitor, 'PXAT', t[2])
+  end
+  for _, t in ipairs(counted) do
+    redis.call('SADD', t[1], visitor)
+    redis.call('PEXPIREAT', t[1], t[2])
   end
   return nil
 end
@@ -192,7 +227,7 @@ local function restorable(seq)
   return r[3] ~= false and now - tonumber(r[3]) <= abandon_ms and seq > tonumber(r[1]) and seq <= tonumber(r[2])
 end
 
-local function enter(visitor, client, tokens, held)
+local function enter(visitor, client, tokens, held, lane)
   local only = string.sub(held, 1, 1) == '='
   if only then
     held = string.sub(held, 2)
@@ -206,6 +241,21 @@ local function enter(visitor, client, tokens, held)
     return '1', nb, exp, now_s
   end
   local seq = redis.call('ZSCORE', KEYS[1], visitor)
+  if not seq and #lanes > 0 then
+    -- A visitor keeps the lane it took its place in, whatever it enters with now.
+    local key, at, lane_seq = in_lanes(lanes, visitor)
+    if lane_seq then
+      local block, off = seen_slot(lane_seq)
+      local times = redis.call('HGET', seen_key, block)
+      local seen = slot_time(times, off)
+      if not (seen and earlier(seen, silent_before)) then
+        redis.call('HSET', seen_key, block, with_time(times, off, now_s))
+        return '2', int(redis.call('ZRANK', key, visitor) + 1), int(redis.call('ZCARD', key)), now_s, '0', lane_seq, int(at)
+      end
+      forget(key, visitor, seen_key, block, times, off)
+      redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
+    end
+  end
   if seq then
     local block, off = seen_slot(seq)
     local times = redis.call('HGET', seen_key, block)
@@ -272,6 +322,20 @@ local function enter(visitor, client, tokens, held)
     pre_depth = pre_depth + 1
     return '4', seq_s, int(pre_depth), now_s
   end
+  local lane_key = lanes[lane]
+  if lane_key and phase == PHASE_OPEN then
+    -- A lane takes its visitors while the room is open; before, they join the pre-queue's draw.
+    redis.call('ZADD', lane_key, 'NX', seq_s, visitor)
+    if lanes_waiting then
+      lanes_waiting = lanes_waiting + 1
+    end
+    if budget and budget[4] then
+      budget[4] = false
+      woke = true
+    end
+    local lane_depth = int(redis.call('ZCARD', lane_key))
+    return '2', lane_depth, lane_depth, now_s, '0', seq_s, int(lane)
+  end
   redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
   depth = depth + 1
   if budget and budget[4] then
@@ -286,8 +350,8 @@ local function enter(visitor, client, tokens, held)
 end
 
 local parts, n = {}, 0
-for i = 7, #ARGV, 4 do
-  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]))
+for i = 8, #ARGV, 5 do
+  n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])))
 end
 if claimed > 0 or woke or rolled then
   local rec

@@ -1,10 +1,11 @@
 -- Status reports where visitors stand and refreshes their last-seen times. The proxy sends the polls
 -- that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set, KEYS[2] totals hash, KEYS[3] plan hash, KEYS[4] pre-queue set, KEYS[5] draw
--- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash
+-- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8..] the lanes' waiting sets
 -- ARGV[1] abandon-after ms, ARGV[2..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
--- holding a pass, {2, position, depth, now, previousPoll, seq} when waiting with its place known,
+-- holding a pass, {2, position, depth, now, previousPoll, seq, lane} when waiting with its place known
+-- (position and depth in its lane, lane 0 being the main queue),
 -- {4, arrival, preQueueDepth, now, previousPoll} when holding a pre-queue place, {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local abandon_ms = tonumber(ARGV[1])
@@ -31,6 +32,12 @@ end
 local depth = redis.call('ZCARD', KEYS[1])
 local depth_s = int(depth + (pre_depth or 0))
 
+-- The lanes' sets, searched after the main queue's (common.lua, in_lanes).
+local lanes = {}
+for i = 8, #KEYS do
+  lanes[#lanes + 1] = KEYS[i]
+end
+
 -- Under a herd this loop is what Redis spends its time on: it makes no table per visitor and
 -- formats one number per waiting visitor (see int in common.lua).
 local call, wait_key = redis.call, KEYS[1]
@@ -38,22 +45,29 @@ local parts, n = {}, 0
 for i = 2, #ARGV do
   local visitor = ARGV[i]
   -- Most polls come from waiting visitors, so that path is tried first and kept short.
-  local seq = call('ZSCORE', wait_key, visitor)
+  local key, lane, seq = wait_key, 0, call('ZSCORE', wait_key, visitor)
+  if not seq and #lanes > 0 then
+    key, lane, seq = in_lanes(lanes, visitor)
+  end
   if seq then
     local block, off = seen_slot(seq)
     local times = call('HGET', seen_key, block)
     local seen = slot_time(times, off)
     if seen and earlier(seen, silent_before) then
-      forget(wait_key, visitor, seen_key, block, times, off)
-      depth = depth - 1
-      depth_s = int(depth + (pre_depth or 0))
+      forget(key, visitor, seen_key, block, times, off)
+      if lane == 0 then
+        depth = depth - 1
+        depth_s = int(depth + (pre_depth or 0))
+      end
       call('HINCRBY', KEYS[2], 'abandoned', 1)
       n = add_reply(parts, n, '0', now_s, phase)
     else
       -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
       -- client that polls too fast is refused until it waits the interval it was told.
       call('HSET', seen_key, block, with_time(times, off, now_s))
-      if settled and tonumber(seq) > settled then
+      if lane ~= 0 then
+        n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane))
+      elseif settled and tonumber(seq) > settled then
         n = add_reply(parts, n, '5', now_s, seen or '0')
       else
         n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq)
