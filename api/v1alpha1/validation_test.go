@@ -166,6 +166,36 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("pool size 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 0 },
 			"spec.capacity.poolSize", "greater than or equal to 1"),
+		Entry("lanes that take the whole batch",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Lanes = []herdgatev1alpha1.Lane{builder.LaneByCode("members", 60, "codes", "key"), builder.LaneByCode("presale", 40, "codes", "key")}
+			},
+			"spec.lanes", "the lanes' weightPercent add up to at most 99"),
+		Entry("a lane named main",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Lanes = []herdgatev1alpha1.Lane{builder.LaneByCode("main", 20, "codes", "key")}
+			},
+			"spec.lanes[0].name", "not main"),
+		Entry("a lane nobody can join",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Lanes = []herdgatev1alpha1.Lane{{Name: "members", WeightPercent: 20}}
+			},
+			"spec.lanes[0].join", "at least one of code, invitation, header or cookie"),
+		Entry("a lane joined by invitation without invitations",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Lanes = []herdgatev1alpha1.Lane{{Name: "members", WeightPercent: 20, Join: herdgatev1alpha1.LaneJoin{Invitation: true}}}
+			},
+			"spec.lanes", "needs entry.invitation"),
+		Entry("two lanes of one name",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Lanes = []herdgatev1alpha1.Lane{builder.LaneByCode("members", 20, "codes", "key"), builder.LaneByCode("members", 10, "codes", "key")}
+			},
+			"spec.lanes[1]", "Duplicate value"),
+		Entry("a lane header of herdgate's own",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Lanes = []herdgatev1alpha1.Lane{builder.LaneByHeader("members", 20, "X-Herdgate-Pass", "members", "tier")}
+			},
+			"spec.lanes[0].join.header.name", "other than herdgate's own"),
 		Entry("a queueing status that is neither 200, 202 nor 429",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Page = &herdgatev1alpha1.PageSpec{QueueingStatusCode: ptr.To(int32(503))}

@@ -45,6 +45,22 @@ type PlanStatus struct {
 	EffectiveAdmissionsPerSecond string `json:"effectiveAdmissionsPerSecond,omitempty"`
 }
 
+// LaneStatus is one lane as the scheduler last read it.
+type LaneStatus struct {
+	// name is the lane's, or main for the main queue.
+	// +required
+	Name string `json:"name"`
+
+	// depth is the number of visitors waiting in the lane.
+	// +optional
+	Depth int64 `json:"depth"`
+
+	// admittedPerSecond is the lane's admissions per second over the last 10 seconds, as a decimal
+	// string.
+	// +optional
+	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
+}
+
 // ProxyStatus reports the admission proxy Deployment.
 type ProxyStatus struct {
 	// readyReplicas is the number of proxy pods ready to serve.
@@ -75,6 +91,14 @@ type WaitingQueueStatus struct {
 	// preQueueDepth is the number of pre-queue places (spec.schedule) not drawn yet.
 	// +optional
 	PreQueueDepth int64 `json:"preQueueDepth,omitempty"`
+
+	// lanes are, for a room with lanes (spec.lanes), the main queue (named main) and each lane: how
+	// many wait in it and how many it admits per second. queueDepth counts the main queue alone.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=9
+	Lanes []LaneStatus `json:"lanes,omitempty"`
 
 	// maxActive is the cap on activeVisitors in force (spec.capacity.maxActive); unset without one.
 	// +optional

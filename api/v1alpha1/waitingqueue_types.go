@@ -32,6 +32,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place",fieldPath=".abandonAfter"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.proxy) && has(self.proxy.shared))",message="proxy.shared needs enforcement Proxy: a gateway asks the check of one room",fieldPath=".proxy.shared"
+// +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, has(l.join.invitation) && l.join.invitation) || (has(self.entry) && has(self.entry.invitation))",message="a lane joined by invitation needs entry.invitation, whose key signs the invitations",fieldPath=".lanes"
 type WaitingQueueSpec struct {
 	// capacity describes the bottleneck of the protected workload. The operator derives from it how many
 	// visitors to admit per tick: poolSize × utilizationPercent% × tick ÷ requestLatency.
@@ -121,6 +122,19 @@ type WaitingQueueSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	Bypass []BypassRule `json:"bypass,omitempty"`
+
+	// lanes are metered priority lanes: visitors who join a lane (with a signed code, an
+	// invitation, or a header or cookie the site's gateway sets after login) wait in a FIFO queue of
+	// their own, which takes weightPercent of every tick's batch; the main queue takes the rest. Unlike
+	// bypass rules, lane visitors are admitted by the plan and count against maxActive. A lane with
+	// nobody waiting leaves its share to the others. Lanes take visitors while the room is open;
+	// before, lane visitors join the pre-queue's draw like everyone. At most 8 lanes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.map(l, l.weightPercent).sum() <= 99",message="the lanes' weightPercent add up to at most 99: the main queue keeps the rest"
+	Lanes []Lane `json:"lanes,omitempty"`
 
 	// page is the waiting page visitors see: a template of your own from a ConfigMap, and a message
 	// shown live.
@@ -872,6 +886,92 @@ type BypassRule struct {
 	// case, like a protected route's pathPrefix.
 	// +optional
 	PathPrefix *RoutePath `json:"pathPrefix,omitempty"`
+}
+
+// Lane is a metered priority lane.
+type Lane struct {
+	// name names the lane in status, metrics and the codes that join it: lower-case letters, digits
+	// and '-', at most 63, and not "main" (the main queue).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self != 'main'",message="lane name must be lower-case letters, digits and '-', and not main"
+	Name string `json:"name"`
+
+	// weightPercent is the lane's share of every tick's batch, 1 to 99 percent; the lanes together
+	// take at most 99, and the main queue the rest. Over the ticks each busy lane is admitted exactly
+	// its share; a lane with nobody waiting leaves it to the others.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	WeightPercent int32 `json:"weightPercent"`
+
+	// join says how a visitor joins the lane: any of code, invitation, header or cookie, at least one.
+	// A visitor joins when it takes its place, and keeps the lane it took it in.
+	// +required
+	Join LaneJoin `json:"join"`
+}
+
+// LaneJoin is how a visitor joins a lane.
+// +kubebuilder:validation:XValidation:rule="has(self.code) || (has(self.invitation) && self.invitation) || has(self.header) || has(self.cookie)",message="join needs at least one of code, invitation, header or cookie"
+type LaneJoin struct {
+	// code: a signed lane code, sent on enter in X-Herdgate-Lane-Code (the waiting page passes on a
+	// ?code= of its address). A code is a JWT signed with HS256 and the key keySecretRef names, whose
+	// aud is the queue (namespace/name), lane the lane's name, exp its expiry, and uses, when set, how
+	// many visitors it may enter (1: single use); without uses it enters any number until it expires.
+	// Each use is counted in Redis, once per visitor, across every proxy replica.
+	// +optional
+	Code *LaneCode `json:"code,omitempty"`
+
+	// invitation: a visitor whose invitation (spec.entry.invitation, which it needs) carries the lane's
+	// name in its lane claim joins the lane.
+	// +optional
+	Invitation bool `json:"invitation,omitempty"`
+
+	// header: a request that carries this header with the value a Secret holds joins the lane, such
+	// as a header the site's gateway sets after login (and strips from what visitors send).
+	// +optional
+	Header *LaneHeader `json:"header,omitempty"`
+
+	// cookie: a request that carries this cookie with the value a Secret holds joins the lane.
+	// +optional
+	Cookie *LaneCookie `json:"cookie,omitempty"`
+}
+
+// LaneCode is the key that signs a lane's codes.
+type LaneCode struct {
+	// keySecretRef names the HMAC-SHA256 key, at least 32 bytes, the site signs the lane's codes with.
+	// +required
+	KeySecretRef SecretValueRef `json:"keySecretRef"`
+}
+
+// LaneHeader is a header whose value, held in a Secret, joins a lane.
+type LaneHeader struct {
+	// name of the header, such as X-Member-Tier. Herdgate's own, hop-by-hop and forwarding headers are
+	// refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9]*$') && !(self.lowerAscii() in ['host', 'cookie', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'forwarded', 'via']) && !['x-forwarded-', 'x-herdgate-', 'herdgate-', 'proxy-'].exists(p, self.lowerAscii().startsWith(p))",message="header.name must be a header name (letters, digits, '-') other than herdgate's own, hop-by-hop and forwarding headers"
+	Name string `json:"name"`
+
+	// valueSecretRef names the value the header must carry, at least 16 bytes.
+	// +required
+	ValueSecretRef SecretValueRef `json:"valueSecretRef"`
+}
+
+// LaneCookie is a cookie whose value, held in a Secret, joins a lane.
+type LaneCookie struct {
+	// name of the cookie, such as member. Herdgate's own cookies are refused.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-A-Za-z0-9!#$%&*+.^_|~]+$') && !self.lowerAscii().startsWith('herdgate_')",message="cookie.name must be a cookie name (letters, digits and !#$%&*+-.^_|~) other than herdgate's own"
+	Name string `json:"name"`
+
+	// valueSecretRef names the value the cookie must carry, at least 16 bytes.
+	// +required
+	ValueSecretRef SecretValueRef `json:"valueSecretRef"`
 }
 
 // BypassHeader is a header whose value, held in a Secret, lets a request bypass the queue.

@@ -293,5 +293,5 @@ func (s *Settings) SecretRefs() []SecretRef {
 			refs = append(refs, b.HeaderValue)
 		}
 	}
-	return refs
+	return append(refs, s.laneRefs()...)
 }

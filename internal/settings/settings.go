@@ -83,6 +83,8 @@ type Settings struct {
 	External    *ExternalChallenge
 	// Bypass are the rules that let requests through without a pass.
 	Bypass []BypassRule
+	// Lanes are the metered priority lanes (spec.lanes), in order.
+	Lanes []Lane
 	// Page, when set, is the waiting page's template and message.
 	Page *Page
 
@@ -253,6 +255,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, err
 	}
 	if err := s.deriveEntry(spec); err != nil {
+		return nil, err
+	}
+	if err := s.deriveLanes(spec); err != nil {
 		return nil, err
 	}
 	if r := spec.EffectivePassRenewal(); r != herdgatev1alpha1.RenewalFixed && r != herdgatev1alpha1.RenewalSliding {

@@ -13,6 +13,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/settings"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -228,5 +229,12 @@ func TestThePhasesAreTheConditionReasons(t *testing.T) {
 	}
 	if len(phase.All) != 6 {
 		t.Errorf("Phases lists %d phases, want the five of a schedule and Passthrough", len(phase.All))
+	}
+}
+
+// TestTheLaneLimitsAreTheEngines: the derivation refuses what the engine would.
+func TestTheLaneLimitsAreTheEngines(t *testing.T) {
+	if settings.MaxLanes != queue.MaxLanes || settings.MainLane != queue.MainLane {
+		t.Fatalf("settings: %d lanes, main %q; the engine: %d, %q", settings.MaxLanes, settings.MainLane, queue.MaxLanes, queue.MainLane)
 	}
 }

@@ -274,6 +274,29 @@ func (b *QueueBuilder) PageMessage(message string) *QueueBuilder {
 	return b
 }
 
+// Lanes replaces spec.lanes.
+func (b *QueueBuilder) Lanes(lanes ...herdgatev1alpha1.Lane) *QueueBuilder {
+	b.wq.Spec.Lanes = nil
+	for _, l := range lanes {
+		b.wq.Spec.Lanes = append(b.wq.Spec.Lanes, *l.DeepCopy())
+	}
+	return b
+}
+
+// LaneByCode is a lane of percent of every batch, joined by codes signed with the key in Secret
+// secret, key key.
+func LaneByCode(name string, percent int32, secret, key string) herdgatev1alpha1.Lane {
+	return herdgatev1alpha1.Lane{Name: name, WeightPercent: percent,
+		Join: herdgatev1alpha1.LaneJoin{Code: &herdgatev1alpha1.LaneCode{KeySecretRef: herdgatev1alpha1.SecretValueRef{Name: secret, Key: key}}}}
+}
+
+// LaneByHeader is a lane of percent of every batch, joined by header with the value in Secret
+// secret, key key.
+func LaneByHeader(name string, percent int32, header, secret, key string) herdgatev1alpha1.Lane {
+	return herdgatev1alpha1.Lane{Name: name, WeightPercent: percent,
+		Join: herdgatev1alpha1.LaneJoin{Header: &herdgatev1alpha1.LaneHeader{Name: header, ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: secret, Key: key}}}}
+}
+
 // QueueingStatusCode sets the status of a waiting visitor's answers (spec.page.queueingStatusCode),
 // keeping the rest of the page.
 func (b *QueueBuilder) QueueingStatusCode(code int32) *QueueBuilder {
