@@ -61,6 +61,19 @@ type Config struct {
 	PageProblem  error
 }
 
+// laneShare is the percentage of every tick's batch the lane named lane takes ("" for the main
+// queue, which takes what the lanes leave).
+func (c *Config) laneShare(lane string) int64 {
+	rest := int64(100)
+	for _, l := range c.Lanes {
+		if l.Name == lane {
+			return int64(l.Percent)
+		}
+		rest -= int64(l.Percent)
+	}
+	return rest
+}
+
 // Tick is the tick of the plan the queue runs, suspended or not.
 func (c *Config) Tick() time.Duration { return c.Effective.Tick() }
 
@@ -201,6 +214,30 @@ func (c *Config) applyEntry(hmacKey []byte, values SecretValues) error {
 				c.PageProblem = fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
 			}
 		}
+	}
+	if len(s.Lanes) > 0 {
+		lanes := &entry.Lanes{Audience: s.Namespace + "/" + s.Name}
+		for _, l := range s.Lanes {
+			lane := entry.Lane{Name: l.Name, Invitation: l.Invitation, Header: l.Header, Cookie: l.Cookie}
+			var err error
+			if l.Code != nil {
+				if lane.CodeKey, err = read(*l.Code); err != nil {
+					return err
+				}
+			}
+			if l.Header != "" {
+				if lane.HeaderValue, err = read(l.HeaderValue); err != nil {
+					return err
+				}
+			}
+			if l.Cookie != "" {
+				if lane.CookieValue, err = read(l.CookieValue); err != nil {
+					return err
+				}
+			}
+			lanes.Lanes = append(lanes.Lanes, lane)
+		}
+		c.EntryChecks = append(c.EntryChecks, lanes)
 	}
 	for _, b := range s.Bypass {
 		lane := &entry.BypassLane{Name: b.Name, CIDRs: b.CIDRs, Header: b.Header, Path: b.Path, Clients: c.clients}

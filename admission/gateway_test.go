@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -107,14 +108,19 @@ func TestGatewaysEnforceTheRoom(t *testing.T) {
 }
 
 // throughGateway serves the harness's room behind gw, configured as the guide says, with the room
-// changed as change says; it returns the harness and the gateway's address.
-func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.WaitingQueue)) (*harness, string) {
+// changed as change says and the Secret values of secrets besides the release key; it returns the
+// harness and the gateway's address.
+func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.WaitingQueue), secrets ...map[string]map[string]string) (*harness, string) {
 	t.Helper()
 	var h *harness
 	keysDir := t.TempDir()
+	values := map[string]map[string]string{"orders-release": {"key": releaseKey}}
+	for _, s := range secrets {
+		maps.Copy(values, s)
+	}
 	if gw.jwt {
 		keys, stored := newPassKeys(t, pass.ES256)
-		h = newHarnessWith(t, harnessOptions{passKeys: stored}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		h = newHarnessWith(t, harnessOptions{passKeys: stored, secrets: values}, func(wq *herdgatev1alpha1.WaitingQueue) {
 			jwtQueue(herdgatev1alpha1.PassAlgorithmES256)(wq)
 			change(wq)
 		})
@@ -128,7 +134,7 @@ func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.Wait
 			}
 		}
 	} else {
-		h = newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}, change)
+		h = newHarnessWith(t, harnessOptions{secrets: values}, change)
 	}
 	port, err := testenv.FreePort()
 	if err != nil {

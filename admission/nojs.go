@@ -21,13 +21,13 @@ import (
 // serveWithoutScript answers a load of the page without JavaScript.
 func (p *Proxy) serveWithoutScript(x Exchange, cfg *Config) {
 	query, _ := url.ParseQuery(x.RawQuery())
-	ret, invitation := safeReturn(query.Get("return")), query.Get("invitation")
-	a := &recordedAnswer{Exchange: x, invitation: invitation}
+	ret, carried := safeReturn(query.Get("return")), page.CarriedOf(query)
+	a := &recordedAnswer{Exchange: x, carried: carried}
 	if _, known := p.identify(x, cfg, false); known && query.Get("poll") != "" {
 		p.serveEnterOrStatus(a, cfg, false)
 	}
 	if a.status == 0 || a.status == http.StatusNotFound {
-		*a = recordedAnswer{Exchange: x, invitation: invitation}
+		*a = recordedAnswer{Exchange: x, carried: carried}
 		p.serveEnterOrStatus(a, cfg, true)
 	}
 	var pos positionBody
@@ -48,7 +48,7 @@ func (p *Proxy) serveWithoutScript(x Exchange, cfg *Config) {
 	p.metrics.requests.WithLabelValues("page", "without_script").Inc()
 	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
 	d.Phase = st.Phase
-	d.WithoutScript(st, refresh, page.WithoutScriptURL(ret, invitation, true))
+	d.WithoutScript(st, refresh, page.WithoutScriptURL(ret, carried, true))
 	p.renderPage(x, cfg, d, a.status)
 }
 
@@ -77,6 +77,9 @@ func (p *Proxy) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionB
 	case "closed":
 		st.Phase = phase.Closed
 		return st, a.retryAfter(time.Minute)
+	case "lane_code_invalid", "lane_code_expired", "lane_code_used", "lane_code_wrong_queue", "lane_code_not_yet_valid":
+		st.Phase, st.Title, st.Summary = p.pagePhase(cfg), "titleLaneCode", "summaryLaneCode"
+		return st, 0
 	case "invitation_required", "invitation_invalid", "invitation_expired", "invitation_used":
 		st.Phase, st.Title, st.Summary = p.pagePhase(cfg), "titleInvitation", "summaryInvitationOnly"
 		if e.Error == "invitation_expired" {
@@ -99,21 +102,26 @@ func (p *Proxy) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionB
 }
 
 // recordedAnswer is the request of the page without JavaScript as enter and status see it, with
-// their answer kept for the page: the invitation of the page's address stands in for the header,
-// and the cookies they set go to the visitor.
+// their answer kept for the page: the invitation and lane code of the page's address stand in for
+// their headers, and the cookies they set go to the visitor.
 type recordedAnswer struct {
 	Exchange
-	invitation string
-	status     int
-	header     http.Header
-	body       []byte
+	carried page.Carried
+	status  int
+	header  http.Header
+	body    []byte
 }
 
 func (a *recordedAnswer) Header(name string) string {
-	if v := a.Exchange.Header(name); v != "" || name != InvitationHeader {
-		return v
+	v := a.Exchange.Header(name)
+	switch {
+	case v != "":
+	case name == InvitationHeader:
+		v = a.carried.Invitation
+	case name == LaneCodeHeader:
+		v = a.carried.LaneCode
 	}
-	return a.invitation
+	return v
 }
 
 func (a *recordedAnswer) SetHeader(name, value string) {

@@ -54,7 +54,7 @@ func (p *Proxy) servePage(x Exchange, cfg *Config) {
 	ret := safeReturn(query.Get("return"))
 	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
 	d.Phase = p.pagePhase(cfg)
-	d.SendWithoutScript(page.WithoutScriptURL(ret, query.Get("invitation"), false))
+	d.SendWithoutScript(page.WithoutScriptURL(ret, page.CarriedOf(query), false))
 	p.renderPage(x, cfg, d, http.StatusOK)
 }
 

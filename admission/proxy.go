@@ -116,6 +116,11 @@ func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	return p
 }
 
+// laneEngine is an engine that keeps the room's metered lanes (spec.lanes).
+type laneEngine interface {
+	SetLanes(names []string) error
+}
+
 // durableEngine is an engine that can wait for a replica after the entries it writes
 // (spec.redis.durability).
 type durableEngine interface {
@@ -138,6 +143,12 @@ func (p *Proxy) SetConfig(cfg *Config) {
 			wait = queue.DefaultReplicaWait
 		}
 		d.SetReplicated(wait)
+	}
+	if l, ok := p.q.(laneEngine); ok {
+		// The derivation checked the names the engine checks.
+		if err := l.SetLanes(cfg.LaneNames()); err != nil {
+			p.log.Error(err, "Setting the room's lanes")
+		}
 	}
 	p.cfg.Store(cfg)
 	p.state.applied(cfg.Generation)

@@ -18,6 +18,7 @@ const (
 	InvitationHeader        = entry.InvitationHeader
 	ProofHeader             = entry.ProofHeader
 	ChallengeResponseHeader = entry.ChallengeResponseHeader
+	LaneCodeHeader          = entry.LaneCodeHeader
 )
 
 // visit is one enter or status call on its way through serveEnterOrStatus.
@@ -30,6 +31,8 @@ type visit struct {
 	r     room
 	// visitor is who asks, once identified.
 	visitor string
+	// laneCode is entry.Outcome.LaneCode of an enter: which of its tokens is a lane code's use.
+	laneCode int
 }
 
 // serveEnterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status: the mode's and the
@@ -137,6 +140,7 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 		if held, ok := p.place(v.x, v.cfg, v.visitor); ok {
 			granted.Limit.HeldPlace = held
 		}
+		v.laneCode = granted.LaneCode
 		pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
 	} else {
 		pos, err = p.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
@@ -221,7 +225,10 @@ func (p *Proxy) visitPhase(v *visit) phase.Phase {
 // replyTokenSpent answers an entry whose single-use invitation or solution entered another visitor.
 func (p *Proxy) replyTokenSpent(v *visit, pos queue.Position) {
 	body := errorBody{Error: "invitation_used", Message: "the invitation entered another visitor already", Header: InvitationHeader}
-	if pos.Token >= v.cfg.invitationTokens {
+	switch {
+	case v.laneCode > 0 && pos.Token == v.laneCode-1:
+		body = errorBody{Error: "lane_code_used", Message: "the lane code entered as many visitors as it may", Header: LaneCodeHeader}
+	case pos.Token >= v.cfg.invitationTokens:
 		body = errorBody{Error: "challenge_reused", Message: "the solution entered another visitor already; solve a new challenge", Header: ProofHeader}
 		if v.cfg.External != nil {
 			body.Header = ChallengeResponseHeader
@@ -261,22 +268,32 @@ func (p *Proxy) replyPreQueued(v *visit, pos queue.Position) {
 
 func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
 	r := v.r
-	p.far.NoteDepth(pos.Depth)
+	if pos.Lane != "" {
+		// A lane's visitor is told by its lane's share of the plan: the rate its place moves at when
+		// every lane is busy, and faster when others leave theirs.
+		r.plan = r.plan.Share(v.cfg.laneShare(pos.Lane))
+	} else if len(v.cfg.Lanes) > 0 {
+		r.plan = r.plan.Share(v.cfg.laneShare(""))
+	}
+	if pos.Lane == "" {
+		p.far.NoteDepth(pos.Depth)
+	}
 	// The shortest interval this visitor could have been told.
 	stretch := p.stretch(v.cfg, r, pos.Depth)
 	if p.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
 		return
 	}
-	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: p.visitPhase(v), scheduleTimes: p.scheduleTimes(v.cfg)}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: p.visitPhase(v), Lane: pos.Lane, scheduleTimes: p.scheduleTimes(v.cfg)}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
-	if pos.Seq > 0 {
-		// Every waiting visitor holds its place: far from the front its polls are answered without
-		// Redis, and after a failover that lost the place it brings it back. Near the front the place
-		// is sent once, far from it with every answer.
+	if pos.Seq > 0 && pos.Lane == "" {
+		// Every waiting visitor of the main queue holds its place: far from the front its polls are
+		// answered without Redis, and after a failover that lost the place it brings it back. Near
+		// the front the place is sent once, far from it with every answer. A lane's visitor polls
+		// Redis (its lane is short) and enters its lane again after such a failover.
 		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
 		if held, ok := p.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
 			body.Place = p.setPlace(v.x, v.cfg, v.visitor, pos.Seq)

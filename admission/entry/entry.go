@@ -18,6 +18,8 @@ import (
 const (
 	// InvitationHeader carries an invitation on enter.
 	InvitationHeader = "X-Herdgate-Invitation"
+	// LaneCodeHeader carries a lane's signed code on enter (spec.lanes[].join.code).
+	LaneCodeHeader = "X-Herdgate-Lane-Code"
 	// ProofHeader carries a solved proof of work: the challenge, ':', the nonce.
 	ProofHeader = "X-Herdgate-Proof"
 	// ChallengeResponseHeader carries the token an external challenge's widget gave the client.
@@ -35,6 +37,8 @@ type Request interface {
 	HeaderValues(name string) []string
 	// RemoteAddr is the address of the connection's peer.
 	RemoteAddr() netip.Addr
+	// Cookie is the value of the first cookie of that name, "" when absent.
+	Cookie(name string) string
 }
 
 // Input is one request as the checks see it.
@@ -52,6 +56,12 @@ type Outcome struct {
 	Limit queue.EntryLimit
 	// Bypass names the bypass lane the request took; "" when none.
 	Bypass string
+	// InvitationLane is the lane claim of the entry's valid invitation ("" when none), which a lane
+	// joined by invitation reads.
+	InvitationLane string
+	// LaneCode is one more than the index in Limit.SingleUse of the lane code's use, 0 when the
+	// entry used none: the engine names a token other visitors spent by its index.
+	LaneCode int
 }
 
 // Refusal is a request refused at the door: its status and the error of its JSON answer.

@@ -34,6 +34,12 @@ func (r request) Header(name string) string         { return r.header.Get(name) 
 func (r request) HeaderCount(name string) int       { return len(r.header.Values(name)) }
 func (r request) HeaderValues(name string) []string { return r.header.Values(name) }
 func (r request) RemoteAddr() netip.Addr            { return r.peer }
+func (r request) Cookie(name string) string {
+	if c, err := (&http.Request{Header: r.header}).Cookie(name); err == nil {
+		return c.Value
+	}
+	return ""
+}
 
 var now = time.Unix(1_800_000_000, 0)
 

@@ -30,21 +30,24 @@ type Invitation struct {
 type invitationClaims struct {
 	jwt.RegisteredClaims
 	Visitor string `json:"vis,omitempty"`
+	// Lane names the lane the invitation joins (spec.lanes[].join.invitation).
+	Lane string `json:"lane,omitempty"`
 }
 
 // Check verifies the request's invitation for its visitor; a single-use one goes in out, for the
 // engine to bind.
 func (c *Invitation) Check(in Input, out *Outcome) *Refusal {
-	t, refused := c.verify(in.Request.Header(InvitationHeader), in.Visitor, in.Now)
+	t, lane, refused := c.verify(in.Request.Header(InvitationHeader), in.Visitor, in.Now)
 	out.Limit.SingleUse = append(out.Limit.SingleUse, t...)
+	out.InvitationLane = lane
 	return refused
 }
 
 // verify checks token for visitor at now. It returns the single-use token the engine binds when
-// the queue's invitations are single use, or why the entry is refused.
-func (c *Invitation) verify(token, visitor string, now time.Time) ([]queue.SingleUse, *Refusal) {
-	refuse := func(status int, code, message string) ([]queue.SingleUse, *Refusal) {
-		return nil, &Refusal{Status: status, Code: code, Message: message, Header: InvitationHeader}
+// the queue's invitations are single use and the lane it names, or why the entry is refused.
+func (c *Invitation) verify(token, visitor string, now time.Time) ([]queue.SingleUse, string, *Refusal) {
+	refuse := func(status int, code, message string) ([]queue.SingleUse, string, *Refusal) {
+		return nil, "", &Refusal{Status: status, Code: code, Message: message, Header: InvitationHeader}
 	}
 	if token == "" {
 		return refuse(http.StatusUnauthorized, "invitation_required", "this queue takes only invited visitors: enter with the invitation the site gave you")
@@ -74,7 +77,7 @@ func (c *Invitation) verify(token, visitor string, now time.Time) ([]queue.Singl
 		return refuse(http.StatusForbidden, "invitation_other_visitor", "the invitation is for another visitor")
 	}
 	if !c.SingleUse {
-		return nil, nil
+		return nil, claims.Lane, nil
 	}
-	return []queue.SingleUse{{ID: singleUseID("invitation", token), Until: claims.ExpiresAt.Time}}, nil
+	return []queue.SingleUse{{ID: singleUseID("invitation", token), Until: claims.ExpiresAt.Time}}, claims.Lane, nil
 }

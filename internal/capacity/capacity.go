@@ -112,6 +112,27 @@ func (p Plan) Capped(maxPerTick int64) (Plan, bool) {
 	return Plan{tick: p.tick, num: maxPerTick, den: 1, override: p.override}, true
 }
 
+// Share is the part percent/100 of p (a metered lane's), exactly: the same tick, percent hundredths
+// of the quota.
+func (p Plan) Share(percent int64) Plan {
+	if percent >= 100 || p.den == 0 {
+		return p
+	}
+	percent = max(0, percent)
+	num, den := p.num, p.den
+	if num > math.MaxInt64/100 || den > math.MaxInt64/100 {
+		// Too large to scale exactly: a hundredth first, which such a quota does not miss.
+		return Plan{tick: p.tick, num: num / 100 * percent, den: den, override: p.override}
+	}
+	num, den = num*percent, den*100
+	if num == 0 {
+		den = 1
+	} else if g := gcd(num, den); g > 1 {
+		num, den = num/g, den/g
+	}
+	return Plan{tick: p.tick, num: num, den: den, override: p.override}
+}
+
 // Tick is the admission interval.
 func (p Plan) Tick() time.Duration { return p.tick }
 

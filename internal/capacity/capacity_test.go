@@ -404,3 +404,21 @@ func TestCapped(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanShare(t *testing.T) {
+	p, err := FromQuota(14, 1, 100*time.Millisecond, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		percent, num, den int64
+	}{{20, 14, 5}, {50, 7, 1}, {100, 14, 1}, {0, 0, 1}, {1, 7, 50}} {
+		num, den := p.Share(c.percent).PerTick()
+		if num != c.num || den != c.den {
+			t.Errorf("%d %% of 14 a tick: %d/%d, want %d/%d", c.percent, num, den, c.num, c.den)
+		}
+	}
+	if got := p.Share(20).Tick(); got != p.Tick() {
+		t.Errorf("a share ticks every %s, want %s", got, p.Tick())
+	}
+}

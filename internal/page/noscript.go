@@ -17,18 +17,30 @@ import (
 const WithoutScriptPath = "/.herdgate/wait"
 
 // WithoutScriptURL is the address of the page without JavaScript that returns the visitor to ret,
-// with the invitation it came with ("" for none). Its first load enters, as the script does when
-// its page opens; polling marks the loads after it (the page's refreshes), which poll and so must
-// keep to the visitor's poll interval.
-func WithoutScriptURL(ret, invitation string, polling bool) string {
+// carrying the entry's invitation and lane code from the page's address ("" for none). Its first
+// load enters, as the script does when its page opens; polling marks the loads after it (the page's
+// refreshes), which poll and so must keep to the visitor's poll interval.
+func WithoutScriptURL(ret string, carried Carried, polling bool) string {
 	q := url.Values{"return": {ret}}
-	if invitation != "" {
-		q.Set("invitation", invitation)
+	if carried.Invitation != "" {
+		q.Set("invitation", carried.Invitation)
+	}
+	if carried.LaneCode != "" {
+		q.Set("code", carried.LaneCode)
 	}
 	if polling {
 		q.Set("poll", "1")
 	}
 	return WithoutScriptPath + "?" + q.Encode()
+}
+
+// Carried is what the waiting page's address brings for the entry: an invitation (?invitation=) and
+// a lane's code (?code=).
+type Carried struct{ Invitation, LaneCode string }
+
+// CarriedOf reads what the page's query carries for the entry.
+func CarriedOf(query url.Values) Carried {
+	return Carried{Invitation: query.Get("invitation"), LaneCode: query.Get("code")}
 }
 
 // SendWithoutScript makes the page with the script send a browser without JavaScript to target,

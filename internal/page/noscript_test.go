@@ -45,7 +45,7 @@ func TestThePageWithoutScriptShowsWhereTheVisitorStands(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := NewData("en", "/x")
-			d.WithoutScript(c.st, c.refresh, WithoutScriptURL("/x", "", true))
+			d.WithoutScript(c.st, c.refresh, WithoutScriptURL("/x", Carried{}, true))
 			got := shown{d.Title, d.Position, d.Summary, d.Wait, string(d.Head)}
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
@@ -63,8 +63,8 @@ func TestThePageWithoutScriptShowsWhereTheVisitorStands(t *testing.T) {
 		})
 	}
 	d := NewData("ko", "/x")
-	d.WithoutScript(State{Phase: phase.Open, Position: 2, Depth: 5}, time.Second, WithoutScriptURL("/x", "inv", true))
-	if d.Summary != "대기 순번 2번 / 전체 5명" || !strings.Contains(string(d.Head), "invitation=inv") {
+	d.WithoutScript(State{Phase: phase.Open, Position: 2, Depth: 5}, time.Second, WithoutScriptURL("/x", Carried{Invitation: "inv", LaneCode: "c"}, true))
+	if d.Summary != "대기 순번 2번 / 전체 5명" || !strings.Contains(string(d.Head), "invitation=inv") || !strings.Contains(string(d.Head), "code=c") {
 		t.Errorf("in Korean, with an invitation: %q %q", d.Summary, d.Head)
 	}
 }

@@ -17,11 +17,14 @@
     for (var k in headers || {}) { h[k] = headers[k]; }
     return fetch(path, { method: method, credentials: "same-origin", cache: "no-store", headers: h });
   };
-  // An invitation comes in the page's address (?invitation=); it leaves the address bar at once.
+  // An invitation (?invitation=) and a lane's code (?code=) come in the page's address; they leave
+  // the address bar at once.
   var params = new URLSearchParams(location.search);
   var invitation = params.get("invitation") || "";
-  if (invitation) {
+  var laneCode = params.get("code") || "";
+  if (invitation || laneCode) {
     params.delete("invitation");
+    params.delete("code");
     var rest = params.toString();
     history.replaceState(null, "", location.pathname + (rest ? "?" + rest : ""));
   }
@@ -54,6 +57,7 @@
     for (var attempt = 0; attempt < 3; attempt++) {
       var headers = {};
       if (invitation) { headers["X-Herdgate-Invitation"] = invitation; }
+      if (laneCode) { headers["X-Herdgate-Lane-Code"] = laneCode; }
       if (proof) { headers["X-Herdgate-Proof"] = proof; }
       res = await call("POST", "/.herdgate/enter", headers);
       if (res.status !== 400 && res.status !== 401 && res.status !== 403 && res.status !== 409) { return res; }
@@ -170,6 +174,11 @@
         res = await call("GET", "/.herdgate/status");
       } else if (res.status === 404) {
         res = await enter();
+      } else if ((res.status === 403 || res.status === 409) && body && /^lane_code_/.test(body.error)) {
+        el("title").textContent = t("titleLaneCode");
+        el("position").textContent = "";
+        el("summary").textContent = t("summaryLaneCode");
+        return;
       } else if ((res.status === 401 || res.status === 403 || res.status === 409) && body && /^invitation_/.test(body.error)) {
         el("title").textContent = t("titleInvitation");
         el("position").textContent = "";

@@ -1,0 +1,175 @@
+package admission_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/herdgate/herdgate/admission"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+const (
+	laneCodeKey = "the members' code key, 32 bytes or more"
+	vipValue    = "gold-tier-0123456789"
+)
+
+// withLanes gives the harness's room two lanes: members (20 %, joined by signed codes) and vip
+// (10 %, joined by a header the site's gateway sets).
+func withLanes(wq *herdgatev1alpha1.WaitingQueue) {
+	*wq = *builder.From(wq).Lanes(
+		builder.LaneByCode("members", 20, "lanes", "code-key"),
+		builder.LaneByHeader("vip", 10, "X-Member-Tier", "lanes", "vip"),
+	).Obj()
+}
+
+var laneSecrets = map[string]map[string]string{"lanes": {"code-key": laneCodeKey, "vip": vipValue}}
+
+func signLaneCode(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	base := jwt.MapClaims{"aud": "shop/orders", "lane": "members", "exp": time.Now().Add(time.Hour).Unix()}
+	for k, v := range claims {
+		base[k] = v
+	}
+	code, err := jwt.NewWithClaims(jwt.SigningMethodHS256, base).SignedString([]byte(laneCodeKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// admitLanes runs one tick of the room's lanes, as its scheduler does.
+func (h *harness) admitLanes(limit int) []queue.AdmittedVisitor {
+	h.t.Helper()
+	h.tick++
+	res, err := h.q.Admit(context.Background(), queue.AdmitRequest{TickID: h.tick, Limit: limit, PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute,
+		Lanes: []queue.LaneShare{{Name: "members", Percent: 20}, {Name: "vip", Percent: 10}}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res.Admitted
+}
+
+// TestAVisitorJoinsALaneAndWaitsInIt: through the proxy, a code or the gateway's header puts an
+// entry in its lane, whose answers say the lane, the place in it and the wait its share gives; a
+// code of two uses enters two visitors and refuses a third; a code that does not verify is refused;
+// the room's ticks admit from each lane, and a lane's visitor reaches the protected routes with its
+// pass like anyone.
+func TestAVisitorJoinsALaneAndWaitsInIt(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, withLanes)
+		h.fillAhead(30) // in the main queue
+		twoUses := signLaneCode(t, jwt.MapClaims{"uses": 2})
+		var members []*visitor
+		for i := range 3 {
+			v := h.visitor()
+			r := v.do(http.MethodPost, "/.herdgate/enter", nil, admission.LaneCodeHeader, twoUses)
+			body := r.json(t)
+			if i == 2 {
+				if r.StatusCode != http.StatusConflict || body["error"] != "lane_code_used" || body["header"] != admission.LaneCodeHeader {
+					t.Fatalf("a third visitor with a code of two uses: %d %v; want 409 lane_code_used", r.StatusCode, body)
+				}
+				continue
+			}
+			if r.StatusCode != http.StatusOK || body["lane"] != "members" || body["position"] != float64(i+1) || body["queueDepth"] != float64(i+1) {
+				t.Fatalf("visitor %d with a members code: %d %v; want place %d in members", i+1, r.StatusCode, body, i+1)
+			}
+			// Members take 20 % of 14 a tick: 28 a second, so anyone of them waits at most a second.
+			if body["estimatedWaitSeconds"] != float64(1) {
+				t.Errorf("a members visitor's estimated wait: %v; want 1 s at 28 a second", body["estimatedWaitSeconds"])
+			}
+			members = append(members, v)
+		}
+		vip := h.visitor()
+		vip.header.Set("X-Member-Tier", vipValue)
+		if body := vip.enter().json(t); body["lane"] != "vip" || body["position"] != float64(1) {
+			t.Fatalf("a visitor with the gateway's header: %v; want place 1 in vip", body)
+		}
+		plain := h.visitor()
+		plain.header.Set("X-Member-Tier", "made-up")
+		if body := plain.enter().json(t); body["lane"] != nil || body["position"] != float64(31) {
+			t.Fatalf("a visitor with a made-up header value: %v; want place 31 in the main queue", body)
+		}
+		for name, code := range map[string]string{
+			"expired":     signLaneCode(t, jwt.MapClaims{"exp": time.Now().Add(-time.Minute).Unix()}),
+			"wrong_queue": signLaneCode(t, jwt.MapClaims{"aud": "shop/other"}),
+			"invalid":     signLaneCode(t, jwt.MapClaims{"lane": "vip"}),
+		} {
+			r := h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, admission.LaneCodeHeader, code)
+			if body := r.json(t); r.StatusCode != http.StatusForbidden || body["error"] != "lane_code_"+name {
+				t.Errorf("a code %s: %d %v", name, r.StatusCode, body)
+			}
+		}
+		time.Sleep(time.Second)
+		if body := members[1].status().json(t); body["lane"] != "members" || body["position"] != float64(2) {
+			t.Fatalf("a members visitor's poll: %v", body)
+		}
+		// One tick of 10: 2 from members, 1 from vip, 7 from the main queue.
+		got := map[bool]int{}
+		for _, a := range h.admitLanes(10) {
+			got[strings.HasPrefix(a.ID, "ahead-")]++
+		}
+		if got[true] != 7 || got[false] != 3 {
+			t.Fatalf("a tick of 10 admitted %d of the main queue and %d of the lanes; want 7 and 3", got[true], got[false])
+		}
+		time.Sleep(time.Second)
+		if body := members[0].status().json(t); body["admitted"] != true {
+			t.Fatalf("a members visitor after the tick: %v; want admitted", body)
+		}
+		if r := members[0].do(http.MethodPost, "/api/v1/orders", nil); r.StatusCode != http.StatusOK {
+			t.Fatalf("a members visitor's order with its pass: %d", r.StatusCode)
+		}
+	})
+}
+
+// TestALaneThroughGateways: behind each gateway the guide configures, a lane's code reaches
+// herdgate's enter, the visitor waits in its lane, and once admitted reaches the protected route.
+func TestALaneThroughGateways(t *testing.T) {
+	for name, gw := range gateways {
+		t.Run(name, func(t *testing.T) {
+			h, gateway := throughGateway(t, gw, withLanes, laneSecrets)
+			h.fillAhead(5)
+			jar, _ := cookiejar.New(nil)
+			client := &http.Client{Jar: jar}
+			do := func(method, path string, kv ...string) (int, string) {
+				t.Helper()
+				req, _ := http.NewRequest(method, gateway+path, nil)
+				for i := 0; i+1 < len(kv); i += 2 {
+					req.Header.Set(kv[i], kv[i+1])
+				}
+				res, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				body, _ := io.ReadAll(res.Body)
+				return res.StatusCode, string(body)
+			}
+			code, body := do(http.MethodPost, "/.herdgate/enter", admission.LaneCodeHeader, signLaneCode(t, nil))
+			if code != http.StatusOK || !strings.Contains(body, `"lane":"members"`) || !strings.Contains(body, `"position":1,`) {
+				t.Fatalf("entering with a members code through %s: %d %s", name, code, body)
+			}
+			h.admitLanes(10)
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				time.Sleep(600 * time.Millisecond)
+				if _, body = do(http.MethodGet, "/.herdgate/status"); strings.Contains(body, `"admitted":true`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the members visitor was never admitted: %s", body)
+				}
+			}
+			if code, body = do(http.MethodPost, "/api/v1/orders"); code != http.StatusOK {
+				t.Fatalf("the members visitor's order through %s: %d %s", name, code, body)
+			}
+		})
+	}
+}
