@@ -40,6 +40,9 @@ func withoutLiveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1
 	out.QueueDepth, out.ActiveVisitors, out.PreQueueDepth = 0, 0, 0
 	out.AdmittedPerSecond, out.ReleasedPerSecond = "", ""
 	out.Polling, out.Workload = nil, nil
+	for i := range out.Lanes {
+		out.Lanes[i].Depth, out.Lanes[i].AdmittedPerSecond = 0, ""
+	}
 	for i := range out.Conditions {
 		out.Conditions[i].Message = ""
 	}

@@ -326,6 +326,77 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}
 	})
 
+	It("shares every tick between the main queue and its lanes by their percentages, and shows each lane in status", func() {
+		wq := sampleQueue(mainNamespace, "orders-lanes")
+		wq.Spec.Suspend = ptr.To(true) // fill the lanes before the first admission
+		wq = builder.From(wq).Lanes(builder.LaneByHeader("members", 20, "X-Member-Tier", "lanes", "members"),
+			builder.LaneByHeader("presale", 30, "X-Presale", "lanes", "presale")).Obj()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		q := engineQueue(wq)
+		Expect(q.SetLanes([]string{"members", "presale"})).To(Succeed())
+		// Deep enough that every lane stays busy for longer than the rates' 10 s window.
+		enter(q, "a", 1500)
+		for lane, n := range map[string]int{"members": 600, "presale": 900} {
+			for i := range n {
+				p, err := q.EnterFrom(ctx, fmt.Sprintf("%c-%05d", lane[0], i), time.Hour, queue.EntryLimit{Lane: lane})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(p.Lane).To(Equal(lane))
+			}
+		}
+		gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), gen)) }, timeout, interval).Should(BeNumerically(">=", 500))
+		// The first 35 ticks of 14, while every lane is busy: 50 %, 20 % and 30 % of their 490, to within
+		// the visitor one tick's fraction carries.
+		counts, total := map[byte]int{}, 0
+		for _, r := range since(ticks.of(keyOf(wq)), gen) {
+			if total+len(r.Result.Admitted) > 490 {
+				break
+			}
+			for _, a := range r.Result.Admitted {
+				counts[a.ID[0]]++
+			}
+			total += len(r.Result.Admitted)
+		}
+		Expect(total).To(Equal(490))
+		Expect(counts['a']).To(BeNumerically("~", 245, 1))
+		Expect(counts['m']).To(BeNumerically("~", 98, 1))
+		Expect(counts['p']).To(BeNumerically("~", 147, 1))
+		Eventually(func(g Gomega) {
+			lanes := get(wq).Status.Lanes
+			g.Expect(lanes).To(HaveLen(3))
+			g.Expect(lanes[0].Name).To(Equal("main"))
+			g.Expect(lanes[1].Name).To(Equal("members"))
+			rate := func(i int) float64 {
+				f, err := strconv.ParseFloat(lanes[i].AdmittedPerSecond, 64)
+				g.Expect(err).NotTo(HaveOccurred())
+				return f
+			}
+			g.Expect(rate(0)).To(BeNumerically("~", 70, 2), "50 %% of 140 a second")
+			g.Expect(rate(1)).To(BeNumerically("~", 28, 1), "20 %% of 140 a second while the lane is busy")
+			g.Expect(rate(2)).To(BeNumerically("~", 42, 1.5))
+			g.Expect(lanes[1].Depth).To(BeNumerically(">", 0))
+		}, timeout, interval).Should(Succeed())
+
+		// Dropping a lane moves its visitors to the main queue, at their arrival.
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		late, err := q.EnterFrom(ctx, "m-late", time.Hour, queue.EntryLimit{Lane: "members"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(late.Lane).To(Equal("members"))
+		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Lanes = wq.Spec.Lanes[1:] })
+		Eventually(func(g Gomega) {
+			lanes := get(wq).Status.Lanes
+			g.Expect(lanes).To(HaveLen(2))
+			g.Expect(lanes[1].Name).To(Equal("presale"))
+		}, timeout, interval).Should(Succeed())
+		Expect(q.SetLanes([]string{"presale"})).To(Succeed())
+		p, err := q.Status(ctx, "m-late", time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.State).To(Equal(queue.Waiting))
+		Expect(p.Lane).To(BeEmpty(), "the member waits in the main queue now")
+		Expect(p.Position).To(Equal(p.Depth), "behind everyone who came before it")
+	})
+
 	It("applies a new tick from the next tick on, without a lost or doubled tick", func() {
 		wq := sampleQueue(mainNamespace, "orders-tick")
 		wq.Spec.Suspend = ptr.To(true)

@@ -67,6 +67,20 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	}
 	row("Queue", "%s; %s holding a pass", queue, active)
 	row("Admitted", "%s a second over the last 10 s; %s released", orZero(st.AdmittedPerSecond), orZero(st.ReleasedPerSecond))
+	if len(st.Lanes) > 0 {
+		shares := map[string]int32{}
+		rest := int32(100)
+		for _, l := range wq.Spec.Lanes {
+			shares[l.Name] = l.WeightPercent
+			rest -= l.WeightPercent
+		}
+		shares["main"] = rest
+		var lanes []string
+		for _, l := range st.Lanes {
+			lanes = append(lanes, fmt.Sprintf("%s (%d %%) %d waiting, %s a second", l.Name, shares[l.Name], l.Depth, orZero(l.AdmittedPerSecond)))
+		}
+		row("Lanes", "%s", strings.Join(lanes, "; "))
+	}
 	if wl := st.Workload; wl != nil && wl.Reason != "" {
 		row("Adapted", "%s: admitting %s a second", wl.Reason, wl.AdmissionsPerSecond)
 	}

@@ -116,6 +116,14 @@ var (
 		Name: "herdgate_redis_unacknowledged_writes_total",
 		Help: "Writes of a Replicated room (spec.redis.durability) that no replica acknowledged within the wait; they stand, and a failover may lose them.",
 	}, []string{"namespace", "name"})
+	laneDepthGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_lane_depth",
+		Help: "Visitors waiting in each lane of a room with lanes (spec.lanes), the main queue as lane main, as of the last stats read (every 2 s).",
+	}, []string{"namespace", "name", "lane"})
+	laneAdmittedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herdgate_lane_admitted_total",
+		Help: "Visitors the ticks admitted from each lane of a room with lanes (spec.lanes), the main queue as lane main, as read from Redis.",
+	}, []string{"namespace", "name", "lane"})
 	ticksMissedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herdgate_ticks_missed_total",
 		Help: "Grid points that passed while the scheduler was late or away: outcome made_up for those a later tick admitted for (up to 10 at once), dropped for those beyond.",
@@ -125,7 +133,8 @@ var (
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
 		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
-		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter, failoversCounter, unacknowledgedCounter)
+		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter, failoversCounter, unacknowledgedCounter,
+		laneDepthGauge, laneAdmittedCounter)
 }
 
 // queueMetrics are one queue's series, looked up once when its goroutine starts: a lookup hashes the
@@ -146,6 +155,8 @@ type queueMetrics struct {
 	phaseSet                                        bool
 	reason                                          string
 	reasonSet                                       bool
+	// laneTotals are the lanes' admission totals last read.
+	laneTotals map[string]int64
 }
 
 func newQueueMetrics(namespace, name string) *queueMetrics {
@@ -168,6 +179,28 @@ func newQueueMetrics(namespace, name string) *queueMetrics {
 		ticksDropped: ticksMissedCounter.WithLabelValues(namespace, name, "dropped"),
 		failovers:    failoversCounter.WithLabelValues(l...), unacknowledged: unacknowledgedCounter.WithLabelValues(l...),
 	}
+}
+
+// lane sets the series of one lane: its depth, and its admissions since the total last read.
+func (m *queueMetrics) lane(name string, depth, admittedTotal int64) {
+	laneDepthGauge.WithLabelValues(m.namespace, m.name, name).Set(float64(depth))
+	if m.laneTotals == nil {
+		m.laneTotals = map[string]int64{}
+	}
+	if last, ok := m.laneTotals[name]; ok && admittedTotal > last {
+		laneAdmittedCounter.WithLabelValues(m.namespace, m.name, name).Add(float64(admittedTotal - last))
+	} else if !ok {
+		laneAdmittedCounter.WithLabelValues(m.namespace, m.name, name) // the series starts at 0
+	}
+	m.laneTotals[name] = admittedTotal
+}
+
+// forgetLane drops the series of a lane the room no longer has.
+func (m *queueMetrics) forgetLane(name string) {
+	labels := prometheus.Labels{"namespace": m.namespace, "name": m.name, "lane": name}
+	laneDepthGauge.Delete(labels)
+	laneAdmittedCounter.Delete(labels)
+	delete(m.laneTotals, name)
 }
 
 // boolGauge is a gauge's value for b: 1 or 0.
@@ -220,6 +253,8 @@ func forgetQueueMetrics(namespace, name string) {
 		v.Delete(labels)
 	}
 	phaseGauge.DeletePartialMatch(labels)
+	laneDepthGauge.DeletePartialMatch(labels)
+	laneAdmittedCounter.DeletePartialMatch(labels)
 	latencyGauge.DeletePartialMatch(labels)
 	adaptiveReasonGauge.DeletePartialMatch(labels)
 	ticksMissedCounter.DeletePartialMatch(labels)

@@ -65,6 +65,8 @@ type Snapshot struct {
 	// Workload is what the replicas measured of the protected requests and the rate ticks run at;
 	// nil before any replica reported.
 	Workload *Workload
+	// Lanes are the main queue and the room's lanes, when it has lanes (spec.lanes).
+	Lanes []LaneSnapshot
 }
 
 // Polling is what a queue's status polls cost under its budget (capacity.PollBudget).

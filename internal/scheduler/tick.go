@@ -103,11 +103,16 @@ type tickState struct {
 	release func()
 	// wakes receives the room's wake-ups (queue.Wakes).
 	wakes <-chan struct{}
+	// lanes are the lanes given to q and reconciled in Redis, once lanesApplied.
+	lanes        []string
+	lanesApplied bool
 }
 
 type rateSample struct {
 	at                 time.Time
 	admitted, released int64
+	// lanes are the lanes' admission totals, by lane.
+	lanes map[string]int64
 }
 
 // run ticks until ctx ends: wait for the grid point, work out which ticks it covers, admit, then
@@ -138,6 +143,7 @@ func (r *runner) run(ctx context.Context) {
 			continue
 		}
 		st.applyDurability(t.cfg)
+		r.applyLanes(ctx, st, t.cfg)
 		if !st.resumed {
 			// A failed read leaves it for the next tick; this one's admit meets the same Redis and
 			// reports what failed.
@@ -292,6 +298,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
 			Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare), Primary: st.primary,
+			Lanes: laneShares(cfg),
 		},
 		Plan: after.plan, Observe: after.observe,
 	})
@@ -391,12 +398,13 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 		proxies = nil
 	}
 	st.statsAt = now.Add(statsInterval)
-	st.samples = append(st.samples, rateSample{at: now, admitted: stats.AdmittedTotal, released: stats.ReleasedTotal})
+	st.samples = append(st.samples, rateSample{at: now, admitted: stats.AdmittedTotal, released: stats.ReleasedTotal, lanes: laneTotals(stats)})
 	// Keep one sample at least rateWindow old as the window's start.
 	for len(st.samples) > 2 && now.Sub(st.samples[1].at) >= rateWindow {
 		st.samples = st.samples[1:]
 	}
 	admittedRate, releasedRate := "0", "0"
+	lanes := st.laneSnapshots(stats, st.samples[0], now)
 	if first := st.samples[0]; now.Sub(first.at) > 0 {
 		perSecond := func(delta int64) string {
 			return capacity.DecimalString(new(big.Rat).SetFrac64(delta*int64(time.Second), int64(now.Sub(first.at))))
@@ -421,6 +429,7 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 		s.Polling = polling
 		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
 		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
+		s.Lanes = lanes
 	})
 }
 
