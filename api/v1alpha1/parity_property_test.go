@@ -119,6 +119,26 @@ var fieldPools = map[string][]any{
 	"bypass[].header.valueSecretRef.key":         secretKeys(),
 	"bypass[].path":                              append(routePaths(), absent),
 	"bypass[].pathPrefix":                        append(routePaths(), absent),
+	"events": {absent, []any{}, distinctEvents(16), distinctEvents(17),
+		[]any{event("a", "2027-03-01T11:00:00Z", "2027-03-01T12:00:00Z"), event("b", "2027-03-01T11:30:00Z", "2027-03-01T13:00:00Z")},
+		[]any{event("a", "2027-03-01T11:00:00Z", "2027-03-01T12:00:00Z"), event("b", "2027-03-01T12:00:00Z", "2027-03-01T13:00:00Z")},
+		[]any{event("a", "2027-03-01T11:00:00Z", "2027-03-01T12:00:00Z"), event("a", "2027-03-01T13:00:00Z", "2027-03-01T14:00:00Z")},
+		[]any{event("a", "2027-03-01T11:00:00Z", "2027-03-01T12:00:00Z"), withPreQueue(event("b", "2027-03-01T13:00:00Z", "2027-03-01T14:00:00Z"), "2027-03-01T11:59:59Z")},
+		[]any{event("a", "2027-03-01T11:00:00Z", "2027-03-01T12:00:00Z"), withPreQueue(event("b", "2027-03-01T13:00:00Z", "2027-03-01T14:00:00Z"), "2027-03-01T12:00:00Z")}},
+	"events[].name":                        {"sale", "s", "a-b", "Sale", "-a", "a-", "a_b", strings.Repeat("a", 63), strings.Repeat("a", 64), ""},
+	"events[].start":                       times(),
+	"events[].end":                         times(),
+	"events[].preQueueFrom":                append(times(), absent),
+	"events[].capacity.poolSize":           append(ints(0, 1, 80, 1000000, 1000001, -1), absent),
+	"events[].capacity.requestLatency":     append(durations("1ms", "200ms", "10m", "10m0.000000001s", "0.9ms"), absent),
+	"events[].capacity.utilizationPercent": append(ints(0, 1, 70, 100, 101), absent),
+	"events[].capacity.batchSizeOverride":  append(ints(0, 1, 28, 1000000, 1000001), absent),
+	"events[].maxActive":                   append(ints(-1, 0, 1, 500, 10000000, 10000001), absent),
+	"events[].page.template.name":          secretNames(),
+	"events[].page.template.key":           secretKeys(),
+	"events[].page.message":                {"", "The sale is on", strings.Repeat("가", 500), strings.Repeat("가", 501), strings.Repeat("a", 501), absent},
+	"events[].session.ttl":                 append(durations("10s", "5m", "24h", "9s", "24h0m1s"), absent),
+	"events[].session.maxSession":          append(durations("5m", "1h", "24h", "4m59s", "25h"), absent),
 	"lanes": {absent, []any{}, distinctLanes(8, 12), distinctLanes(9, 10), distinctLanes(2, 50), distinctLanes(3, 33),
 		[]any{lane("members", 20), lane("members", 30)}},
 	"lanes[].name":                                     {"members", "m", "a-b", "main", "Members", "-a", "a-", "a_b", strings.Repeat("a", 63), strings.Repeat("a", 64), ""},
@@ -172,14 +192,35 @@ var fieldParents = map[string]map[string]any{
 	"entry.challenge.external": {
 		"verifyURL": "https://verify.example/siteverify", "secretKeyRef": map[string]any{"name": "captcha", "key": "secret"},
 	},
-	"page.template":       {"name": "shop-page", "key": "page.html"},
-	"bypass[].header":     {"name": "X-Monitor-Token", "valueSecretRef": map[string]any{"name": "monitor", "key": "token"}},
-	"lanes[].join.code":   {"keySecretRef": map[string]any{"name": "codes", "key": "key"}},
-	"lanes[].join.header": {"name": "X-Member-Tier", "valueSecretRef": map[string]any{"name": "members", "key": "tier"}},
-	"lanes[].join.cookie": {"name": "member", "valueSecretRef": map[string]any{"name": "members", "key": "cookie"}},
-	"redis.secretRef":     {"name": "redis"},
-	"upstream.service":    {"name": "orders", "port": 8080},
-	"proxy.autoscaling":   {"maxReplicas": 4},
+	"page.template":          {"name": "shop-page", "key": "page.html"},
+	"bypass[].header":        {"name": "X-Monitor-Token", "valueSecretRef": map[string]any{"name": "monitor", "key": "token"}},
+	"events[].page.template": {"name": "sale-page", "key": "page.html"},
+	"lanes[].join.code":      {"keySecretRef": map[string]any{"name": "codes", "key": "key"}},
+	"lanes[].join.header":    {"name": "X-Member-Tier", "valueSecretRef": map[string]any{"name": "members", "key": "tier"}},
+	"lanes[].join.cookie":    {"name": "member", "valueSecretRef": map[string]any{"name": "members", "key": "cookie"}},
+	"redis.secretRef":        {"name": "redis"},
+	"upstream.service":       {"name": "orders", "port": 8080},
+	"proxy.autoscaling":      {"maxReplicas": 4},
+}
+
+// event is an event from start to end that overrides nothing.
+func event(name, start, end string) map[string]any {
+	return map[string]any{"name": name, "start": start, "end": end}
+}
+
+func withPreQueue(e map[string]any, from string) map[string]any {
+	e["preQueueFrom"] = from
+	return e
+}
+
+// distinctEvents are n events an hour each, one after the other.
+func distinctEvents(n int) []any {
+	out := make([]any, n)
+	start := time.Date(2027, 3, 1, 11, 0, 0, 0, time.UTC)
+	for i := range out {
+		out[i] = event(fmt.Sprintf("event-%d", i), start.Add(time.Duration(i)*time.Hour).Format(time.RFC3339), start.Add(time.Duration(i+1)*time.Hour).Format(time.RFC3339))
+	}
+	return out
 }
 
 // lane is a lane joined by a code.
@@ -349,6 +390,8 @@ func setField(spec map[string]any, path string, v any) {
 					list = []any{map[string]any{"name": "lane"}}
 				case "lanes":
 					list = []any{lane("members", 20)}
+				case "events":
+					list = []any{event("sale", "2027-03-01T11:00:00Z", "2027-03-01T12:00:00Z")}
 				}
 			}
 			elem := list[0].(map[string]any)

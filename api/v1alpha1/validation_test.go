@@ -166,6 +166,44 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("pool size 0",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 0 },
 			"spec.capacity.poolSize", "greater than or equal to 1"),
+		Entry("overlapping events",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Events = []herdgatev1alpha1.Event{builder.Event("a", at(time.Hour).Time, at(2*time.Hour).Time), builder.Event("b", at(90*time.Minute).Time, at(3*time.Hour).Time)}
+			},
+			"spec.events", "events must not overlap"),
+		Entry("an event's pre-queue over the event before",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				b := builder.Event("b", at(3*time.Hour).Time, at(4*time.Hour).Time)
+				b.PreQueueFrom = ptr.To(at(90 * time.Minute))
+				wq.Spec.Events = []herdgatev1alpha1.Event{builder.Event("a", at(time.Hour).Time, at(2*time.Hour).Time), b}
+			},
+			"spec.events", "events must not overlap"),
+		Entry("an event that ends before it starts",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Events = []herdgatev1alpha1.Event{builder.Event("a", at(2*time.Hour).Time, at(time.Hour).Time)}
+			},
+			"spec.events[0].end", "start must be before its end"),
+		Entry("an event's pre-queue within a tick of its start",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Tick = duration(10 * time.Second)
+				a := builder.Event("a", at(time.Hour).Time, at(2*time.Hour).Time)
+				a.PreQueueFrom = ptr.To(at(time.Hour - 5*time.Second))
+				wq.Spec.Events = []herdgatev1alpha1.Event{a}
+			},
+			"spec.events", "at least one tick before its start"),
+		Entry("events beside a schedule",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: at(5 * time.Hour)}
+				wq.Spec.Events = []herdgatev1alpha1.Event{builder.Event("a", at(time.Hour).Time, at(2*time.Hour).Time)}
+			},
+			"spec.events", "either events or a schedule"),
+		Entry("an event's pool of 0",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				a := builder.Event("a", at(time.Hour).Time, at(2*time.Hour).Time)
+				a.Capacity = &herdgatev1alpha1.EventCapacity{PoolSize: ptr.To(int32(0))}
+				wq.Spec.Events = []herdgatev1alpha1.Event{a}
+			},
+			"spec.events[0].capacity.poolSize", "greater than or equal to 1"),
 		Entry("lanes that take the whole batch",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Lanes = []herdgatev1alpha1.Lane{builder.LaneByCode("members", 60, "codes", "key"), builder.LaneByCode("presale", 40, "codes", "key")}

@@ -92,6 +92,12 @@ type WaitingQueueStatus struct {
 	// +optional
 	PreQueueDepth int64 `json:"preQueueDepth,omitempty"`
 
+	// event names the event of the room's calendar in force (spec.events), as the scheduler last
+	// ticked it; unset outside every event. plan, the Open condition and the draw's seed are then the
+	// event's.
+	// +optional
+	Event string `json:"event,omitempty"`
+
 	// lanes are, for a room with lanes (spec.lanes), the main queue (named main) and each lane: how
 	// many wait in it and how many it admits per second. queueDepth counts the main queue alone.
 	// +optional

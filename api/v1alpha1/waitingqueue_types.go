@@ -33,6 +33,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.proxy) && has(self.proxy.shared))",message="proxy.shared needs enforcement Proxy: a gateway asks the check of one room",fieldPath=".proxy.shared"
 // +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, has(l.join.invitation) && l.join.invitation) || (has(self.entry) && has(self.entry.invitation))",message="a lane joined by invitation needs entry.invitation, whose key signs the invitations",fieldPath=".lanes"
+// +kubebuilder:validation:XValidation:rule="!(has(self.events) && size(self.events) > 0 && has(self.schedule))",message="a room has either events or a schedule: an event with preQueueFrom is a scheduled opening",fieldPath=".events"
+// +kubebuilder:validation:XValidation:rule="!has(self.events) || self.events.all(e, !has(e.preQueueFrom) || timestamp(e.preQueueFrom) + duration(has(self.tick) ? self.tick : '100ms') <= timestamp(e.start))",message="an event's preQueueFrom must be at least one tick before its start",fieldPath=".events"
+// +kubebuilder:validation:XValidation:rule="!has(self.events) || self.events.all(e, !has(e.session) || !(has(e.session.maxSession) || (has(self.pass) && has(self.pass.maxSession))) || duration(has(e.session.maxSession) ? e.session.maxSession : self.pass.maxSession) >= duration(has(e.session.ttl) ? e.session.ttl : (has(self.pass) && has(self.pass.ttl) ? self.pass.ttl : '5m')))",message="an event's maxSession (its own, or the room's pass.maxSession) must not be shorter than its pass ttl",fieldPath=".events"
 type WaitingQueueSpec struct {
 	// capacity describes the bottleneck of the protected workload. The operator derives from it how many
 	// visitors to admit per tick: poolSize × utilizationPercent% × tick ÷ requestLatency.
@@ -99,6 +102,20 @@ type WaitingQueueSpec struct {
 	// +optional
 	// +kubebuilder:default=Proxy
 	Enforcement Enforcement `json:"enforcement,omitempty"`
+
+	// events are the room's calendar: time windows in which the room runs with other settings, such
+	// as a ticket sale with a larger pool and its own notice. Each event overrides any of capacity,
+	// maxActive, the page and its notice, and the session's duration; what it does not set comes from
+	// the room. An event with preQueueFrom is a launch: from then until its start visitors take
+	// pre-queue places, whose order is drawn at the start, as spec.schedule does for one opening. The
+	// room switches at the events' edges, on its tick grid, without a restart. Events may not overlap
+	// (from preQueueFrom, or start, to end), and a room has either events or a schedule. At most 16.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.all(b, a.name == b.name || timestamp(a.end) <= timestamp(has(b.preQueueFrom) ? b.preQueueFrom : b.start) || timestamp(b.end) <= timestamp(has(a.preQueueFrom) ? a.preQueueFrom : a.start)))",message="events must not overlap: each runs from preQueueFrom (or start) to end"
+	Events []Event `json:"events,omitempty"`
 
 	// schedule opens the room at a set time, for a launch: before opensAt the protected routes are
 	// closed to visitors without a pass; from preQueueFrom, visitors who come hold a place in a
@@ -649,6 +666,7 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Adapted",type=string,JSONPath=`.status.workload.reason`,description="Why an Adaptive rate differs from the plan",priority=1
 // +kubebuilder:printcolumn:name="Latency p95",type=string,JSONPath=`.status.workload.latencyP95`,description="Upstream latency of protected requests, as the proxies measure it",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.conditions[?(@.type=="Open")].reason`,description="Open, Passthrough or Closed"
+// +kubebuilder:printcolumn:name="Event",type=string,JSONPath=`.status.event`,description="The event of the room's calendar in force (spec.events)",priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WaitingQueue struct {
@@ -886,6 +904,128 @@ type BypassRule struct {
 	// case, like a protected route's pathPrefix.
 	// +optional
 	PathPrefix *RoutePath `json:"pathPrefix,omitempty"`
+}
+
+// Event is a time window of the room's calendar, with the settings it overrides.
+// +kubebuilder:validation:XValidation:rule="timestamp(self.start) < timestamp(self.end)",message="an event's start must be before its end",fieldPath=".end"
+// +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.preQueueFrom) < timestamp(self.start)",message="an event's preQueueFrom must be before its start",fieldPath=".preQueueFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.preQueueFrom) || timestamp(self.preQueueFrom) + duration('24h') >= timestamp(self.start)",message="an event's preQueueFrom must be at most 24h before its start",fieldPath=".preQueueFrom"
+type Event struct {
+	// name names the event in status, Events and kubectl herdgate events: lower-case letters, digits
+	// and '-', at most 63.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="event name must be lower-case letters, digits and '-'"
+	Name string `json:"name"`
+
+	// start is when the event's settings take over, in RFC 3339 like schedule.opensAt; with
+	// preQueueFrom, when its pre-queue is drawn and admissions begin.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	// +kubebuilder:validation:XValidation:rule="self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('9000-01-01T00:00:00Z')",message="must lie between the years 1970 and 9000"
+	Start metav1.Time `json:"start"`
+
+	// end is when the room goes back to its own settings, in RFC 3339; after start. Visitors still in
+	// the queue then are admitted at the room's own rate.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	// +kubebuilder:validation:XValidation:rule="self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('9000-01-01T00:00:00Z')",message="must lie between the years 1970 and 9000"
+	End metav1.Time `json:"end"`
+
+	// preQueueFrom, when set, makes the event a launch: from it until start visitors take pre-queue
+	// places, drawn at start. At least one tick and at most 24h before start. A pass issued before it
+	// opens nothing during the event.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+	// +kubebuilder:validation:XValidation:rule="self >= timestamp('1970-01-01T00:00:00Z') && self < timestamp('9000-01-01T00:00:00Z')",message="must lie between the years 1970 and 9000"
+	PreQueueFrom *metav1.Time `json:"preQueueFrom,omitempty"`
+
+	// capacity overrides the room's capacity fields during the event: any of poolSize,
+	// requestLatency, utilizationPercent and batchSizeOverride; the others come from the room.
+	// +optional
+	Capacity *EventCapacity `json:"capacity,omitempty"`
+
+	// maxActive overrides spec.capacity.maxActive during the event; 0 lifts the room's cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000000
+	MaxActive *int32 `json:"maxActive,omitempty"`
+
+	// page overrides the waiting page's template and notice during the event.
+	// +optional
+	Page *EventPage `json:"page,omitempty"`
+
+	// session overrides how long a pass lasts during the event (spec.pass.ttl and maxSession).
+	// +optional
+	Session *EventSession `json:"session,omitempty"`
+}
+
+// EventCapacity is the capacity an event runs at; unset fields come from spec.capacity.
+type EventCapacity struct {
+	// poolSize, as spec.capacity.poolSize.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	PoolSize *int32 `json:"poolSize,omitempty"`
+
+	// requestLatency, as spec.capacity.requestLatency.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10m')",message="requestLatency must be between 1ms and 10m"
+	RequestLatency *metav1.Duration `json:"requestLatency,omitempty"`
+
+	// utilizationPercent, as spec.capacity.utilizationPercent.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	UtilizationPercent *int32 `json:"utilizationPercent,omitempty"`
+
+	// batchSizeOverride, as spec.capacity.batchSizeOverride.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	BatchSizeOverride *int32 `json:"batchSizeOverride,omitempty"`
+}
+
+// EventPage is the waiting page during an event; unset fields come from spec.page.
+type EventPage struct {
+	// template, as spec.page.template.
+	// +optional
+	Template *ConfigMapValueRef `json:"template,omitempty"`
+
+	// message, as spec.page.message: shown on the waiting page and returned as "notice". At most 500
+	// characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=500
+	Message *string `json:"message,omitempty"`
+}
+
+// EventSession is how long a pass lasts during an event; unset fields come from spec.pass.
+type EventSession struct {
+	// ttl, as spec.pass.ttl.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="session.ttl must be between 10s and 24h"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// maxSession, as spec.pass.maxSession (Sliding passes).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="session.maxSession must be at most 24h"
+	MaxSession *metav1.Duration `json:"maxSession,omitempty"`
 }
 
 // Lane is a metered priority lane.

@@ -85,6 +85,10 @@ type Settings struct {
 	Bypass []BypassRule
 	// Lanes are the metered priority lanes (spec.lanes), in order.
 	Lanes []Lane
+	// Events are the room's calendar (spec.events), by start; At picks the settings in force. Event
+	// names the event the settings are of, "" for the room's own.
+	Events []Event
+	Event  string
 	// Page, when set, is the waiting page's template and message.
 	Page *Page
 
@@ -276,6 +280,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		s.IdentityHeader = http.CanonicalHeaderKey(spec.Identity.Header)
 	}
 	if s.Upstream, err = Upstream(wq.Namespace, spec.Upstream); err != nil {
+		return nil, err
+	}
+	if err := s.deriveEvents(wq); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -274,6 +274,20 @@ func (b *QueueBuilder) PageMessage(message string) *QueueBuilder {
 	return b
 }
 
+// Events replaces spec.events, the room's calendar.
+func (b *QueueBuilder) Events(events ...herdgatev1alpha1.Event) *QueueBuilder {
+	b.wq.Spec.Events = nil
+	for _, e := range events {
+		b.wq.Spec.Events = append(b.wq.Spec.Events, *e.DeepCopy())
+	}
+	return b
+}
+
+// Event is an event named name from start to end that overrides nothing yet.
+func Event(name string, start, end time.Time) herdgatev1alpha1.Event {
+	return herdgatev1alpha1.Event{Name: name, Start: metav1.NewTime(start), End: metav1.NewTime(end)}
+}
+
 // Lanes replaces spec.lanes.
 func (b *QueueBuilder) Lanes(lanes ...herdgatev1alpha1.Lane) *QueueBuilder {
 	b.wq.Spec.Lanes = nil
