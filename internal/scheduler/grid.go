@@ -58,6 +58,9 @@ func (r *runner) onGrid(st *tickState) gridTick {
 	lag := max(0, t.now.Sub(t.scheduled))
 	t.missed = int64(lag / st.tick)
 	t.latest = t.scheduled.Add(time.Duration(t.missed) * st.tick)
+	// The event in force at the grid point runs this tick: the room switches at the edges of its
+	// events on its grid.
+	t.cfg = t.cfg.at(t.latest)
 	if t.together {
 		// A room that slept keeps no time for anyone: nobody waited, its slot ends up to a tick after
 		// its grid point, and the ticks it slept through are not made up for.

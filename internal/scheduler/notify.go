@@ -41,5 +41,12 @@ func withoutLiveFigures(s Snapshot) Snapshot {
 	if s.Workload != nil {
 		s.Workload = &Workload{Reason: s.Workload.Reason}
 	}
+	if len(s.Lanes) > 0 {
+		lanes := make([]LaneSnapshot, len(s.Lanes))
+		for i, l := range s.Lanes {
+			lanes[i] = LaneSnapshot{Name: l.Name}
+		}
+		s.Lanes = lanes
+	}
 	return s
 }

@@ -26,7 +26,30 @@ type Queue struct {
 	RedisURL string
 	// DrawSeed draws the pre-queue's order at opening (internal/draw); a scheduled queue needs one.
 	DrawSeed []byte
+	// calendar, for the settings of an event, is the room's own, which hold its events.
+	calendar *settings.Settings
 }
+
+// at is q as it runs at t: with the settings of the event in force then (spec.events), or its own.
+func (q *Queue) at(t time.Time) *Queue {
+	s := q.Settings.At(t)
+	if s == q.Settings {
+		return q
+	}
+	return &Queue{Settings: s, RedisURL: q.RedisURL, DrawSeed: q.DrawSeed, calendar: q.calendarOf()}
+}
+
+// calendarOf is the settings that hold the room's events.
+func (q *Queue) calendarOf() *settings.Settings {
+	if q.calendar != nil {
+		return q.calendar
+	}
+	return q.Settings
+}
+
+// nextEdge is the first edge of an event after t, zero when none is left: the room's settings
+// change there, so a room sleeps no longer.
+func (q *Queue) nextEdge(t time.Time) time.Time { return q.calendarOf().NextEdge(t) }
 
 // Key names the queue's WaitingQueue.
 func (q Queue) Key() types.NamespacedName {
@@ -45,6 +68,8 @@ type Snapshot struct {
 	PreQueued int64
 	// Phase is the room's phase at the last tick: its schedule's, Opening while the draw runs.
 	Phase phase.Phase
+	// Event is the event of the room's calendar the last tick ran (spec.events), "" for none.
+	Event string
 	// Draw is the latest draw of the pre-queue this scheduler saw; nil before any. DrawError says
 	// why the draw cannot run, when it cannot.
 	Draw      *DrawProgress

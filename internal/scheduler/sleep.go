@@ -15,6 +15,10 @@ func (r *runner) sleepFor(cfg *Queue, tick time.Duration, latest time.Time) time
 	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && sc.ClosesAt.After(latest) {
 		d = min(d, sc.ClosesAt.Sub(latest))
 	}
+	if edge := cfg.nextEdge(latest); !edge.IsZero() {
+		// An event's edge changes the plan: the room is awake for the tick that runs the new one.
+		d = min(d, edge.Sub(latest))
+	}
 	if n := d / tick; n >= 2 {
 		return n * tick
 	}
@@ -48,6 +52,9 @@ func (r *runner) wakeTogether(cfg *Queue, tick time.Duration, latest time.Time, 
 	at := time.Unix(0, (end.UnixNano()+int64(slot)-1)/int64(slot)*int64(slot))
 	first := r.nextGridPoint(at.Add(-1), tick) // the first grid point at or after at
 	if sc := cfg.Schedule; sc != nil && !sc.ClosesAt.IsZero() && first.After(sc.ClosesAt) {
+		return own
+	}
+	if edge := cfg.nextEdge(latest); !edge.IsZero() && first.After(edge) {
 		return own
 	}
 	next := first

@@ -231,7 +231,7 @@ func (r *runner) roomPhase(st *tickState, t gridTick) phase.Phase {
 	if st.drawing(t.cfg, current) {
 		current = phase.Opening
 	}
-	r.update(func(s *Snapshot) { s.Phase = current })
+	r.update(func(s *Snapshot) { s.Phase, s.Event = current, t.cfg.Event })
 	st.metrics.setPhase(current)
 	return current
 }
