@@ -24,6 +24,7 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/internal/settings"
 )
 
 const (
@@ -115,11 +116,13 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	r.setCondition(wq, herdgatev1alpha1.ConditionAccepted, metav1.ConditionTrue, herdgatev1alpha1.ReasonAccepted,
 		"the spec passes the checks the admission proxy runs")
-	setPlanStatus(wq, s)
+	// The settings in force: an event's while the scheduler ticks one (spec.events).
+	cur := inForce(s, snapshotPtr(r.Scheduler.Snapshot(wq.UID)), r.now())
+	setPlanStatus(wq, cur)
 	redisURL, err := r.redisURL(ctx, wq)
 	if err != nil {
 		r.Scheduler.Remove(wq.UID)
-		r.setStatus(wq, s, nil, err)
+		r.setStatus(wq, cur, nil, err)
 		r.setProgrammed(wq, nil, nil)
 		return ctrl.Result{RequeueAfter: failingResync}, r.patchStatus(ctx, before, wq)
 	}
@@ -139,7 +142,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// The proxies keep the values copied last, or refuse the spec until the value comes.
 		applyErr = refErr
 	}
-	if s.Schedule == nil || seed != nil {
+	if s.NextOpening(r.now()) == nil || seed != nil {
 		// A scheduled queue runs only with the seed of its draw; without the Secret it waits.
 		r.Scheduler.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL, DrawSeed: seed})
 	}
@@ -148,7 +151,10 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, fmt.Errorf("reading the proxy Deployment: %w", err)
 	}
 	snap := snapshotPtr(r.Scheduler.Snapshot(wq.UID))
-	r.setStatus(wq, s, snap, nil)
+	cur = inForce(s, snap, r.now())
+	setPlanStatus(wq, cur)
+	wq.Status.Event = cur.Event
+	r.setStatus(wq, cur, snap, nil)
 	r.setDrawStatus(wq, s, snap, seed)
 	r.setProgrammed(wq, applyErr, snap)
 	hold := r.holdLiveStatus(before, wq)
@@ -170,7 +176,26 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if hold > 0 {
 		return ctrl.Result{RequeueAfter: hold}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.secretResync()}, nil
+	resync := r.secretResync()
+	if edge := s.NextEdge(r.now()); !edge.IsZero() && edge.Sub(r.now()) < resync {
+		// The calendar turns there: the status, and the next draw's seed, follow.
+		resync = edge.Sub(r.now()) + time.Second
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// inForce is the settings the room runs with: the event the scheduler last ticked, or, before it
+// ticked, the event in force at now.
+func inForce(s *settings.Settings, snap *scheduler.Snapshot, now time.Time) *settings.Settings {
+	if snap == nil || snap.LastTick.IsZero() {
+		return s.At(now)
+	}
+	for _, e := range s.Events {
+		if e.Name == snap.Event {
+			return e.Settings
+		}
+	}
+	return s
 }
 
 // secretResync is how long a queue waits for its next resync: a minute, or more when there are so

@@ -397,6 +397,53 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(p.Position).To(Equal(p.Depth), "behind everyone who came before it")
 	})
 
+	It("runs an event's settings in its window, says so in status and Events, and goes back after", func() {
+		start := time.Now().Truncate(time.Second).Add(3 * time.Second)
+		sale := builder.Event("sale", start, start.Add(3*time.Second))
+		sale.Capacity = &herdgatev1alpha1.EventCapacity{BatchSizeOverride: ptr.To(int32(28))}
+		wq := builder.From(sampleQueue(mainNamespace, "orders-event")).Events(sale).Obj()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		enter(engineQueue(wq), "v", 2000)
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(st.Event).To(BeEmpty())
+			g.Expect(st.Plan).NotTo(BeNil())
+			g.Expect(st.Plan.BatchSize).To(BeEquivalentTo(14))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(st.Event).To(Equal("sale"))
+			g.Expect(st.Plan.BatchSize).To(BeEquivalentTo(28))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			st := get(wq).Status
+			g.Expect(st.Event).To(BeEmpty())
+			g.Expect(st.Plan.BatchSize).To(BeEquivalentTo(14))
+		}, timeout, interval).Should(Succeed())
+		// The ticks ran the event's plan exactly in its window, on the grid.
+		for _, r := range ticks.of(keyOf(wq)) {
+			in := !r.Scheduled.Before(start) && r.Scheduled.Before(start.Add(3*time.Second))
+			want := int64(14)
+			if in {
+				want = 28
+			}
+			Expect(r.Quota).To(Equal(want), "the tick at %s", r.Scheduled)
+		}
+		Eventually(func(g Gomega) {
+			list := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
+			reasons := map[string]bool{}
+			for _, e := range list.Items {
+				if e.Regarding.Name == wq.Name {
+					reasons[e.Reason] = true
+				}
+			}
+			g.Expect(reasons).To(HaveKey("EventStarted"))
+			g.Expect(reasons).To(HaveKey("EventEnded"))
+		}, timeout, interval).Should(Succeed())
+	})
+
 	It("applies a new tick from the next tick on, without a lost or doubled tick", func() {
 		wq := sampleQueue(mainNamespace, "orders-tick")
 		wq.Spec.Suspend = ptr.To(true)

@@ -79,12 +79,33 @@ func (r *WaitingQueueReconciler) referencedValues(ctx context.Context, wq *herdg
 			values[key] = secret.Data[ref.Key]
 		}
 	}
-	if s.Page != nil && s.Page.Template != nil {
-		if err := r.pageTemplate(ctx, wq, *s.Page.Template, values); err != nil && missing == nil {
+	for _, t := range pageTemplates(s) {
+		if err := r.pageTemplate(ctx, wq, t, values); err != nil && missing == nil {
 			missing = err
 		}
 	}
 	return values, missing
+}
+
+// pageTemplates are the page templates of the room and of its events, each once.
+func pageTemplates(s *settings.Settings) []settings.SecretRef {
+	var out []settings.SecretRef
+	seen := map[string]bool{}
+	add := func(s *settings.Settings) {
+		if s.Page == nil || s.Page.Template == nil {
+			return
+		}
+		key := herdgatev1alpha1.ConfigMapRefKey(s.Page.Template.Name, s.Page.Template.Key)
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, *s.Page.Template)
+		}
+	}
+	add(s)
+	for _, e := range s.Events {
+		add(e.Settings)
+	}
+	return out
 }
 
 // pageTemplate reads spec.page.template's ConfigMap value into values and checks that it renders; a
@@ -169,7 +190,7 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 		if err := st.fill(secret.Data, refs, s, r.now()); err != nil {
 			return st, err
 		}
-		if st.seed, err = r.drawSeed(wq, secret); err != nil {
+		if st.seed, err = r.drawSeed(s, secret); err != nil {
 			return st, err
 		}
 		if err := controllerutil.SetControllerReference(wq, secret, r.Scheme); err != nil {
@@ -196,7 +217,7 @@ func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev
 	if err := st.fill(secret.Data, refs, s, r.now()); err != nil {
 		return st, err
 	}
-	st.seed, err = r.drawSeed(wq, secret)
+	st.seed, err = r.drawSeed(s, secret)
 	st.secret = secret
 	if err != nil || equality.Semantic.DeepEqual(before.Data, secret.Data) {
 		return st, err
@@ -252,10 +273,10 @@ func copyRefs(data map[string][]byte, refs map[string][]byte) []string {
 	return held
 }
 
-// drawSeed puts the seed of the queue's next draw in secret.Data and returns it; nil without a
-// schedule.
-func (r *WaitingQueueReconciler) drawSeed(wq *herdgatev1alpha1.WaitingQueue, secret *corev1.Secret) ([]byte, error) {
-	sc := wq.Spec.Schedule
+// drawSeed puts the seed of the queue's next draw in secret.Data and returns it: its schedule's, or
+// its events' next launch's (spec.events); nil without one.
+func (r *WaitingQueueReconciler) drawSeed(s *settings.Settings, secret *corev1.Secret) ([]byte, error) {
+	sc := s.NextOpening(r.now())
 	if sc == nil {
 		return nil, nil
 	}

@@ -246,13 +246,14 @@ func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *s
 // the seed once this opening's draw began (the pre-queue is frozen by then, so knowing the seed
 // helps nobody). A seed in status stays while it is the current one.
 func (r *WaitingQueueReconciler) setDrawStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot, seed []byte) {
-	if s.Schedule == nil || seed == nil {
+	sc := s.NextOpening(r.now())
+	if sc == nil || seed == nil {
 		wq.Status.SeedCommitment, wq.Status.Seed = "", ""
 		return
 	}
 	wq.Status.SeedCommitment = draw.Commitment(seed)
 	revealed := hex.EncodeToString(seed)
-	began := snap != nil && snap.Draw != nil && snap.Draw.OpensAt.Equal(s.Schedule.OpensAt)
+	began := snap != nil && snap.Draw != nil && snap.Draw.OpensAt.Equal(sc.OpensAt)
 	if !began && wq.Status.Seed != revealed {
 		wq.Status.Seed = ""
 		return
@@ -305,6 +306,14 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 	wasOpen := meta.FindStatusCondition(before.Status.Conditions, herdgatev1alpha1.ConditionOpen)
 	if open := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionOpen); open != nil && (wasOpen == nil || wasOpen.Reason != open.Reason) {
 		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "PhaseChanged", "Phase", "%s: %s", open.Reason, open.Message)
+	}
+	if was, now := before.Status.Event, wq.Status.Event; was != now {
+		if was != "" {
+			r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "EventEnded", "Calendar", "The event %s ended; the room runs its own settings again", was)
+		}
+		if now != "" {
+			r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "EventStarted", "Calendar", "The event %s runs: its settings are in force", now)
+		}
 	}
 	if wq.Status.Seed != "" && before.Status.Seed != wq.Status.Seed {
 		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "SeedRevealed", "Draw",
