@@ -59,6 +59,35 @@ type Config struct {
 	// template is not served (the built-in page is).
 	PageTemplate *page.Template
 	PageProblem  error
+	// events are the configs of the room's events (spec.events), in the order of Settings.Events.
+	events []*Config
+}
+
+// At is the config in force at t: the event's then (spec.events), or the room's own. Each request is
+// decided under the config in force when it came.
+func (c *Config) At(t time.Time) *Config {
+	for i := range c.events {
+		if e := &c.Events[i]; !t.Before(e.From) && t.Before(e.End) {
+			return c.events[i]
+		}
+	}
+	return c
+}
+
+// applyEvents makes the config of each event: the room's, with the event's settings, plan and page.
+func (c *Config) applyEvents(values SecretValues) {
+	for _, e := range c.Events {
+		ec := *c
+		ec.Settings, ec.events, ec.Quota = *e.Settings, nil, capacity.Plan{}
+		if ec.Admits() {
+			ec.Quota = ec.Effective
+		}
+		ec.PageTemplate, ec.PageProblem = nil, nil
+		if pg := ec.Page; pg != nil && pg.Template != nil {
+			ec.PageTemplate, ec.PageProblem = readPageTemplate(*pg.Template, values)
+		}
+		c.events = append(c.events, &ec)
+	}
 }
 
 // laneShare is the percentage of every tick's batch the lane named lane takes ("" for the main
@@ -137,7 +166,28 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 	if err := c.applyEntry(hmacKey, values); err != nil {
 		return nil, err
 	}
+	c.applyEvents(values)
 	return c, nil
+}
+
+// readPageTemplate reads and parses the site's page template ref names. A template that cannot
+// serve leaves the built-in page, never the queue without a config: the manager reports it
+// (PageTemplateInvalid) and keeps the last good copy in the mount; the error says why.
+func readPageTemplate(ref settings.SecretRef, values SecretValues) (*page.Template, error) {
+	text, err := []byte(nil), error(nil)
+	if values == nil {
+		err = errors.New("no values to read")
+	} else {
+		text, err = values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
+	}
+	var t *page.Template
+	if err == nil {
+		t, err = page.Parse(string(text))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
+	}
+	return t, nil
 }
 
 // readPassKeys reads the keys of JWT passes, which the operator keeps in the queue's Secret beside
@@ -197,23 +247,8 @@ func (c *Config) applyEntry(hmacKey []byte, values SecretValues) error {
 		}
 		c.EntryChecks = append(c.EntryChecks, &entry.ExternalChallenge{VerifyURL: ext.VerifyURL, Secret: string(secret), Timeout: ext.Timeout, Clients: c.clients})
 	}
-	if pg := s.Page; pg != nil {
-		if ref := pg.Template; ref != nil {
-			// A template that cannot serve leaves the built-in page, never the queue without a config:
-			// the manager reports it (PageTemplateInvalid) and keeps the last good copy in the mount.
-			text, err := []byte(nil), error(nil)
-			if values == nil {
-				err = errors.New("no values to read")
-			} else {
-				text, err = values(herdgatev1alpha1.ConfigMapRefKey(ref.Name, ref.Key))
-			}
-			if err == nil {
-				c.PageTemplate, err = page.Parse(string(text))
-			}
-			if err != nil {
-				c.PageProblem = fmt.Errorf("%s: ConfigMap %s key %s: %w", ref.Field, ref.Name, ref.Key, err)
-			}
-		}
+	if pg := s.Page; pg != nil && pg.Template != nil {
+		c.PageTemplate, c.PageProblem = readPageTemplate(*pg.Template, values)
 	}
 	if len(s.Lanes) > 0 {
 		lanes := &entry.Lanes{Audience: s.Namespace + "/" + s.Name}

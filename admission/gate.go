@@ -102,7 +102,7 @@ func (d Decision) Path() string { return d.canonical }
 // target's path as it came; fragment says the target carried a '#'. The decision carries the config
 // it was made under. The gate reads the request through x and writes nothing to it.
 func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) Decision {
-	return p.decide(x, p.cfg.Load(), escapedPath, fragment, false)
+	return p.decide(x, p.configNow(), escapedPath, fragment, false)
 }
 
 // DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
@@ -111,7 +111,17 @@ func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 // (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
 // pass is not extended. An allowed request is reported with Allowed.
 func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
-	return p.decide(x, p.cfg.Load(), escapedPath, fragment, true)
+	return p.decide(x, p.configNow(), escapedPath, fragment, true)
+}
+
+// configNow is the config in force: the event's running now (spec.events), or the room's own; nil
+// before the first valid one.
+func (p *Proxy) configNow() *Config {
+	cfg := p.cfg.Load()
+	if cfg == nil || len(cfg.events) == 0 {
+		return cfg
+	}
+	return cfg.At(p.now())
 }
 
 // ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
