@@ -72,7 +72,7 @@ func (c *cli) command(stdout io.Writer) *cobra.Command {
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&c.context, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&c.namespace, "namespace", "n", "", "the WaitingQueue's namespace (default: the context's)")
-	root.AddCommand(c.statusCommand(stdout), c.drawCommand(stdout), c.passCommand(stdout), c.bundleCommand(stdout))
+	root.AddCommand(c.statusCommand(stdout), c.eventsCommand(stdout), c.drawCommand(stdout), c.passCommand(stdout), c.bundleCommand(stdout))
 	for _, m := range modeCommands {
 		root.AddCommand(c.modeCommand(stdout, m))
 	}
