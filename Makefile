@@ -262,6 +262,10 @@ herd: toolchain ## Run the thundering-herd experiment (batch 14/500/1000, jitter
 herd-adaptive: toolchain ## Run the workload's bad days (slow-down, no-shows, error burst), Declared against Adaptive capacity, and regenerate docs/herd/adaptive.md.
 	go run ./cmd/herd adaptive --out docs/herd
 
+.PHONY: herd-lanes
+herd-lanes: toolchain ## Run a herd into two metered lanes (20 % and 30 %) with an event of more capacity in the middle, and regenerate docs/herd/lanes.md.
+	go run ./cmd/herd lanes --out docs/herd
+
 .PHONY: herd-launch
 herd-launch: toolchain ## Run a launch (2,000 in the pre-queue, the draw, maxActive 50) and regenerate docs/herd/launch.md.
 	go run ./cmd/herd launch --out docs/herd

@@ -4,6 +4,7 @@
 //	herd run         let a herd of virtual visitors through a waiting room and print what they measured
 //	herd experiment  run the reference experiment in this process and write a report with charts
 //	herd launch      run a launch (scheduled opening, pre-queue draw, sessions) and write its report
+//	herd lanes       run a herd into two metered lanes with an event in the middle, and write its report
 //	herd adaptive    run the workload's bad days, Declared against Adaptive, and write their report
 //	herd export-draw     write a queue's pre-queue draw record from Redis
 //	herd verify-shuffle  recompute a draw from its seed and check its record and commitment
@@ -49,6 +50,7 @@ commands:
   run         send a herd of virtual visitors through a waiting room
   experiment  run the reference experiment and write docs/herd
   launch      run a launch in this process and write docs/herd/launch.md
+  lanes       run a herd into two metered lanes and an event in this process, and write docs/herd/lanes.md
   adaptive    run the workload's bad days, Declared against Adaptive capacity, and write docs/herd/adaptive.md
   export-draw     write a queue's pre-queue draw record from Redis
   verify-shuffle  recompute a draw from its seed and check the record and the commitment
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return experimentCmd(ctx, args[1:], stdout, stderr)
 	case "launch":
 		return launchCmd(ctx, args[1:], stdout, stderr)
+	case "lanes":
+		return lanesCmd(ctx, args[1:], stdout, stderr)
 	case "adaptive":
 		return adaptiveCmd(ctx, args[1:], stdout, stderr)
 	case "export-draw":
@@ -267,6 +271,54 @@ func launchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	_, _ = stdout.Write(report.Bytes())
 	if res.VerifyErr != nil || res.OrdersBeforeOpening > 0 {
+		return 1
+	}
+	return 0
+}
+
+func lanesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herd lanes", flag.ContinueOnError)
+	out := fs.String("out", "docs/herd", "folder for lanes.md")
+	spec := herd.LanesSpec{MembersPercent: 20, PresalePercent: 30, EventUtilization: 100}
+	fs.IntVar(&spec.Main, "main", 1500, "visitors of the main queue")
+	fs.IntVar(&spec.Members, "members", 600, "visitors of the members lane (20 %)")
+	fs.IntVar(&spec.Presale, "presale", 900, "visitors of the presale lane (30 %)")
+	fs.DurationVar(&spec.Before, "before", 6*time.Second, "how long the room runs its own plan before the event")
+	fs.DurationVar(&spec.Event, "event", 6*time.Second, "how long the event runs (whole seconds)")
+	fs.DurationVar(&spec.After, "after", 6*time.Second, "how long the room runs its own plan after the event")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	switch {
+	case spec.Main < 1 || spec.Members < 1 || spec.Presale < 1:
+		fmt.Fprintln(stderr, "herd lanes: flags --main, --members and --presale must be at least 1")
+		return 2
+	case spec.Before < time.Second || spec.Event < time.Second || spec.After < time.Second || spec.Event%time.Second != 0 || spec.Before%time.Second != 0:
+		fmt.Fprintln(stderr, "herd lanes: flags --before, --event and --after must be whole seconds, at least 1s")
+		return 2
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "flag --out: %v\n", err)
+		return 2
+	}
+	res, err := herd.Lanes(ctx, spec, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "herd lanes:", err)
+		return 1
+	}
+	var report bytes.Buffer
+	fmt.Fprintf(&report, "# Metered lanes and an event\n\nMeasured by `make herd-lanes` on %s, %s.\n\n", time.Now().UTC().Format("2006-01-02"), herd.Machine())
+	fmt.Fprintf(&report, "The reference queue (40 connections, 200 ms per order) with two metered lanes (`spec.lanes`) and an event "+
+		"(`spec.events`) that raises its utilization for a while. The visitors enter while the room is suspended, so that "+
+		"every lane stays busy through the three windows; the counts are the scheduler's own, tick by tick. Everything runs "+
+		"in one process on loopback: Redis, the scheduler, herdgate-proxy's front and the visitors.\n\n")
+	herd.LanesReport(&report, res)
+	if err := os.WriteFile(filepath.Join(*out, "lanes.md"), report.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "herd lanes:", err)
+		return 1
+	}
+	_, _ = stdout.Write(report.Bytes())
+	if res.Failed > 0 || res.ShareError() > 0.02 {
 		return 1
 	}
 	return 0

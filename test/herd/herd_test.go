@@ -109,3 +109,32 @@ func TestALaunchReportsTheDrawAndTheCap(t *testing.T) {
 		}
 	}
 }
+
+// TestLanesKeepTheirSharesThroughAnEvent: a short herd into a room with two metered lanes and an
+// event of more capacity in the middle: every window admits each lane its share, within 2 %, at the
+// window's plan, and every visitor orders.
+func TestLanesKeepTheirSharesThroughAnEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a herd of 1,000 visitors")
+	}
+	res, err := Lanes(context.Background(), LanesSpec{Main: 500, Members: 200, Presale: 300, MembersPercent: 20, PresalePercent: 30,
+		Before: 2 * time.Second, Event: 2 * time.Second, After: 2 * time.Second, EventUtilization: 100}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	LanesReport(&report, res)
+	t.Log("\n" + report.String())
+	if res.Failed != 0 {
+		t.Fatalf("%d visitors did not order: %v", res.Failed, res.Errors)
+	}
+	for i, want := range []int64{14, 20, 14} {
+		w := res.Windows[i]
+		if w.Unfinished || w.PerTick != want || w.Ticks < 19 {
+			t.Fatalf("window %q: %d ticks of %d (unfinished %t); want about 20 of %d, every lane busy", w.Name, w.Ticks, w.PerTick, w.Unfinished, want)
+		}
+	}
+	if e := res.ShareError(); e > 0.02 {
+		t.Fatalf("a lane's share is %.2f %% off its plan; want within 2 %%", 100*e)
+	}
+}

@@ -52,9 +52,17 @@ func LaunchClient() *http.Client {
 }
 
 func launchCall(c *http.Client, method, url, visitor, pass string) (int, map[string]any, error) {
+	return launchCallWith(c, method, url, visitor, pass, nil)
+}
+
+// launchCallWith is launchCall with the request headers of the name, value pairs of header.
+func launchCallWith(c *http.Client, method, url, visitor, pass string, header []string) (int, map[string]any, error) {
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		return 0, nil, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	req.Header.Set(IdentityHeader, visitor)
 	if pass != "" {
