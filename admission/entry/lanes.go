@@ -82,11 +82,12 @@ func (l *Lanes) Check(in Input, out *Outcome) *Refusal {
 // verifyCode checks a lane code: signed with the key of the lane it names, for this room, not
 // expired.
 func (l *Lanes) verifyCode(code string, now time.Time) (*laneCodeClaims, *Refusal) {
-	refuse := func(status int, errCode, message string) (*laneCodeClaims, *Refusal) {
-		return nil, &Refusal{Status: status, Code: errCode, Message: message, Header: LaneCodeHeader}
+	// Every fault of a code is the visitor's to fix, and never worth a retry as is.
+	refuse := func(errCode, message string) (*laneCodeClaims, *Refusal) {
+		return nil, &Refusal{Status: http.StatusForbidden, Code: errCode, Message: message, Header: LaneCodeHeader}
 	}
 	if len(code) > maxLaneCode {
-		return refuse(http.StatusForbidden, "lane_code_invalid", "the lane code is too long")
+		return refuse("lane_code_invalid", "the lane code is too long")
 	}
 	claims := &laneCodeClaims{}
 	_, err := jwt.ParseWithClaims(code, claims, func(t *jwt.Token) (any, error) {
@@ -101,17 +102,17 @@ func (l *Lanes) verifyCode(code string, now time.Time) (*laneCodeClaims, *Refusa
 		jwt.WithAudience(l.Audience), jwt.WithTimeFunc(func() time.Time { return now }))
 	switch {
 	case errors.Is(err, errNoSuchLane):
-		return refuse(http.StatusForbidden, "lane_code_invalid", "the lane code names no lane of this room that codes join")
+		return refuse("lane_code_invalid", "the lane code names no lane of this room that codes join")
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return refuse(http.StatusForbidden, "lane_code_expired", "the lane code has expired")
+		return refuse("lane_code_expired", "the lane code has expired")
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return refuse(http.StatusForbidden, "lane_code_not_yet_valid", "the lane code is not valid yet")
+		return refuse("lane_code_not_yet_valid", "the lane code is not valid yet")
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return refuse(http.StatusForbidden, "lane_code_wrong_queue", "the lane code is for another room")
+		return refuse("lane_code_wrong_queue", "the lane code is for another room")
 	case err != nil:
-		return refuse(http.StatusForbidden, "lane_code_invalid", "the lane code is not one the site signed")
+		return refuse("lane_code_invalid", "the lane code is not one the site signed")
 	case claims.Uses < 0:
-		return refuse(http.StatusForbidden, "lane_code_invalid", "the lane code's uses is negative")
+		return refuse("lane_code_invalid", "the lane code's uses is negative")
 	}
 	return claims, nil
 }

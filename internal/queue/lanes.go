@@ -121,7 +121,7 @@ func validLaneName(n string) bool {
 		return false
 	}
 	for i := 0; i < len(n); i++ {
-		if c := n[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+		if c := n[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
 			return false
 		}
 	}

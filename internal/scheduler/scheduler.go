@@ -32,7 +32,7 @@ type Queue struct {
 
 // at is q as it runs at t: with the settings of the event in force then (spec.events), or its own.
 func (q *Queue) at(t time.Time) *Queue {
-	s := q.Settings.At(t)
+	s := q.At(t)
 	if s == q.Settings {
 		return q
 	}

@@ -200,7 +200,9 @@ func Lanes(ctx context.Context, spec LanesSpec, log io.Writer) (LanesResult, err
 		}
 	}
 	// Every visitor enters before the first window, the lanes interleaved.
-	sort.Slice(visitors, func(a, b int) bool { return visitors[a].id[len(visitors[a].id)-5:] < visitors[b].id[len(visitors[b].id)-5:] })
+	sort.Slice(visitors, func(a, b int) bool {
+		return visitors[a].id[len(visitors[a].id)-5:] < visitors[b].id[len(visitors[b].id)-5:]
+	})
 	var wg sync.WaitGroup
 	for _, v := range visitors {
 		wg.Go(func() { v.visit(ctx, c, base) })
