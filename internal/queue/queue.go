@@ -8,6 +8,7 @@
 //	{hg:ns/name}:q        sorted set: waiting visitors, scored by arrival sequence
 //	{hg:ns/name}:q:<lane> sorted set: the visitors waiting in a lane (lanes.go), scored likewise
 //	{hg:ns/name}:lc:<id>  set: the visitors a lane's code of several uses entered, until it expires
+//	{hg:ns/name}:shadow   sorted set: shadow places (spec.entry.shadowQueue), which no tick admits
 //	{hg:ns/name}:seq      arrival sequence (INCR)
 //	{hg:ns/name}:seen     hash: last-seen times of the waiting, ten arrivals to a field (common.lua)
 //	{hg:ns/name}:passes   hash: pass records "notBeforeMs:expiryMs" by visitor, dropped after expiry
@@ -87,7 +88,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn, seen, passes string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn, seen, passes, shadow string }
 	// highestSeq is the highest arrival sequence an answer named (sawSeq); beforeFailover the highest
 	// named before the last failover the store's watch saw, noticed at failoverNoticed (Unix ms), and
 	// failoverEpoch that failover's epoch (noteFailover).
@@ -121,6 +122,7 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.drawn = q.prefix + ":drawn"
 	q.keys.seen = q.prefix + ":seen"
 	q.keys.passes = q.prefix + ":passes"
+	q.keys.shadow = q.prefix + ":shadow"
 	return q, nil
 }
 
@@ -212,6 +214,12 @@ type EntryLimit struct {
 	// open; "" (or a lane the room does not have) is the main queue. A visitor keeps the lane it
 	// took its place in.
 	Lane string
+	// Shadow gives the visitor a shadow place (spec.entry.shadowQueue) if it takes a new one: a
+	// place no tick admits, which reads as one behind everyone waiting.
+	Shadow bool
+	// ShadowFactor, when positive, gives a client that asks for ShadowFactor × Burst places before
+	// its bucket refills shadow places for its further asks, instead of refusing them.
+	ShadowFactor int
 }
 
 func (l EntryLimit) active() bool { return l.Client != "" && l.Burst > 0 && l.PerMinute > 0 }
@@ -269,6 +277,9 @@ type Position struct {
 	// Lane is the lane the visitor waits in, when Waiting: "" for the main queue. Position and
 	// Depth are then its place in the lane and the lane's length.
 	Lane string
+	// Shadow says the visitor holds a shadow place, when Waiting: one no tick admits. Position and
+	// Depth read as a place behind everyone waiting in the main queue.
+	Shadow bool
 }
 
 // restoredCode is the enter script's reply code for a visitor given its lost place back: Waiting,
@@ -333,9 +344,9 @@ func (o visitorOp) script() *redis.Script {
 // single-use tokens, which the script may touch and so declares.
 func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []string {
 	if o != opEnter {
-		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}, q.laneKeys(lanes)...)
+		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow}, q.laneKeys(lanes)...)
 	}
-	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes}
+	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow}
 	keys = append(keys, q.laneKeys(lanes)...)
 	var clients map[string]bool // a batch often carries one client many times: declare it once
 	for _, e := range entries {
@@ -363,12 +374,13 @@ func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []strin
 // lane it joins.
 type entryArg struct {
 	client, tokens, held, lane string
+	shadow                     bool
 	tokenIDs                   []string
 	counted                    []bool
 }
 
 func entryArgOf(limit EntryLimit) entryArg {
-	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse), lane: limit.Lane}
+	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse), lane: limit.Lane, shadow: limit.Shadow}
 	for _, t := range limit.SingleUse {
 		a.tokenIDs = append(a.tokenIDs, t.ID)
 		a.counted = append(a.counted, t.Uses > 1)
@@ -394,14 +406,18 @@ func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, lanes, vis
 		}
 		return args
 	}
-	args := make([]any, 0, 7+5*len(visitors))
-	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute, q.highestSeq.Load(), q.oldPrimarysSeq(abandon), len(lanes))
+	args := make([]any, 0, 8+5*len(visitors))
+	args = append(args, q.prefix, abandon, limit.Burst, limit.PerMinute, q.highestSeq.Load(), q.oldPrimarysSeq(abandon), len(lanes), limit.ShadowFactor)
 	for i, v := range visitors {
 		var e entryArg
 		if entries != nil {
 			e = entries[i]
 		}
-		args = append(args, v, e.client, e.tokens, e.held, laneIndex(lanes, e.lane))
+		lane := laneIndex(lanes, e.lane)
+		if e.shadow {
+			lane = -1
+		}
+		args = append(args, v, e.client, e.tokens, e.held, lane)
 	}
 	return args
 }
@@ -464,7 +480,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		return Position{}, err
 	}
 	if !limit.active() {
-		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace, Lane: limit.Lane}
+		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace, Lane: limit.Lane, Shadow: limit.Shadow}
 	}
 	var reply []int64
 	lanes := q.Lanes()
@@ -571,7 +587,7 @@ func decodePosition(res []int64, lanes []string) (Position, error) {
 			p.Seq = res[5]
 		}
 		if len(res) > 6 {
-			p.Lane = laneName(lanes, res[6])
+			p.Lane, p.Shadow = laneName(lanes, res[6]), res[6] == -1
 		}
 		return p, nil
 	case TurnedAway:
@@ -611,6 +627,10 @@ type Stats struct {
 	AdmittedTotal, AbandonedTotal, InstantAdmittedTotal, ReleasedTotal int64
 	// PreQueued is the number of pre-queue places not drawn yet.
 	PreQueued int64
+	// Shadowed is the number of shadow places (spec.entry.shadowQueue), which Depth leaves out;
+	// ShadowedChallengeFailed and ShadowedOverLimit how many were given since the room began, to
+	// entries whose challenge failed and to clients far over their limit.
+	Shadowed, ShadowedChallengeFailed, ShadowedOverLimit int64
 	// Now is Redis' clock.
 	Now time.Time
 	// Lanes are, for a room with lanes, the main queue (named MainLane) then each lane: its depth
@@ -635,7 +655,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 }
 
 func (q *Queue) statsKeys(lanes []string) []string {
-	return append([]string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre}, q.laneKeys(lanes)...)
+	return append([]string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.pre, q.keys.shadow}, q.laneKeys(lanes)...)
 }
 
 func statsArgs(lanes []string) []any {
@@ -647,7 +667,8 @@ func statsArgs(lanes []string) []any {
 }
 
 func parseStats(res []int64, lanes []string) (Stats, error) {
-	want := 8
+	const base = 11
+	want := base
 	if len(lanes) > 0 {
 		want += 1 + 2*len(lanes)
 	}
@@ -655,11 +676,12 @@ func parseStats(res []int64, lanes []string) (Stats, error) {
 		return Stats{}, fmt.Errorf("unexpected stats reply %v", res)
 	}
 	s := Stats{Depth: res[0], Active: res[1], AdmittedTotal: res[2], AbandonedTotal: res[3], Now: time.UnixMilli(res[4]),
-		InstantAdmittedTotal: res[5], ReleasedTotal: res[6], PreQueued: res[7]}
+		InstantAdmittedTotal: res[5], ReleasedTotal: res[6], PreQueued: res[7],
+		Shadowed: res[8], ShadowedChallengeFailed: res[9], ShadowedOverLimit: res[10]}
 	if len(lanes) > 0 {
-		s.Lanes = append(s.Lanes, LaneStats{Name: MainLane, Depth: res[0], AdmittedTotal: res[8]})
+		s.Lanes = append(s.Lanes, LaneStats{Name: MainLane, Depth: res[0], AdmittedTotal: res[base]})
 		for i, l := range lanes {
-			s.Lanes = append(s.Lanes, LaneStats{Name: l, Depth: res[9+2*i], AdmittedTotal: res[10+2*i]})
+			s.Lanes = append(s.Lanes, LaneStats{Name: l, Depth: res[base+1+2*i], AdmittedTotal: res[base+2+2*i]})
 		}
 	}
 	return s, nil

@@ -169,10 +169,10 @@ type group struct {
 	q       *Queue
 	op      visitorOp
 	abandon int64
-	// burst and perMinute of the calls' entry limit; each call names its own client.
-	burst, perMinute int
-	calls            []*visitorCall
-	cmd              *redis.Cmd
+	// burst, perMinute and shadowFactor of the calls' entry limit; each call names its own client.
+	burst, perMinute, shadowFactor int
+	calls                          []*visitorCall
+	cmd                            *redis.Cmd
 	// lanes are the queue's lanes as the group's call was made.
 	lanes []string
 }
@@ -206,18 +206,18 @@ func (s *Store) pipeline() {
 
 func groupCalls(batch []*visitorCall) []*group {
 	type key struct {
-		prefix           string
-		op               visitorOp
-		abandon          int64
-		burst, perMinute int
+		prefix                         string
+		op                             visitorOp
+		abandon                        int64
+		burst, perMinute, shadowFactor int
 	}
 	index := map[key]*group{}
 	var groups []*group
 	for _, c := range batch {
-		k := key{c.q.prefix, c.op, c.abandon, c.limit.Burst, c.limit.PerMinute}
+		k := key{c.q.prefix, c.op, c.abandon, c.limit.Burst, c.limit.PerMinute, c.limit.ShadowFactor}
 		g := index[k]
 		if g == nil {
-			g = &group{q: c.q, op: c.op, abandon: c.abandon, burst: c.limit.Burst, perMinute: c.limit.PerMinute}
+			g = &group{q: c.q, op: c.op, abandon: c.abandon, burst: c.limit.Burst, perMinute: c.limit.PerMinute, shadowFactor: c.limit.ShadowFactor}
 			index[k] = g
 			groups = append(groups, g)
 		}
@@ -278,7 +278,9 @@ func (g *group) deliver(v any, err error) {
 	}
 }
 
-func (g *group) limit() EntryLimit { return EntryLimit{Burst: g.burst, PerMinute: g.perMinute} }
+func (g *group) limit() EntryLimit {
+	return EntryLimit{Burst: g.burst, PerMinute: g.perMinute, ShadowFactor: g.shadowFactor}
+}
 
 func entriesOf(calls []*visitorCall) []entryArg {
 	out := make([]entryArg, len(calls))

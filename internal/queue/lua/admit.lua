@@ -8,8 +8,8 @@
 -- Commands are grouped per last-seen block because each redis.call costs far more than its work.
 --
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence,
--- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8..] the
--- waiting sets of the room's lanes, in the order of ARGV[17]
+-- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow
+-- set (swept, never admitted), KEYS[9..] the waiting sets of the room's lanes, in the order of ARGV[17]
 -- ARGV[1] tick id (increasing), ARGV[2] pass ttl ms, ARGV[3] abandon-after ms,
 -- ARGV[4] front budget (visitors examined beyond the limit), ARGV[5] sweep blocks,
 -- ARGV[6] limit (most visitors admitted), ARGV[7] jitter window ms, ARGV[8] lead ms,
@@ -154,7 +154,7 @@ end
 -- cannot save up a burst. Inside a lane the order is FIFO.
 local lane_keys, lane_names, weights = {KEYS[1]}, {'main'}, {0}
 for name, pct in string.gmatch(ARGV[17] or '', '([%w-]+):(%d+)') do
-  lane_keys[#lane_keys + 1] = KEYS[7 + #lane_keys]
+  lane_keys[#lane_keys + 1] = KEYS[8 + #lane_keys]
   lane_names[#lane_names + 1] = name
   weights[#weights + 1] = tonumber(pct)
   weights[1] = weights[1] + tonumber(pct)
@@ -288,16 +288,32 @@ end
 -- only when the cursor meets an empty block, which spares two calls on most ticks.
 local cursor = tonumber(state[2])
 local first, newest
+-- The sweep drops silent visitors of the shadow set too: its places hold signs of life like any.
+-- lane_keys starts with the main queue, which holds most places, so it is read first.
+local swept_keys = {}
+for _, key in ipairs(lane_keys) do
+  swept_keys[#swept_keys + 1] = key
+end
+swept_keys[#swept_keys + 1] = KEYS[8]
 for _ = 1, sweep_blocks do
   local block = cursor and int(cursor)
   local times = block and redis.call('HGET', seen_key, block)
   if not times then
     if not first then
-      local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-      if #head == 0 then
+      -- The front is the earliest place of any set the sweep reads: the main queue may be empty
+      -- while a lane or the shadow set still holds places.
+      for _, key in ipairs(swept_keys) do
+        local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        if #head > 0 then
+          local b = math.floor(tonumber(head[2]) / SEEN_BLOCK)
+          if not first or b < first then
+            first = b
+          end
+        end
+      end
+      if not first then
         break
       end
-      first = math.floor(tonumber(head[2]) / SEEN_BLOCK)
       newest = math.floor(sequence / SEEN_BLOCK)
     end
     if not cursor or cursor < first or cursor > newest then
@@ -315,7 +331,7 @@ for _ = 1, sweep_blocks do
       if t < silent_before then
         kept = with_time(kept, off, NO_TIME)
         local seq = int(cursor * SEEN_BLOCK + off / SLOT)
-        for _, key in ipairs(lane_keys) do
+        for _, key in ipairs(swept_keys) do
           local member = redis.call('ZRANGE', key, seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
           if #member > 0 then
             redis.call('ZREM', key, member[1])

@@ -7,19 +7,23 @@
 -- Opening a place behind the whole pre-queue; in Scheduled and Closed nothing.
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
--- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash,
--- KEYS[10 .. 9 + ARGV[7]] the waiting sets of the room's lanes, in order (common.lua, in_lanes)
+-- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash, KEYS[10]
+-- the shadow set (visitors who never come up), KEYS[11 .. 10 + ARGV[7]] the waiting sets of the room's
+-- lanes, in order (common.lua, in_lanes)
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
 -- (0: no limit), ARGV[5] the highest arrival sequence the caller has seen (0: none), ARGV[6] the
 -- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7]
--- the number of lanes, ARGV[8..] each visitor followed by its client ("" for none), its single-use
+-- the number of lanes, ARGV[8] the shadow factor (0: none; a client that asks for that many times
+-- its burst takes shadow places), ARGV[9..] each visitor followed by its client ("" for none), its single-use
 -- tokens ("id:untilMs" separated by spaces, "" for none; "id:untilMs:uses" for a token that enters
 -- up to uses visitors), the arrival sequence of the place it held before a failover ("" for none;
 -- prefixed with "=" when the visitor asks only for that place back, and takes nothing else) and the
--- lane it joins when it takes a new place while the room is open (0: the main queue)
+-- lane it joins when it takes a new place while the room is open (0: the main queue; -1: the shadow
+-- set, whatever the phase)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
 -- {2, position, depth, now, 0, seq, lane} for one waiting with its place known (in its lane, 0 being
--- the main queue), {3, phase, now} for one turned
+-- the main queue; -1 for a shadow place, which reads as a place behind everyone waiting), {3, phase,
+-- now} for one turned
 -- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
@@ -37,9 +41,18 @@
 local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seen_key = KEYS[8]
+local shadow_key, shadow_factor = KEYS[10], tonumber(ARGV[8])
 local lanes = {}
 for i = 1, tonumber(ARGV[7]) do
-  lanes[i] = KEYS[9 + i]
+  lanes[i] = KEYS[10 + i]
+end
+
+-- shadow_place is where a shadow place reads: behind everyone waiting in the main queue, at its
+-- rank in the shadow set. Nobody in the real queue sees it: their positions and depth leave the
+-- shadow set out.
+local function shadow_place(visitor)
+  local main = redis.call('ZCARD', KEYS[1])
+  return int(main + redis.call('ZRANK', shadow_key, visitor) + 1), int(main + redis.call('ZCARD', shadow_key))
 end
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
@@ -153,7 +166,10 @@ local function claim_instant()
 end
 
 -- take_place takes one token of the client's bucket: burst tokens, refilled at per_minute, kept as
--- "tokens:atMs" and expiring once full again. Returns nil when taken, or the ms until one is.
+-- "tokens:atMs" and expiring once full again. Returns nil when taken, or the ms until one is, and
+-- true when the client has asked for shadow_factor times its burst: with a shadow factor, each ask
+-- the bucket refuses is owed too, down to (1 - shadow_factor) × burst, where the asks go to the
+-- shadow set.
 local function take_place(client)
   if burst <= 0 or per_minute <= 0 or client == '' then
     return nil
@@ -167,7 +183,17 @@ local function take_place(client)
     tokens = math.min(burst, tokens + math.max(0, now - at) * per_minute / 60000)
   end
   if tokens < 1 then
-    return math.ceil((1 - tokens) * 60000 / per_minute)
+    local wait = math.ceil((1 - tokens) * 60000 / per_minute)
+    if shadow_factor <= 0 then
+      return wait
+    end
+    local floor = (1 - shadow_factor) * burst
+    -- Whole asks owed: a refill of a fraction since the last ask does not put the shadow off.
+    local shadowed = math.floor(tokens) - 1 <= floor
+    tokens = math.max(floor, tokens - 1)
+    local full_in = math.ceil((burst - tokens) * 60000 / per_minute)
+    redis.call('SET', key, string.format('%.6f', tokens) .. ':' .. now_s, 'PX', full_in + 1000)
+    return wait, shadowed
   end
   tokens = tokens - 1
   local full_in = math.ceil((burst - tokens) * 60000 / per_minute)
@@ -256,6 +282,27 @@ local function enter(visitor, client, tokens, held, lane)
       redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
     end
   end
+  if not seq then
+    local shadow_seq = redis.call('ZSCORE', shadow_key, visitor)
+    if shadow_seq then
+      local block, off = seen_slot(shadow_seq)
+      local times = redis.call('HGET', seen_key, block)
+      local seen = slot_time(times, off)
+      if not (seen and earlier(seen, silent_before)) then
+        redis.call('HSET', seen_key, block, with_time(times, off, now_s))
+        if pre_depth then
+          -- Before the draw a shadow place reads as a pre-queue place, then as one being drawn.
+          if phase == PHASE_PREQUEUE then
+            return '4', shadow_seq, int(pre_depth), now_s
+          end
+          return '5', now_s
+        end
+        local position, shadow_depth = shadow_place(visitor)
+        return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1'
+      end
+      forget(shadow_key, visitor, seen_key, block, times, off)
+    end
+  end
   if seq then
     local block, off = seen_slot(seq)
     local times = redis.call('HGET', seen_key, block)
@@ -300,7 +347,22 @@ local function enter(visitor, client, tokens, held, lane)
     return '0', now_s, phase
   end
   -- From here on the visitor takes something new: a pass at once or a place.
-  local wait = take_place(client)
+  local wait, shadowed = take_place(client)
+  if shadowed or (lane == -1 and not wait) then
+    -- A shadow place: a place in the sequence and signs of life like any, in a set no tick reads.
+    -- A client over its limit is refused first, whatever its challenge: a shadow place is no way
+    -- around the limit.
+    local shadow_seq = int(redis.call('INCR', KEYS[2]))
+    local block, off = seen_slot(shadow_seq)
+    touch_seen(seen_key, block, off, now_s)
+    redis.call('ZADD', shadow_key, 'NX', shadow_seq, visitor)
+    redis.call('HINCRBY', KEYS[3], shadowed and 'shadowedOverLimit' or 'shadowedChallengeFailed', 1)
+    if phase == PHASE_PREQUEUE then
+      return '4', shadow_seq, int(pre_depth), now_s
+    end
+    local position, shadow_depth = shadow_place(visitor)
+    return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1'
+  end
   if wait then
     return '6', int(wait), now_s
   end
@@ -350,7 +412,7 @@ local function enter(visitor, client, tokens, held, lane)
 end
 
 local parts, n = {}, 0
-for i = 8, #ARGV, 5 do
+for i = 9, #ARGV, 5 do
   n = add_reply(parts, n, enter(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])))
 end
 if claimed > 0 or woke or rolled then

@@ -1,11 +1,13 @@
 -- Status reports where visitors stand and refreshes their last-seen times. The proxy sends the polls
 -- that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set, KEYS[2] totals hash, KEYS[3] plan hash, KEYS[4] pre-queue set, KEYS[5] draw
--- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8..] the lanes' waiting sets
+-- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow set, KEYS[9..] the lanes'
+-- waiting sets
 -- ARGV[1] abandon-after ms, ARGV[2..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
 -- holding a pass, {2, position, depth, now, previousPoll, seq, lane} when waiting with its place known
--- (position and depth in its lane, lane 0 being the main queue),
+-- (position and depth in its lane, lane 0 being the main queue; -1 for a shadow place, read as a
+-- place behind everyone waiting in the main queue),
 -- {4, arrival, preQueueDepth, now, previousPoll} when holding a pre-queue place, {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local abandon_ms = tonumber(ARGV[1])
@@ -33,8 +35,9 @@ local depth = redis.call('ZCARD', KEYS[1])
 local depth_s = int(depth + (pre_depth or 0))
 
 -- The lanes' sets, searched after the main queue's (common.lua, in_lanes).
+local shadow_key = KEYS[8]
 local lanes = {}
-for i = 8, #KEYS do
+for i = 9, #KEYS do
   lanes[#lanes + 1] = KEYS[i]
 end
 
@@ -48,6 +51,10 @@ for i = 2, #ARGV do
   local key, lane, seq = wait_key, 0, call('ZSCORE', wait_key, visitor)
   if not seq and #lanes > 0 then
     key, lane, seq = in_lanes(lanes, visitor)
+  end
+  if not seq then
+    seq = call('ZSCORE', shadow_key, visitor)
+    key, lane = shadow_key, -1
   end
   if seq then
     local block, off = seen_slot(seq)
@@ -65,7 +72,17 @@ for i = 2, #ARGV do
       -- Every poll counts as a sign of life, even one the proxy will refuse as too early: a
       -- client that polls too fast is refused until it waits the interval it was told.
       call('HSET', seen_key, block, with_time(times, off, now_s))
-      if lane ~= 0 then
+      if lane == -1 and pre_depth then
+        -- Before the draw a shadow place reads as a pre-queue place, then as one being drawn.
+        if phase == PHASE_PREQUEUE then
+          n = add_reply(parts, n, '4', seq, int(pre_depth), now_s, seen or '0')
+        else
+          n = add_reply(parts, n, '5', now_s, seen or '0')
+        end
+      elseif lane == -1 then
+        -- Behind everyone waiting in the main queue: what a shadow place reads as.
+        n = add_reply(parts, n, '2', int(depth + call('ZRANK', key, visitor) + 1), int(depth + call('ZCARD', key)), now_s, seen or '0', seq, '-1')
+      elseif lane ~= 0 then
         n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane))
       elseif settled and tonumber(seq) > settled then
         n = add_reply(parts, n, '5', now_s, seen or '0')

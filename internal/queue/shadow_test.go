@@ -1,0 +1,142 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestShadowPlaces runs the shadow queue on every kind of Redis: a shadow place reads as a place
+// behind everyone waiting and never comes up; the real queue's positions, depth and instant
+// admissions leave it out; a client that asks for the shadow factor times its burst takes shadow
+// places from then on; and silent shadow places are swept like any.
+func TestShadowPlaces(t *testing.T) {
+	for _, b := range startBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Run("a shadow place never comes up and is counted apart", func(t *testing.T) { testShadowNeverAdmits(t, b) })
+			t.Run("a client far over its limit takes shadow places", func(t *testing.T) { testShadowOverLimit(t, b) })
+			t.Run("silent shadow places are swept", func(t *testing.T) { testShadowSwept(t, b) })
+			t.Run("a failed challenge over the limit is refused", func(t *testing.T) { testShadowKeepsLimit(t, b) })
+		})
+	}
+}
+
+func testShadowNeverAdmits(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	enterAll(t, q, visitorIDs("a", 3)...)
+	p, err := q.EnterFrom(ctx, "bot-1", longAbandon, EntryLimit{Shadow: true})
+	if err != nil || p.State != Waiting || !p.Shadow || p.Position != 4 || p.Depth != 4 {
+		t.Fatalf("a shadow entry = %+v, %v; want Waiting, shadow, place 4 of 4", p, err)
+	}
+	enterAll(t, q, "a-9999")
+	if p, err := q.Status(ctx, "a-9999", longAbandon); err != nil || p.Shadow || p.Position != 4 || p.Depth != 4 {
+		t.Fatalf("a real visitor behind the shadow place = %+v, %v; want place 4 of 4: the shadow place counts for nothing", p, err)
+	}
+	if p, err := q.Status(ctx, "bot-1", longAbandon); err != nil || !p.Shadow || p.Position != 5 || p.Depth != 5 {
+		t.Fatalf("the shadow place polled = %+v, %v; want it behind all 4 waiting", p, err)
+	}
+	// Entering again keeps the shadow place; asking for a real one does not move it.
+	if p, err := q.Enter(ctx, "bot-1", longAbandon); err != nil || !p.Shadow {
+		t.Fatalf("the shadowed visitor entering again = %+v, %v; want its shadow place", p, err)
+	}
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 10, InstantBudget: 6, Tick: time.Second, PassTTL: passTTL, AbandonAfter: longAbandon})
+	if err != nil || len(res.Admitted) != 4 {
+		t.Fatalf("a tick of 10: %d admitted, %v; want the 4 real visitors", len(res.Admitted), err)
+	}
+	for _, a := range res.Admitted {
+		if a.ID == "bot-1" {
+			t.Fatal("a tick admitted the shadow place")
+		}
+	}
+	// Nobody real waits: a newcomer is admitted at once, whoever holds a shadow place.
+	if p, err := q.Enter(ctx, "a-new", longAbandon); err != nil || p.State != Admitted {
+		t.Fatalf("a newcomer with only a shadow place in the room = %+v, %v; want admitted at once", p, err)
+	}
+	if p, err := q.Status(ctx, "bot-1", longAbandon); err != nil || !p.Shadow || p.Position != 1 || p.Depth != 1 {
+		t.Fatalf("the shadow place with nobody else waiting = %+v, %v; want 1 of 1, still waiting", p, err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Depth != 0 || st.Shadowed != 1 || st.ShadowedChallengeFailed != 1 || st.ShadowedOverLimit != 0 {
+		t.Fatalf("stats = %+v, %v; want depth 0, 1 shadow place, given for a failed challenge", st, err)
+	}
+}
+
+func testShadowOverLimit(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	limit := EntryLimit{Client: "203.0.113.7/32", Burst: 2, PerMinute: 1, ShadowFactor: 3}
+	var got []string
+	for i := range 8 {
+		p, err := q.EnterFrom(ctx, fmt.Sprintf("v-%d", i), longAbandon, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case p.Shadow:
+			got = append(got, "shadow")
+		case p.State == RateLimited:
+			got = append(got, "refused")
+		default:
+			got = append(got, p.State.String())
+		}
+	}
+	// A burst of 2: two places, then refusals, and from the sixth ask (3 × 2) shadow places.
+	want := []string{"Waiting", "Waiting", "refused", "refused", "refused", "shadow", "shadow", "shadow"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("asks of one client: %v; want %v", got, want)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Shadowed != 3 || st.ShadowedOverLimit != 3 || st.ShadowedChallengeFailed != 0 || st.Depth != 2 {
+		t.Fatalf("stats = %+v, %v; want 2 waiting, 3 shadow places given over the limit", st, err)
+	}
+	// Another client is not touched.
+	if p, err := q.EnterFrom(ctx, "other", longAbandon, EntryLimit{Client: "198.51.100.1/32", Burst: 2, PerMinute: 1, ShadowFactor: 3}); err != nil || p.Shadow {
+		t.Fatalf("another client's entry = %+v, %v", p, err)
+	}
+}
+
+func testShadowSwept(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter = time.Minute
+	if _, err := q.EnterFrom(ctx, "bot-1", abandonAfter, EntryLimit{Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := q.rdb.ZScore(ctx, q.keys.shadow, "bot-1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := q.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLastSeen(t, q, int64(seq), now.Add(-2*abandonAfter))
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: passTTL, AbandonAfter: abandonAfter}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.rdb.ZCard(ctx, q.keys.shadow).Result(); err != nil || n != 0 {
+		t.Fatalf("a silent shadow place after a tick's sweep: %d left, %v", n, err)
+	}
+}
+
+// testShadowKeepsLimit: an entry sent to the shadow queue for its challenge still takes a place of
+// its client's limit, and is refused like any once the limit is reached: failing a challenge is no
+// way around it.
+func testShadowKeepsLimit(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	limit := EntryLimit{Client: "203.0.113.7/32", Burst: 2, PerMinute: 1, Shadow: true}
+	var got []string
+	for i := range 4 {
+		p, err := q.EnterFrom(ctx, fmt.Sprintf("bot-%d", i), longAbandon, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s shadow=%t", p.State, p.Shadow))
+	}
+	want := []string{"Waiting shadow=true", "Waiting shadow=true", "RateLimited shadow=false", "RateLimited shadow=false"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("failed challenges of one client: %v; want %v", got, want)
+	}
+}
