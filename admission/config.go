@@ -225,7 +225,11 @@ func (c *Config) applyEntry(hmacKey []byte, values SecretValues) error {
 		c.releaseKey = key
 	}
 	if s.Entry != nil {
-		c.EntryChecks = append(c.EntryChecks, &entry.ClientLimit{EntryLimit: *s.Entry, Clients: c.clients})
+		limit := &entry.ClientLimit{EntryLimit: *s.Entry, Clients: c.clients}
+		if s.Shadow != nil {
+			limit.ShadowFactor = s.Shadow.OverLimitFactor
+		}
+		c.EntryChecks = append(c.EntryChecks, limit)
 	}
 	if inv := s.Invitation; inv != nil {
 		key, err := read(inv.Key)

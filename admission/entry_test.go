@@ -226,6 +226,9 @@ type verifierStandIn struct {
 	responses map[string]bool
 	remoteIPs []string
 	succeed   bool // say success to everything, as a provider that does not spend responses
+	// errorCodes are the error codes of the failed answer to a response, when not the usual
+	// invalid-input-response.
+	errorCodes map[string][]string
 }
 
 func (v *verifierStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -245,6 +248,8 @@ func (v *verifierStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case v.responses[resp]:
 		delete(v.responses, resp)
 		answer["success"] = true
+	case v.errorCodes[resp] != nil:
+		answer["error-codes"] = v.errorCodes[resp]
 	default:
 		answer["error-codes"] = []string{"invalid-input-response"}
 	}

@@ -133,9 +133,14 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 	if v.enter {
 		var granted entry.Outcome
 		if refused := v.cfg.EntryChecks.Check(entry.Input{Request: v.x, Visitor: v.visitor, Now: p.now()}, &granted); refused != nil {
-			p.metrics.requests.WithLabelValues(v.class, refused.Code).Inc()
-			replyJSON(v.x, refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link})
-			return pos, false
+			if !refused.Failed || v.cfg.Shadow == nil || !v.cfg.Shadow.ChallengeFailed {
+				p.metrics.requests.WithLabelValues(v.class, refused.Code).Inc()
+				replyJSON(v.x, refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link})
+				return pos, false
+			}
+			// A failed challenge enters the shadow queue: the answer reads like any place, so a bot
+			// learns nothing to retry with (docs/guides/entry-control.md, "The shadow queue").
+			granted.Limit.Shadow = true
 		}
 		if held, ok := p.place(v.x, v.cfg, v.visitor); ok {
 			granted.Limit.HeldPlace = held
@@ -210,6 +215,28 @@ func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
 	}
 }
 
+// replyShadowed answers a visitor holding a shadow place as one waiting behind everyone: the same
+// body, polls and Retry-After, but no place to hold (a shadow place is never restored after a
+// failover) and none of the main queue's answers without Redis.
+func (p *Proxy) replyShadowed(v *visit, pos queue.Position) {
+	r := v.r
+	if len(v.cfg.Lanes) > 0 {
+		r.plan = r.plan.Share(v.cfg.laneShare(""))
+	}
+	stretch := p.stretch(v.cfg, r, pos.Depth)
+	if p.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
+		return
+	}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: p.visitPhase(v), scheduleTimes: p.scheduleTimes(v.cfg)}
+	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
+		s := int64(wait / time.Second)
+		body.EstimatedWaitSeconds = &s
+	}
+	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
+	p.metrics.requests.WithLabelValues(v.class, "shadowed").Inc()
+	replyQueueing(v.x, v.cfg, body)
+}
+
 // visitPhase is the phase told to a visitor the engine placed.
 func (p *Proxy) visitPhase(v *visit) phase.Phase {
 	if v.cfg.Schedule == nil {
@@ -267,6 +294,10 @@ func (p *Proxy) replyPreQueued(v *visit, pos queue.Position) {
 }
 
 func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
+	if pos.Shadow {
+		p.replyShadowed(v, pos)
+		return
+	}
 	r := v.r
 	if pos.Lane != "" {
 		// A lane's visitor is told by its lane's share of the plan: the rate its place moves at when

@@ -65,6 +65,9 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 type ClientLimit struct {
 	settings.EntryLimit
 	Clients Clients
+	// ShadowFactor, when positive, sends a client's asks past ShadowFactor times its burst to the
+	// shadow queue (spec.entry.shadowQueue.overEntryLimitFactor).
+	ShadowFactor int
 }
 
 // Check names the request's client and its limit in out.
@@ -82,5 +85,6 @@ func (l *ClientLimit) Check(in Input, out *Outcome) *Refusal {
 		return nil
 	}
 	out.Limit.Client, out.Limit.Burst, out.Limit.PerMinute = prefix.String(), l.Burst, l.PerMinute
+	out.Limit.ShadowFactor = l.ShadowFactor
 	return nil
 }

@@ -70,6 +70,11 @@ type Refusal struct {
 	Code, Message string
 	// Header names the request header the check read; Link is where to get what it asks for.
 	Header, Link string
+	// Failed says the check reached a verdict against what the request brought (a nonce that does
+	// not solve the challenge, a provider's answer that the response failed), as opposed to a proof
+	// missing, malformed, expired or unverifiable: the shadow queue may take such an entry instead
+	// (spec.entry.shadowQueue.challengeFailed).
+	Failed bool
 }
 
 // Check is one check at the door: it adds what it grants to out, or refuses.

@@ -44,6 +44,28 @@ type verifyAnswer struct {
 	ErrorCodes []string `json:"error-codes"`
 }
 
+// notVerdicts are the providers' error codes (Turnstile's and hCaptcha's) that say the response
+// could not be judged rather than that it failed: a request or a site key at fault, a response
+// missing, spent or expired, the provider's own trouble. None of them sends an entry to the shadow
+// queue.
+var notVerdicts = map[string]bool{
+	"missing-input-secret": true, "invalid-input-secret": true, "missing-input-response": true,
+	"bad-request": true, "timeout-or-duplicate": true, "internal-error": true,
+	"expired-input-response": true, "already-seen-response": true, "invalid-or-already-seen-response": true,
+	"sitekey-secret-mismatch": true, "missing-remoteip": true, "invalid-remoteip": true,
+}
+
+// verdict says a failed answer judged the response itself: none of its error codes is one of
+// notVerdicts.
+func (a verifyAnswer) verdict() bool {
+	for _, c := range a.ErrorCodes {
+		if notVerdicts[c] {
+			return false
+		}
+	}
+	return true
+}
+
 // verify asks the provider about response, from the client at remoteIP; it returns the single-use
 // token that keeps the response from entering a second visitor, or why the entry is refused.
 func (e *ExternalChallenge) verify(response, remoteIP string, now time.Time) ([]queue.SingleUse, *Refusal) {
@@ -79,7 +101,9 @@ func (e *ExternalChallenge) verify(response, remoteIP string, now time.Time) ([]
 		if len(answer.ErrorCodes) > 0 {
 			message += ": " + strings.Join(answer.ErrorCodes, ", ")
 		}
-		return refuse(http.StatusForbidden, "challenge_failed", message)
+		_, refused := refuse(http.StatusForbidden, "challenge_failed", message)
+		refused.Failed = answer.verdict()
+		return nil, refused
 	}
 	// Providers spend a response once; the engine does too, for providers that do not.
 	return []queue.SingleUse{{ID: singleUseID("external", response), Until: now.Add(ChallengeLifetime)}}, nil

@@ -132,7 +132,9 @@ func (w *ProofOfWork) verify(proof string, now time.Time) ([]queue.SingleUse, *R
 		return refuse(http.StatusForbidden, "challenge_expired", "the challenge is easier than the queue now asks; solve a new one")
 	}
 	if LeadingZeroBits(challenge, nonce) < difficulty {
-		return refuse(http.StatusForbidden, "challenge_failed", "the nonce does not solve the challenge")
+		_, refused := refuse(http.StatusForbidden, "challenge_failed", "the nonce does not solve the challenge")
+		refused.Failed = true
+		return nil, refused
 	}
 	return []queue.SingleUse{{ID: singleUseID("proof-of-work", challenge), Until: expires}}, nil
 }

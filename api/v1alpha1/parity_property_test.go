@@ -112,6 +112,8 @@ var fieldPools = map[string][]any{
 	"entry.challenge.external.secretKeyRef.name": secretNames(),
 	"entry.challenge.external.secretKeyRef.key":  secretKeys(),
 	"entry.challenge.external.timeout":           append(durations("100ms", "3s", "30s", "99ms", "31s"), absent),
+	"entry.shadowQueue.challengeFailed":          {true, false, absent},
+	"entry.shadowQueue.overEntryLimitFactor":     append(ints(1, 2, 3, 100, 101), absent),
 	"bypass[].name":                              {"office", "a", "Office", "-a", "a-", "a_b", strings.Repeat("a", 63), strings.Repeat("a", 64)},
 	"bypass[].sourceCIDRs":                       cidrLists(),
 	"bypass[].header.name":                       headerNames(),

@@ -224,6 +224,27 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Lanes = []herdgatev1alpha1.Lane{{Name: "members", WeightPercent: 20, Join: herdgatev1alpha1.LaneJoin{Invitation: true}}}
 			},
 			"spec.lanes", "needs entry.invitation"),
+		Entry("a shadow queue with no trigger",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{ShadowQueue: &herdgatev1alpha1.ShadowQueueSpec{}}
+			},
+			"spec.entry.shadowQueue", "needs challengeFailed or overEntryLimitFactor"),
+		Entry("a shadow queue for failed challenges without a challenge",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{ShadowQueue: &herdgatev1alpha1.ShadowQueueSpec{ChallengeFailed: true}}
+			},
+			"spec.entry.shadowQueue.challengeFailed", "needs entry.challenge"),
+		Entry("a shadow queue over a limit that is not set",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{ShadowQueue: &herdgatev1alpha1.ShadowQueueSpec{OverEntryLimitFactor: ptr.To(int32(3))}}
+			},
+			"spec.entry.shadowQueue.overEntryLimitFactor", "needs entry.perClient"),
+		Entry("a shadow factor of 1, which would shadow the limit itself",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{},
+					ShadowQueue: &herdgatev1alpha1.ShadowQueueSpec{OverEntryLimitFactor: ptr.To(int32(1))}}
+			},
+			"spec.entry.shadowQueue.overEntryLimitFactor", "greater than or equal to 2"),
 		Entry("two lanes of one name",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Lanes = []herdgatev1alpha1.Lane{builder.LaneByCode("members", 20, "codes", "key"), builder.LaneByCode("members", 10, "codes", "key")}

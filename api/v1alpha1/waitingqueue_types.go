@@ -33,6 +33,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.proxy) && has(self.proxy.shared))",message="proxy.shared needs enforcement Proxy: a gateway asks the check of one room",fieldPath=".proxy.shared"
 // +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, has(l.join.invitation) && l.join.invitation) || (has(self.entry) && has(self.entry.invitation))",message="a lane joined by invitation needs entry.invitation, whose key signs the invitations",fieldPath=".lanes"
+// +kubebuilder:validation:XValidation:rule="!has(self.entry) || !has(self.entry.shadowQueue) || !has(self.entry.shadowQueue.challengeFailed) || !self.entry.shadowQueue.challengeFailed || has(self.entry.challenge)",message="entry.shadowQueue.challengeFailed needs entry.challenge",fieldPath=".entry.shadowQueue.challengeFailed"
+// +kubebuilder:validation:XValidation:rule="!has(self.entry) || !has(self.entry.shadowQueue) || !has(self.entry.shadowQueue.overEntryLimitFactor) || has(self.entry.perClient)",message="entry.shadowQueue.overEntryLimitFactor needs entry.perClient",fieldPath=".entry.shadowQueue.overEntryLimitFactor"
 // +kubebuilder:validation:XValidation:rule="!(has(self.events) && size(self.events) > 0 && has(self.schedule))",message="a room has either events or a schedule: an event with preQueueFrom is a scheduled opening",fieldPath=".events"
 // +kubebuilder:validation:XValidation:rule="!has(self.events) || self.events.all(e, !has(e.preQueueFrom) || timestamp(e.preQueueFrom) + duration(has(self.tick) ? self.tick : '100ms') <= timestamp(e.start))",message="an event's preQueueFrom must be at least one tick before its start",fieldPath=".events"
 // +kubebuilder:validation:XValidation:rule="!has(self.events) || self.events.all(e, !has(e.session) || !(has(e.session.maxSession) || (has(self.pass) && has(self.pass.maxSession))) || duration(has(e.session.maxSession) ? e.session.maxSession : self.pass.maxSession) >= duration(has(e.session.ttl) ? e.session.ttl : (has(self.pass) && has(self.pass.ttl) ? self.pass.ttl : '5m')))",message="an event's maxSession (its own, or the room's pass.maxSession) must not be shorter than its pass ttl",fieldPath=".events"
@@ -722,6 +724,33 @@ type EntrySpec struct {
 	// server-side). Status polls and passes are not challenged.
 	// +optional
 	Challenge *ChallengeSpec `json:"challenge,omitempty"`
+
+	// shadowQueue puts entries that look like bots in a queue that never admits, instead of refusing
+	// them: they see an ordinary waiting page and positions, and keep polling a place that never
+	// comes up, rather than retrying at once with what a refusal taught them. Off by default; at
+	// least one of its triggers must be set. A malformed or missing proof never sends anyone there.
+	// Shadowed visitors are counted in metrics, never in the room's depth, rates or positions.
+	// +optional
+	ShadowQueue *ShadowQueueSpec `json:"shadowQueue,omitempty"`
+}
+
+// ShadowQueueSpec says which entries go to the shadow queue.
+// +kubebuilder:validation:XValidation:rule="(has(self.challengeFailed) && self.challengeFailed) || has(self.overEntryLimitFactor)",message="shadowQueue needs challengeFailed or overEntryLimitFactor"
+type ShadowQueueSpec struct {
+	// challengeFailed: an entry whose challenge verdict is an explicit failure (a proof of work whose
+	// nonce does not solve a challenge this room issued, or an external provider's answer that the
+	// response failed) goes to the shadow queue. A missing, malformed or expired proof, and a
+	// provider that could not be asked, are refused as before. Needs entry.challenge.
+	// +optional
+	ChallengeFailed bool `json:"challengeFailed,omitempty"`
+
+	// overEntryLimitFactor: a client that asks for this many times the places entry.perClient lets
+	// it take (its burst) before the bucket refills sends its further entries to the shadow queue;
+	// below that they are refused with 429 as before. Between 2 and 100. Needs entry.perClient.
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=100
+	OverEntryLimitFactor *int32 `json:"overEntryLimitFactor,omitempty"`
 }
 
 // SecretValueRef names one key of a Secret in the WaitingQueue's namespace. The operator copies the

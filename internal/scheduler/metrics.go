@@ -124,6 +124,14 @@ var (
 		Name: "herdgate_lane_admitted_total",
 		Help: "Visitors the ticks admitted from each lane of a room with lanes (spec.lanes), the main queue as lane main, as read from Redis.",
 	}, []string{"namespace", "name", "lane"})
+	shadowDepthGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_shadow_depth",
+		Help: "Places held in the shadow queue (spec.entry.shadowQueue), which never admits and which herdgate_queue_depth leaves out, as of the last stats read (every 2 s).",
+	}, []string{"namespace", "name"})
+	shadowedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herdgate_shadowed_total",
+		Help: "Places given in the shadow queue (spec.entry.shadowQueue), by reason: challenge_failed or over_entry_limit, as read from Redis.",
+	}, []string{"namespace", "name", "reason"})
 	ticksMissedCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herdgate_ticks_missed_total",
 		Help: "Grid points that passed while the scheduler was late or away: outcome made_up for those a later tick admitted for (up to 10 at once), dropped for those beyond.",
@@ -134,7 +142,7 @@ func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
 		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
 		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter, failoversCounter, unacknowledgedCounter,
-		laneDepthGauge, laneAdmittedCounter)
+		laneDepthGauge, laneAdmittedCounter, shadowDepthGauge, shadowedCounter)
 }
 
 // queueMetrics are one queue's series, looked up once when its goroutine starts: a lookup hashes the
@@ -157,6 +165,8 @@ type queueMetrics struct {
 	reasonSet                                       bool
 	// laneTotals are the lanes' admission totals last read.
 	laneTotals map[string]int64
+	// shadowTotals are the shadow queue's totals last read, by reason; nil before the first read.
+	shadowTotals map[string]int64
 }
 
 func newQueueMetrics(namespace, name string) *queueMetrics {
@@ -193,6 +203,26 @@ func (m *queueMetrics) lane(name string, depth, admittedTotal int64) {
 		laneAdmittedCounter.WithLabelValues(m.namespace, m.name, name) // the series starts at 0
 	}
 	m.laneTotals[name] = admittedTotal
+}
+
+// shadow sets the shadow queue's series from a stats read: its depth, and the places given since the
+// totals last read. A room that has no shadow queue and never had a shadow place has none.
+func (m *queueMetrics) shadow(configured bool, depth, challengeFailedTotal, overLimitTotal int64) {
+	if !configured && m.shadowTotals == nil && depth == 0 && challengeFailedTotal == 0 && overLimitTotal == 0 {
+		return
+	}
+	shadowDepthGauge.WithLabelValues(m.namespace, m.name).Set(float64(depth))
+	first := m.shadowTotals == nil
+	if first {
+		m.shadowTotals = map[string]int64{}
+	}
+	for reason, total := range map[string]int64{"challenge_failed": challengeFailedTotal, "over_entry_limit": overLimitTotal} {
+		c := shadowedCounter.WithLabelValues(m.namespace, m.name, reason) // the series starts at 0
+		if last := m.shadowTotals[reason]; !first && total > last {
+			c.Add(float64(total - last))
+		}
+		m.shadowTotals[reason] = total
+	}
 }
 
 // forgetLane drops the series of a lane the room no longer has.
@@ -255,6 +285,8 @@ func forgetQueueMetrics(namespace, name string) {
 	phaseGauge.DeletePartialMatch(labels)
 	laneDepthGauge.DeletePartialMatch(labels)
 	laneAdmittedCounter.DeletePartialMatch(labels)
+	shadowDepthGauge.Delete(labels)
+	shadowedCounter.DeletePartialMatch(labels)
 	latencyGauge.DeletePartialMatch(labels)
 	adaptiveReasonGauge.DeletePartialMatch(labels)
 	ticksMissedCounter.DeletePartialMatch(labels)

@@ -1,13 +1,19 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
 )
 
 // TestARoomsSeriesFollowItsPhaseAndReason: the phase and the adaptive reason, written only when they
@@ -91,4 +97,65 @@ func histogramMax(t *testing.T, o prometheus.Observer) float64 {
 		}
 	}
 	return top
+}
+
+// TestAShadowQueuesSeriesCountItsPlacesApart: a room's shadow places show in herdgate_shadow_depth
+// and, from the first stats read on, in herdgate_shadowed_total by reason, never in
+// herdgate_queue_depth; a room without a shadow queue has no such series.
+func TestAShadowQueuesSeriesCountItsPlacesApart(t *testing.T) {
+	h := newHarness(t)
+	const name = "shadowed"
+	t.Cleanup(func() { forgetQueueMetrics("test", name); forgetQueueMetrics("test", "plain") })
+	q := h.engine(name)
+	ctx := context.Background()
+	shadow := func(prefix string, n int, limit queue.EntryLimit) {
+		t.Helper()
+		for i := range n {
+			if _, err := q.EnterFrom(ctx, fmt.Sprintf("%s-%d", prefix, i), time.Hour, limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	shadowed := func(reason string) float64 {
+		t.Helper()
+		m := &dto.Metric{}
+		if err := shadowedCounter.WithLabelValues("test", name, reason).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	h.fill(name, 3)
+	shadow("bot", 1, queue.EntryLimit{Shadow: true})
+	wq := builder.Queue("", "").Capacity(1, time.Second, 100).ShadowQueue(false, 2).Obj()
+	wq.Spec.Entry.PerClient = &herdgatev1alpha1.PerClientLimit{}
+	h.s.Ensure(h.queue(name, builder.From(wq)))
+	h.s.Ensure(h.queue("plain", builder.Queue("", "")))
+	h.mustStep(100 * time.Millisecond)
+	if c, o := shadowed("challenge_failed"), shadowed("over_entry_limit"); c != 0 || o != 0 {
+		t.Fatalf("herdgate_shadowed_total at the first read: %v and %v; want both series at 0 (what came before is not this manager's)", c, o)
+	}
+
+	shadow("more", 2, queue.EntryLimit{Shadow: true})
+	// One client with a burst of 1 and a factor of 2: a place, then shadow places from its second ask.
+	shadow("flood", 3, queue.EntryLimit{Client: "203.0.113.7/32", Burst: 1, PerMinute: 1, ShadowFactor: 2})
+	for range 20 { // past the next stats read
+		h.mustStep(100 * time.Millisecond)
+	}
+	admitted := &dto.Metric{}
+	if err := admittedCounter.WithLabelValues("test", name).Write(admitted); err != nil {
+		t.Fatal(err)
+	}
+	d, s, a := gaugeValue(t, queueDepthGauge.WithLabelValues("test", name)), gaugeValue(t, shadowDepthGauge.WithLabelValues("test", name)), admitted.GetCounter().GetValue()
+	if a == 0 || d+a != 4 || s != 5 {
+		t.Fatalf("herdgate_queue_depth %v after %v admitted, herdgate_shadow_depth %v; want the ticks to admit from the 4 real places and the 5 shadow places left", d, a, s)
+	}
+	if c, o := shadowed("challenge_failed"), shadowed("over_entry_limit"); c != 2 || o != 2 {
+		t.Fatalf("herdgate_shadowed_total: %v for failed challenges and %v over the limit; want 2 and 2", c, o)
+	}
+	ch := make(chan prometheus.Metric, 100)
+	shadowDepthGauge.Collect(ch)
+	close(ch)
+	if n := len(ch); n != 1 {
+		t.Fatalf("%d herdgate_shadow_depth series; want only the room with a shadow queue's", n)
+	}
 }

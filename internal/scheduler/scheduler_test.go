@@ -61,7 +61,7 @@ func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
 	s := builder.Queue("test", name).UID(types.UID(name)).Generation(max(1, wq.Generation)).
 		Polling(500*time.Millisecond, 5*time.Second).PassTTL(time.Minute).AbandonAfter(time.Hour).Obj()
 	s.Spec.Capacity, s.Spec.Tick, s.Spec.Suspend, s.Spec.Schedule = wq.Spec.Capacity, wq.Spec.Tick, wq.Spec.Suspend, wq.Spec.Schedule
-	s.Spec.Redis, s.Spec.Events, s.Spec.Lanes = wq.Spec.Redis, wq.Spec.Events, wq.Spec.Lanes
+	s.Spec.Redis, s.Spec.Events, s.Spec.Lanes, s.Spec.Entry = wq.Spec.Redis, wq.Spec.Events, wq.Spec.Lanes, wq.Spec.Entry
 	derived, err := settings.Derive(s)
 	if err != nil {
 		h.t.Fatal(err)

@@ -421,6 +421,7 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 	st.atOnce, st.released = stats.InstantAdmittedTotal, stats.ReleasedTotal
 	st.metrics.depth.Set(float64(stats.Depth))
 	st.metrics.preQueueDepth.Set(float64(stats.PreQueued))
+	st.metrics.shadow(cfg.Shadow != nil, stats.Shadowed, stats.ShadowedChallengeFailed, stats.ShadowedOverLimit)
 	st.metrics.active.Set(float64(stats.Active))
 	polling := st.pollingAt(cfg, stats.Depth)
 	st.metrics.pollBudgetHolds.Set(boolGauge(polling.Fits))

@@ -43,6 +43,13 @@ func (ref SecretRef) CheckValue(value []byte) error {
 	return nil
 }
 
+// Shadow is spec.entry.shadowQueue: which entries go to the queue that never admits.
+type Shadow struct {
+	ChallengeFailed bool
+	// OverLimitFactor, when positive, shadows a client that asks for this many times its burst.
+	OverLimitFactor int
+}
+
 // Page is spec.page: a template from a ConfigMap (Template.Name and Key are the ConfigMap's), a
 // message, and the status of the answers a waiting visitor gets (QueueingStatus; 0 when unset, which
 // is 200 without Retry-After).
@@ -156,6 +163,25 @@ func (s *Settings) deriveEntry(spec *herdgatev1alpha1.WaitingQueueSpec) error {
 			}
 			s.Page.Template = &ref
 		}
+	}
+	if e := spec.Entry; e != nil && e.ShadowQueue != nil {
+		sq := e.ShadowQueue
+		sh := &Shadow{ChallengeFailed: sq.ChallengeFailed}
+		if f := sq.OverEntryLimitFactor; f != nil {
+			if *f < 2 || *f > 100 {
+				return fieldErr("spec.entry.shadowQueue.overEntryLimitFactor", "%d, 2 to 100 expected", *f)
+			}
+			sh.OverLimitFactor = int(*f)
+		}
+		switch {
+		case !sh.ChallengeFailed && sh.OverLimitFactor == 0:
+			return fieldErr("spec.entry.shadowQueue", "needs challengeFailed or overEntryLimitFactor")
+		case sh.ChallengeFailed && e.Challenge == nil:
+			return fieldErr("spec.entry.shadowQueue.challengeFailed", "needs entry.challenge")
+		case sh.OverLimitFactor > 0 && s.Entry == nil:
+			return fieldErr("spec.entry.shadowQueue.overEntryLimitFactor", "needs entry.perClient")
+		}
+		s.Shadow = sh
 	}
 	seen := map[string]bool{}
 	for i, b := range spec.Bypass {

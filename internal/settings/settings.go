@@ -81,6 +81,8 @@ type Settings struct {
 	Invitation  *Invitation
 	ProofOfWork *ProofOfWork
 	External    *ExternalChallenge
+	// Shadow, when set, says which entries go to the queue that never admits.
+	Shadow *Shadow
 	// Bypass are the rules that let requests through without a pass.
 	Bypass []BypassRule
 	// Lanes are the metered priority lanes (spec.lanes), in order.

@@ -259,6 +259,21 @@ func (b *QueueBuilder) Entry(e *herdgatev1alpha1.EntrySpec) *QueueBuilder {
 	return b
 }
 
+// ShadowQueue sets spec.entry.shadowQueue, keeping the rest of spec.entry: entries whose challenge
+// fails go to the shadow queue when challengeFailed, and a client's asks past overLimitFactor times
+// its burst when overLimitFactor is positive.
+func (b *QueueBuilder) ShadowQueue(challengeFailed bool, overLimitFactor int32) *QueueBuilder {
+	if b.wq.Spec.Entry == nil {
+		b.wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{}
+	}
+	sq := &herdgatev1alpha1.ShadowQueueSpec{ChallengeFailed: challengeFailed}
+	if overLimitFactor > 0 {
+		sq.OverEntryLimitFactor = &overLimitFactor
+	}
+	b.wq.Spec.Entry.ShadowQueue = sq
+	return b
+}
+
 // Page replaces spec.page: the waiting page's template and notice.
 func (b *QueueBuilder) Page(p *herdgatev1alpha1.PageSpec) *QueueBuilder {
 	b.wq.Spec.Page = p.DeepCopy()

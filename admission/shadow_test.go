@@ -1,0 +1,272 @@
+package admission_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/entry"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// wrongNonce is a nonce that does not solve challenge at difficulty.
+func wrongNonce(challenge string, difficulty int) string {
+	for n := 0; ; n++ {
+		if nonce := fmt.Sprintf("x%d", n); entry.LeadingZeroBits(challenge, nonce) < difficulty {
+			return nonce
+		}
+	}
+}
+
+// wantShadowPlace checks that r reads as an ordinary waiting answer at position of depth: the
+// fields a real waiting visitor's answer has, no error, and no place to hold.
+func wantShadowPlace(t *testing.T, what string, r response, real response, position, depth int) {
+	t.Helper()
+	body := r.json(t)
+	if r.StatusCode != http.StatusOK || body["position"] != float64(position) || body["queueDepth"] != float64(depth) {
+		t.Fatalf("%s: %d %s; want an ordinary place, %d of %d", what, r.StatusCode, r.body, position, depth)
+	}
+	realKeys := slices.Sorted(maps.Keys(real.json(t)))
+	realKeys = slices.DeleteFunc(realKeys, func(k string) bool { return k == "place" })
+	if keys := slices.Sorted(maps.Keys(body)); !slices.Equal(keys, realKeys) {
+		t.Fatalf("%s: fields %v; a real waiting visitor's answer has %v", what, keys, realKeys)
+	}
+}
+
+// TestAFailedChallengeWaitsInTheShadowQueue: with spec.entry.shadowQueue.challengeFailed, an entry
+// whose proof of work fails is answered as a place behind everyone, polls like one, and is never
+// admitted, while the real queue's positions, depth and admissions leave it out; a missing,
+// malformed, forged or expired proof is refused as before.
+func TestAFailedChallengeWaitsInTheShadowQueue(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		c := &clock{}
+		h := newHarnessWith(t, harnessOptions{now: c.now}, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+				ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 8}}}
+			*wq = *builder.From(wq).ShadowQueue(true, 0).Obj()
+		})
+		challenge := func() entry.Challenge {
+			t.Helper()
+			var ch entry.Challenge
+			r := h.visitor().do(http.MethodGet, "/.herdgate/challenge", nil)
+			if err := json.Unmarshal(r.body, &ch); err != nil || r.StatusCode != http.StatusOK {
+				t.Fatalf("GET /.herdgate/challenge: %d %s", r.StatusCode, r.body)
+			}
+			return ch
+		}
+		enter := func(v *visitor, proof string) response {
+			return v.do(http.MethodPost, "/.herdgate/enter", nil, admission.ProofHeader, proof)
+		}
+		var real []*visitor
+		var realAnswer response
+		for range 3 {
+			ch := challenge()
+			v := h.visitor()
+			if realAnswer = enter(v, ch.Challenge+":"+entry.Solve(ch.Challenge, ch.Difficulty)); realAnswer.StatusCode != http.StatusOK {
+				t.Fatalf("a solved challenge: %d %s", realAnswer.StatusCode, realAnswer.body)
+			}
+			real = append(real, v)
+		}
+
+		ch := challenge()
+		bot := h.visitor()
+		wantShadowPlace(t, "a wrong nonce", enter(bot, ch.Challenge+":"+wrongNonce(ch.Challenge, ch.Difficulty)), realAnswer, 4, 4)
+		if r := real[2].status(); r.json(t)["position"] != float64(3) || r.json(t)["queueDepth"] != float64(3) {
+			t.Fatalf("the last real visitor after the shadowed entry: %s; want 3 of 3", r.body)
+		}
+		time.Sleep(time.Second) // past the shortest poll interval, which Redis' clock measures
+		wantShadowPlace(t, "the shadowed visitor's poll", bot.status(), real[2].status(), 4, 4)
+
+		// What is no verdict on a proof is refused as before.
+		wantError(t, "no proof", h.visitor().enter(), http.StatusUnauthorized, "challenge_required")
+		wantError(t, "a proof without a nonce", enter(h.visitor(), ch.Challenge), http.StatusBadRequest, "challenge_invalid")
+		wantError(t, "a challenge the room never issued", enter(h.visitor(), "v1.AAAA.AAAA:1"), http.StatusForbidden, "challenge_invalid")
+		old := challenge()
+		c.advance(entry.ChallengeLifetime + time.Second)
+		wantError(t, "a challenge solved too late", enter(h.visitor(), old.Challenge+":"+wrongNonce(old.Challenge, old.Difficulty)), http.StatusForbidden, "challenge_expired")
+
+		// A tick with room for everyone admits the three real visitors and never the shadow place.
+		if res := h.admit(10, 0); len(res.Admitted) != 3 {
+			t.Fatalf("a tick of 10 admitted %d; want the 3 real visitors", len(res.Admitted))
+		}
+		time.Sleep(time.Second)
+		wantShadowPlace(t, "the shadowed visitor once the others are through", bot.status(), realAnswer, 1, 1)
+		if r := bot.do(http.MethodGet, "/checkout/cart", nil); r.StatusCode == http.StatusOK {
+			t.Fatalf("the shadowed visitor reached a protected route: %d %s", r.StatusCode, r.body)
+		}
+		st, err := h.q.Stats(t.Context())
+		if err != nil || st.Depth != 0 || st.Shadowed != 1 || st.ShadowedChallengeFailed != 1 {
+			t.Fatalf("stats %+v, %v; want nobody in the real queue and one shadow place of a failed challenge", st, err)
+		}
+		if got := h.metric("herdgate_proxy_requests_total", `{outcome="shadowed",route_class="enter"}`); got != 1 {
+			t.Fatalf("shadowed enters counted %v; want 1", got)
+		}
+		if got := h.metric("herdgate_proxy_requests_total", `{outcome="shadowed",route_class="status"}`); got != 2 {
+			t.Fatalf("shadowed polls counted %v; want 2", got)
+		}
+	})
+}
+
+// TestAFailedExternalChallengeWaitsInTheShadowQueue: a provider's verdict that a response failed
+// sends the entry to the shadow queue; its answers that a response is spent, expired or malformed,
+// or a provider that cannot be asked, are refused as before.
+func TestAFailedExternalChallengeWaitsInTheShadowQueue(t *testing.T) {
+	stand := &verifierStandIn{secret: "the site's secret", responses: map[string]bool{"widget-1": true},
+		errorCodes: map[string][]string{
+			"spent": {"timeout-or-duplicate"}, "expired": {"expired-input-response"}, "garbled": {"bad-request"},
+			"provider-trouble": {"internal-error"}, "forged-and-spent": {"invalid-input-response", "timeout-or-duplicate"},
+			"no-reason": {},
+		}}
+	verifier := httptest.NewServer(stand)
+	defer verifier.Close()
+	h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"captcha": {"secret": stand.secret}}},
+		func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+				External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: verifier.URL + "/siteverify",
+					SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}}
+			*wq = *builder.From(wq).ShadowQueue(true, 0).Obj()
+		})
+	enter := func(response string) response {
+		return h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, admission.ChallengeResponseHeader, response)
+	}
+	realAnswer := enter("widget-1")
+	if realAnswer.StatusCode != http.StatusOK {
+		t.Fatalf("a response the provider verifies: %d %s", realAnswer.StatusCode, realAnswer.body)
+	}
+	wantShadowPlace(t, "a response the provider judged invalid", enter("made-up"), realAnswer, 2, 2)
+	wantShadowPlace(t, "a failed answer without error codes", enter("no-reason"), realAnswer, 3, 3)
+	for _, response := range []string{"spent", "expired", "garbled", "provider-trouble", "forged-and-spent"} {
+		wantError(t, "a response answered "+strings.Join(stand.errorCodes[response], ", "), enter(response), http.StatusForbidden, "challenge_failed")
+	}
+	wantError(t, "no response", h.visitor().enter(), http.StatusUnauthorized, "challenge_required")
+	wantError(t, "a response too long to send", enter(strings.Repeat("r", 4097)), http.StatusBadRequest, "challenge_invalid")
+	verifier.Close()
+	wantError(t, "a provider that does not answer", enter("made-up-2"), http.StatusServiceUnavailable, "challenge_unavailable")
+	if st, err := h.q.Stats(t.Context()); err != nil || st.Depth != 1 || st.Shadowed != 2 {
+		t.Fatalf("stats %+v, %v; want the one verified visitor waiting and two shadow places", st, err)
+	}
+}
+
+// TestAClientFarOverItsLimitWaitsInTheShadowQueue: with overEntryLimitFactor, one address takes its
+// burst of places, is refused with 429 until it has asked for factor × burst, then gets shadow
+// places; the places of its burst stay real, and another address is not touched. Without a shadow
+// queue the same asks are all refused (TestEntriesPerClientAreLimited).
+func TestAClientFarOverItsLimitWaitsInTheShadowQueue(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{
+				PerClient:      &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](2), PerMinute: ptr.To[int32](1)},
+				TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8", "::1/128"},
+			}
+			*wq = *builder.From(wq).ShadowQueue(false, 3).Obj()
+		})
+		var got []string
+		for range 9 {
+			r := h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, "X-Forwarded-For", "198.51.100.7")
+			switch body := r.json(t); {
+			case r.StatusCode == http.StatusTooManyRequests && body["error"] == "too_many_entries":
+				got = append(got, "429")
+			case r.StatusCode == http.StatusOK && body["position"] != nil:
+				got = append(got, fmt.Sprintf("#%v", body["position"]))
+			default:
+				t.Fatalf("an entry: %d %s", r.StatusCode, r.body)
+			}
+		}
+		// Two real places, three refusals, and from the sixth ask (3 × a burst of 2) shadow places,
+		// each behind the last.
+		if want := []string{"#1", "#2", "429", "429", "429", "#3", "#4", "#5", "#6"}; !slices.Equal(got, want) {
+			t.Fatalf("asks of one address: %v; want %v", got, want)
+		}
+		if r := h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, "X-Forwarded-For", "198.51.100.8"); r.StatusCode != http.StatusOK || r.json(t)["position"] != float64(3) {
+			t.Fatalf("another address: %d %s; want a real place, 3rd", r.StatusCode, r.body)
+		}
+		st, err := h.q.Stats(t.Context())
+		if err != nil || st.Depth != 3 || st.Shadowed != 4 || st.ShadowedOverLimit != 4 {
+			t.Fatalf("stats %+v, %v; want 3 real places and 4 shadow places given over the limit", st, err)
+		}
+		if res := h.admit(10, 0); len(res.Admitted) != 3 {
+			t.Fatalf("a tick of 10 admitted %d; want the 3 real places", len(res.Admitted))
+		}
+	})
+}
+
+// TestTheShadowQueueThroughGateways: behind each gateway the guide configures, an entry whose proof
+// of work fails gets an ordinary place and polls it, and the protected route stays shut to it, while
+// a visitor who solved the challenge is admitted and goes through.
+func TestTheShadowQueueThroughGateways(t *testing.T) {
+	for name, gw := range gateways {
+		t.Run(name, func(t *testing.T) {
+			h, gateway := throughGateway(t, gw, func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+					ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 8}}}
+				*wq = *builder.From(wq).ShadowQueue(true, 0).Obj()
+			})
+			client := func() *http.Client {
+				jar, _ := cookiejar.New(nil)
+				return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			}
+			do := func(c *http.Client, method, path string, kv ...string) (int, string) {
+				t.Helper()
+				req, _ := http.NewRequest(method, gateway+path, nil)
+				for i := 0; i+1 < len(kv); i += 2 {
+					req.Header.Set(kv[i], kv[i+1])
+				}
+				res, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				body, _ := io.ReadAll(res.Body)
+				return res.StatusCode, string(body)
+			}
+			challenge := func() entry.Challenge {
+				t.Helper()
+				var ch entry.Challenge
+				if code, body := do(client(), http.MethodGet, "/.herdgate/challenge"); code != http.StatusOK || json.Unmarshal([]byte(body), &ch) != nil {
+					t.Fatalf("the challenge through %s: %d %s", name, code, body)
+				}
+				return ch
+			}
+			visitor, bot := client(), client()
+			ch := challenge()
+			if code, body := do(visitor, http.MethodPost, "/.herdgate/enter", admission.ProofHeader, ch.Challenge+":"+entry.Solve(ch.Challenge, ch.Difficulty)); code != http.StatusOK || !strings.Contains(body, `"position":1,`) {
+				t.Fatalf("a solved challenge through %s: %d %s", name, code, body)
+			}
+			ch = challenge()
+			if code, body := do(bot, http.MethodPost, "/.herdgate/enter", admission.ProofHeader, ch.Challenge+":"+wrongNonce(ch.Challenge, ch.Difficulty)); code != http.StatusOK || !strings.Contains(body, `"position":2,"queueDepth":2`) || strings.Contains(body, `"error"`) {
+				t.Fatalf("a failed challenge through %s: %d %s; want an ordinary place, 2 of 2", name, code, body)
+			}
+			h.admit(10, 0)
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				time.Sleep(600 * time.Millisecond)
+				if _, body := do(visitor, http.MethodGet, "/.herdgate/status"); strings.Contains(body, `"admitted":true`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the visitor who solved the challenge was never admitted through %s", name)
+				}
+			}
+			if code, body := do(bot, http.MethodGet, "/.herdgate/status"); code != http.StatusOK || !strings.Contains(body, `"position":1,"queueDepth":1`) {
+				t.Fatalf("the shadowed visitor's poll through %s: %d %s; want 1 of 1, still waiting", name, code, body)
+			}
+			if code, _ := do(bot, http.MethodPost, "/api/v1/orders"); code == http.StatusOK {
+				t.Fatalf("the shadowed visitor's order went through %s", name)
+			}
+			if code, body := do(visitor, http.MethodPost, "/api/v1/orders"); code != http.StatusOK {
+				t.Fatalf("the admitted visitor's order through %s: %d %s", name, code, body)
+			}
+		})
+	}
+}
