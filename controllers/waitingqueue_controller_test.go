@@ -380,6 +380,13 @@ var _ = Describe("WaitingQueue reconciler", func() {
 
 		// Dropping a lane moves its visitors to the main queue, at their arrival.
 		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		// The queue may have drained by now: the tick that publishes the suspension also takes back
+		// the instant budget, so the late member cannot be admitted at once.
+		Eventually(func(g Gomega) {
+			plan, err := q.ReadPlan(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(plan.Suspended).To(BeTrue())
+		}, timeout, interval).Should(Succeed())
 		late, err := q.EnterFrom(ctx, "m-late", time.Hour, queue.EntryLimit{Lane: "members"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(late.Lane).To(Equal("members"))

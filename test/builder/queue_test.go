@@ -67,6 +67,8 @@ func TestEverySpecSectionHasASetter(t *testing.T) {
 		"Identity":        func(b *QueueBuilder) { b.Identity("X-User-Id") },
 		"Redis":           func(b *QueueBuilder) { b.Redis("redis", "url") },
 		"Proxy":           func(b *QueueBuilder) { b.Proxy(&herdgatev1alpha1.ProxySpec{Replicas: ptr.To[int32](3)}) },
+		"Events":          func(b *QueueBuilder) { b.Events(Event("launch", now, now.Add(time.Hour))) },
+		"Lanes":           func(b *QueueBuilder) { b.Lanes(LaneByCode("members", 20, "codes", "key")) },
 	}
 	spec := reflect.TypeFor[herdgatev1alpha1.WaitingQueueSpec]()
 	for i := range spec.NumField() {
