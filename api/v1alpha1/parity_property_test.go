@@ -95,6 +95,10 @@ var fieldPools = map[string][]any{
 	"schedule.opensAt":                           times(),
 	"schedule.preQueueFrom":                      append(times(), absent),
 	"schedule.closesAt":                          append(times(), absent),
+	"draw.seedSource":                            drawSeedSources(),
+	"draw.beacon.url":                            urls(),
+	"draw.beacon.chainHash":                      chainHashes(),
+	"draw.beacon.maxWait":                        append(durations("1s", "1m", "1h", "999ms", "1h0m1s"), absent),
 	"entry.perClient.burst":                      append(ints(0, 1, 10, 100000, 100001), absent),
 	"entry.perClient.perMinute":                  append(ints(0, 1, 30, 600000, 600001), absent),
 	"entry.perClient.ipv4PrefixLength":           append(ints(7, 8, 24, 32, 33), absent),
@@ -141,6 +145,10 @@ var fieldPools = map[string][]any{
 	"events[].page.message":                {"", "The sale is on", strings.Repeat("가", 500), strings.Repeat("가", 501), strings.Repeat("a", 501), absent},
 	"events[].session.ttl":                 append(durations("10s", "5m", "24h", "9s", "24h0m1s"), absent),
 	"events[].session.maxSession":          append(durations("5m", "1h", "24h", "4m59s", "25h"), absent),
+	"events[].draw.seedSource":             drawSeedSources(),
+	"events[].draw.beacon.url":             urls(),
+	"events[].draw.beacon.chainHash":       chainHashes(),
+	"events[].draw.beacon.maxWait":         append(durations("1s", "30s", "1h", "0s", "2h"), absent),
 	"lanes": {absent, []any{}, distinctLanes(8, 12), distinctLanes(9, 10), distinctLanes(2, 50), distinctLanes(3, 33),
 		[]any{lane("members", 20), lane("members", 30)}},
 	"lanes[].name":                                     {"members", "m", "a-b", "main", "Members", "-a", "a-", "a_b", strings.Repeat("a", 63), strings.Repeat("a", 64), ""},
@@ -197,12 +205,24 @@ var fieldParents = map[string]map[string]any{
 	"page.template":          {"name": "shop-page", "key": "page.html"},
 	"bypass[].header":        {"name": "X-Monitor-Token", "valueSecretRef": map[string]any{"name": "monitor", "key": "token"}},
 	"events[].page.template": {"name": "sale-page", "key": "page.html"},
+	"draw.beacon":            {"url": "https://beacon.example", "chainHash": strings.Repeat("5a", 32)},
+	"events[].draw.beacon":   {"url": "https://beacon.example/mirror", "chainHash": strings.Repeat("0f", 32)},
 	"lanes[].join.code":      {"keySecretRef": map[string]any{"name": "codes", "key": "key"}},
 	"lanes[].join.header":    {"name": "X-Member-Tier", "valueSecretRef": map[string]any{"name": "members", "key": "tier"}},
 	"lanes[].join.cookie":    {"name": "member", "valueSecretRef": map[string]any{"name": "members", "key": "cookie"}},
 	"redis.secretRef":        {"name": "redis"},
 	"upstream.service":       {"name": "orders", "port": 8080},
 	"proxy.autoscaling":      {"maxReplicas": 4},
+}
+
+// drawSeedSources are values of a draw's seedSource: both of the enum, and some that are not.
+func drawSeedSources() []any {
+	return []any{"CommitReveal", "Beacon", "beacon", "Random", "", absent}
+}
+
+// chainHashes are values of a beacon's chainHash: 64 lower-case hex digits, and near misses.
+func chainHashes() []any {
+	return []any{strings.Repeat("ab", 32), strings.Repeat("ab", 31) + "a", strings.Repeat("AB", 32), strings.Repeat("ab", 32) + "0", strings.Repeat("g", 64), ""}
 }
 
 // event is an event from start to end that overrides nothing.

@@ -224,6 +224,31 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Lanes = []herdgatev1alpha1.Lane{{Name: "members", WeightPercent: 20, Join: herdgatev1alpha1.LaneJoin{Invitation: true}}}
 			},
 			"spec.lanes", "needs entry.invitation"),
+		Entry("a beacon without seedSource Beacon",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Draw = &herdgatev1alpha1.DrawSpec{Beacon: &herdgatev1alpha1.BeaconSpec{URL: "https://beacon.example", ChainHash: strings.Repeat("ab", 32)}}
+			},
+			"spec.draw.beacon", "beacon is set with seedSource Beacon, and only then"),
+		Entry("seedSource Beacon without a beacon",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Draw = &herdgatev1alpha1.DrawSpec{SeedSource: herdgatev1alpha1.DrawSeedBeacon}
+			},
+			"spec.draw.beacon", "beacon is set with seedSource Beacon, and only then"),
+		Entry("a chain hash in upper case",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				*wq = *builder.From(wq).Beacon("https://beacon.example", strings.Repeat("AB", 32), 0).Obj()
+			},
+			"spec.draw.beacon.chainHash", "should match"),
+		Entry("a beacon waited for two hours",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				*wq = *builder.From(wq).Beacon("https://beacon.example", strings.Repeat("ab", 32), 2*time.Hour).Obj()
+			},
+			"spec.draw.beacon.maxWait", "between 1s and 1h"),
+		Entry("a beacon address with credentials",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				*wq = *builder.From(wq).Beacon("https://user:pw@beacon.example", strings.Repeat("ab", 32), 0).Obj()
+			},
+			"spec.draw.beacon.url", "must not hold credentials"),
 		Entry("a shadow queue with no trigger",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{ShadowQueue: &herdgatev1alpha1.ShadowQueueSpec{}}

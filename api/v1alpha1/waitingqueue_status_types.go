@@ -147,6 +147,12 @@ type WaitingQueueStatus struct {
 	// +optional
 	Seed string `json:"seed,omitempty"`
 
+	// draw says where the seed of the next draw comes from, or of the last once it began: for a
+	// room whose draw takes a beacon's round (spec.draw), the round it committed to, the chain that
+	// checks it and, once the draw began, the round's signature and the source the draw used.
+	// +optional
+	Draw *DrawStatus `json:"draw,omitempty"`
+
 	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
 	// RedisAvailable, Admitting, ProxyAvailable, Open, WithinPollBudget and, with an Adaptive capacity, Adapted.
 	// +optional
@@ -219,4 +225,78 @@ type PollingStatus struct {
 	// condition says so).
 	// +optional
 	SupportedDepth int64 `json:"supportedDepth,omitempty"`
+}
+
+// DrawStatus is where the seed of a draw comes from.
+type DrawStatus struct {
+	// opensAt names the opening the draw is for.
+	// +optional
+	OpensAt *metav1.Time `json:"opensAt,omitempty"`
+
+	// seedSource is the source of the draw's seed: Beacon while it is to come from the beacon, and
+	// once it did; CommitReveal when the room has no beacon, or fell back to its committed secret
+	// alone (fallbackReason says why).
+	// +optional
+	SeedSource DrawSeedSource `json:"seedSource,omitempty"`
+
+	// fallbackReason says why a draw meant to take a beacon's round drew with the committed secret
+	// alone: the round did not come, or did not verify, within maxWait.
+	// +optional
+	FallbackReason string `json:"fallbackReason,omitempty"`
+
+	// beacon is the beacon's chain and the round the draw committed to.
+	// +optional
+	Beacon *BeaconStatus `json:"beacon,omitempty"`
+}
+
+// BeaconStatus is a beacon's chain, as its info answer described it, and the round a draw committed
+// to: everything kubectl herdgate draw verify needs to check the draw offline.
+type BeaconStatus struct {
+	// chainHash names the chain; the fields below hash to it.
+	ChainHash string `json:"chainHash"`
+
+	// round is the round the draw committed to: the first the chain publishes after the pre-queue
+	// freezes at opening.
+	// +optional
+	Round int64 `json:"round,omitempty"`
+
+	// roundAt is when the chain publishes that round.
+	// +optional
+	RoundAt *metav1.Time `json:"roundAt,omitempty"`
+
+	// publicKey is the chain's public key, hex, which checks its rounds.
+	PublicKey string `json:"publicKey"`
+
+	// scheme is the chain's signature scheme, for example bls-unchained-g1-rfc9380.
+	Scheme string `json:"scheme"`
+
+	// periodSeconds is the time between the chain's rounds.
+	// +optional
+	PeriodSeconds int64 `json:"periodSeconds,omitempty"`
+
+	// genesisTime is when the chain published round 1, in Unix seconds.
+	// +optional
+	GenesisTime int64 `json:"genesisTime,omitempty"`
+
+	// genesisSeed is the chain's genesis seed, hex; with the fields above and beaconID it hashes to
+	// chainHash.
+	// +optional
+	GenesisSeed string `json:"genesisSeed,omitempty"`
+
+	// beaconID names the chain among those of its group; empty for the group's default chain.
+	// +optional
+	BeaconID string `json:"beaconID,omitempty"`
+
+	// randomness is the round's randomness, hex, once the draw took it: SHA-256 of its signature.
+	// +optional
+	Randomness string `json:"randomness,omitempty"`
+
+	// signature is the round's BLS signature, hex, as the beacon served it.
+	// +optional
+	Signature string `json:"signature,omitempty"`
+
+	// previousSignature is the previous round's signature, hex, which a chained scheme's round
+	// signs too; empty for unchained schemes.
+	// +optional
+	PreviousSignature string `json:"previousSignature,omitempty"`
 }

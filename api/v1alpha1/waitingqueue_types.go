@@ -127,6 +127,12 @@ type WaitingQueueSpec struct {
 	// +optional
 	Schedule *ScheduleSpec `json:"schedule,omitempty"`
 
+	// draw says where the seed of a pre-queue's draw comes from: the schedule's, and that of each
+	// event with preQueueFrom that sets no draw of its own. Unset, the seed is the room's secret,
+	// committed to in status before the pre-queue opens (CommitReveal).
+	// +optional
+	Draw *DrawSpec `json:"draw,omitempty"`
+
 	// entry bounds who takes places and how fast: a limit per client address, counted in Redis and
 	// shared by every proxy replica, and the load balancers whose X-Forwarded-For the proxy believes.
 	// +optional
@@ -994,6 +1000,73 @@ type Event struct {
 	// session overrides how long a pass lasts during the event (spec.pass.ttl and maxSession).
 	// +optional
 	Session *EventSession `json:"session,omitempty"`
+
+	// draw overrides spec.draw for the event's launch (with preQueueFrom).
+	// +optional
+	Draw *DrawSpec `json:"draw,omitempty"`
+}
+
+// DrawSeedSource says where the seed of a pre-queue's draw comes from.
+// +kubebuilder:validation:Enum=CommitReveal;Beacon
+type DrawSeedSource string
+
+const (
+	// DrawSeedCommitReveal draws with the room's secret seed, whose SHA-256 status publishes before
+	// the pre-queue opens and which status reveals at the draw. Whoever reads the room's Secret
+	// knows the order before the pre-queue freezes.
+	DrawSeedCommitReveal DrawSeedSource = "CommitReveal"
+	// DrawSeedBeacon draws with a seed made of that secret and a round of a public randomness
+	// beacon published after the pre-queue froze: nobody knows the order before the freeze.
+	DrawSeedBeacon DrawSeedSource = "Beacon"
+)
+
+// DrawSpec is where the seed of a pre-queue's draw comes from.
+// +kubebuilder:validation:XValidation:rule="(has(self.seedSource) && self.seedSource == 'Beacon') == has(self.beacon)",message="beacon is set with seedSource Beacon, and only then",fieldPath=".beacon"
+type DrawSpec struct {
+	// seedSource is CommitReveal (the default) or Beacon: with Beacon, the room commits to the
+	// first round of the beacon's chain published after the pre-queue freezes at opening, waits for
+	// it, checks its BLS signature with the chain's public key, and draws with HMAC-SHA256 of the
+	// room's committed secret over the round's randomness. If the round does not come, or does not
+	// verify, within beacon.maxWait, the draw falls back to the committed secret alone, and status,
+	// an Event and kubectl herdgate draw verify say so.
+	// +optional
+	SeedSource DrawSeedSource `json:"seedSource,omitempty"`
+
+	// beacon is the randomness beacon, with seedSource Beacon.
+	// +optional
+	Beacon *BeaconSpec `json:"beacon,omitempty"`
+}
+
+// BeaconSpec names a public randomness beacon in the drand format and how long a draw waits for it.
+type BeaconSpec struct {
+	// url is the base address of the beacon's HTTP API, which serves <url>/<chainHash>/info and
+	// <url>/<chainHash>/public/<round>: a drand relay, or a mirror of one the cluster can reach.
+	// The chain hash makes a mirror safe: it can serve the chain, or nothing, never another one.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="url must not hold credentials (user:password@)"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="url must not hold a query or fragment"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[^\\]/?#@]*\\]|[^:/?#@\\[\\]]*)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#]|$)')`,message="url port, when it names one, must be between 1 and 65535, without leading zeros"
+	URL string `json:"url"`
+
+	// chainHash names the chain: 64 lower-case hex digits, as the chain's info answer gives it (for
+	// drand's quicknet, 52db9ba70e0cc0f6eaf7803dd07447a1f5477735fd3f661792ba94600c84e971). It is
+	// the SHA-256 of the chain's period, genesis, public key and seed, so it pins the public key
+	// every round is checked with.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	ChainHash string `json:"chainHash"`
+
+	// maxWait is how long the draw waits, past the committed round's time, for a round that
+	// verifies, before it falls back to the committed secret. Between 1s and 1h; 1m by default.
+	// Meanwhile the room is Opening and admits nobody.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="maxWait must be between 1s and 1h"
+	MaxWait *metav1.Duration `json:"maxWait,omitempty"`
 }
 
 // EventCapacity is the capacity an event runs at; unset fields come from spec.capacity.

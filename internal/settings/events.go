@@ -177,6 +177,9 @@ func withEvent(wq *herdgatev1alpha1.WaitingQueue, ev herdgatev1alpha1.Event) *he
 			spec.Pass.MaxSession = ss.MaxSession
 		}
 	}
+	if ev.Draw != nil {
+		spec.Draw = ev.Draw
+	}
 	if ev.PreQueueFrom != nil {
 		from := *ev.PreQueueFrom
 		spec.Schedule = &herdgatev1alpha1.ScheduleSpec{OpensAt: metav1.NewTime(ev.Start.Time), PreQueueFrom: &from}
@@ -192,6 +195,7 @@ var eventFields = []struct{ spec, event string }{
 	{"spec.pass.ttl", "session.ttl"},
 	{"spec.pass.maxSession", "session.maxSession"},
 	{"spec.pass", "session"},
+	{"spec.draw", "draw"},
 	{"spec.schedule.opensAt", "start"},
 	{"spec.schedule", "preQueueFrom"},
 }

@@ -2,6 +2,7 @@ package settings_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,11 @@ func TestEventsTheRoomCannotRun(t *testing.T) {
 			Events(ev(func(e *herdgatev1alpha1.Event) {
 				e.Session = &herdgatev1alpha1.EventSession{TTL: &metav1.Duration{Duration: time.Hour}}
 			})).Obj(), "spec.events"},
+		"an event's beacon at an address with a query": {builder.Queue("shop", "orders").Events(ev(func(e *herdgatev1alpha1.Event) {
+			e.PreQueueFrom = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
+			e.Draw = &herdgatev1alpha1.DrawSpec{SeedSource: herdgatev1alpha1.DrawSeedBeacon,
+				Beacon: &herdgatev1alpha1.BeaconSpec{URL: "https://beacon.example/?x=1", ChainHash: strings.Repeat("ab", 32)}}
+		})).Obj(), "spec.events[0].draw.beacon.url"},
 		"events and a schedule": {builder.Queue("shop", "orders").Schedule(t0.Add(-time.Hour), t0.Add(-time.Minute), time.Time{}).
 			Events(ev(func(*herdgatev1alpha1.Event) {})).Obj(), "spec.events"},
 	} {
@@ -106,5 +112,33 @@ func TestEventsTheRoomCannotRun(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("%s: %v; want an error naming %s", name, err, c.field)
 		}
+	}
+}
+
+// TestALaunchDrawsWithItsOwnBeacon: a launch draws with the room's beacon (spec.draw) unless the
+// event names its own; the schedule's opening draws with the room's.
+func TestALaunchDrawsWithItsOwnBeacon(t *testing.T) {
+	t0 := time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)
+	room, mirror := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	first := builder.Event("first", t0.Add(time.Hour), t0.Add(2*time.Hour))
+	first.PreQueueFrom = ptr.To(metav1.NewTime(t0.Add(50 * time.Minute)))
+	second := builder.Event("second", t0.Add(3*time.Hour), t0.Add(4*time.Hour))
+	second.PreQueueFrom = ptr.To(metav1.NewTime(t0.Add(170 * time.Minute)))
+	second.Draw = &herdgatev1alpha1.DrawSpec{SeedSource: herdgatev1alpha1.DrawSeedBeacon,
+		Beacon: &herdgatev1alpha1.BeaconSpec{URL: "https://mirror.example/drand", ChainHash: mirror, MaxWait: &metav1.Duration{Duration: 5 * time.Minute}}}
+	wq := builder.Queue("shop", "orders").Beacon("https://beacon.example", room, 0).Events(first, second).Obj()
+	s, err := settings.Derive(wq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := s.NextOpening(t0).Beacon; b == nil || b.ChainHash != room || b.MaxWait != settings.DefaultBeaconMaxWait {
+		t.Fatalf("the first launch's beacon = %+v; want the room's, waiting the default", b)
+	}
+	if b := s.NextOpening(t0.Add(2 * time.Hour)).Beacon; b == nil || b.ChainHash != mirror || b.URL != "https://mirror.example/drand" || b.MaxWait != 5*time.Minute {
+		t.Fatalf("the second launch's beacon = %+v; want its own", b)
+	}
+	plain := builder.Queue("shop", "orders").Schedule(t0, t0.Add(time.Hour), time.Time{}).Obj()
+	if s, err := settings.Derive(plain); err != nil || s.Schedule.Beacon != nil {
+		t.Fatalf("a schedule without spec.draw: beacon %+v, %v; want none", s.Schedule.Beacon, err)
 	}
 }

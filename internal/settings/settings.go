@@ -114,6 +114,8 @@ type EntryLimit struct {
 // Schedule is when a launch happens; ClosesAt is zero when it does not close.
 type Schedule struct {
 	PreQueueFrom, OpensAt, ClosesAt time.Time
+	// Beacon, when set, is the beacon whose round the opening's draw takes (spec.draw).
+	Beacon *Beacon
 }
 
 // PhaseAt is the phase the schedule gives time t. The scheduler asks it on its tick grid, and
@@ -255,6 +257,9 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		s.ReleaseKey = &ref
 	}
 	if err := s.deriveSchedule(spec); err != nil {
+		return nil, err
+	}
+	if err := s.deriveDraw(spec); err != nil {
 		return nil, err
 	}
 	if err := s.deriveClients(spec); err != nil {

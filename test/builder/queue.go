@@ -156,6 +156,17 @@ func (b *QueueBuilder) Schedule(preQueueFrom, opensAt, closesAt time.Time) *Queu
 	return b
 }
 
+// Beacon draws the room's pre-queues with a round of the beacon at url whose chain hash is
+// chainHash (spec.draw), waiting maxWait for it (0: the default).
+func (b *QueueBuilder) Beacon(url, chainHash string, maxWait time.Duration) *QueueBuilder {
+	bs := &herdgatev1alpha1.BeaconSpec{URL: url, ChainHash: chainHash}
+	if maxWait > 0 {
+		bs.MaxWait = &metav1.Duration{Duration: maxWait}
+	}
+	b.wq.Spec.Draw = &herdgatev1alpha1.DrawSpec{SeedSource: herdgatev1alpha1.DrawSeedBeacon, Beacon: bs}
+	return b
+}
+
 // UpstreamURL sends requests to url instead of the orders Service.
 func (b *QueueBuilder) UpstreamURL(url string) *QueueBuilder {
 	b.wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To(url)}

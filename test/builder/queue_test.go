@@ -69,6 +69,9 @@ func TestEverySpecSectionHasASetter(t *testing.T) {
 		"Proxy":           func(b *QueueBuilder) { b.Proxy(&herdgatev1alpha1.ProxySpec{Replicas: ptr.To[int32](3)}) },
 		"Events":          func(b *QueueBuilder) { b.Events(Event("launch", now, now.Add(time.Hour))) },
 		"Lanes":           func(b *QueueBuilder) { b.Lanes(LaneByCode("members", 20, "codes", "key")) },
+		"Draw": func(b *QueueBuilder) {
+			b.Beacon("https://beacon.example", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 0)
+		},
 	}
 	spec := reflect.TypeFor[herdgatev1alpha1.WaitingQueueSpec]()
 	for i := range spec.NumField() {
