@@ -99,6 +99,22 @@ func (q *Queue) BeginDraw(ctx context.Context, opensAt time.Time, after phase.Ph
 	return st, nil
 }
 
+// SettleDrawSeed keeps record as the seed of the draw of the opening at opensAt, unless one was
+// kept already, and returns the one kept: every scheduler that finishes a draw orders it by the
+// seed the first one settled (a beacon's round, or the fallback to the committed secret). An empty
+// record only reads it ("" when none is kept). The draw must have begun (BeginDraw); ErrDrawMoved
+// says another opening's draw is the latest.
+func (q *Queue) SettleDrawSeed(ctx context.Context, opensAt time.Time, record string) (string, error) {
+	kept, err := drawScript.Run(ctx, q.rdb, q.drawKeys(), "seed", opensAt.UnixMilli(), record).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", ErrDrawMoved
+	case err != nil:
+		return "", fmt.Errorf("settling the draw seed of queue %s: %w", q.prefix, err)
+	}
+	return kept, nil
+}
+
 // ReadDrawState reads the state of the latest draw; zero when none began.
 func (q *Queue) ReadDrawState(ctx context.Context) (DrawState, error) {
 	vals, err := q.rdb.HMGet(ctx, q.keys.draw, "opensAt", "base", "size", "placed", "step", "done", "dropped").Result()

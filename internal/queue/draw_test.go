@@ -107,6 +107,19 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	if again, err := q.BeginDraw(ctx, opensAt, phase.Open); err != nil || again != st {
 		t.Fatalf("BeginDraw again = %+v, %v; want the same draw %+v", again, err, st)
 	}
+	// The first seed settled is the draw's, for every scheduler that finishes it.
+	if kept, err := q.SettleDrawSeed(ctx, opensAt, ""); err != nil || kept != "" {
+		t.Fatalf("the seed of a draw none settled = %q, %v; want none", kept, err)
+	}
+	if kept, err := q.SettleDrawSeed(ctx, opensAt, "beacon round 7"); err != nil || kept != "beacon round 7" {
+		t.Fatalf("settling the seed = %q, %v", kept, err)
+	}
+	if kept, err := q.SettleDrawSeed(ctx, opensAt, "fallback"); err != nil || kept != "beacon round 7" {
+		t.Fatalf("a second scheduler settling another seed = %q, %v; want the first", kept, err)
+	}
+	if _, err := q.SettleDrawSeed(ctx, opensAt.Add(time.Minute), "x"); !errors.Is(err, ErrDrawMoved) {
+		t.Fatalf("settling the seed of another opening: %v; want ErrDrawMoved", err)
+	}
 	publishPhase(t, q, phase.PreQueue)
 	if plan, err := q.ReadPlan(ctx); err != nil || plan.Phase != phase.Opening {
 		t.Fatalf("the plan while drawing says %q (%v), want Opening", plan.Phase, err)
@@ -213,6 +226,9 @@ func testScheduleAndDraw(t *testing.T, b backend) {
 	second, err := q.BeginDraw(ctx, opensAt.Add(time.Hour), phase.Closed)
 	if err != nil || second.Size != 5 || second.Base <= st.Base+st.Size {
 		t.Fatalf("the second BeginDraw = %+v, %v", second, err)
+	}
+	if kept, err := q.SettleDrawSeed(ctx, opensAt.Add(time.Hour), ""); err != nil || kept != "" {
+		t.Fatalf("the seed of the second opening = %q, %v; want none of the first's", kept, err)
 	}
 	if _, err := q.BeginDraw(ctx, opensAt.Add(2*time.Hour), phase.Open); !errors.Is(err, ErrDrawMoved) {
 		t.Fatalf("a third draw while the second runs: %v, want ErrDrawMoved", err)

@@ -28,6 +28,10 @@ type DrawProgress struct {
 	// them: the longest Redis stayed busy with the draw at a stretch.
 	Calls       int
 	LongestCall time.Duration
+	// Seed is where the draw's seed came from, once it was settled; BeaconError the last failure
+	// to get a round that verifies, while the draw waits for its beacon.
+	Seed        *DrawSeed
+	BeaconError string
 }
 
 // errNoSeed: the room opened but the scheduler was given no seed to draw the pre-queue with. The
@@ -62,7 +66,8 @@ func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, curren
 		if err := r.forgetEarlierOpening(ctx, st, cfg); err != nil {
 			return err
 		}
-		if done, err := r.loadDraw(ctx, st, cfg, current, start); done || err != nil {
+		if done, err := r.loadDraw(ctx, st, cfg, current, start); done || err != nil || st.draw == nil {
+			// Done, failed, or waiting for the beacon's round: the next tick goes on.
 			return err
 		}
 	}
@@ -190,7 +195,11 @@ func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Queue, curren
 		}
 		after = page[len(page)-1]
 	}
-	draw.Order(cfg.DrawSeed, order)
+	seed, ready, err := r.drawSeedOf(ctx, st, cfg, opensAt)
+	if err != nil || !ready {
+		return false, err
+	}
+	draw.Order(seed, order)
 	st.draw = &drawRun{state: ds, order: order}
 	r.progress(ds, time.Time{})
 	r.update(func(s *Snapshot) {

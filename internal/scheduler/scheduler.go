@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,6 +188,8 @@ type Scheduler struct {
 	wakeSlot time.Duration
 	// gridPhase places a room's grid within its tick (GridPhase).
 	gridPhase func(types.NamespacedName, time.Duration) time.Duration
+	// beaconHTTP calls the beacons of draws (spec.draw).
+	beaconHTTP *http.Client
 
 	mu      sync.Mutex
 	ctx     context.Context // from Start; nil before
@@ -200,7 +203,8 @@ var _ interface {
 
 // New returns a scheduler drawing Redis clients from pool.
 func New(pool *queue.Pool, opts ...Option) *Scheduler {
-	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}, idleSleep: defaultIdleSleep, wakeSlot: defaultWakeSlot, gridPhase: GridPhase}
+	s := &Scheduler{pool: pool, clock: clock.RealClock{}, runners: map[types.UID]*runner{}, idleSleep: defaultIdleSleep, wakeSlot: defaultWakeSlot, gridPhase: GridPhase,
+		beaconHTTP: defaultBeaconHTTP}
 	s.newRand = func() RandSource { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
 	for _, o := range opts {
 		o(s)

@@ -62,6 +62,7 @@ func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
 		Polling(500*time.Millisecond, 5*time.Second).PassTTL(time.Minute).AbandonAfter(time.Hour).Obj()
 	s.Spec.Capacity, s.Spec.Tick, s.Spec.Suspend, s.Spec.Schedule = wq.Spec.Capacity, wq.Spec.Tick, wq.Spec.Suspend, wq.Spec.Schedule
 	s.Spec.Redis, s.Spec.Events, s.Spec.Lanes, s.Spec.Entry = wq.Spec.Redis, wq.Spec.Events, wq.Spec.Lanes, wq.Spec.Entry
+	s.Spec.Draw = wq.Spec.Draw
 	derived, err := settings.Derive(s)
 	if err != nil {
 		h.t.Fatal(err)

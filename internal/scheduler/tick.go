@@ -83,8 +83,10 @@ type tickState struct {
 	// notifiedAt is when the reconciler was told last: a change of live figures alone waits for
 	// liveNotifyInterval after it.
 	notifiedAt time.Time
-	draw       *drawRun  // the pre-queue's draw under way
-	drawnFor   time.Time // the opening whose draw is done
+	draw       *drawRun // the pre-queue's draw under way
+	// beacon is the draw waiting for its beacon's round, when it does.
+	beacon   *beaconWait
+	drawnFor time.Time // the opening whose draw is done
 	// forgotFor is the opening whose earlier passes this runner dropped (queue.ForgetPassesBefore).
 	forgotFor time.Time
 	workload  workloadState

@@ -11,13 +11,27 @@
 -- ARGV[1] "begin": ARGV[2] opensAt ms (names the draw), ARGV[3] phase after the draw.
 -- ARGV[1] "place": ARGV[2] opensAt ms, ARGV[3] the step expected, ARGV[4] abandon-after ms,
 -- ARGV[5] phase after the draw, ARGV[6..] arrivals in drawn order.
--- Both return {moved, opensAt, base, size, placed, step, done, dropped}: moved is 1 when the call
--- did what it was asked, 0 when the state had moved on (or another draw is running).
+-- ARGV[1] "seed": ARGV[2] opensAt ms, ARGV[3] the record of the draw's seed ("" only reads it).
+-- Begin and place return {moved, opensAt, base, size, placed, step, done, dropped}: moved is 1 when
+-- the call did what it was asked, 0 when the state had moved on (or another draw is running). Seed
+-- returns the record the draw keeps, the first written for it, or false when the draw is another's.
 local FIELDS = {'opensAt', 'base', 'size', 'placed', 'step', 'done', 'dropped'}
 local function reply(moved, s)
   return {moved, s[1] or '', s[2] or '0', s[3] or '0', s[4] or '0', s[5] or '0', s[6] or '0', s[7] or '0'}
 end
 local state = redis.call('HMGET', KEYS[4], unpack(FIELDS))
+
+if ARGV[1] == 'seed' then
+  -- The first scheduler to settle the draw's seed (a beacon's round, or the fallback) settles it
+  -- for every scheduler that finishes the draw after it.
+  if state[1] ~= ARGV[2] then
+    return false
+  end
+  if ARGV[3] ~= '' then
+    redis.call('HSETNX', KEYS[4], 'seed', ARGV[3])
+  end
+  return redis.call('HGET', KEYS[4], 'seed') or ''
+end
 
 if ARGV[1] == 'begin' then
   if state[1] and (state[1] == ARGV[2] or state[6] == '0') then
@@ -34,6 +48,7 @@ if ARGV[1] == 'begin' then
   local done = size == 0 and '1' or '0'
   local s = {ARGV[2], int(base), int(size), '0', '0', done, '0'}
   redis.call('HSET', KEYS[4], 'opensAt', s[1], 'base', s[2], 'size', s[3], 'placed', '0', 'step', '0', 'done', done, 'dropped', '0')
+  redis.call('HDEL', KEYS[4], 'seed')
   redis.call('HSET', KEYS[5], 'phase', done == '1' and ARGV[3] or PHASE_OPENING)
   return reply(1, s)
 end
