@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -74,6 +75,10 @@ type WaitingQueueReconciler struct {
 	liveWritten sync.Map // types.UID → time.Time
 	// derived are the queues' settings by generation (derive).
 	derived sync.Map // types.UID → derivedSettings
+	// beaconChains are the beacons' chains read so far, by address and chain hash (draw.go).
+	beaconChains sync.Map // beaconKey → beacon.Chain
+	// BeaconHTTP reads the beacons' chains; nil means a client with a short timeout.
+	BeaconHTTP *http.Client
 }
 
 // The manager writes with patches (server-side apply, merge patches), never with full updates. It
@@ -155,7 +160,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	setPlanStatus(wq, cur)
 	wq.Status.Event = cur.Event
 	r.setStatus(wq, cur, snap, nil)
-	r.setDrawStatus(wq, s, snap, seed)
+	r.setDrawStatus(ctx, wq, s, snap, seed)
 	r.setProgrammed(wq, applyErr, snap)
 	hold := r.holdLiveStatus(before, wq)
 	if err := r.patchStatus(ctx, before, wq); err != nil {

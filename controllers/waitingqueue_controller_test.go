@@ -31,6 +31,7 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
+	"github.com/herdgate/herdgate/internal/beacon"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/pass"
@@ -658,6 +659,110 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			g.Expect(reasons).To(HaveKey("PhaseChanged " + herdgatev1alpha1.ReasonOpen))
 			g.Expect(reasons).To(HaveKey("SeedRevealed The pre-queue's draw began; its seed is " + hex.EncodeToString(seed) + " (SHA-256 " + commitment + ", as committed in status.seedCommitment)"))
 		}, timeout, interval).Should(Succeed())
+	})
+
+	It("commits to a beacon's round before the pre-queue and draws with it, or without it when it fails", func() {
+		for _, tc := range []struct {
+			name    string
+			forge   bool
+			source  herdgatev1alpha1.DrawSeedSource
+			event   string
+			maxWait time.Duration
+		}{
+			{name: "orders-beacon", source: herdgatev1alpha1.DrawSeedBeacon, event: "BeaconRoundTaken", maxWait: 30 * time.Second},
+			{name: "orders-forged", forge: true, source: herdgatev1alpha1.DrawSeedCommitReveal, event: "BeaconFallback", maxWait: time.Second},
+		} {
+			By(tc.name)
+			b := testenv.StartBeacon(GinkgoT(), testenv.BeaconOptions{})
+			if tc.forge {
+				b.Forge()
+			}
+			now := time.Now()
+			preQueueFrom, opensAt := now.Add(4*time.Second), now.Add(9*time.Second)
+			wq := builder.Queue(mainNamespace, tc.name).Schedule(preQueueFrom, opensAt, time.Time{}).Beacon(b.URL, b.Hash, tc.maxWait).Obj()
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+			q := engineQueue(wq)
+
+			chain := beacon.Chain{Period: b.Period, GenesisTime: b.Genesis.Unix()}
+			round := chain.RoundAfter(opensAt.Truncate(time.Second))
+			Eventually(func(g Gomega) {
+				st := get(wq).Status
+				g.Expect(st.SeedCommitment).To(HaveLen(64))
+				g.Expect(st.Draw).NotTo(BeNil())
+				g.Expect(st.Draw.SeedSource).To(Equal(herdgatev1alpha1.DrawSeedBeacon))
+				g.Expect(st.Draw.Beacon).NotTo(BeNil())
+				g.Expect(st.Draw.Beacon.Round).To(BeEquivalentTo(round))
+				g.Expect(st.Draw.Beacon.PublicKey).To(Equal(b.PublicKey()))
+				g.Expect(st.Draw.Beacon.Signature).To(BeEmpty())
+			}, timeout, interval).Should(Succeed())
+			Expect(time.Now().Before(preQueueFrom)).To(BeTrue(), "the round was committed to after the pre-queue opened")
+
+			Eventually(func() string { return condition(wq, herdgatev1alpha1.ConditionOpen).Reason }, timeout, interval).
+				Should(Equal(herdgatev1alpha1.ReasonPreQueue))
+			const n = 50
+			arrivals := map[int64]string{}
+			for i := range n {
+				id := fmt.Sprintf("early-%03d", i)
+				p, err := q.Enter(ctx, id, time.Hour)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(p.State).To(Equal(queue.PreQueued))
+				arrivals[p.Arrival] = id
+			}
+
+			var st herdgatev1alpha1.WaitingQueueStatus
+			Eventually(func(g Gomega) {
+				st = get(wq).Status
+				g.Expect(meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen).Reason).To(Equal(herdgatev1alpha1.ReasonOpen))
+				g.Expect(st.Seed).NotTo(BeEmpty())
+				g.Expect(st.Draw.SeedSource).To(Equal(tc.source))
+			}, timeout, interval).Should(Succeed())
+			secret, err := draw.ParseSeed(st.Seed)
+			Expect(err).NotTo(HaveOccurred())
+			seed := secret
+			if tc.source == herdgatev1alpha1.DrawSeedBeacon {
+				sig, _ := b.Sign(round)
+				Expect(st.Draw.Beacon.Signature).To(Equal(hex.EncodeToString(sig)))
+				randomness, err := hex.DecodeString(st.Draw.Beacon.Randomness)
+				Expect(err).NotTo(HaveOccurred())
+				seed, err = beacon.Seed(secret, b.Hash, round, randomness)
+				Expect(err).NotTo(HaveOccurred())
+			} else {
+				Expect(st.Draw.FallbackReason).To(ContainSubstring("does not verify"))
+			}
+
+			var admitted []string
+			Eventually(func() int {
+				admitted = admitted[:0]
+				for _, r := range ticks.of(keyOf(wq)) {
+					for _, a := range r.Result.Admitted {
+						admitted = append(admitted, a.ID)
+					}
+				}
+				return len(admitted)
+			}, timeout, interval).Should(Equal(n))
+			order := make([]int64, 0, n)
+			for a := range arrivals {
+				order = append(order, a)
+			}
+			draw.Order(seed, order)
+			want := make([]string, n)
+			for i, a := range order {
+				want[i] = arrivals[a]
+			}
+			Expect(admitted).To(Equal(want), "the admissions do not follow the order the %s seed draws", tc.source)
+			Eventually(func(g Gomega) {
+				list := &eventsv1.EventList{}
+				g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
+				var reasons []string
+				for _, e := range list.Items {
+					if e.Regarding.Name == wq.Name {
+						reasons = append(reasons, e.Reason)
+					}
+				}
+				g.Expect(reasons).To(ContainElement(tc.event))
+			}, timeout, interval).Should(Succeed())
+		}
 	})
 
 	It("deletes the queue's Redis keys and owns every object it made", func() {

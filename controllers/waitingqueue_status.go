@@ -245,12 +245,13 @@ func (r *WaitingQueueReconciler) setOpen(wq *herdgatev1alpha1.WaitingQueue, s *s
 // setDrawStatus publishes the commitment to the draw's seed as soon as the queue has a schedule, and
 // the seed once this opening's draw began (the pre-queue is frozen by then, so knowing the seed
 // helps nobody). A seed in status stays while it is the current one.
-func (r *WaitingQueueReconciler) setDrawStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot, seed []byte) {
+func (r *WaitingQueueReconciler) setDrawStatus(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, snap *scheduler.Snapshot, seed []byte) {
 	sc := s.NextOpening(r.now())
 	if sc == nil || seed == nil {
-		wq.Status.SeedCommitment, wq.Status.Seed = "", ""
+		wq.Status.SeedCommitment, wq.Status.Seed, wq.Status.Draw = "", "", nil
 		return
 	}
+	wq.Status.Draw = r.drawStatus(ctx, sc, snap)
 	wq.Status.SeedCommitment = draw.Commitment(seed)
 	revealed := hex.EncodeToString(seed)
 	began := snap != nil && snap.Draw != nil && snap.Draw.OpensAt.Equal(sc.OpensAt)
@@ -315,6 +316,7 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 			r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "EventStarted", "Calendar", "The event %s runs: its settings are in force", now)
 		}
 	}
+	r.recordDrawSeed(before, wq)
 	if wq.Status.Seed != "" && before.Status.Seed != wq.Status.Seed {
 		r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "SeedRevealed", "Draw",
 			"The pre-queue's draw began; its seed is %s (SHA-256 %s, as committed in status.seedCommitment)", wq.Status.Seed, wq.Status.SeedCommitment)

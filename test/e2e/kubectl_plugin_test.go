@@ -246,7 +246,7 @@ func TestKubectlPluginVerifiesADraw(t *testing.T) {
 			t.Fatalf("draw verify: exit %d, %q %q", code, stdout, errOut)
 		}
 	}
-	if !strings.Contains(out, "ok: all 20 places recomputed from the seed match the record") {
+	if !strings.Contains(out, "ok: all 20 places recomputed from the draw's seed match the record") {
 		t.Fatalf("draw verify: %q", out)
 	}
 
@@ -260,6 +260,75 @@ func TestKubectlPluginVerifiesADraw(t *testing.T) {
 	code, stdout, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "launch", "--record", path)
 	if code != 1 || !strings.Contains(stdout, "FAILED: arrival") {
 		t.Fatalf("draw verify of a record with two places swapped: exit %d, %q %q", code, stdout, errOut)
+	}
+}
+
+// TestKubectlPluginVerifiesABeaconDraw: for a room whose draw took a beacon's round, draw verify
+// checks the round's signature offline against the chain in status, with the chain's public key
+// given or not, and recomputes the record from the seed the round made; a public key other than the
+// chain's is refused.
+func TestKubectlPluginVerifiesABeaconDraw(t *testing.T) {
+	kubeconfig := pluginKubeconfig(t)
+	b := testenv.StartBeacon(t, testenv.BeaconOptions{})
+	other := testenv.StartBeacon(t, testenv.BeaconOptions{})
+	now := time.Now().Truncate(time.Second)
+	wq := builder.Queue("plugin", "beacon-launch").Schedule(now.Add(3*time.Second), now.Add(7*time.Second), time.Time{}).
+		Beacon(b.URL, b.Hash, 30*time.Second).Suspend(true).Obj()
+	createQueue(t, wq)
+	q, err := newStore(t).Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p, err := q.ReadPlan(ctx); err == nil && p.Phase == roomphase.PreQueue {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduler did not publish the pre-queue")
+		}
+	}
+	for i := range 20 {
+		if p, err := q.Enter(ctx, fmt.Sprintf("early-%02d", i), time.Hour); err != nil || p.State != queue.PreQueued {
+			t.Fatalf("entering the pre-queue: %+v, %v", p, err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, err := q.ReadDrawState(ctx)
+		if err == nil && st.Done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the draw did not finish: %+v %v", st, err)
+		}
+	}
+	var record bytes.Buffer
+	if _, err := q.WriteDrawRecord(ctx, &record); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "draw.txt")
+	if err := os.WriteFile(path, record.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // status.draw follows the draw
+		code, stdout, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "beacon-launch", "--record", path, "--public-key", b.PublicKey())
+		if code == 0 {
+			out = stdout
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("draw verify: exit %d, %q %q", code, stdout, errOut)
+		}
+	}
+	for _, want := range []string{"seed source Beacon", "its signature verifies with the chain's public key " + b.PublicKey(), "ok: all 20 places recomputed from the draw's seed match the record"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("draw verify: %q; want %q", out, want)
+		}
+	}
+	code, stdout, errOut := herdgate(t, kubeconfig, "-n", "plugin", "draw", "verify", "beacon-launch", "--public-key", other.PublicKey())
+	if code != 1 || !strings.Contains(stdout, "FAILED: the chain in status has the public key") {
+		t.Fatalf("draw verify with another chain's public key: exit %d, %q %q", code, stdout, errOut)
 	}
 }
 
