@@ -151,26 +151,35 @@ var fieldPools = map[string][]any{
 	"events[].draw.beacon.maxWait":         append(durations("1s", "30s", "1h", "0s", "2h"), absent),
 	"lanes": {absent, []any{}, distinctLanes(8, 12), distinctLanes(9, 10), distinctLanes(2, 50), distinctLanes(3, 33),
 		[]any{lane("members", 20), lane("members", 30)}},
-	"lanes[].name":                                     {"members", "m", "a-b", "main", "Members", "-a", "a-", "a_b", strings.Repeat("a", 63), strings.Repeat("a", 64), ""},
-	"lanes[].weightPercent":                            ints(-1, 0, 1, 20, 99, 100),
-	"lanes[].join":                                     {map[string]any{}, map[string]any{"invitation": false}},
-	"lanes[].join.code.keySecretRef.name":              secretNames(),
-	"lanes[].join.code.keySecretRef.key":               secretKeys(),
-	"lanes[].join.invitation":                          {true, false, absent},
-	"lanes[].join.header.name":                         headerNames(),
-	"lanes[].join.header.valueSecretRef.name":          secretNames(),
-	"lanes[].join.header.valueSecretRef.key":           secretKeys(),
-	"lanes[].join.cookie.name":                         {"member", "m", "a.b", "member-tier", "herdgate_pass", "Herdgate_x", "a b", "a;b", "a=b", "ä", strings.Repeat("c", 128), strings.Repeat("c", 129), ""},
-	"lanes[].join.cookie.valueSecretRef.name":          secretNames(),
-	"lanes[].join.cookie.valueSecretRef.key":           secretKeys(),
-	"page.template.name":                               secretNames(),
-	"page.template.key":                                secretKeys(),
-	"page.message":                                     {"", "Sales end at 18:00", strings.Repeat("가", 500), strings.Repeat("가", 501), strings.Repeat("a", 501), absent},
-	"page.queueingStatusCode":                          append(ints(200, 202, 429, 0, 201, 503), absent),
-	"upstream.service.name":                            {"orders", "o", "Orders", "1orders", "orders-", strings.Repeat("o", 63), strings.Repeat("o", 64), "", absent},
-	"upstream.service.port":                            ints(0, 1, 8080, 65535, 65536, -1),
-	"upstream.url":                                     append(urls(), absent),
-	"protectedRoutes":                                  {[]any{}, repeat(map[string]any{"path": "/a"}, 32), repeat(map[string]any{"path": "/a"}, 33)},
+	"lanes[].name":                            {"members", "m", "a-b", "main", "Members", "-a", "a-", "a_b", strings.Repeat("a", 63), strings.Repeat("a", 64), ""},
+	"lanes[].weightPercent":                   ints(-1, 0, 1, 20, 99, 100),
+	"lanes[].join":                            {map[string]any{}, map[string]any{"invitation": false}},
+	"lanes[].join.code.keySecretRef.name":     secretNames(),
+	"lanes[].join.code.keySecretRef.key":      secretKeys(),
+	"lanes[].join.invitation":                 {true, false, absent},
+	"lanes[].join.header.name":                headerNames(),
+	"lanes[].join.header.valueSecretRef.name": secretNames(),
+	"lanes[].join.header.valueSecretRef.key":  secretKeys(),
+	"lanes[].join.cookie.name":                {"member", "m", "a.b", "member-tier", "herdgate_pass", "Herdgate_x", "a b", "a;b", "a=b", "ä", strings.Repeat("c", 128), strings.Repeat("c", 129), ""},
+	"lanes[].join.cookie.valueSecretRef.name": secretNames(),
+	"lanes[].join.cookie.valueSecretRef.key":  secretKeys(),
+	"page.template.name":                      secretNames(),
+	"page.template.key":                       secretKeys(),
+	"page.message":                            {"", "Sales end at 18:00", strings.Repeat("가", 500), strings.Repeat("가", 501), strings.Repeat("a", 501), absent},
+	"page.queueingStatusCode":                 append(ints(200, 202, 429, 0, 201, 503), absent),
+	"upstream.service.name":                   {"orders", "o", "Orders", "1orders", "orders-", strings.Repeat("o", 63), strings.Repeat("o", 64), "", absent},
+	"upstream.service.port":                   ints(0, 1, 8080, 65535, 65536, -1),
+	"upstream.url":                            append(urls(), absent),
+	"protectedRoutes": {[]any{}, distinctRoutes(32), distinctRoutes(33), repeat(map[string]any{"path": "/a"}, 2),
+		[]any{map[string]any{"path": "/a", "methods": []any{"GET"}}, map[string]any{"path": "/a", "methods": []any{"POST"}}},
+		[]any{map[string]any{"path": "/a", "methods": []any{"GET", "PUT"}}, map[string]any{"path": "/a", "methods": []any{"PUT"}}},
+		[]any{map[string]any{"path": "/a"}, map[string]any{"pathPrefix": "/a"}},
+		[]any{map[string]any{"path": "/a"}, map[string]any{"path": "/A"}},
+		[]any{map[string]any{"path": "/a", "host": "a.example"}, map[string]any{"path": "/a", "host": "b.example"}},
+		[]any{map[string]any{"path": "/a", "host": "a.example"}, map[string]any{"path": "/a"}},
+		[]any{map[string]any{"path": "/a", "host": "a.example"}, map[string]any{"path": "/a", "host": "a.example"}}},
+	"protectedRoutes[].host":                           routeHosts(),
+	"pass.completionRoutes[].host":                     routeHosts(),
 	"protectedRoutes[].methods":                        methodLists(),
 	"protectedRoutes[].path":                           append(routePaths(), absent),
 	"protectedRoutes[].pathPrefix":                     append(routePaths(), absent),
@@ -273,6 +282,22 @@ func distinctHosts(n int) []any {
 	out := make([]any, n)
 	for i := range out {
 		out[i] = fmt.Sprintf("h%d.example", i)
+	}
+	return out
+}
+
+// routeHosts are the values a route's host is tried with.
+func routeHosts() []any {
+	return []any{absent, "shop.example", "a", "1.2.3.4", "Shop.example", "shop.example:443", "shop.example.", "-a.example", "a..b", "",
+		strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61),
+		strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 62)}
+}
+
+// distinctRoutes are n routes, none the same.
+func distinctRoutes(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"path": fmt.Sprintf("/r%d", i)}
 	}
 	return out
 }

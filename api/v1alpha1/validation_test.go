@@ -86,6 +86,20 @@ var _ = Describe("WaitingQueue validation", func() {
 		}
 	})
 
+	It("accepts one path protected on several hosts, and on one host for some methods and others", func() {
+		wq := builder.From(sampleQueue()).Routes(
+			builder.RouteOn("shop.example", "/checkout", true, "POST"),
+			builder.RouteOn("tickets.example", "/checkout", true, "POST"),
+			builder.Route("/checkout", true, "GET"),
+			builder.RouteOn("shop.example", "/checkout", true, "GET"),
+		).Obj()
+		wq.Name = "several-hosts"
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+		_, err := settings.Derive(wq)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
 	It("accepts a gateway-enforced queue with JWT passes, and defaults their algorithm and rotation", func() {
 		wq := sampleQueue()
 		wq.Name = "gateway-jwt"
@@ -458,6 +472,30 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.ProtectedRoutes[1].Path = ptr.To(herdgatev1alpha1.RoutePath("/api/v1/../orders"))
 			},
 			"spec.protectedRoutes[1].path", "path must be absolute and normalised"),
+		Entry("two routes for the same path and method",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, *wq.Spec.ProtectedRoutes[0].DeepCopy())
+			},
+			"spec.protectedRoutes", "two protectedRoutes name the same host, path (or pathPrefix) and method"),
+		Entry("two routes for the same host, path and a method in common",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				r := herdgatev1alpha1.ProtectedRoute{Host: ptr.To(herdgatev1alpha1.Hostname("shop.example")), PathPrefix: ptr.To(herdgatev1alpha1.RoutePath("/tickets")),
+					Methods: []herdgatev1alpha1.HTTPMethod{"GET", "POST"}}
+				other := *r.DeepCopy()
+				other.Methods = []herdgatev1alpha1.HTTPMethod{"POST", "DELETE"}
+				wq.Spec.ProtectedRoutes = append(wq.Spec.ProtectedRoutes, r, other)
+			},
+			"spec.protectedRoutes", "merge their methods into one route"),
+		Entry("a route host with a port",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].Host = ptr.To(herdgatev1alpha1.Hostname("shop.example:443"))
+			},
+			"spec.protectedRoutes[0].host", "should match"),
+		Entry("a route host in capitals",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.ProtectedRoutes[0].Host = ptr.To(herdgatev1alpha1.Hostname("Shop.example"))
+			},
+			"spec.protectedRoutes[0].host", "should match"),
 		Entry("a route with a lower-case method",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.ProtectedRoutes[0].Methods = []herdgatev1alpha1.HTTPMethod{"post"}

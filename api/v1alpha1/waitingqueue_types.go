@@ -172,11 +172,12 @@ type WaitingQueueSpec struct {
 
 	// protectedRoutes are the requests that require a valid pass; every other request passes through
 	// unchanged. Paths are matched after normalisation, so encoded or dotted variants cannot bypass them.
-	// At most 32 routes.
+	// At most 32 routes, no two of them for the same host, path (or pathPrefix) and method.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(r, self.exists_one(o, (has(o.host) ? o.host : '') == (has(r.host) ? r.host : '') && (has(o.path) ? 'path:' + o.path : has(o.pathPrefix) ? 'prefix:' + o.pathPrefix : '') == (has(r.path) ? 'path:' + r.path : has(r.pathPrefix) ? 'prefix:' + r.pathPrefix : '') && o.methods.exists(m, m in r.methods)))",message="two protectedRoutes name the same host, path (or pathPrefix) and method: merge their methods into one route"
 	ProtectedRoutes []ProtectedRoute `json:"protectedRoutes"`
 
 	// identity says how the proxy tells visitors apart. When unset, the proxy gives each visitor an
@@ -582,6 +583,13 @@ type ProtectedRoute struct {
 	// and already normalised, like path.
 	// +optional
 	PathPrefix *RoutePath `json:"pathPrefix,omitempty"`
+
+	// host limits the route to requests for this host (the Host header, or the host the gateway names
+	// in its check), compared without a port, a final dot or regard to letter case: one room may
+	// protect routes on several hosts. A route without host matches whatever the host. A lower-case
+	// DNS name without a port, for example "shop.example".
+	// +optional
+	Host *Hostname `json:"host,omitempty"`
 
 	// exactCase matches path or pathPrefix letter for letter. By default a route matches whatever the
 	// letter case of the request ("/API/V1/Orders" is "/api/v1/orders"), because many servers route

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -111,8 +112,11 @@ var Methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS
 // Route is one protected route, compiled.
 type Route struct {
 	Methods map[string]bool
-	Path    string // exact match when Prefix is false
-	Prefix  bool
+	// Host, when not "", limits the route to requests for that host (lower case, without a port);
+	// see MatchesHost.
+	Host   string
+	Path   string // exact match when Prefix is false
+	Prefix bool
 	// ExactCase matches the path letter for letter; by default a route matches whatever the letter
 	// case of the request, since many servers route without regard to it.
 	ExactCase bool
@@ -175,6 +179,45 @@ func (r Route) Matches(method, p string) bool {
 	return r.Methods[method] && r.MatchesPath(p)
 }
 
+// MatchesHost reports whether a request for host (as HostOf gives it) is one the route is for: any
+// host when the route names none, and any host when the request's is unknown (""), so that a gateway
+// that does not name the host gets the routes of every host rather than none.
+func (r Route) MatchesHost(host string) bool {
+	return r.Host == "" || host == "" || host == r.Host
+}
+
+// Specificity orders the routes that match one request, most specific highest: the longer path
+// first, an exact path before a prefix of the same path, and a route for the request's host before
+// one for any host. When two rooms serve one host, the request goes to the room whose route is the
+// most specific.
+func (r Route) Specificity() int {
+	s := len(r.Path) * 4
+	if !r.Prefix {
+		s += 2
+	}
+	if r.Host != "" {
+		s++
+	}
+	return s
+}
+
+// Same reports whether r and o are one route: the same host, the same path in the same letter case
+// rule, both exact or both prefixes, and a method in common.
+func (r Route) Same(o Route) bool {
+	if r.Host != o.Host || r.Prefix != o.Prefix || r.ExactCase != o.ExactCase {
+		return false
+	}
+	if r.ExactCase && r.Path != o.Path || !r.ExactCase && Fold(r.Path) != Fold(o.Path) {
+		return false
+	}
+	for m := range r.Methods {
+		if o.Methods[m] {
+			return true
+		}
+	}
+	return false
+}
+
 // MatchesPath reports whether the normalised path is the route's, whatever the method.
 func (r Route) MatchesPath(p string) bool {
 	want := r.Path
@@ -188,4 +231,35 @@ func (r Route) MatchesPath(p string) bool {
 		return p == want
 	}
 	return p == want || want == "/" || strings.HasPrefix(p, want+"/")
+}
+
+// hostPattern is the API's Hostname: a lower-case DNS name without a port.
+var hostPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// CheckHost tells why h cannot be a route's host, or returns nil; the API's Hostname pattern says
+// the same.
+func CheckHost(h string) error {
+	if len(h) > 253 {
+		return fmt.Errorf("is %d bytes long, at most 253 allowed", len(h))
+	}
+	if !hostPattern.MatchString(h) {
+		return errors.New("must be a lower-case DNS name without a port, such as shop.example")
+	}
+	return nil
+}
+
+// HostOf is the host a request names in its Host header (or the host a gateway names for it), as
+// routes compare it: without a port or a final dot, in lower case. "Shop.Example.:8443" is
+// "shop.example"; an IPv6 literal keeps its brackets.
+func HostOf(raw string) string {
+	if i := strings.LastIndexByte(raw, ':'); i >= 0 && strings.IndexByte(raw[i:], ']') < 0 {
+		raw = raw[:i]
+	}
+	raw = strings.TrimSuffix(raw, ".")
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(raw)
+		}
+	}
+	return raw
 }

@@ -104,3 +104,91 @@ func TestRouteMatches(t *testing.T) {
 		t.Error("New accepted a route without methods")
 	}
 }
+
+func TestHostOfAndMatchesHost(t *testing.T) {
+	for raw, want := range map[string]string{
+		"shop.example": "shop.example", "Shop.Example": "shop.example", "shop.example:8443": "shop.example",
+		"SHOP.EXAMPLE.:443": "shop.example", "shop.example.": "shop.example", "[::1]:8080": "[::1]", "[::1]": "[::1]",
+		"10.0.0.7:80": "10.0.0.7", "": "",
+	} {
+		if got := HostOf(raw); got != want {
+			t.Errorf("HostOf(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	r, err := New("/checkout", true, []string{"POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.MatchesHost("anything.example") || !r.MatchesHost("") {
+		t.Error("a route without a host matches only some hosts")
+	}
+	r.Host = "shop.example"
+	for host, want := range map[string]bool{"shop.example": true, "": true, "tickets.example": false, "shop.example.evil": false, "evil.shop.example": false} {
+		if got := r.MatchesHost(host); got != want {
+			t.Errorf("a route for shop.example MatchesHost(%q) = %v, want %v (an unknown host gets every route)", host, got, want)
+		}
+	}
+}
+
+func TestCheckHost(t *testing.T) {
+	for h, ok := range map[string]bool{
+		"shop.example": true, "a": true, "1.2.3.4": true, "xn--bcher-kva.example": true,
+		"Shop.example": false, "shop.example:443": false, "shop.example.": false, "-a.example": false, "a..b": false, "": false,
+		"*.shop.example": false, "shop_1.example": false, strings.Repeat("a.", 126) + "a": true, strings.Repeat("a.", 126) + "ab": false,
+	} {
+		if err := CheckHost(h); (err == nil) != ok {
+			t.Errorf("CheckHost(%q) = %v, want ok %v", h, err, ok)
+		}
+	}
+}
+
+// The most specific route for one request ranks highest: a longer path, an exact path over a
+// prefix of the same path, a route for the host over one for any host.
+func TestSpecificity(t *testing.T) {
+	mk := func(p string, prefix bool, host string) Route {
+		r, err := New(p, prefix, []string{"GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Host = host
+		return r
+	}
+	ordered := []Route{
+		mk("/", true, ""), mk("/", true, "shop.example"), mk("/tickets", true, ""), mk("/tickets", true, "shop.example"),
+		mk("/tickets", false, ""), mk("/tickets", false, "shop.example"), mk("/tickets/sale", true, ""), mk("/tickets/sale", false, ""),
+	}
+	for i := 1; i < len(ordered); i++ {
+		if ordered[i-1].Specificity() >= ordered[i].Specificity() {
+			t.Errorf("%+v ranks at or above %+v", ordered[i-1], ordered[i])
+		}
+	}
+}
+
+func TestSame(t *testing.T) {
+	mk := func(p string, prefix bool, host string, exactCase bool, methods ...string) Route {
+		r, err := New(p, prefix, methods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Host, r.ExactCase = host, exactCase
+		return r
+	}
+	a := mk("/tickets", true, "shop.example", false, "GET", "POST")
+	for _, tc := range []struct {
+		other Route
+		same  bool
+	}{
+		{mk("/tickets", true, "shop.example", false, "POST"), true},
+		{mk("/Tickets", true, "shop.example", false, "POST"), true},
+		{mk("/tickets", true, "shop.example", false, "HEAD"), true}, // GET protects HEAD
+		{mk("/tickets", true, "shop.example", false, "PUT"), false},
+		{mk("/tickets", false, "shop.example", false, "POST"), false},
+		{mk("/tickets", true, "", false, "POST"), false},
+		{mk("/tickets", true, "other.example", false, "POST"), false},
+		{mk("/tickets", true, "shop.example", true, "POST"), false},
+	} {
+		if got := a.Same(tc.other); got != tc.same {
+			t.Errorf("Same(%+v) = %v, want %v", tc.other, got, tc.same)
+		}
+	}
+}

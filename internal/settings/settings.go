@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -429,7 +430,38 @@ func Routes(spec []herdgatev1alpha1.ProtectedRoute) ([]route.Route, error) {
 	if len(spec) == 0 {
 		return nil, fieldErr("spec.protectedRoutes", "at least one route is required")
 	}
+	if err := duplicateRoutes("spec.protectedRoutes", spec); err != nil {
+		return nil, err
+	}
 	return compileRoutes("spec.protectedRoutes", spec)
+}
+
+// duplicateRoutes refuses two routes of one list for the same host, path (or pathPrefix) and a
+// method, compared as written, as the CEL rule on the list does.
+func duplicateRoutes(list string, spec []herdgatev1alpha1.ProtectedRoute) error {
+	key := func(r herdgatev1alpha1.ProtectedRoute) string {
+		k := ""
+		if r.Host != nil {
+			k = string(*r.Host)
+		}
+		switch {
+		case r.Path != nil:
+			k += " path:" + string(*r.Path)
+		case r.PathPrefix != nil:
+			k += " prefix:" + string(*r.PathPrefix)
+		}
+		return k
+	}
+	for i, r := range spec {
+		for j := range i {
+			if key(spec[j]) == key(r) && slices.ContainsFunc(spec[j].EffectiveMethods(), func(m herdgatev1alpha1.HTTPMethod) bool {
+				return slices.Contains(r.EffectiveMethods(), m)
+			}) {
+				return fieldErr(list, "two protectedRoutes name the same host, path (or pathPrefix) and method: merge their methods into one route ([%d] and [%d])", j, i)
+			}
+		}
+	}
+	return nil
 }
 
 // compileRoutes compiles the routes of the list at field.
@@ -456,6 +488,12 @@ func compileRoutes(list string, spec []herdgatev1alpha1.ProtectedRoute) ([]route
 			return nil, fieldErr(field, "%q %v", p, err)
 		}
 		compiled.ExactCase = r.ExactCase
+		if r.Host != nil {
+			if err := route.CheckHost(string(*r.Host)); err != nil {
+				return nil, fieldErr(fmt.Sprintf("%s[%d].host", list, i), "%q %v", *r.Host, err)
+			}
+			compiled.Host = string(*r.Host)
+		}
 		out = append(out, compiled)
 	}
 	return out, nil

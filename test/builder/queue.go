@@ -392,3 +392,10 @@ func Route(path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) her
 	}
 	return r
 }
+
+// RouteOn is Route for requests to host alone (protectedRoutes[].host).
+func RouteOn(host, path string, prefix bool, methods ...herdgatev1alpha1.HTTPMethod) herdgatev1alpha1.ProtectedRoute {
+	r := Route(path, prefix, methods...)
+	r.Host = ptr.To(herdgatev1alpha1.Hostname(host))
+	return r
+}
