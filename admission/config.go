@@ -59,6 +59,9 @@ type Config struct {
 	// template is not served (the built-in page is).
 	PageTemplate *page.Template
 	PageProblem  error
+	// Cookies are the names of the room's cookies: the base names (PassCookie, ...) with the room's
+	// suffix (herdgatev1alpha1.CookieName).
+	Cookies CookieNames
 	// events are the configs of the room's events (spec.events), in the order of Settings.Events.
 	events []*Config
 }
@@ -154,7 +157,7 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 		}
 		return nil, err
 	}
-	c := &Config{Settings: *s, Signer: signer, Passes: passes, clients: entry.Clients{Trusted: s.TrustedProxies}}
+	c := &Config{Settings: *s, Signer: signer, Passes: passes, clients: entry.Clients{Trusted: s.TrustedProxies}, Cookies: CookieNamesOf(wq.Namespace, wq.Name)}
 	if jwts, ok := passes.(*pass.JWTPasses); ok && s.PassAlgorithm == herdgatev1alpha1.PassAlgorithmES256 {
 		if c.JWKS, err = jwts.Keys().PublicJWKS(); err != nil {
 			return nil, err
@@ -380,4 +383,27 @@ func LoadFile(path string) (*Config, string, error) {
 		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, fc.RedisURL, nil
+}
+
+// CookieNames are the names of a room's cookies.
+type CookieNames struct{ Pass, Visitor, Place string }
+
+// CookieNamesOf are the names of the cookies of the room namespace/name.
+func CookieNamesOf(namespace, name string) CookieNames {
+	return CookieNames{
+		Pass:    herdgatev1alpha1.CookieName(PassCookie, namespace, name),
+		Visitor: herdgatev1alpha1.CookieName(VisitorCookie, namespace, name),
+		Place:   herdgatev1alpha1.CookieName(PlaceCookie, namespace, name),
+	}
+}
+
+// roomCookie is the value of the room's cookie name, else of the unsuffixed base name the proxy set
+// before cookies were named per room, so that visitors holding one keep it across an upgrade.
+// Either is verified with the room's own keys: another room's cookie of the base name never
+// verifies.
+func roomCookie(x Exchange, name, base string) string {
+	if v := x.Cookie(name); v != "" {
+		return v
+	}
+	return x.Cookie(base)
 }

@@ -210,7 +210,7 @@ func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, po
 func (p *Proxy) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) string {
 	token := cfg.Passes.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
 	x.SetCookie(&http.Cookie{
-		Name: PassCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Name: cfg.Cookies.Pass, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
 	})
 	return token

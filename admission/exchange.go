@@ -26,6 +26,9 @@ type Exchange interface {
 	// Cookie is the value of the first request cookie with that name, "" when absent.
 	Cookie(name string) string
 	RawQuery() string
+	// Host is the host the request is for: its Host header, or the host a gateway's check names for
+	// the request it asks about; "" when unknown. Routes with a host match against it.
+	Host() string
 	// Secure reports whether the visitor reached us over TLS, directly or through a proxy that
 	// says so; cookies are then marked Secure.
 	Secure() bool

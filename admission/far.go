@@ -50,7 +50,7 @@ func (p *Proxy) farPathOpen(cfg *Config, r room) bool {
 func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
 	token := x.Header(PlaceHeader)
 	if token == "" {
-		token = x.Cookie(PlaceCookie)
+		token = roomCookie(x, cfg.Cookies.Place, PlaceCookie)
 	}
 	if token == "" || len(token) > maxCookieValue {
 		return 0, false
@@ -62,7 +62,7 @@ func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
 func (p *Proxy) setPlace(x Exchange, cfg *Config, visitor string, seq int64) string {
 	token := cfg.Signer.Place(visitor, seq)
 	x.SetCookie(&http.Cookie{
-		Name: PlaceCookie, Value: token, Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Name: cfg.Cookies.Place, Value: token, Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
 	})
 	return token

@@ -231,7 +231,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	v := h.visitor()
 	v.header.Set("X-User-Id", "browser")
 	res = v.enter()
-	if c := res.setCookie(admission.PlaceCookie); res.StatusCode != http.StatusOK || c == "" || !strings.Contains(c, "Path=/.herdgate") || !strings.Contains(c, "HttpOnly") {
+	if c := res.setCookie(h.cookies().Place); res.StatusCode != http.StatusOK || c == "" || !strings.Contains(c, "Path=/.herdgate") || !strings.Contains(c, "HttpOnly") {
 		t.Fatalf("enter: %d, place cookie %q", res.StatusCode, c)
 	}
 	if res := v.status(); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {

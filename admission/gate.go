@@ -21,6 +21,19 @@ import (
 // The proxy's own paths live under this prefix and never reach the upstream.
 const reservedPrefix = "/.herdgate"
 
+// RoomParam, on a request for one of herdgate's own paths, names the room it is for by its
+// herdgatev1alpha1.RoomID, where rooms share a host in a shared proxy set.
+const RoomParam = "room"
+
+// enterLink is where a visitor enters the room: with the room parameter where the room shares its
+// host.
+func (p *Proxy) enterLink() string {
+	if p.sharesHost.Load() {
+		return reservedPrefix + "/enter?" + RoomParam + "=" + p.roomID
+	}
+	return reservedPrefix + "/enter"
+}
+
 // Cookie and header names of the HTTP contract.
 const (
 	PassCookie    = "herdgate_pass"
@@ -238,7 +251,7 @@ func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, che
 			return d, false
 		}
 	}
-	d.completion = matchesAny(cfg.CompletionRoutes, x.Method(), canonical)
+	d.completion = matchesAny(cfg.CompletionRoutes, x.Method(), route.HostOf(x.Host()), canonical)
 	if !d.hasPass {
 		// The workload may end a session on any route (a logout, a thank-you page): keep the pass the
 		// request carried, to check it should the answer say so.
@@ -257,24 +270,24 @@ func bypassLane(x Exchange, cfg *Config, canonical string) string {
 	return out.Bypass
 }
 
-// passToken is the pass a request carries: the pass header, else the pass cookie.
-func passToken(x Exchange) string {
+// passToken is the pass a request carries: the pass header, else the room's pass cookie.
+func passToken(x Exchange, cfg *Config) string {
 	if token := x.Header(PassHeader); token != "" {
 		return token
 	}
-	return x.Cookie(PassCookie)
+	return roomCookie(x, cfg.Cookies.Pass, PassCookie)
 }
 
 // presentedOf is the pass x carries and what identifies its visitor, unchecked.
 func presentedOf(x Exchange, cfg *Config) presentedPass {
-	token := passToken(x)
+	token := passToken(x, cfg)
 	if token == "" {
 		return presentedPass{}
 	}
 	if cfg.IdentityHeader != "" {
 		return presentedPass{token: token, identity: x.Header(cfg.IdentityHeader)}
 	}
-	return presentedPass{token: token, identity: x.Cookie(VisitorCookie)}
+	return presentedPass{token: token, identity: roomCookie(x, cfg.Cookies.Visitor, VisitorCookie)}
 }
 
 // verifyPresented checks a pass kept by the gate as admit would have: for its visitor, at now, not
@@ -315,7 +328,7 @@ func (p *Proxy) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
 		v := x.Header(cfg.IdentityHeader)
 		return v, v != ""
 	}
-	if id, ok := visitorOfCookie(cfg, x.Cookie(VisitorCookie)); ok {
+	if id, ok := visitorOfCookie(cfg, roomCookie(x, cfg.Cookies.Visitor, VisitorCookie)); ok {
 		return id, true
 	}
 	if !mint {
@@ -323,7 +336,7 @@ func (p *Proxy) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
 	}
 	id, cookie := cfg.Signer.NewVisitorCookie()
 	x.SetCookie(&http.Cookie{
-		Name: VisitorCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Name: cfg.Cookies.Visitor, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
 	})
 	return id, true
@@ -359,7 +372,7 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
 		return false
 	}
-	token := passToken(x)
+	token := passToken(x, cfg)
 	now := p.now()
 	verified, result := p.verifyPass(cfg, token, visitor, now)
 	p.metrics.verified(result)
@@ -403,7 +416,7 @@ func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
 		return false
 	}
 	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
-	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: reservedPrefix + "/enter"})
+	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: p.enterLink()})
 	return false
 }
 

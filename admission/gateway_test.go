@@ -143,7 +143,19 @@ func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.Wait
 	upstream, _ := url.Parse(*h.wq.Spec.Upstream.URL)
 	fill := strings.NewReplacer("LISTEN_PORT", fmt.Sprintf("127.0.0.1:%d", port), "HERDGATE_ADDRESS", strings.TrimPrefix(h.server.URL, "http://"),
 		"WORKLOAD_ADDRESS", upstream.Host, "KEYS_DIR", keysDir, "QUEUE_NAME", h.wq.Namespace+"/"+h.wq.Name)
-	t.Cleanup(gw.start(t, t.TempDir(), func(lang string) string { return guideBlock(t, lang, fill) }))
+	t.Cleanup(gw.start(t, t.TempDir(), func(lang string) string {
+		if lang == "haproxy" {
+			// HAProxy's configuration is generated for the room (its routes, its cookie); for the
+			// test's own room it is the guide's (TestTheGuideShowsTheGeneratedHAProxyConfig).
+			cfg, err := gatewayconfig.Render(changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway }), gatewayconfig.Options{Target: "haproxy", Listen: "LISTEN_PORT",
+				HerdgateAddress: "HERDGATE_ADDRESS", WorkloadAddress: "WORKLOAD_ADDRESS", KeysDir: "KEYS_DIR"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fill.Replace(string(cfg))
+		}
+		return guideBlock(t, lang, fill)
+	}))
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, gateway+"/.herdgate/healthz")
 	return h, gateway

@@ -278,11 +278,16 @@ func (v *visitor) do(method, path string, body io.Reader, header ...string) resp
 func (v *visitor) enter() response  { return v.do(http.MethodPost, "/.herdgate/enter", nil) }
 func (v *visitor) status() response { return v.do(http.MethodGet, "/.herdgate/status", nil) }
 
+// cookies are the names of the cookies of the harness's room.
+func (h *harness) cookies() admission.CookieNames {
+	return admission.CookieNamesOf(h.wq.Namespace, h.wq.Name)
+}
+
 // visitorCookie is the visitor cookie in the client's jar.
 func (v *visitor) visitorCookie() *http.Cookie {
 	u, _ := url.Parse(v.h.server.URL)
 	for _, c := range v.client.Jar.Cookies(u) {
-		if c.Name == admission.VisitorCookie {
+		if c.Name == admission.CookieNamesOf(v.h.wq.Namespace, v.h.wq.Name).Visitor {
 			return c
 		}
 	}

@@ -107,7 +107,7 @@ func (p *Proxy) replyNotOpen(x Exchange, cfg *Config, r room, class string) {
 	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: p.scheduleTimes(cfg)}
 	if r.phase == phase.PreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
-		body.Enter = reservedPrefix + "/enter"
+		body.Enter = p.enterLink()
 	} else {
 		body.Message = "the room opens at opensAt; the pre-queue opens at preQueueFrom"
 		wait := cfg.Schedule.PreQueueFrom.Sub(p.now()) + time.Duration(p.rand.Float64()*float64(r.pollMin))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/herdgate/herdgate/admission/replica"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -73,6 +75,10 @@ type Proxy struct {
 	reclaim reclaimer
 	// verifier calls an external challenge's provider.
 	verifier *http.Client
+	// roomID names the room in herdgate's links where rooms share a host (RoomParam); sharesHost
+	// says the room shares one in a shared proxy set, so that its links carry it.
+	roomID     string
+	sharesHost atomic.Bool
 }
 
 // NewProxy serves cfg's queue, stored in store.
@@ -98,7 +104,8 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
-	p := &Proxy{queue: queueName, q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
+	namespace, name, _ := strings.Cut(queueName, "/")
+	p := &Proxy{queue: queueName, roomID: herdgatev1alpha1.RoomID(namespace, name), q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
 		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p.state.init(opts.Replica)
 	if d, ok := engine.(durableEngine); ok {

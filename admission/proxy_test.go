@@ -41,8 +41,8 @@ func TestEnterAndStatus(t *testing.T) {
 	}
 	body := res.json(t)
 	// Every waiting visitor holds its signed place, the sequence 1 here (far.go).
-	if place, _ := body["place"].(string); !strings.HasPrefix(place, "1.") || res.setCookie(admission.PlaceCookie) == "" {
-		t.Fatalf("enter gave the place %q and the cookie %q, want place 1 in both", place, res.setCookie(admission.PlaceCookie))
+	if place, _ := body["place"].(string); !strings.HasPrefix(place, "1.") || res.setCookie(h.cookies().Place) == "" {
+		t.Fatalf("enter gave the place %q and the cookie %q, want place 1 in both", place, res.setCookie(h.cookies().Place))
 	}
 	delete(body, "place")
 	if diff := cmp.Diff(map[string]any{"position": 1.0, "queueDepth": 1.0, "estimatedWaitSeconds": 1.0, "nextPollMs": 500.0, "admitted": false, "phase": "Open"}, body); diff != "" {
@@ -52,7 +52,7 @@ func TestEnterAndStatus(t *testing.T) {
 	if c == nil {
 		t.Fatal("enter minted no visitor cookie")
 	}
-	setCookie := res.setCookie(admission.VisitorCookie)
+	setCookie := res.setCookie(h.cookies().Visitor)
 	for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Path=/"} {
 		if !strings.Contains(setCookie, attr) {
 			t.Errorf("visitor cookie %q lacks %s", setCookie, attr)
@@ -166,7 +166,7 @@ func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 	if r.StatusCode != http.StatusOK || body["admitted"] != true || body["pass"] == "" || body["passExpiresAt"] == nil {
 		t.Fatalf("status at not-before: %d %v", r.StatusCode, body)
 	}
-	passCookie := r.setCookie(admission.PassCookie)
+	passCookie := r.setCookie(h.cookies().Pass)
 	for _, attr := range []string{"HttpOnly", "SameSite=Lax", "Secure"} {
 		if !strings.Contains(passCookie, attr) {
 			t.Errorf("pass cookie %q lacks %s", passCookie, attr)

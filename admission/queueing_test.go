@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
@@ -159,8 +158,8 @@ func TestTheWaitingPageWithoutScript(t *testing.T) {
 		h.admit(100, 0)
 		time.Sleep(refresh)
 		r = v.do(http.MethodGet, target, nil)
-		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/checkout?item=7" || r.setCookie(admission.PassCookie) == "" {
-			t.Fatalf("admitted: %d to %q, pass cookie %q; want 303 back with the pass", r.StatusCode, r.Header.Get("Location"), r.setCookie(admission.PassCookie))
+		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/checkout?item=7" || r.setCookie(h.cookies().Pass) == "" {
+			t.Fatalf("admitted: %d to %q, pass cookie %q; want 303 back with the pass", r.StatusCode, r.Header.Get("Location"), r.setCookie(h.cookies().Pass))
 		}
 		if r := v.do(http.MethodGet, "/checkout?item=7", nil, "Accept", "text/html"); r.StatusCode != http.StatusOK {
 			t.Fatalf("the protected page with the pass: %d", r.StatusCode)

@@ -9,10 +9,10 @@ import (
 
 // The route class of a request: whether a protected route matches it, as every method it may act as.
 
-func matchesAny(routes []route.Route, method, canonical string) bool {
+func matchesAny(routes []route.Route, method, host, canonical string) bool {
 	method = strings.ToUpper(method)
 	for _, r := range routes {
-		if r.Matches(method, canonical) {
+		if r.MatchesHost(host) && r.Matches(method, canonical) {
 			return true
 		}
 	}
@@ -31,7 +31,8 @@ var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Met
 // _method field the gate does not read — any method. It is protected when a protected route matches
 // one of them; overrides then reach the upstream unchanged, judged.
 func routeClassOf(cfg *Config, x Exchange, canonical string) string {
-	if routeClass(cfg, x.Method(), canonical) == "protected" {
+	host := route.HostOf(x.Host())
+	if routeClass(cfg, x.Method(), host, canonical) == "protected" {
 		return "protected"
 	}
 	anyMethod := false
@@ -39,7 +40,7 @@ func routeClassOf(cfg *Config, x Exchange, canonical string) string {
 		switch x.HeaderCount(h) {
 		case 0:
 		case 1:
-			if routeClass(cfg, strings.TrimSpace(x.Header(h)), canonical) == "protected" {
+			if routeClass(cfg, strings.TrimSpace(x.Header(h)), host, canonical) == "protected" {
 				return "protected"
 			}
 		default:
@@ -54,7 +55,7 @@ func routeClassOf(cfg *Config, x Exchange, canonical string) string {
 		for key, vs := range values {
 			if strings.EqualFold(key, "_method") {
 				for _, v := range vs {
-					if routeClass(cfg, v, canonical) == "protected" {
+					if routeClass(cfg, v, host, canonical) == "protected" {
 						return "protected"
 					}
 				}
@@ -66,7 +67,7 @@ func routeClassOf(cfg *Config, x Exchange, canonical string) string {
 	}
 	if anyMethod {
 		for _, r := range cfg.Routes {
-			if r.MatchesPath(canonical) {
+			if r.MatchesHost(host) && r.MatchesPath(canonical) {
 				return "protected"
 			}
 		}
@@ -89,11 +90,11 @@ func containsFold(s, sub string) bool {
 	return false
 }
 
-// routeClass is "protected" when a protected route matches the method and normalised path.
-func routeClass(cfg *Config, method, canonical string) string {
+// routeClass is "protected" when a protected route matches the method, host and normalised path.
+func routeClass(cfg *Config, method, host, canonical string) string {
 	method = strings.ToUpper(method)
 	for _, route := range cfg.Routes {
-		if route.Matches(method, canonical) {
+		if route.MatchesHost(host) && route.Matches(method, canonical) {
 			return "protected"
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -24,9 +25,9 @@ import (
 // Rooms is what a front serves: the room a request is for, and the state of the whole server. A
 // *Proxy is one room, whatever the host; a *Set is a shared proxy set's rooms, by host.
 type Rooms interface {
-	// Room is the room of a request to host, the Host header as sent (port and letter case
-	// included); nil when no room is served there.
-	Room(host []byte) *Proxy
+	// Room is the room of a request with this method and target (as sent) to host, the Host header as
+	// sent (port and letter case included); nil when no room is served there.
+	Room(host, method, target []byte) *Proxy
 	// Named is the room namespace/name, for checks that name it (Envoy's context_extensions).
 	Named(queue string) (*Proxy, bool)
 	Draining() bool
@@ -40,7 +41,7 @@ type Rooms interface {
 }
 
 // Room is p, whatever the host: a proxy of its own serves its room on any host.
-func (p *Proxy) Room([]byte) *Proxy { return p }
+func (p *Proxy) Room(_, _, _ []byte) *Proxy { return p }
 
 // Ready says p serves: it has a config and is not draining.
 func (p *Proxy) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() }
@@ -49,14 +50,15 @@ func (p *Proxy) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() 
 func (p *Proxy) Named(queue string) (*Proxy, bool) { return p, queue == "" || queue == p.queue }
 
 // Set is the rooms of a shared proxy set (spec.proxy.shared): one server, a Proxy per room, each with
-// its own config, keys, Redis and metrics, and a request's room picked by its host. When two rooms
-// name one host, the room created first serves it and the other's generation is refused, saying
-// why, so that its Programmed condition tells its owner.
+// its own config, keys, Redis and metrics, and a request's room picked by its host and, where rooms
+// share a host, by the most specific protected route (hostRooms.pick). Two rooms may not protect the
+// same route on one host: the room created first keeps it and the other's generation is refused,
+// saying why, so that its Programmed condition tells its owner.
 type Set struct {
 	log      logr.Logger
 	draining atomic.Bool
-	// routes maps a host to its room; it is replaced whole when a room comes, goes or changes hosts.
-	routes atomic.Pointer[map[string]*Proxy]
+	// routes maps a host to its rooms; it is replaced whole when a room comes, goes or changes hosts.
+	routes atomic.Pointer[map[string]*hostRooms]
 
 	mu    sync.Mutex
 	rooms map[string]*setRoom // by namespace/name
@@ -82,22 +84,83 @@ type setRoom struct {
 func NewSet(log logr.Logger) *Set {
 	s := &Set{log: log, rooms: map[string]*setRoom{}, registry: prometheus.NewRegistry()}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	empty := map[string]*Proxy{}
+	empty := map[string]*hostRooms{}
 	s.routes.Store(&empty)
 	return s
 }
 
-// Room picks the room by host: without a port or a final dot, in any letter case.
-func (s *Set) Room(host []byte) *Proxy {
+// Room picks the room by host (without a port or a final dot, in any letter case) and, when rooms
+// share the host, by the request's method and target.
+func (s *Set) Room(host, method, target []byte) *Proxy {
 	routes := *s.routes.Load()
 	host = hostOnly(host)
-	if p, ok := routes[string(host)]; ok {
-		return p
+	hr, ok := routes[string(host)]
+	if !ok && hasUpper(host) {
+		hr, ok = routes[string(bytes.ToLower(host))]
 	}
-	if hasUpper(host) {
-		return routes[string(bytes.ToLower(host))]
+	if !ok {
+		return nil
 	}
-	return nil
+	if len(hr.rooms) == 1 {
+		return hr.rooms[0]
+	}
+	return hr.pick(string(method), string(target))
+}
+
+// hostRooms are the rooms served on one host, the one created first first.
+type hostRooms struct {
+	host  string
+	rooms []*Proxy
+}
+
+// pick is the room of a request to a host several rooms share: the room with the most specific
+// protected route for it (route.Specificity), a route for the request's method before one for
+// another, and the room created first on a tie or when none matches. herdgate's own paths go to the
+// room their room parameter names (the waiting page and the enter links add it), else to the room of
+// the page their return parameter names.
+func (hr *hostRooms) pick(method, target string) *Proxy {
+	p, rawQuery, _ := strings.Cut(target, "?")
+	canonical, err := route.Normalize(p)
+	if err != nil || !strings.HasPrefix(p, "/") {
+		return hr.rooms[0] // its gate answers the bad path
+	}
+	if isReserved(canonical) {
+		values, _ := url.ParseQuery(rawQuery)
+		if id := values.Get(RoomParam); id != "" {
+			for _, r := range hr.rooms {
+				if r.roomID == id {
+					return r
+				}
+			}
+		}
+		back, _, _ := strings.Cut(values.Get("return"), "?")
+		if canonical, err = route.Normalize(back); err != nil || !strings.HasPrefix(back, "/") {
+			return hr.rooms[0]
+		}
+		method = http.MethodGet
+	}
+	method = strings.ToUpper(method)
+	best, bestScore := hr.rooms[0], -1
+	for _, r := range hr.rooms {
+		cfg := r.Config()
+		if cfg == nil {
+			continue
+		}
+		for _, rt := range cfg.Routes {
+			if !rt.MatchesHost(hr.host) || !rt.MatchesPath(canonical) {
+				continue
+			}
+			// A route for the method outranks any for another; within each, the most specific.
+			score := rt.Specificity()
+			if rt.Methods[method] {
+				score += 1 << 20
+			}
+			if score > bestScore {
+				best, bestScore = r, score
+			}
+		}
+	}
+	return best
 }
 
 // hostOnly drops a port and a final dot: "Shop.Example.:8443" is "Shop.Example".
@@ -236,9 +299,9 @@ func (s *Set) Queues() []string {
 	return out
 }
 
-// reroute rebuilds the routes from the rooms' configs in force: a host goes to the oldest room that
-// names it (then the first by name), and a room that loses one has its generation refused. s.mu is
-// held.
+// reroute rebuilds the routes from the rooms' configs in force: each host goes to the rooms that name
+// it, the oldest first (then the first by name), and a room that protects a route an older room of
+// the host protects already has its generation refused. s.mu is held.
 func (s *Set) reroute() {
 	order := make([]*setRoom, 0, len(s.rooms))
 	for _, r := range s.rooms {
@@ -250,8 +313,7 @@ func (s *Set) reroute() {
 		}
 		return strings.Compare(a.proxy.queue, b.proxy.queue)
 	})
-	routes := map[string]*Proxy{}
-	holder := map[string]string{}
+	routes := map[string]*hostRooms{}
 	for _, r := range order {
 		cfg := r.proxy.Config()
 		r.hosts = nil
@@ -260,11 +322,15 @@ func (s *Set) reroute() {
 		}
 		conflict := ""
 		for _, h := range cfg.Hosts {
-			if q, taken := holder[h]; taken {
-				conflict = fmt.Sprintf("spec.proxy.hosts: host %s is served for WaitingQueue %s of the same proxy set, which was created first", h, q)
-				continue
+			hr := routes[h]
+			if hr == nil {
+				hr = &hostRooms{host: h}
+				routes[h] = hr
 			}
-			holder[h], routes[h] = r.proxy.queue, r.proxy
+			if c := sameRoute(hr, cfg); c != "" && conflict == "" {
+				conflict = c
+			}
+			hr.rooms = append(hr.rooms, r.proxy)
 			r.hosts = append(r.hosts, h)
 		}
 		if conflict != "" && conflict != r.conflict {
@@ -272,7 +338,36 @@ func (s *Set) reroute() {
 		}
 		r.conflict = conflict
 	}
+	for _, r := range s.rooms {
+		shared := false
+		for _, h := range r.hosts {
+			shared = shared || len(routes[h].rooms) > 1
+		}
+		r.proxy.sharesHost.Store(shared)
+	}
 	s.routes.Store(&routes)
+}
+
+// sameRoute says which protected route of cfg a room already on hr protects on its host, "" when
+// none: the room created first keeps the route (pick prefers it on a tie).
+func sameRoute(hr *hostRooms, cfg *Config) string {
+	for i, mine := range cfg.Routes {
+		if !mine.MatchesHost(hr.host) {
+			continue
+		}
+		for _, other := range hr.rooms {
+			ocfg := other.Config()
+			if ocfg == nil {
+				continue
+			}
+			for _, theirs := range ocfg.Routes {
+				if mine.Same(theirs) {
+					return fmt.Sprintf("spec.protectedRoutes[%d]: WaitingQueue %s of the same proxy set protects the same route on host %s, and was created first", i, other.queue, hr.host)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // Run runs every room's Proxy.Run until ctx ends, and those of rooms added meanwhile.

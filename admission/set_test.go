@@ -39,8 +39,8 @@ func (r setRoom) message() string { return "notice of " + r.name }
 // TestASharedSetKeepsItsRoomsApart serves 100 rooms from one Set on a real Redis, each with its own
 // host, protected route, upstream, HMAC key and page: a visitor of each room is admitted and gets
 // through on its pass, the pass is refused by each of the 99 other rooms, each page says its own
-// notice, a host no room names is refused, two rooms naming one host leave it to the first, and a
-// room that leaves stops being served.
+// notice, a host no room names is refused, two rooms protecting one route on one host leave it to
+// the first, and a room that leaves stops being served.
 func TestASharedSetKeepsItsRoomsApart(t *testing.T) {
 	onBothFronts(t, testSharedSet)
 }
@@ -105,13 +105,14 @@ func testSharedSet(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, `"position":1`) {
 			t.Fatalf("%s: enter: %d %s", r.name, code, body)
 		}
-		visitor := cookieOf(header, admission.VisitorCookie)
+		visitorCookie := admission.CookieNamesOf(r.wq.Namespace, r.wq.Name).Visitor
+		visitor := cookieOf(header, visitorCookie)
 		if res, err := r.q.Admit(context.Background(), queue.AdmitRequest{TickID: 1, Limit: 1, PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute}); err != nil || len(res.Admitted) != 1 {
 			t.Fatalf("%s: the tick admitted %v, %v", r.name, res.Admitted, err)
 		}
 		var status map[string]any
 		for range 50 { // the poll right after the entry comes too early
-			code, body, _ = ask(http.MethodGet, r.host, "/.herdgate/status", "Cookie", admission.VisitorCookie+"="+visitor)
+			code, body, _ = ask(http.MethodGet, r.host, "/.herdgate/status", "Cookie", visitorCookie+"="+visitor)
 			if code == http.StatusOK {
 				break
 			}
@@ -185,9 +186,10 @@ func testSharedSet(t *testing.T) {
 		t.Fatalf("the process's series appear %d times, want once", n)
 	}
 
-	// A later room naming room-000's host does not take it: room-000 keeps it, the newcomer's
-	// generation is refused saying why, and it serves its other host.
-	dup := builder.Queue("shop", "late").UID("uid-late").UpstreamURL(up.URL+"/late").Shared("pool", rooms[0].host, "late.shop.example").Generation(7).Obj()
+	// A later room protecting room-000's route on its host does not take the route: room-000 keeps
+	// it, the newcomer's generation is refused saying why, and it serves its other host.
+	dup := builder.Queue("shop", "late").UID("uid-late").UpstreamURL(up.URL+"/late").Routes(builder.Route(rooms[0].route(), false, "POST")).
+		Shared("pool", rooms[0].host, "late.shop.example").Generation(7).Obj()
 	late := addRoom(t, set, store, dup, make([]byte, 32), time.Now())
 	if code, _, _ := ask(http.MethodPost, rooms[0].host, rooms[0].route(), admission.PassHeader, rooms[0].pass); code != http.StatusOK {
 		t.Fatalf("room-000 after a later room named its host: %d", code)

@@ -113,7 +113,7 @@ func (p *Proxy) identifyVisit(v *visit) bool {
 		replyJSON(v.x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: v.cfg.IdentityHeader})
 		return false
 	}
-	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: p.enterLink()}
 	if v.cfg.Schedule != nil {
 		body.Phase = v.r.phase
 	}
@@ -267,7 +267,7 @@ func (p *Proxy) replyTokenSpent(v *visit, pos queue.Position) {
 
 func (p *Proxy) replyNotQueued(v *visit, pos queue.Position) {
 	p.metrics.requests.WithLabelValues(v.class, "not_queued").Inc()
-	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: reservedPrefix + "/enter"}
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: p.enterLink()}
 	if v.cfg.Schedule != nil {
 		// The engine's phase is the freshest, once the scheduler has published this schedule.
 		body.Phase = v.r.phase

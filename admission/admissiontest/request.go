@@ -25,6 +25,7 @@ func (x *Request) Header(name string) string         { return x.R.Header.Get(nam
 func (x *Request) HeaderCount(name string) int       { return len(x.R.Header.Values(name)) }
 func (x *Request) HeaderValues(name string) []string { return x.R.Header.Values(name) }
 func (x *Request) RawQuery() string                  { return x.R.URL.RawQuery }
+func (x *Request) Host() string                      { return x.R.Host }
 func (x *Request) Secure() bool                      { return x.R.TLS != nil }
 
 func (x *Request) RemoteAddr() netip.Addr {

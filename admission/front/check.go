@@ -31,6 +31,10 @@ const (
 	originalMethodHeader  = "X-Original-Method"
 	forwardedURIHeader    = "X-Forwarded-Uri"
 	forwardedMethodHeader = "X-Forwarded-Method"
+	// The host of the request, for routes with a host: nginx's configuration sets X-Original-Host,
+	// Traefik and Caddy send X-Forwarded-Host, and Envoy's HTTP ext_authz keeps the request's Host.
+	originalHostHeader  = "X-Original-Host"
+	forwardedHostHeader = "X-Forwarded-Host"
 	// CheckCookieHeader, on an allowed request, is the request's Cookie header without herdgate's
 	// cookies: the gateway sends it upstream in place of the visitor's. The answer's Cookie header
 	// says the same, when there is one left, for gateways that copy headers by their names.
@@ -58,8 +62,8 @@ const (
 
 // checkedRequest is the request a gateway asks about, and the convention of its answer.
 type checkedRequest struct {
-	method, uri string
-	convention  convention
+	method, uri, host string
+	convention        convention
 }
 
 // checkedRequestOf reads the request a check names; false when it names none, or more than one.
@@ -78,7 +82,7 @@ func checkedRequestOf(x admission.Exchange, target string) (checkedRequest, bool
 		if original != "" || forwarded != "" || x.Header(originalMethodHeader) != "" || x.Header(forwardedMethodHeader) != "" {
 			return checkedRequest{}, false
 		}
-		return checkedRequest{method: x.Method(), uri: target, convention: envoyHTTP}, true
+		return checkedRequest{method: x.Method(), uri: target, host: x.Host(), convention: envoyHTTP}, true
 	}
 	switch {
 	case original != "" && forwarded == "" && x.Header(forwardedMethodHeader) == "":
@@ -86,11 +90,20 @@ func checkedRequestOf(x admission.Exchange, target string) (checkedRequest, bool
 		if x.Header(CheckAnswerHeader) == "full" {
 			c = asIs
 		}
-		return checkedRequest{method: x.Header(originalMethodHeader), uri: original, convention: c}, true
+		return checkedRequest{method: x.Header(originalMethodHeader), uri: original, host: onlyValue(x, originalHostHeader), convention: c}, true
 	case forwarded != "" && original == "" && x.Header(originalMethodHeader) == "":
-		return checkedRequest{method: x.Header(forwardedMethodHeader), uri: forwarded, convention: asIs}, true
+		return checkedRequest{method: x.Header(forwardedMethodHeader), uri: forwarded, host: onlyValue(x, forwardedHostHeader), convention: asIs}, true
 	}
 	return checkedRequest{}, false
+}
+
+// onlyValue is the header's value when the request carries it once, "" otherwise: a host named twice
+// is no host, and routes of every host apply.
+func onlyValue(x admission.Exchange, name string) string {
+	if x.HeaderCount(name) != 1 {
+		return ""
+	}
+	return x.Header(name)
 }
 
 // check answers a gateway's check through x, the exchange of the check request itself; target is
@@ -112,7 +125,7 @@ func check(p *admission.Proxy, x admission.Exchange, target string) {
 		path = requestPath([]byte(path))
 	}
 	fragment := strings.IndexByte(req.uri, '#') >= 0
-	v := judge(p, &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery}, path, fragment)
+	v := judge(p, &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery, host: req.host}, path, fragment)
 	switch req.convention {
 	case nginxStatuses:
 		renderNginx(x, v)
@@ -224,11 +237,12 @@ func withoutOwnCookies(lines []string) string {
 // headers, cookies and peer, the checked request's method and query.
 type checkExchange struct {
 	admission.Exchange
-	method, rawQuery string
+	method, rawQuery, host string
 }
 
 func (x *checkExchange) Method() string   { return x.method }
 func (x *checkExchange) RawQuery() string { return x.rawQuery }
+func (x *checkExchange) Host() string     { return x.host }
 
 // absoluteLocation makes the waiting page's Location absolute on the visitor's own origin, from the
 // X-Forwarded-Host and -Proto the gateway sends: a gateway that passes the check's answer on (Traefik)

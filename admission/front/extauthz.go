@@ -52,7 +52,7 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 	}
 	path, rawQuery, _ := strings.Cut(h.GetPath(), "?")
 	x := &envoyExchange{ctx: ctx, method: h.GetMethod(), rawQuery: rawQuery, headers: h.GetHeaders(), scheme: h.GetScheme(),
-		peer: peerOf(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress())}
+		host: h.GetHost(), peer: peerOf(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress())}
 	return renderGRPC(judge(p, x, path, strings.IndexByte(h.GetPath(), '#') >= 0)), nil
 }
 
@@ -142,7 +142,9 @@ type envoyExchange struct {
 	// headers are the request's, by lower-case name; Envoy joins repeated ones with commas.
 	headers map[string]string
 	scheme  string
-	peer    netip.Addr
+	// host is the request's host (its :authority), as Envoy names it.
+	host string
+	peer netip.Addr
 }
 
 func (x *envoyExchange) Context() context.Context { return x.ctx }
@@ -172,6 +174,7 @@ func (x *envoyExchange) HeaderValues(name string) []string {
 }
 func (x *envoyExchange) RemoteAddr() netip.Addr { return x.peer }
 func (x *envoyExchange) RawQuery() string       { return x.rawQuery }
+func (x *envoyExchange) Host() string           { return x.host }
 
 func (x *envoyExchange) Cookie(name string) string {
 	for _, line := range x.HeaderValues("Cookie") {

@@ -108,7 +108,7 @@ func (f *Fast) Shutdown(ctx context.Context) error {
 const decidedKey = "herdgate.decided"
 
 func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
-	p := f.rooms.Room(ctx.Host())
+	p := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
 	if p == nil || !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
 		isCheck(ctx.Request.Header.RequestURI()) {
 		return fasthttp.StatusContinue // the handler refuses, hands over or checks as for any request
@@ -151,7 +151,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		f.carry(ctx, pd.p, pd.d)
 		return
 	}
-	p := f.rooms.Room(ctx.Host())
+	p := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
 	if p == nil {
 		admission.ServeUnrouted(f.rooms, fastExchange{ctx}, requestPath(ctx.Request.Header.RequestURI()))
 		return

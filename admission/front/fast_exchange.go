@@ -36,6 +36,7 @@ func (x fastExchange) RemoteAddr() netip.Addr {
 }
 func (x fastExchange) Cookie(name string) string { return string(x.ctx.Request.Header.Cookie(name)) }
 func (x fastExchange) RawQuery() string          { return string(x.ctx.URI().QueryString()) }
+func (x fastExchange) Host() string              { return string(x.ctx.Host()) }
 func (x fastExchange) Secure() bool {
 	return x.ctx.IsTLS() || string(x.ctx.Request.Header.Peek("X-Forwarded-Proto")) == "https"
 }

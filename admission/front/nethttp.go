@@ -64,7 +64,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.rooms.Draining() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
 	}
-	p := h.rooms.Room([]byte(r.Host))
+	p := h.rooms.Room([]byte(r.Host), []byte(r.Method), []byte(r.RequestURI))
 	if p == nil {
 		admission.ServeUnrouted(h.rooms, stdExchange{w, r}, r.URL.EscapedPath())
 		return
@@ -242,6 +242,7 @@ func (x stdExchange) RemoteAddr() netip.Addr {
 	return ap.Addr().Unmap()
 }
 func (x stdExchange) RawQuery() string         { return x.r.URL.RawQuery }
+func (x stdExchange) Host() string             { return x.r.Host }
 func (x stdExchange) SetHeader(name, v string) { x.w.Header().Set(name, v) }
 func (x stdExchange) SetCookie(c *http.Cookie) { http.SetCookie(x.w, c) }
 

@@ -73,6 +73,8 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 		"passthrough": builder.Queue("shop", "sale").Routes(builder.Route("/sale", true, "GET")).Mode(herdgatev1alpha1.ModePassthrough),
 		"scheduled": builder.Queue("shop", "launch").Routes(builder.Route("/launch", true, "GET", "POST")).
 			Schedule(now.Add(time.Hour), now.Add(2*time.Hour), time.Time{}),
+		"hosted": builder.Queue("shop", "hosted").Routes(builder.RouteOn("shop.example", "/checkout", true, "GET"),
+			builder.RouteOn("tickets.example", "/tickets", true, "GET")),
 		"unconfigured": nil,
 	} {
 		engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute})
@@ -198,6 +200,66 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			}
 		}
 	}
+
+	// Routes for one host: each check names the request's host its own way, and the gate compares it
+	// without a port, a final dot or regard to case.
+	hosted := rooms["hosted"]
+	withHost := map[string]func(host, uri string) seen{
+		"nginx": func(host, uri string) seen {
+			return seenOverHTTP(t, http.MethodGet, hosted.http, CheckPath, header{"X-Original-Method", "GET", "X-Original-URI", uri, "X-Original-Host", host, "Accept", "application/json"})
+		},
+		"forward auth": func(host, uri string) seen {
+			return seenOverHTTP(t, http.MethodGet, hosted.http, CheckPath, header{"X-Forwarded-Method", "GET", "X-Forwarded-Uri", uri, "X-Forwarded-Host", host, "Accept", "application/json"})
+		},
+		"envoy http": func(host, uri string) seen {
+			return seenOverHTTP(t, http.MethodGet, hosted.http, CheckPath+uri, header{"Host", host, "Accept", "application/json"})
+		},
+		"envoy grpc": func(host, uri string) seen {
+			req := checkRequest("shop/hosted", "GET", uri, map[string]string{"accept": "application/json"})
+			req.Attributes.Request.Http.Host = host
+			res, err := grpcClient.Check(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return seenOverGRPC(t, res)
+		},
+	}
+	for _, c := range []struct {
+		host, uri string
+		protected bool
+	}{
+		{"shop.example", "/checkout/cart", true},
+		{"Shop.Example:8443", "/checkout", true},
+		{"shop.example.", "/checkout", true},
+		{"tickets.example", "/checkout", false},
+		{"tickets.example", "/tickets/1", true},
+		{"shop.example", "/tickets/1", false},
+		{"evil.shop.example", "/checkout", false},
+		{"shop.example.evil", "/checkout", false},
+	} {
+		want := seen{Allow: true}
+		if c.protected {
+			want = refused(403, "pass_required", "missing")
+		}
+		for _, name := range []string{"nginx", "forward auth", "envoy http", "envoy grpc"} {
+			if diff := cmp.Diff(want, withHost[name](c.host, c.uri)); diff != "" {
+				t.Errorf("GET %s on %s through %s (-want +got):\n%s", c.uri, c.host, name, diff)
+			}
+		}
+	}
+	// A check that names no host, or two, gets the routes of every host.
+	for _, h := range []header{
+		{"X-Original-Method", "GET", "X-Original-URI", "/checkout"},
+		{"X-Original-Method", "GET", "X-Original-URI", "/tickets/1"},
+		{"X-Original-Method", "GET", "X-Original-URI", "/checkout", "X-Original-Host", "tickets.example", "X-Original-Host", "tickets.example"},
+		{"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/checkout", "X-Forwarded-Host", "tickets.example", "X-Forwarded-Host", "evil.example"},
+		{"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/tickets/1"},
+	} {
+		got := seenOverHTTP(t, http.MethodGet, hosted.http, CheckPath, append(h, "Accept", "application/json"))
+		if diff := cmp.Diff(refused(403, "pass_required", "missing"), got); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", h, diff)
+		}
+	}
 }
 
 func roomName(rooms map[string]*checkedRoom, r *checkedRoom) string {
@@ -237,6 +299,10 @@ func seenOverHTTP(t *testing.T, method, base, target string, h []string) seen {
 	}
 	req.URL.Opaque = target // as it is, a malformed escape too
 	for i := 0; i+1 < len(h); i += 2 {
+		if h[i] == "Host" {
+			req.Host = h[i+1]
+			continue
+		}
 		req.Header.Add(h[i], h[i+1])
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -71,3 +71,22 @@ func (s *WaitingQueueSpec) ProxySet() string {
 	}
 	return s.Proxy.Shared
 }
+
+// RoomID is a short name of the room namespace/name that stays the same wherever it is served:
+// eight hex digits of a hash of it. It tells rooms apart where they share a host, in cookie names
+// and in the room parameter of herdgate's own paths.
+func RoomID(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return hex.EncodeToString(sum[:4])
+}
+
+// CookieName is the name of one of herdgate's cookies (base, such as "herdgate_pass") for the room
+// namespace/name: base, '_' and the room's RoomID, so that rooms served on one domain never read or
+// overwrite each other's cookies, and every name still starts with "herdgate_", which gateways strip
+// before the workload.
+func CookieName(base, namespace, name string) string { return base + "_" + RoomID(namespace, name) }
+
+// CookieName is the name of one of herdgate's cookies for this room (see the function CookieName).
+func (wq *WaitingQueue) CookieName(base string) string {
+	return CookieName(base, wq.Namespace, wq.Name)
+}

@@ -55,14 +55,19 @@ func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m str %s\n", i, flags, *r.PathPrefix)
 			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m beg %s/\n", i, flags, strings.TrimSuffix(string(*r.PathPrefix), "/"))
 		}
-		fmt.Fprintf(&routes, "  http-request set-var(txn.protected) bool(1) if route%d_method route%d_path\n", i, i)
+		host := ""
+		if r.Host != nil {
+			fmt.Fprintf(&routes, "  acl route%d_host var(txn.host) -m str %s\n", i, *r.Host)
+			host = fmt.Sprintf(" route%d_host", i)
+		}
+		fmt.Fprintf(&routes, "  http-request set-var(txn.protected) bool(1) if route%d_method route%d_path%s\n", i, i, host)
 	}
 	var strip strings.Builder
 	for _, h := range herdgateHeaders {
 		fmt.Fprintf(&strip, "  http-request del-header %s\n", h)
 	}
 	return []byte(strings.NewReplacer(
-		"LISTEN", listen, "HERDGATE", herdgate, "WORKLOAD", workload, "KEYS", keys, "QUEUE", wq.Namespace+"/"+wq.Name,
+		"LISTEN", listen, "HERDGATE", herdgate, "WORKLOAD", workload, "KEYS", keys, "QUEUE", wq.Namespace+"/"+wq.Name, "PASS_COOKIE", wq.CookieName("herdgate_pass"),
 		"ROUTES\n", routes.String(), "STRIP\n", strip.String(),
 	).Replace(haproxyTemplate)), nil
 }
@@ -74,13 +79,17 @@ const haproxyTemplate = `frontend site
   # with "." or ".." segments or a backslash, which the workload might read as another, is refused.
   http-request set-var(txn.path) 'path,url_dec,regsub(";[^/]*","",g),regsub("/+","/",g),regsub("/$","")'
   http-request deny deny_status 400 if { var(txn.path) -m reg '(^|/)\.\.?(/|$)' } || { var(txn.path) -m reg '[\\]' }
+  # The host as herdgate reads it, for routes with a host: no port, no final dot, lower case.
+  http-request set-var(txn.host) 'req.hdr(host),regsub(":[0-9]*$",""),regsub("[.]$",""),lower'
 
   # spec.protectedRoutes
 ROUTES
   acl protected var(txn.protected) -m bool
 
-  # The pass: its header, else its cookie; signed by one of the published keys; for this queue, now.
+  # The pass: its header, else its cookie (the room's, else the one named before cookies were named
+  # per room); signed by one of the published keys; for this queue, now.
   http-request set-var(txn.pass) req.cook(herdgate_pass) if protected
+  http-request set-var(txn.pass) req.cook(PASS_COOKIE) if protected { req.cook(PASS_COOKIE) -m found }
   http-request set-var(txn.pass) req.hdr(x-herdgate-pass) if protected { req.hdr(x-herdgate-pass) -m found }
   acl signed var(txn.pass_signed) -m bool
   http-request set-var(txn.pass_signed) bool(1) if protected { var(txn.pass),jwt_verify("ES256","KEYS/current.pem") -m int 1 }
@@ -104,6 +113,8 @@ backend herdgate
 backend herdgate_refusal
   http-request del-header X-Original-URI
   http-request del-header X-Original-Method
+  http-request del-header X-Original-Host
+  http-request set-header X-Forwarded-Host %[req.hdr(host)]
   http-request set-header X-Forwarded-Method %[method]
   http-request set-header X-Forwarded-Uri %[url]
   http-request set-method GET

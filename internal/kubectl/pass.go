@@ -19,7 +19,7 @@ func (c *cli) passCommand(stdout io.Writer) *cobra.Command {
 	inspect := &cobra.Command{
 		Use:   "inspect NAME PASS",
 		Short: "Decode a pass and check it against the room's keys, as its proxies do",
-		Long: "pass inspect checks a pass (the herdgate_pass cookie's value, or X-Herdgate-Pass) with the room's keys\n" +
+		Long: "pass inspect checks a pass (the value of the room's herdgate_pass_<room ID> cookie, or X-Herdgate-Pass) with the room's keys\n" +
 			"from its Secret, as the proxy does, and says whose it is and when it is valid. It reads the room's Secret,\n" +
 			"so it needs get on secrets. Whether the workload released the session is kept in Redis and not checked.",
 		Args: func(cmd *cobra.Command, args []string) error {

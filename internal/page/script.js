@@ -12,9 +12,11 @@
     return (texts[key] || key).replace(/\{(\w+)\}/g, function (m, name) { return vars && name in vars ? String(vars[name]) : m; });
   };
   var sleep = function (ms) { return new Promise(function (r) { setTimeout(r, ms); }); };
+  // Each call names the page it waits for: where rooms share a host, herdgate picks the room by it.
   var call = function (method, path, headers) {
     var h = { "Accept": "application/json" };
     for (var k in headers || {}) { h[k] = headers[k]; }
+    path += (path.indexOf("?") < 0 ? "?" : "&") + "return=" + encodeURIComponent(target);
     return fetch(path, { method: method, credentials: "same-origin", cache: "no-store", headers: h });
   };
   // An invitation (?invitation=) and a lane's code (?code=) come in the page's address; they leave

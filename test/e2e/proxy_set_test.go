@@ -118,13 +118,13 @@ func TestAProxySetServesItsRoomsUnderItsAccount(t *testing.T) {
 	_ = res.Body.Close()
 	var visitor string
 	for _, c := range res.Cookies() {
-		if c.Name == admission.VisitorCookie {
+		if c.Name == admission.CookieNamesOf(ns, "room-a").Visitor {
 			visitor = c.Value
 		}
 	}
 	var pass string
 	waitUntil(t, "room-a's visitor to be admitted", func() bool {
-		code, body := do(http.MethodGet, "room-a.shop.example", "/.herdgate/status", "Cookie", admission.VisitorCookie+"="+visitor)
+		code, body := do(http.MethodGet, "room-a.shop.example", "/.herdgate/status", "Cookie", admission.CookieNamesOf(ns, "room-a").Visitor+"="+visitor)
 		var st map[string]any
 		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st["admitted"] != true {
 			return false

@@ -128,7 +128,7 @@ func TestTheSafetyNet(t *testing.T) {
 		res := get()
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != http.StatusOK || string(body) != "the checkout page" || !strings.Contains(res.Header.Get("Set-Cookie"), admission.PassCookie+"=") {
+		if res.StatusCode != http.StatusOK || string(body) != "the checkout page" || !strings.Contains(res.Header.Get("Set-Cookie"), admission.CookieNamesOf("safety", "browser").Pass+"=") {
 			t.Fatalf("a browser's first protected request: %d %q (Set-Cookie %q); want the page and a pass", res.StatusCode, body, res.Header.Get("Set-Cookie"))
 		}
 		again := get()

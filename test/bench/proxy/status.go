@@ -79,7 +79,7 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, p
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "local cookies = {")
 	for _, c := range cookies {
-		fmt.Fprintf(w, "%q,\n", admission.VisitorCookie+"="+c)
+		fmt.Fprintf(w, "%q,\n", admission.CookieNamesOf("bench", "orders").Visitor+"="+c)
 	}
 	fmt.Fprintf(w, `}
 local threads = 0
