@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -38,5 +39,44 @@ func TestAnEventChangesTheRoomsPageAndNotice(t *testing.T) {
 		if !strings.Contains(string(page.body), c.notice) {
 			t.Errorf("%s after the start: the page does not show %q", c.at, c.notice)
 		}
+	}
+}
+
+// TestAnEventThroughGateways: through each real gateway, configured as the guide says, a visitor who
+// enters while an event runs gets the event's notice, on the answer and on the waiting page, and
+// the page of an event not yet begun stays the room's own.
+func TestAnEventThroughGateways(t *testing.T) {
+	t0 := time.Now().Truncate(time.Second)
+	for name, gw := range gateways {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range []struct {
+				start  time.Duration
+				notice string
+			}{{-time.Minute, "The sale is on: two tickets each"}, {time.Hour, "Welcome"}} {
+				_, gateway := throughGateway(t, gw, func(wq *herdgatev1alpha1.WaitingQueue) {
+					sale := builder.Event("sale", t0.Add(c.start), t0.Add(c.start+2*time.Hour))
+					sale.Page = &herdgatev1alpha1.EventPage{Message: ptr.To("The sale is on: two tickets each")}
+					*wq = *builder.From(wq).PageMessage("Welcome").Events(sale).Obj()
+				})
+				res, err := http.Post(gateway+"/.herdgate/enter", "application/json", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(res.Body)
+				_ = res.Body.Close()
+				if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"notice":"`+c.notice+`"`) {
+					t.Fatalf("event from %s: enter through %s: %d %s; want the notice %q", c.start, name, res.StatusCode, body, c.notice)
+				}
+				res, err = http.Get(gateway + "/.herdgate/?return=/checkout")
+				if err != nil {
+					t.Fatal(err)
+				}
+				page, _ := io.ReadAll(res.Body)
+				_ = res.Body.Close()
+				if res.StatusCode != http.StatusOK || !strings.Contains(string(page), c.notice) || (c.start > 0) == strings.Contains(string(page), "two tickets") {
+					t.Fatalf("event from %s: the page through %s: %d, does not show %q", c.start, name, res.StatusCode, c.notice)
+				}
+			}
+		})
 	}
 }
