@@ -384,26 +384,3 @@ func LoadFile(path string) (*Config, string, error) {
 	}
 	return cfg, fc.RedisURL, nil
 }
-
-// CookieNames are the names of a room's cookies.
-type CookieNames struct{ Pass, Visitor, Place string }
-
-// CookieNamesOf are the names of the cookies of the room namespace/name.
-func CookieNamesOf(namespace, name string) CookieNames {
-	return CookieNames{
-		Pass:    herdgatev1alpha1.CookieName(PassCookie, namespace, name),
-		Visitor: herdgatev1alpha1.CookieName(VisitorCookie, namespace, name),
-		Place:   herdgatev1alpha1.CookieName(PlaceCookie, namespace, name),
-	}
-}
-
-// roomCookie is the value of the room's cookie name, else of the unsuffixed base name the proxy set
-// before cookies were named per room, so that visitors holding one keep it across an upgrade.
-// Either is verified with the room's own keys: another room's cookie of the base name never
-// verifies.
-func roomCookie(x Exchange, name, base string) string {
-	if v := x.Cookie(name); v != "" {
-		return v
-	}
-	return x.Cookie(base)
-}

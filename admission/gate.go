@@ -21,34 +21,6 @@ import (
 // The proxy's own paths live under this prefix and never reach the upstream.
 const reservedPrefix = "/.herdgate"
 
-// RoomParam, on a request for one of herdgate's own paths, names the room it is for by its
-// herdgatev1alpha1.RoomID, where rooms share a host in a shared proxy set.
-const RoomParam = "room"
-
-// enterLink is where a visitor enters the room: with the room parameter where the room shares its
-// host.
-func (p *Proxy) enterLink() string {
-	if p.sharesHost.Load() {
-		return reservedPrefix + "/enter?" + RoomParam + "=" + p.roomID
-	}
-	return reservedPrefix + "/enter"
-}
-
-// Cookie and header names of the HTTP contract.
-const (
-	PassCookie    = "herdgate_pass"
-	VisitorCookie = "herdgate_visitor"
-	PassHeader    = "X-Herdgate-Pass"
-	// maxCookieValue bounds the herdgate cookies read; longer values are ignored as forged.
-	maxCookieValue = 512
-	visitorMaxAge  = 24 * time.Hour
-	// planTTL is how long a proxy reuses the plan read from Redis.
-	planTTL = time.Second
-	// tooEarlyShare: a poll is refused when it comes sooner than this share of the shortest interval
-	// the proxy could have told the visitor; the rest is room for network jitter.
-	tooEarlyShare = 0.8
-)
-
 // Verdict is what the gate decided of a request.
 type Verdict uint8
 
@@ -156,13 +128,6 @@ func (p *Proxy) Allowed(d Decision) {
 	}
 }
 
-// presentedPass is a pass as a request carried it, with what identifies its visitor.
-type presentedPass struct {
-	token string
-	// identity is the identity header's value, or the visitor cookie when the queue has none.
-	identity string
-}
-
 // decide is the gate. It reads the request through x and writes what it answers (or adds to the
 // upstream's answer) into the decision's Reply; checking says a gateway asks (DecideForGateway).
 func (p *Proxy) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) Decision {
@@ -241,7 +206,8 @@ func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, che
 	if isReserved(canonical) {
 		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}, false
 	}
-	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, canonical), checking: checking}
+	host := route.HostOf(x.Host())
+	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, host, canonical), checking: checking}
 	if d.class == "protected" {
 		if lane := bypassLane(x, cfg, canonical); lane != "" {
 			// A bypass lane: no pass, no queue, whatever the mode.
@@ -251,7 +217,7 @@ func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, che
 			return d, false
 		}
 	}
-	d.completion = matchesAny(cfg.CompletionRoutes, x.Method(), route.HostOf(x.Host()), canonical)
+	d.completion = matchesAny(cfg.CompletionRoutes, x.Method(), host, canonical)
 	if !d.hasPass {
 		// The workload may end a session on any route (a logout, a thank-you page): keep the pass the
 		// request carried, to check it should the answer say so.
@@ -270,84 +236,9 @@ func bypassLane(x Exchange, cfg *Config, canonical string) string {
 	return out.Bypass
 }
 
-// passToken is the pass a request carries: the pass header, else the room's pass cookie.
-func passToken(x Exchange, cfg *Config) string {
-	if token := x.Header(PassHeader); token != "" {
-		return token
-	}
-	return roomCookie(x, cfg.Cookies.Pass, PassCookie)
-}
-
-// presentedOf is the pass x carries and what identifies its visitor, unchecked.
-func presentedOf(x Exchange, cfg *Config) presentedPass {
-	token := passToken(x, cfg)
-	if token == "" {
-		return presentedPass{}
-	}
-	if cfg.IdentityHeader != "" {
-		return presentedPass{token: token, identity: x.Header(cfg.IdentityHeader)}
-	}
-	return presentedPass{token: token, identity: roomCookie(x, cfg.Cookies.Visitor, VisitorCookie)}
-}
-
-// verifyPresented checks a pass kept by the gate as admit would have: for its visitor, at now, not
-// released, and issued for the opening in force.
-func (p *Proxy) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
-	visitor := pp.identity
-	if cfg.IdentityHeader == "" {
-		visitor, _ = visitorOfCookie(cfg, pp.identity)
-	}
-	verified, result := p.verifyPass(cfg, pp.token, visitor, now)
-	return verified, result == pass.Valid
-}
-
-// verifyPass is the one check of a pass: its MAC, its visitor and times, then whether its session
-// ended and whether it belongs to the opening in force.
-func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
-	verified, result := cfg.Passes.Verify(token, visitor, now)
-	switch {
-	case result != pass.Valid:
-	case p.sessions.IsRevoked(verified):
-		result = pass.Released
-	case cfg.fromEarlierOpening(verified):
-		result = pass.EarlierOpening
-	}
-	return verified, result
-}
-
 func (p *Proxy) replyBadPath(x Exchange) {
 	p.metrics.requests.WithLabelValues("open", "bad_path").Inc()
 	replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
-}
-
-// identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
-// mint is set and the visitor has no cookie yet, it issues one. It is the one place that tells who a
-// visitor is, for passes, enter and status alike.
-func (p *Proxy) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
-	if cfg.IdentityHeader != "" {
-		v := x.Header(cfg.IdentityHeader)
-		return v, v != ""
-	}
-	if id, ok := visitorOfCookie(cfg, roomCookie(x, cfg.Cookies.Visitor, VisitorCookie)); ok {
-		return id, true
-	}
-	if !mint {
-		return "", false
-	}
-	id, cookie := cfg.Signer.NewVisitorCookie()
-	x.SetCookie(&http.Cookie{
-		Name: cfg.Cookies.Visitor, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
-	})
-	return id, true
-}
-
-// visitorOfCookie is the visitor a visitor cookie names, when the cookie is one this queue signed.
-func visitorOfCookie(cfg *Config, cookie string) (string, bool) {
-	if cookie == "" || len(cookie) > maxCookieValue {
-		return "", false
-	}
-	return cfg.Signer.VerifyVisitorCookie(cookie)
 }
 
 // admit decides whether a request to a protected route may pass, and answers it when not. A valid

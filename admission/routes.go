@@ -26,12 +26,11 @@ func isReserved(canonical string) bool {
 // methodOverrides are the headers through which frameworks let a request act as another method.
 var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
 
-// routeClassOf judges the request as every method it may act as upstream: its own, the one an
-// override header or a _method query parameter names, and — for a form body, which may carry a
-// _method field the gate does not read — any method. It is protected when a protected route matches
-// one of them; overrides then reach the upstream unchanged, judged.
-func routeClassOf(cfg *Config, x Exchange, canonical string) string {
-	host := route.HostOf(x.Host())
+// routeClassOf judges the request for host (as route.HostOf gives it) as every method it may act as
+// upstream: its own, the one an override header or a _method query parameter names, and — for a form
+// body, which may carry a _method field the gate does not read — any method. It is protected when a
+// protected route matches one of them; overrides then reach the upstream unchanged, judged.
+func routeClassOf(cfg *Config, x Exchange, host, canonical string) string {
 	if routeClass(cfg, x.Method(), host, canonical) == "protected" {
 		return "protected"
 	}
