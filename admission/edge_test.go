@@ -304,12 +304,16 @@ func testForwardsOnlyWhatItMatched(t *testing.T) {
 	t.Run("a method override is judged as the method it names", func(t *testing.T) {
 		h, up := edgeHarness(t)
 		for name, req := range map[string]string{
-			"X-HTTP-Method-Override": "PUT /checkout HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Override: GET\r\nContent-Length: 0\r\n",
-			"X-HTTP-Method":          "PUT /checkout HTTP/1.1\r\nHost: a\r\nX-HTTP-Method: GET\r\nContent-Length: 0\r\n",
-			"X-Method-Override":      "PUT /checkout HTTP/1.1\r\nHost: a\r\nX-Method-Override: get\r\nContent-Length: 0\r\n",
-			"_method in the query":   "PUT /checkout?_method=GET HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n",
-			"_method in a form body": "PUT /checkout HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 11\r\n",
-			"a form upload":          "POST /checkout HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 11\r\n",
+			"X-HTTP-Method-Override":  "PUT /checkout HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Override: GET\r\nContent-Length: 0\r\n",
+			"X-HTTP-Method":           "PUT /checkout HTTP/1.1\r\nHost: a\r\nX-HTTP-Method: GET\r\nContent-Length: 0\r\n",
+			"X-Method-Override":       "PUT /checkout HTTP/1.1\r\nHost: a\r\nX-Method-Override: get\r\nContent-Length: 0\r\n",
+			"_method in the query":    "PUT /checkout?_method=GET HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n",
+			"_method escaped":         "PUT /checkout?%5Fmethod=GET HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n",
+			"_METHOD in upper case":   "PUT /checkout?a=1&_METHOD=get HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n",
+			".method as PHP reads it": "PUT /checkout?.method=GET HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n",
+			"+method as PHP reads it": "PUT /checkout?+method=GET HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n",
+			"_method in a form body":  "PUT /checkout HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 11\r\n",
+			"a form upload":           "POST /checkout HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 11\r\n",
 		} {
 			body := ""
 			if strings.Contains(req, "Length: 11") {

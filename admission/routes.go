@@ -46,13 +46,15 @@ func routeClassOf(cfg *Config, x Exchange, host, canonical string) string {
 			anyMethod = true // which one a framework reads is its business: judge them all
 		}
 	}
-	if q := x.RawQuery(); q != "" && containsFold(q, "_method") {
+	// "method" rather than "_method": the key may come escaped (%5Fmethod), and some frameworks
+	// read "." or " " in a key as "_" (isMethodParam).
+	if q := x.RawQuery(); q != "" && containsFold(q, "method") {
 		values, err := url.ParseQuery(q)
 		if err != nil {
 			anyMethod = true
 		}
 		for key, vs := range values {
-			if strings.EqualFold(key, "_method") {
+			if isMethodParam(key) {
 				for _, v := range vs {
 					if routeClass(cfg, v, host, canonical) == "protected" {
 						return "protected"
@@ -72,6 +74,12 @@ func routeClassOf(cfg *Config, x Exchange, host, canonical string) string {
 		}
 	}
 	return "open"
+}
+
+// isMethodParam says a decoded query key is the _method parameter as a framework may read it: in
+// any case, its underscore also spelled "." or " " (which PHP turns into "_").
+func isMethodParam(key string) bool {
+	return len(key) == len("_method") && strings.ContainsRune("_. ", rune(key[0])) && strings.EqualFold(key[1:], "method")
 }
 
 // hasPrefixFold and containsFold compare ASCII without regard to case and without a lower-cased copy:
