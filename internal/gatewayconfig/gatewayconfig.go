@@ -48,6 +48,9 @@ func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	var objs []map[string]any
 	var err error
 	switch opts.Target {
+	case "nginx", "caddy":
+		return nil, fmt.Errorf("target %s needs nothing per queue: its configuration is in docs/guides/gateways.md (%s); targets: %s",
+			opts.Target, map[string]string{"nginx": "#nginx", "caddy": "#traefik-and-caddy"}[opts.Target], strings.Join(Targets, ", "))
 	case "gateway-api":
 		objs, err = gatewayAPI(wq, opts)
 	case "envoy-gateway":
@@ -55,7 +58,7 @@ func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	case "istio":
 		objs, err = istio(wq, opts)
 	case "traefik":
-		objs = []map[string]any{traefik(wq)}
+		objs = traefik(wq)
 	case "haproxy":
 		return haproxy(wq, opts)
 	default:
@@ -190,13 +193,19 @@ func istio(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, e
 		"provider": map[string]any{"name": ProviderName(wq)},
 		"rules":    []any{map[string]any{"to": []any{map[string]any{"operation": map[string]any{"notPaths": []any{"/.herdgate/*"}}}}}},
 	}
+	policy := meta(wq, wq.Name+"-herdgate")
 	switch {
 	case opts.Gateway != "":
 		ref, err := gatewayRef(opts)
 		if err != nil {
 			return nil, err
 		}
-		delete(ref, "namespace") // a policy targets a Gateway of its own namespace
+		// A policy targets a Gateway of its own namespace: it goes where the Gateway is.
+		if ns, ok := ref["namespace"].(string); ok && ns != wq.Namespace {
+			policy = meta(wq, wq.Namespace+"-"+wq.Name+"-herdgate")
+			policy["namespace"] = ns
+		}
+		delete(ref, "namespace")
 		spec["targetRefs"] = []any{ref}
 	case len(opts.Selector) > 0:
 		labels := map[string]any{}
@@ -208,7 +217,7 @@ func istio(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, e
 		return nil, errors.New("target istio needs the Gateway (--gateway) or the workload's pod labels (--selector key=value)")
 	}
 	return []map[string]any{{
-		"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy", "metadata": meta(wq, wq.Name+"-herdgate"), "spec": spec,
+		"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy", "metadata": policy, "spec": spec,
 	}}, nil
 }
 
@@ -223,16 +232,32 @@ func MeshConfigProvider(wq *herdgatev1alpha1.WaitingQueue) string {
 		ProviderName(wq), wq.ServiceName(), wq.Namespace, extAuthzPort)
 }
 
-// traefik is the ForwardAuth Middleware that asks herdgate's HTTP check.
-func traefik(wq *herdgatev1alpha1.WaitingQueue) map[string]any {
-	return map[string]any{
-		"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate"),
-		"spec": map[string]any{"forwardAuth": map[string]any{
-			"address":             fmt.Sprintf("http://%s.%s.svc/.herdgate/check", wq.ServiceName(), wq.Namespace),
-			"authResponseHeaders": toAny(append([]string{"Cookie"}, herdgateHeaders...)),
-		}},
+// traefik is the Middleware to attach to the workload's routes: a chain of one that drops the
+// visitor's own X-Original-* headers (nginx's convention, which would name another request to the
+// check) and the ForwardAuth that asks herdgate's HTTP check.
+func traefik(wq *herdgatev1alpha1.WaitingQueue) []map[string]any {
+	dropped := map[string]any{}
+	for _, h := range otherConventionHeaders {
+		dropped[h] = ""
+	}
+	return []map[string]any{
+		{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate"),
+			"spec": map[string]any{"chain": map[string]any{"middlewares": []any{
+				map[string]any{"name": wq.Name + "-herdgate-headers"}, map[string]any{"name": wq.Name + "-herdgate-check"},
+			}}}},
+		{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate-headers"),
+			"spec": map[string]any{"headers": map[string]any{"customRequestHeaders": dropped}}},
+		{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate-check"),
+			"spec": map[string]any{"forwardAuth": map[string]any{
+				"address":             fmt.Sprintf("http://%s.%s.svc/.herdgate/check", wq.ServiceName(), wq.Namespace),
+				"authResponseHeaders": toAny(append([]string{"Cookie"}, herdgateHeaders...)),
+			}}},
 	}
 }
+
+// otherConventionHeaders are nginx's names of the request to check, which Traefik passes on from
+// the visitor unless a Middleware drops them (an empty value removes a header).
+var otherConventionHeaders = []string{"X-Original-URI", "X-Original-Method", "X-Original-Host"}
 
 func toAny(s []string) []any {
 	out := make([]any, len(s))

@@ -73,8 +73,10 @@ func TestGeneratedObjectsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{"shop", "infra"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, target := range []struct {
 		opts  gatewayconfig.Options
@@ -83,14 +85,18 @@ func TestGeneratedObjectsApply(t *testing.T) {
 		{gatewayconfig.Options{Target: "gateway-api", Gateway: "eg", Hostnames: []string{"shop.example"}}, []string{"HTTPRoute", "HTTPRoute"}},
 		{gatewayconfig.Options{Target: "envoy-gateway", Gateway: "infra/eg"}, []string{"HTTPRoute", "HTTPRoute", "SecurityPolicy"}},
 		{gatewayconfig.Options{Target: "istio", Gateway: "eg"}, []string{"AuthorizationPolicy"}},
+		{gatewayconfig.Options{Target: "istio", Gateway: "infra/eg"}, []string{"AuthorizationPolicy"}},
 		{gatewayconfig.Options{Target: "istio", Selector: map[string]string{"app": "orders"}}, []string{"AuthorizationPolicy"}},
-		{gatewayconfig.Options{Target: "traefik"}, []string{"Middleware"}},
+		{gatewayconfig.Options{Target: "traefik"}, []string{"Middleware", "Middleware", "Middleware"}},
 	} {
 		out, err := gatewayconfig.Render(referenceQueue(), target.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", target.opts.Target, err)
 		}
 		objs := decode(t, out)
+		if target.opts.Target == "istio" && target.opts.Gateway == "infra/eg" && objs[0].GetNamespace() != "infra" {
+			t.Errorf("istio --gateway infra/eg: the policy is in namespace %q, not the Gateway's", objs[0].GetNamespace())
+		}
 		var kinds []string
 		for _, obj := range objs {
 			kinds = append(kinds, obj.GetKind())
@@ -167,8 +173,9 @@ func TestHAProxyConfigOfEveryRouteKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"acl route0_method method PUT DELETE\n", "acl route0_path var(txn.path) -m str /Cart/Items\n",
-		"acl route1_method method GET HEAD\n", "acl route1_path var(txn.path) -i -m beg /checkout/\n",
+		"acl route0_method var(txn.method) -m str PUT DELETE\n", "acl route0_method var(txn.method_param) -m str PUT DELETE\n",
+		"acl route0_method var(txn.any_method) -m bool\n", "acl route0_path var(txn.path) -m str /Cart/Items\n",
+		"acl route1_method var(txn.method_override) -m str GET HEAD\n", "acl route1_path var(txn.path) -i -m beg /checkout/\n",
 		"acl route2_path always_true\n",
 	} {
 		if !strings.Contains(string(out), want) {

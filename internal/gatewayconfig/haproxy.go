@@ -44,7 +44,10 @@ func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 		if r.ExactCase {
 			flags = ""
 		}
-		fmt.Fprintf(&routes, "  acl route%d_method method %s\n", i, strings.Join(methods, " "))
+		for _, candidate := range methodVars {
+			fmt.Fprintf(&routes, "  acl route%d_method var(%s) -m str %s\n", i, candidate, strings.Join(methods, " "))
+		}
+		fmt.Fprintf(&routes, "  acl route%d_method var(txn.any_method) -m bool\n", i)
 		switch {
 		case r.Path != nil:
 			fmt.Fprintf(&routes, "  acl route%d_path var(txn.path) %s-m str %s\n", i, flags, *r.Path)
@@ -72,6 +75,9 @@ func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	).Replace(haproxyTemplate)), nil
 }
 
+// methodVars hold the methods a request may act as; a route's methods are matched against each.
+var methodVars = []string{"txn.method", "txn.method_override", "txn.method_http", "txn.method_x_override", "txn.method_param"}
+
 const haproxyTemplate = `frontend site
   bind LISTEN
   option forwardfor
@@ -81,6 +87,23 @@ const haproxyTemplate = `frontend site
   http-request deny deny_status 400 if { var(txn.path) -m reg '(^|/)\.\.?(/|$)' } || { var(txn.path) -m reg '[\\]' }
   # The host as herdgate reads it, for routes with a host: no port, no final dot, lower case.
   http-request set-var(txn.host) 'req.hdr(host),regsub(":[0-9]*$",""),regsub("[.]$",""),lower'
+
+  # The methods the request may act as upstream (docs/reference/upstream.md): its own, the one an
+  # override header names once, the one the _method query parameter names when it is the only one,
+  # spelled plainly; any method for a repeated override, another spelling of the parameter, a query
+  # herdgate cannot parse, or a form body (which may carry a _method field).
+  http-request set-var(txn.method) method,upper
+  http-request set-var(txn.method_override) req.fhdr(x-http-method-override),upper if { req.fhdr_cnt(x-http-method-override) eq 1 }
+  http-request set-var(txn.method_http) req.fhdr(x-http-method),upper if { req.fhdr_cnt(x-http-method) eq 1 }
+  http-request set-var(txn.method_x_override) req.fhdr(x-method-override),upper if { req.fhdr_cnt(x-method-override) eq 1 }
+  acl method_param query,url_dec -m reg -i '(^|&)[_. +]method(=|&|$)'
+  acl method_params query,url_dec -m reg -i '(^|&)[_. +]method(=|&|$).*&[_. +]method(=|&|$)'
+  acl plain_method_param query -m reg '(^|&)_method(=|&|$)'
+  acl unparsed_query query -m reg '[;]|%([^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?$)'
+  http-request set-var(txn.method_param) url_param(_method),url_dec,upper if method_param !method_params plain_method_param !unparsed_query
+  http-request set-var(txn.any_method) bool(1) if { req.fhdr_cnt(x-http-method-override) gt 1 } || { req.fhdr_cnt(x-http-method) gt 1 } || { req.fhdr_cnt(x-method-override) gt 1 }
+  http-request set-var(txn.any_method) bool(1) if method_params || method_param !plain_method_param || { query -m sub -i method } unparsed_query
+  http-request set-var(txn.any_method) bool(1) if { req.fhdr(content-type,1) -m beg -i application/x-www-form-urlencoded multipart/form-data }
 
   # spec.protectedRoutes
 ROUTES

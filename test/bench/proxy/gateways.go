@@ -53,7 +53,7 @@ func startHAProxies(dir string, backendPort, proxyPort int) ([]target, func(), e
 	var targets []target
 	start := func(name, config, token string) error {
 		port := freePort()
-		config = strings.ReplaceAll(config, "LISTEN_PORT", fmt.Sprintf("127.0.0.1:%d", port))
+		config = strings.ReplaceAll(config, "LISTEN_ADDRESS", fmt.Sprintf("127.0.0.1:%d", port))
 		sub := filepath.Join(dir, strings.NewReplacer(" ", "-", "+", "", ",", "").Replace(name))
 		p, err := testenv.StartHAProxy(sub, config)
 		if err != nil {
@@ -74,7 +74,7 @@ wrk.headers[%q] = %q
 		targets = append(targets, target{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", port), script: script, pgid: p.PGID()})
 		return nil
 	}
-	alone := fmt.Sprintf("frontend site\n  bind LISTEN_PORT\n  default_backend workload\nbackend workload\n  server workload %s\n", backend)
+	alone := fmt.Sprintf("frontend site\n  bind LISTEN_ADDRESS\n  default_backend workload\nbackend workload\n  server workload %s\n", backend)
 	if err := start(haproxyName, alone, "none"); err != nil {
 		return nil, stop, err
 	}
@@ -87,7 +87,7 @@ wrk.headers[%q] = %q
 		if err := os.MkdirAll(keysDir, 0o755); err != nil {
 			return nil, stop, err
 		}
-		config, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: "haproxy", Listen: "LISTEN_PORT",
+		config, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: "haproxy", Listen: "LISTEN_ADDRESS",
 			HerdgateAddress: fmt.Sprintf("127.0.0.1:%d", proxyPort), WorkloadAddress: backend, KeysDir: keysDir})
 		if err != nil {
 			return nil, stop, err
