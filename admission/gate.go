@@ -206,6 +206,14 @@ func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, che
 	if isReserved(canonical) {
 		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}, false
 	}
+	if !checking && cfg.Enforcement == herdgatev1alpha1.EnforcementGateway {
+		// The gateway forwards to the workload; a request reaching herdgate's front outside its own
+		// paths took a wrong turn, and passing it on would skip whatever the gateway does.
+		p.metrics.requests.WithLabelValues("open", "not_forwarded").Inc()
+		replyJSON(x, http.StatusMisdirectedRequest, errorBody{Error: "not_forwarded",
+			Message: "this room is enforced by the gateway (spec.enforcement: Gateway): herdgate serves /.herdgate/ only"})
+		return d, false
+	}
 	host := route.HostOf(x.Host())
 	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, host, canonical), checking: checking}
 	if d.class == "protected" {

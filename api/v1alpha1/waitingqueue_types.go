@@ -99,8 +99,8 @@ type WaitingQueueSpec struct {
 	// admission proxy is the hop in front of the workload and forwards what it admits. Gateway: the
 	// platform's gateway routes to the workload itself and asks the herdgate Service for each
 	// protected request (Envoy ext_authz over gRPC, or forward-auth over HTTP), or verifies JWT passes
-	// on its own; herdgate serves /.herdgate/* and the checks, and forwards nothing. See
-	// docs/guides/gateways.md. Defaults to Proxy.
+	// on its own; herdgate serves /.herdgate/* and the checks, and forwards nothing: any other request
+	// reaching it gets 421. See docs/guides/gateways.md. Defaults to Proxy.
 	// +optional
 	// +kubebuilder:default=Proxy
 	Enforcement Enforcement `json:"enforcement,omitempty"`
@@ -166,7 +166,10 @@ type WaitingQueueSpec struct {
 	// +optional
 	Page *PageSpec `json:"page,omitempty"`
 
-	// upstream is where the admission proxy forwards requests: exactly one of service or url.
+	// upstream is the workload: exactly one of service or url. With enforcement Proxy the admission
+	// proxy forwards the requests it lets through there. With enforcement Gateway nothing is
+	// forwarded (the gateway routes to the workload itself); the upstream then names the workload
+	// for `herd gateway-config` (the Service the generated routes send to) and is otherwise unused.
 	// +required
 	Upstream UpstreamSpec `json:"upstream"`
 
@@ -510,7 +513,9 @@ type PollingSpec struct {
 	ExactPositions *int32 `json:"exactPositions,omitempty"`
 }
 
-// UpstreamSpec is where the admission proxy forwards requests. Exactly one of service or url is set.
+// UpstreamSpec names the workload: where the admission proxy forwards requests with enforcement
+// Proxy, and the Service `herd gateway-config` routes to with enforcement Gateway, where herdgate
+// forwards nothing. Exactly one of service or url is set.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.service) != has(self.url)",message="exactly one of upstream.service or upstream.url must be set"
 type UpstreamSpec struct {
