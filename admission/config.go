@@ -341,6 +341,34 @@ func (fc *FileConfig) values() SecretValues {
 	}
 }
 
+// checkPassKeys says what is wrong with the file's passKeys for its queue's passes, naming the
+// field: the Secret the operator keeps them in does not exist here.
+func (fc *FileConfig) checkPassKeys() error {
+	spec := &fc.WaitingQueue.Spec
+	if spec.EffectivePassFormat() != herdgatev1alpha1.PassFormatJWT {
+		if fc.PassKeys != "" {
+			return errors.New("passKeys: set, but the queue's passes are not JWT (spec.pass.format)")
+		}
+		return nil
+	}
+	alg := spec.EffectivePassAlgorithm()
+	if fc.PassKeys == "" {
+		return fmt.Errorf("passKeys: required for JWT passes (spec.pass.format); herdgate-proxy --generate-pass-keys=%s prints the line", alg)
+	}
+	keys, err := pass.ParseKeySet([]byte(fc.PassKeys))
+	if err != nil {
+		return fmt.Errorf("passKeys: %w", err)
+	}
+	signing := keys.Signing(time.Now())
+	switch {
+	case signing == nil:
+		return errors.New("passKeys: no key signs yet (every activeFrom is in the future)")
+	case string(signing.Algorithm) != string(alg):
+		return fmt.Errorf("passKeys: the signing key is %s, and spec.pass.algorithm is %s", signing.Algorithm, alg)
+	}
+	return nil
+}
+
 // LoadFile reads and checks a config file. Errors name the file and the field.
 func LoadFile(path string) (*Config, string, error) {
 	raw, err := os.ReadFile(path)
@@ -374,6 +402,9 @@ func LoadFile(path string) (*Config, string, error) {
 	}
 	if len(key) < 32 {
 		return nil, "", fmt.Errorf("%s: hmacKey: %d bytes, at least 32 required", path, len(key))
+	}
+	if err := fc.checkPassKeys(); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	cfg, err := NewConfigWithSecrets(&fc.WaitingQueue, key, fc.values())
 	if err != nil {

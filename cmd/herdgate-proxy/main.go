@@ -26,12 +26,13 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/front"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -41,13 +42,14 @@ type flags struct {
 	proxySet, secretDir                  string
 	hmacKeyFile, replica                 string
 	redisURL, listen, metricsListen      string
-	extAuthzListen                       string
+	extAuthzListen, generatePassKeys     string
 	drainDelay, shutdownTimeout          time.Duration
 	pprof                                bool
 }
 
-// run serves until ctx ends; it returns 2 for bad flags or config, 1 when serving fails.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+// run serves until ctx ends; it returns 2 for bad flags or config, 1 when serving fails. Only
+// --generate-pass-keys writes to stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, format+"\n", a...)
 		return 2
@@ -55,6 +57,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	f, zapOpts, code, ok := parseFlags(args, stderr)
 	if !ok {
 		return code
+	}
+	if f.generatePassKeys != "" {
+		return generatePassKeys(f.generatePassKeys, stdout, stderr)
 	}
 	if msg := f.check(); msg != "" {
 		return usage("%s", msg)
@@ -135,7 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, zap.Options, int, bool)
 	fs := flag.NewFlagSet("herdgate-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.waitingQueue, "waitingqueue", "", "namespace/name of the WaitingQueue to serve, watched in Kubernetes")
-	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes)")
+	fs.StringVar(&f.configFile, "config", "", "config file to serve instead of a watched WaitingQueue (outside Kubernetes): redisURL, hmacKey, waitingQueue, and passKeys for JWT passes (see --generate-pass-keys)")
+	fs.StringVar(&f.generatePassKeys, "generate-pass-keys", "", "print a passKeys line for a --config file whose queue signs JWT passes with this algorithm (ES256 or HS256), and exit")
 	fs.StringVar(&f.proxySet, "proxy-set", "", "namespace/name of the shared proxy set whose rooms to serve, by host (spec.proxy.shared), watched in Kubernetes")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "directory holding the proxy set's Secret, as mounted, for --proxy-set (required with it)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --waitingqueue outside a cluster (default: in-cluster, then $KUBECONFIG)")
@@ -320,4 +326,27 @@ func defaultReplica() string {
 		return ""
 	}
 	return name
+}
+
+// generatePassKeys prints the passKeys line of a config file: one key of the algorithm, signing
+// from now. A file's keys do not rotate (the operator rotates a watched queue's).
+func generatePassKeys(algorithm string, stdout, stderr io.Writer) int {
+	alg := pass.Algorithm(algorithm)
+	if alg != pass.ES256 && alg != pass.HS256 {
+		fmt.Fprintf(stderr, "flag --generate-pass-keys: %q is neither ES256 nor HS256\n", algorithm)
+		return 2
+	}
+	key, err := pass.GenerateKey(alg, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "flag --generate-pass-keys: %v\n", err)
+		return 1
+	}
+	raw, err := (&pass.KeySet{Keys: []pass.Key{key}}).Marshal()
+	if err != nil {
+		fmt.Fprintf(stderr, "flag --generate-pass-keys: %v\n", err)
+		return 1
+	}
+	// JSON is YAML; single quotes keep it one scalar (the key set holds no single quote).
+	fmt.Fprintf(stdout, "passKeys: '%s'\n", raw)
+	return 0
 }

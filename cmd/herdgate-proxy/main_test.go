@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +26,22 @@ waitingQueue:
     protectedRoutes:
       - {methods: [POST], path: /api/v1/orders}
 `
+
+// jwtPasses makes validQueue a Gateway room whose passes are ES256 JWTs.
+const jwtPasses = "    enforcement: Gateway\n    pass: {format: JWT, algorithm: ES256}\n"
+
+// passKeysLine is the passKeys line --generate-pass-keys prints for algorithm.
+func passKeysLine(t *testing.T, algorithm string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--generate-pass-keys=" + algorithm}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--generate-pass-keys=%s: exit code %d: %s", algorithm, code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "passKeys: '{") || stderr.Len() != 0 {
+		t.Fatalf("--generate-pass-keys=%s printed %q and %q", algorithm, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
 
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
@@ -70,11 +88,18 @@ func TestBadFlagsAndConfigExitTwoAndNameTheField(t *testing.T) {
 		{"everyone trusted", []string{"--config=" + writeConfig(t, good+"    entry: {trustedProxies: [0.0.0.0/0]}\n")},
 			"waitingQueue.spec.entry.trustedProxies[0]: Invalid value: \"0.0.0.0/0\": must be a network of at most a /8"},
 		{"bad listen address", []string{"--config=" + writeConfig(t, good), "--listen=256.0.0.1:1"}, "flag --listen"},
+		{"JWT passes without keys", []string{"--config=" + writeConfig(t, good+jwtPasses)},
+			"passKeys: required for JWT passes (spec.pass.format); herdgate-proxy --generate-pass-keys=ES256 prints the line"},
+		{"JWT keys of the wrong algorithm", []string{"--config=" + writeConfig(t, good+jwtPasses+passKeysLine(t, "HS256"))},
+			"passKeys: the signing key is HS256, and spec.pass.algorithm is ES256"},
+		{"unreadable JWT keys", []string{"--config=" + writeConfig(t, good+jwtPasses+"passKeys: '{\"keys\": 3}'\n")}, "passKeys: pass keys: json"},
+		{"keys for HMAC passes", []string{"--config=" + writeConfig(t, good+passKeysLine(t, "ES256"))}, "passKeys: set, but the queue's passes are not JWT"},
+		{"keys of no algorithm", []string{"--generate-pass-keys=RS256"}, `flag --generate-pass-keys: "RS256" is neither ES256 nor HS256`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := run(context.Background(), tc.args, &stderr); code != 2 {
+			if code := run(context.Background(), tc.args, io.Discard, &stderr); code != 2 {
 				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tc.want) {
@@ -95,7 +120,7 @@ func TestServesFromAConfigFileAndDrains(t *testing.T) {
 	done := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"--config=" + path, fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--drain-delay=0s"}, &stderr)
+		done <- run(ctx, []string{"--config=" + path, fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--drain-delay=0s"}, io.Discard, &stderr)
 	}()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	var res *http.Response
@@ -120,5 +145,58 @@ func TestServesFromAConfigFileAndDrains(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the proxy did not stop")
+	}
+}
+
+// TestServesAJWTGatewayRoomFromAFile: a Gateway room with JWT passes, as the API accepts it, is
+// served from a file with the keys --generate-pass-keys printed: it publishes their public half for
+// the gateways, and forwards nothing.
+func TestServesAJWTGatewayRoomFromAFile(t *testing.T) {
+	r := testenv.StartRedis(t)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, fmt.Sprintf("redisURL: %s\nhmacKey: %s\n%s%s%s", r.URL(), key(), validQueue, jwtPasses, passKeysLine(t, "ES256")))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--config=" + path, fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--drain-delay=0s"}, io.Discard, &stderr)
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("exit code %d:\n%s", code, stderr.String())
+		}
+	}()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var res *http.Response
+	for range 100 {
+		if res, err = http.Get(base + "/.herdgate/jwks.json"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the proxy never answered: %v\n%s", err, stderr.String())
+	}
+	var jwks struct {
+		Keys []struct {
+			Kty, Crv, Alg string
+		} `json:"keys"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&jwks)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK || len(jwks.Keys) != 1 || jwks.Keys[0].Crv != "P-256" {
+		t.Fatalf("jwks.json: %d %+v %v", res.StatusCode, jwks, err)
+	}
+	res, err = http.Post(base+"/api/v1/orders", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("a protected request to a Gateway room: %d, want 421", res.StatusCode)
 	}
 }
