@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -167,6 +169,54 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(defaulted.Redis.Durability).To(Equal(herdgatev1alpha1.RedisDurabilityAsync))
 		Expect(defaulted.EffectiveRedisDurability()).To(Equal(unset.EffectiveRedisDurability()))
 	})
+
+	// A DNS name (RFC 1123): labels of 1 to 63 letters, digits and '-', neither first nor last a '-',
+	// at most 253 in all.
+	label63, label64 := strings.Repeat("a", 63), strings.Repeat("b", 64)
+	longest := strings.Repeat(label63+".", 3) + strings.Repeat("c", 61) // 253
+	hostFields := map[string]func(*herdgatev1alpha1.WaitingQueue, string){
+		"spec.proxy.hosts[0]": func(wq *herdgatev1alpha1.WaitingQueue, host string) {
+			wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool", Hosts: []herdgatev1alpha1.Hostname{herdgatev1alpha1.Hostname(host)}}
+		},
+		"spec.protectedRoutes[0].host": func(wq *herdgatev1alpha1.WaitingQueue, host string) {
+			wq.Spec.ProtectedRoutes[0].Host = ptr.To(herdgatev1alpha1.Hostname(host))
+		},
+	}
+	DescribeTable("checks every host name against the DNS grammar",
+		func(host string, valid bool) {
+			for field, set := range hostFields {
+				wq := sampleQueue()
+				set(wq, host)
+				err := k8sClient.Create(ctx, wq)
+				if valid {
+					Expect(err).NotTo(HaveOccurred(), "%s %q", field, host)
+					Expect(k8sClient.Delete(ctx, wq)).To(Succeed())
+					continue
+				}
+				Expect(err).To(HaveOccurred(), "the API server accepted %s %q", field, host)
+				Expect(err.Error()).To(ContainSubstring(field))
+				// A file gets the same answer as the API server.
+				obj, convErr := runtimeToUnstructured(wq)
+				Expect(convErr).NotTo(HaveOccurred())
+				Expect(settings.ValidateObject(obj)).To(MatchError(ContainSubstring(field)), "a config file took %s %q", field, host)
+			}
+		},
+		Entry("one label", "shop", true),
+		Entry("labels of 63", label63+"."+label63, true),
+		Entry("253 characters", longest, true),
+		Entry("digits and hyphens inside", "1-shop.ex-ample", true),
+		Entry("a label of 64", label64+".example", false),
+		Entry("a last label of 64", "shop."+label64, false),
+		Entry("254 characters", longest+"c", false),
+		Entry("an empty label", "shop..example", false),
+		Entry("a final dot", "shop.example.", false),
+		Entry("a label starting with '-'", "-shop.example", false),
+		Entry("a label ending with '-'", "shop-.example", false),
+		Entry("an underscore", "shop_1.example", false),
+		Entry("a port", "shop.example:443", false),
+		Entry("upper case", "Shop.example", false),
+		Entry("an address with a scheme", "https://shop.example", false),
+	)
 
 	DescribeTable("rejects an invalid spec with a message that names the field",
 		func(mutate func(*herdgatev1alpha1.WaitingQueue), wantField, wantMessage string) {
@@ -890,4 +940,14 @@ func walkSchema(path string, s apiextensionsv1.JSONSchemaProps, visit func(strin
 			visit(p, ps)
 		})
 	}
+}
+
+// runtimeToUnstructured is the queue as a config file's decoder reads it: a map of JSON values.
+func runtimeToUnstructured(wq *herdgatev1alpha1.WaitingQueue) (map[string]any, error) {
+	raw, err := json.Marshal(wq)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	return out, utiljson.Unmarshal(raw, &out)
 }

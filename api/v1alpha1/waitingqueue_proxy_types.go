@@ -101,10 +101,11 @@ type ProxyAutoscaling struct {
 	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"`
 }
 
-// Hostname is a lower-case DNS name, such as "shop.example", without a port.
+// Hostname is a lower-case DNS name, such as "shop.example", without a port: labels of at most 63
+// characters, 253 in all (RFC 1123).
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=253
-// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`
 type Hostname string
 
 // ProxyResources are the compute resources of the proxy container, as a container's requests and
