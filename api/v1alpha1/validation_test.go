@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -100,6 +102,39 @@ var _ = Describe("WaitingQueue validation", func() {
 		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
 		_, err := settings.Derive(wq)
 		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("shows the enforcement and the releases per second in kubectl get -o wide", func() {
+		wq := sampleQueue()
+		wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+		wq.Status.ReleasedPerSecond = "3.5"
+		Expect(k8sClient.Status().Update(ctx, wq)).To(Succeed())
+
+		// What kubectl asks for: the server's table of the resource.
+		httpClient, err := rest.HTTPClientFor(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+			strings.TrimSuffix(cfg.Host, "/")+"/apis/herdgate.io/v1alpha1/namespaces/default/waitingqueues/"+wq.Name, nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		res, err := httpClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer res.Body.Close()
+		Expect(res.StatusCode).To(Equal(http.StatusOK), "GET %s", req.URL)
+		var table metav1.Table
+		Expect(json.NewDecoder(res.Body).Decode(&table)).To(Succeed())
+		Expect(table.Rows).To(HaveLen(1))
+		cells := map[string]any{}
+		wide := map[string]bool{}
+		for i, c := range table.ColumnDefinitions {
+			cells[c.Name] = table.Rows[0].Cells[i]
+			wide[c.Name] = c.Priority > 0
+		}
+		Expect(cells).To(HaveKeyWithValue("Released/s", "3.5"))
+		Expect(cells).To(HaveKeyWithValue("Enforcement", "Gateway"))
+		Expect(wide["Released/s"]).To(BeTrue(), "Released/s belongs to -o wide")
 	})
 
 	It("accepts a gateway-enforced queue with JWT passes, and defaults their algorithm and rotation", func() {
