@@ -59,14 +59,14 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		return nil, fmt.Errorf("redis URL is not a valid URL: %w", err)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("redis URL %s names no host", u.Redacted())
+		return nil, fmt.Errorf("redis URL %s names no host", redacted(u))
 	}
 	// go-redis dials whatever port it is given; one no server can listen on is refused here, where the
 	// flag or field it came from is named.
 	hosts := append([]string{u.Host}, u.Query()["addr"]...)
 	for _, h := range hosts {
 		if err := checkPort(h); err != nil {
-			return nil, fmt.Errorf("redis URL %s: %s %w", u.Redacted(), h, err)
+			return nil, fmt.Errorf("redis URL %s: %s %w", redacted(u), h, err)
 		}
 	}
 	retriesSet := u.Query().Has("max_retries")
@@ -75,7 +75,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 	case "redis", "rediss":
 		o, err := redis.ParseURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
+			return nil, fmt.Errorf("redis URL %s: %w", redacted(u), err)
 		}
 		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
 		o.OnConnect = opts.watch(true)
@@ -85,12 +85,12 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		plain := *u
 		plain.Scheme = strings.TrimSuffix(u.Scheme, "+cluster")
 		if plain.Path != "" && plain.Path != "/" {
-			return nil, fmt.Errorf("redis URL %s: a Redis Cluster has no database number", u.Redacted())
+			return nil, fmt.Errorf("redis URL %s: a Redis Cluster has no database number", redacted(u))
 		}
 		plain.Path = ""
 		o, err := redis.ParseClusterURL(plain.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis URL %s: %w", u.Redacted(), err)
+			return nil, fmt.Errorf("redis URL %s: %w", redacted(u), err)
 		}
 		opts.apply(&o.MaxRetries, o.TLSConfig, &o.ClientName, &o.PoolSize, retriesSet)
 		o.OnConnect = opts.watch(false)
@@ -99,10 +99,32 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		c.AddHook(reloadOnLostNode{c})
 		return c, nil
 	case "":
-		return nil, fmt.Errorf("redis URL %s has no scheme; start it with %s", u.Redacted(), schemes)
+		return nil, fmt.Errorf("redis URL %s has no scheme; start it with %s", redacted(u), schemes)
 	default:
-		return nil, fmt.Errorf("redis URL %s has scheme %q; use %s", u.Redacted(), u.Scheme, schemes)
+		return nil, fmt.Errorf("redis URL %s has scheme %q; use %s", redacted(u), u.Scheme, schemes)
 	}
+}
+
+// redacted is u as an error may show it: without its password, in the user part or in an option
+// (password=, sentinel_password=).
+func redacted(u *url.URL) string {
+	shown := *u
+	if q := u.Query(); len(q) > 0 && redactQuery(q) {
+		shown.RawQuery = q.Encode()
+	}
+	return shown.Redacted()
+}
+
+// redactQuery hides the values of the options that name a password; it says whether there were any.
+func redactQuery(q url.Values) bool {
+	found := false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q[k] = []string{"xxxxx"}
+			found = true
+		}
+	}
+	return found
 }
 
 // schemes are the URL schemes NewClient takes, as its errors name them.
@@ -144,9 +166,7 @@ func newFailoverClient(rawURL string, opts ClientOptions) (redis.UniversalClient
 	}
 	redacted += tail.EscapedPath()
 	if shown := tail.Query(); len(shown) > 0 {
-		if shown.Has("sentinel_password") {
-			shown.Set("sentinel_password", "xxxxx")
-		}
+		redactQuery(shown)
 		redacted += "?" + shown.Encode()
 	}
 	if tail.Fragment != "" {

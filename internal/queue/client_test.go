@@ -68,6 +68,10 @@ func TestNewClientNeverPrintsThePassword(t *testing.T) {
 		"redis+sentinel://s1:26379/m?sentinel_password=s3cret-pw&bogus=1",
 		"redis+sentinel://us%zzer:s3cret-pw@s1:26379/m",
 		"redis+sentinel://s1:26379/m?sentinel_password=s3cret-pw%zz",
+		"redis+sentinel://s1:26379/m?password=s3cret-pw",
+		"redis://localhost:6379?password=s3cret-pw",
+		"redis://localhost:99999?Password=s3cret-pw",
+		"redis+cluster://localhost:7000/3?password=s3cret-pw",
 	} {
 		_, err := NewClient(u, ClientOptions{})
 		if err == nil {
