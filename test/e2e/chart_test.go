@@ -227,18 +227,18 @@ func TestHelmChart(t *testing.T) {
 			{"a typo", []string{"redis.url=redis://a:1", "redis.urll=redis://b:1"}, "urll"},
 			{"a string for a number", []string{"redis.url=redis://a:1", "replicaCount=two"}, "replicaCount"},
 			{"an unknown pull policy", []string{"redis.url=redis://a:1", "image.pullPolicy=Sometimes"}, "pullPolicy"},
-			{"a URL that is not Redis", []string{"redis.url=http://a:1"}, "redis/url"},
-			{"a Redis URL without a host", []string{"redis.url=redis://"}, "redis/url"},
-			{"a Redis URL with a port that is not a number", []string{"redis.url=redis://redis:port"}, "redis/url"},
-			{"a Redis URL with an impossible port", []string{"redis.url=redis://r:99999"}, "redis/url"},
-			{"a Redis URL on port 0", []string{"redis.url=redis://r:0"}, "redis/url"},
-			{"a Redis Cluster node on an impossible port", []string{"redis.url=redis+cluster://a:7000?addr=b:65536"}, "redis/url"},
-			{"a Redis URL with a space", []string{"redis.url=redis://red is:6379"}, "redis/url"},
-			{"a Redis URL with a database that is not a number", []string{"redis.url=redis://redis:6379/zero"}, "redis/url"},
+			{"a URL that is not Redis", []string{"redis.url=http://u:s3cret-pw@a:1"}, "redis.url: not a Redis URL"},
+			{"a Redis URL without a host", []string{"redis.url=redis://:s3cret-pw@"}, "redis.url: not a Redis URL"},
+			{"a Redis URL with a port that is not a number", []string{"redis.url=redis://redis:port?password=s3cret-pw"}, "redis.url: not a Redis URL"},
+			{"a Redis URL with an impossible port", []string{"redis.url=redis://u:s3cret-pw@r:99999"}, "redis.url: not a Redis URL"},
+			{"a Redis URL on port 0", []string{"redis.url=redis://r:0"}, "redis.url: not a Redis URL"},
+			{"a Redis Cluster node on an impossible port", []string{"redis.url=redis+cluster://a:7000?addr=b:65536"}, "redis.url: not a Redis URL"},
+			{"a Redis URL with a space", []string{"redis.url=redis://red is:6379"}, "redis.url: not a Redis URL"},
+			{"a Redis URL with a database that is not a number", []string{"redis.url=redis://redis:6379/zero"}, "redis.url: not a Redis URL"},
 			// --set splits at commas unless they are escaped.
-			{"a Sentinel URL without a master", []string{`redis.url=redis+sentinel://s1:26379\,s2:26379`}, "redis/url"},
-			{"a Sentinel without a port", []string{`redis.url=redis+sentinel://s1:26379\,s2/mymaster`}, "redis/url"},
-			{"a Sentinel on an impossible port", []string{"redis.url=rediss+sentinel://s1:65536/mymaster"}, "redis/url"},
+			{"a Sentinel URL without a master", []string{`redis.url=redis+sentinel://s1:26379\,s2:26379`}, "redis.url: not a Redis URL"},
+			{"a Sentinel without a port", []string{`redis.url=redis+sentinel://s1:26379\,s2/mymaster`}, "redis.url: not a Redis URL"},
+			{"a Sentinel on an impossible port", []string{"redis.url=rediss+sentinel://s1:65536/mymaster"}, "redis.url: not a Redis URL"},
 			{"Redis twice", []string{"redis.url=redis://a:1", "redis.deploy=true"}, "redis.deploy=true runs its own Redis"},
 			{"a memory limit that is no quantity", []string{"redis.url=redis://a:1", "manager.resources.limits.memory=lots"}, "manager/resources/limits/memory"},
 			{"a negative CPU request", []string{"redis.url=redis://a:1", "manager.resources.requests.cpu=-1"}, "manager/resources/requests/cpu"},
@@ -264,6 +264,9 @@ func TestHelmChart(t *testing.T) {
 				}
 				if !strings.Contains(out, tc.want) {
 					t.Fatalf("helm's error does not name %q:\n%s", tc.want, out)
+				}
+				if strings.Contains(out, "s3cret-pw") {
+					t.Fatalf("helm's error repeats the password:\n%s", out)
 				}
 			})
 		}

@@ -55,6 +55,10 @@ app.kubernetes.io/component: manager
 {{- if and .Values.redis.url .Values.redis.existingSecret.name -}}
 {{- fail "redis: set only one of redis.url and redis.existingSecret.name" -}}
 {{- end -}}
+{{- /* Checked here, not in values.schema.json: a schema error repeats the value, password included. */ -}}
+{{- if and .Values.redis.url (not (regexMatch `^$|^(redis|rediss)(\+cluster)?://([^\s/@]*@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[0-9]{0,5})?(\?((addr=(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?|([^\s#&=a][^\s#&=]*|a([^\s#&=d][^\s#&=]*)?|ad([^\s#&=d][^\s#&=]*)?|add([^\s#&=r][^\s#&=]*)?|addr[^\s#&=]+)=[^\s#&]*)(&(addr=(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?|([^\s#&=a][^\s#&=]*|a([^\s#&=d][^\s#&=]*)?|ad([^\s#&=d][^\s#&=]*)?|add([^\s#&=r][^\s#&=]*)?|addr[^\s#&=]+)=[^\s#&]*))*)?)?$|^(redis|rediss)\+sentinel://([^\s/@]*@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])(,(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))*/[^\s/?#]+(\?[^\s#]*)?$` .Values.redis.url)) -}}
+{{- fail "redis.url: not a Redis URL: redis://[user:password@]host[:port][/db] (rediss:// for TLS), redis+cluster://host:port?addr=host:port, or redis+sentinel://host:port[,host:port]/master (the value is not repeated here: it may hold a password)" -}}
+{{- end -}}
 {{- if and .Values.redis.deploy (or .Values.redis.url .Values.redis.existingSecret.name) -}}
 {{- fail "redis: redis.deploy=true runs its own Redis; leave redis.url and redis.existingSecret.name empty" -}}
 {{- end -}}
