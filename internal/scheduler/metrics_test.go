@@ -141,7 +141,9 @@ func TestAShadowQueuesSeriesCountItsPlacesApart(t *testing.T) {
 	// Past the next stats read, which a loaded machine may finish a few ticks later than an idle one.
 	var d, s, a float64
 	for i := 0; i < 20 || (s != 5 && i < 200); i++ {
-		h.mustStep(100 * time.Millisecond)
+		// Two rooms share the clock: a step may see the other room back at its timer before this
+		// one's tick reports. The figures below are what counts, so a step without a report is fine.
+		_, _ = h.step(100 * time.Millisecond)
 		admitted := &dto.Metric{}
 		if err := admittedCounter.WithLabelValues("test", name).Write(admitted); err != nil {
 			t.Fatal(err)
