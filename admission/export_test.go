@@ -42,9 +42,12 @@ func (p *Proxy) RefreshFar(ctx context.Context)         { p.refreshFar(ctx) }
 func (p *Proxy) KeepFarPositions(ctx context.Context)   { p.keepFarPositions(ctx) }
 func (p *Proxy) ReportWorkload(ctx context.Context)     { p.reportWorkload(ctx) }
 func (p *Proxy) ReportConfig(ctx context.Context)       { p.reportConfig(ctx) }
-func (p *Proxy) Sessions() *replica.Sessions            { return p.sessions }
-func (p *Proxy) FarPositions() *replica.FarPositions    { return p.far }
-func (p *Proxy) WorkloadMeter() *replica.WorkloadMeter  { return p.workload }
+
+// ReportAt is the report the replica would send at now (the checks' rate measured since the last).
+func (p *Proxy) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }
+func (p *Proxy) Sessions() *replica.Sessions              { return p.sessions }
+func (p *Proxy) FarPositions() *replica.FarPositions      { return p.far }
+func (p *Proxy) WorkloadMeter() *replica.WorkloadMeter    { return p.workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
 func (p *Proxy) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }

@@ -96,7 +96,11 @@ func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 // (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
 // pass is not extended. An allowed request is reported with Allowed.
 func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
-	return p.decide(x, p.configNow(), escapedPath, fragment, true)
+	d := p.decide(x, p.configNow(), escapedPath, fragment, true)
+	if d.verdict != Reserved {
+		p.state.checks.Add(1) // the gateway asks: GatewayChecking
+	}
+	return d
 }
 
 // configNow is the config in force: the event's running now (spec.events), or the room's own; nil

@@ -168,6 +168,14 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 			*wq = *builder.From(wq).ReleaseKey("orders-release", "key").Obj()
 		}
 	})
+	// The replica counts the checks the gateway asks, and reports their rate (GatewayChecking).
+	start := time.Now()
+	h.proxy.ReportAt(start)
+	defer func() {
+		if r := h.proxy.ReportAt(start.Add(time.Minute)); r.ChecksPerSecond <= 0 {
+			t.Errorf("the replica reports %v gateway checks a second after the gateway asked", r.ChecksPerSecond)
+		}
+	}()
 
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

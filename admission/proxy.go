@@ -168,7 +168,7 @@ func (p *Proxy) SetConfig(cfg *Config) {
 func (p *Proxy) RefuseConfig(generation int64, err error) {
 	if p.state.refused(generation, err.Error()) {
 		p.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
-			"generation", generation, "serving", p.state.report().Generation)
+			"generation", generation, "serving", p.state.serving())
 		p.metrics.configRefusals.Inc()
 	}
 	p.metrics.configRefused.Set(1)

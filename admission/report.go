@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herdgate/herdgate/internal/queue"
@@ -17,6 +18,11 @@ type configState struct {
 	mu      sync.Mutex
 	current queue.ProxyReport
 	changed chan struct{} // a report is due
+	// checks counts the gateway checks answered; checksSeen and checksAt are the count and time
+	// of the report that last measured their rate.
+	checks     atomic.Int64
+	checksSeen int64
+	checksAt   time.Time
 }
 
 func (s *configState) init(replica string) {
@@ -53,9 +59,25 @@ func (s *configState) refused(generation int64, why string) bool {
 	return true
 }
 
-func (s *configState) report() queue.ProxyReport {
+// serving is the generation the replica serves.
+func (s *configState) serving() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.current.Generation
+}
+
+// report is the replica's report at now. The checks' rate is measured over a second at least: a
+// report a change brings sooner keeps the rate measured before.
+func (s *configState) report(now time.Time) queue.ProxyReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.checks.Load()
+	if elapsed := now.Sub(s.checksAt); s.checksAt.IsZero() || elapsed >= time.Second {
+		if !s.checksAt.IsZero() {
+			s.current.ChecksPerSecond = float64(n-s.checksSeen) / elapsed.Seconds()
+		}
+		s.checksSeen, s.checksAt = n, now
+	}
 	return s.current
 }
 
@@ -69,7 +91,7 @@ func (p *Proxy) reportConfig(ctx context.Context) {
 	defer t.Stop()
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := p.q.ReportProxy(callCtx, p.state.report()); err != nil && ctx.Err() == nil {
+		if err := p.q.ReportProxy(callCtx, p.state.report(time.Now())); err != nil && ctx.Err() == nil {
 			p.log.V(1).Info("Reporting the config to Redis failed; will retry", "error", err.Error())
 		}
 		cancel()

@@ -28,6 +28,10 @@ type ProxyReport struct {
 	// RefusedGeneration, when not 0, is a newer generation the replica could not apply, and Refusal why.
 	RefusedGeneration int64  `json:"refusedGeneration,omitempty"`
 	Refusal           string `json:"refusal,omitempty"`
+	// ChecksPerSecond is how many gateway checks (forward auth, ext_authz) about requests outside
+	// /.herdgate/ the replica answered per second since its report before, which tells a Gateway
+	// room whether its gateway asks at all.
+	ChecksPerSecond float64 `json:"checksPerSecond,omitempty"`
 }
 
 // ReportProxy records r, replacing the replica's previous report.

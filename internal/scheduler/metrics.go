@@ -7,6 +7,7 @@ import (
 
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // The scheduler's metrics, served on the manager's metrics endpoint next to controller-runtime's.
@@ -42,6 +43,10 @@ var (
 	proxiesReportingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "herdgate_proxies_reporting",
 		Help: "Proxy replicas that reported the config they serve to Redis within the last 30 s, as of the last stats read (every 2 s).",
+	}, []string{"namespace", "name"})
+	gatewayChecksGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herdgate_gateway_checks_per_second",
+		Help: "Gateway rooms with HMAC passes only (spec.enforcement Gateway; a gateway may verify JWT passes without asking): the checks per second the gateways asked the proxy replicas about requests outside /.herdgate/, summed over their last reports (every 10 s). 0 while visitors are admitted means no gateway asks: condition GatewayChecking.",
 	}, []string{"namespace", "name"})
 	waitHistogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "herdgate_wait_seconds",
@@ -140,7 +145,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter,
-		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
+		tickDurationHistogram, tickLagHistogram, waitHistogram, pollBudgetHoldsGauge, proxiesReportingGauge, gatewayChecksGauge, preQueueDepthGauge, phaseGauge, drawCallHistogram,
 		admissionRateGauge, plannedRateGauge, maxActiveGauge, adaptiveReasonGauge, reportingGauge, inFlightGauge, latencyGauge, errorRatioGauge, noShowRatioGauge, ticksMissedCounter, failoversCounter, unacknowledgedCounter,
 		laneDepthGauge, laneAdmittedCounter, shadowDepthGauge, shadowedCounter)
 }
@@ -225,6 +230,26 @@ func (m *queueMetrics) shadow(configured bool, depth, challengeFailedTotal, over
 	}
 }
 
+// gatewayChecks sets the checks per second the proxies reported, for a room whose gateway must ask
+// (Gateway enforcement, HMAC passes); other rooms have no series, so that an alert on 0 sees only
+// rooms where 0 means trouble.
+func (m *queueMetrics) gatewayChecks(gateway bool, proxies []queue.ProxyReport) {
+	if !gateway {
+		gatewayChecksGauge.DeleteLabelValues(m.namespace, m.name)
+		return
+	}
+	gatewayChecksGauge.WithLabelValues(m.namespace, m.name).Set(ChecksPerSecond(proxies))
+}
+
+// ChecksPerSecond is the gateway checks per second the proxy replicas reported, summed.
+func ChecksPerSecond(proxies []queue.ProxyReport) float64 {
+	total := 0.0
+	for _, p := range proxies {
+		total += p.ChecksPerSecond
+	}
+	return total
+}
+
 // forgetLane drops the series of a lane the room no longer has.
 func (m *queueMetrics) forgetLane(name string) {
 	labels := prometheus.Labels{"namespace": m.namespace, "name": m.name, "lane": name}
@@ -277,7 +302,7 @@ func forgetQueueMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ Delete(prometheus.Labels) bool }{
 		queueDepthGauge, activeVisitorsGauge, admittedCounter, admittedAtOnceCounter, releasedCounter, abandonedCounter, tickDurationHistogram, tickLagHistogram, waitHistogram,
-		pollBudgetHoldsGauge, proxiesReportingGauge, failoversCounter, unacknowledgedCounter,
+		pollBudgetHoldsGauge, proxiesReportingGauge, gatewayChecksGauge, failoversCounter, unacknowledgedCounter,
 		preQueueDepthGauge, drawCallHistogram, admissionRateGauge, plannedRateGauge, maxActiveGauge, reportingGauge, inFlightGauge, errorRatioGauge, noShowRatioGauge,
 	} {
 		v.Delete(labels)

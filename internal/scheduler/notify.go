@@ -3,6 +3,8 @@ package scheduler
 import (
 	"reflect"
 	"time"
+
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // liveNotifyInterval is how often, at most, a room tells the reconciler of a snapshot whose changes
@@ -40,6 +42,17 @@ func withoutLiveFigures(s Snapshot) Snapshot {
 	s.Polling = Polling{Fits: s.Polling.Fits}
 	if s.Workload != nil {
 		s.Workload = &Workload{Reason: s.Workload.Reason}
+	}
+	if len(s.Proxies) > 0 {
+		// Whether a gateway asks at all is GatewayChecking's status; how often is a figure.
+		proxies := make([]queue.ProxyReport, len(s.Proxies))
+		for i, p := range s.Proxies {
+			proxies[i] = p
+			if p.ChecksPerSecond > 0 {
+				proxies[i].ChecksPerSecond = 1
+			}
+		}
+		s.Proxies = proxies
 	}
 	if len(s.Lanes) > 0 {
 		lanes := make([]LaneSnapshot, len(s.Lanes))

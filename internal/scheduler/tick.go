@@ -9,6 +9,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -428,6 +429,7 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 	polling := st.pollingAt(cfg, stats.Depth)
 	st.metrics.pollBudgetHolds.Set(boolGauge(polling.Fits))
 	st.metrics.proxiesReporting.Set(float64(len(proxies)))
+	st.metrics.gatewayChecks(cfg.Enforcement == herdgatev1alpha1.EnforcementGateway && cfg.PassFormat != herdgatev1alpha1.PassFormatJWT, proxies)
 	r.update(func(s *Snapshot) {
 		s.Polling = polling
 		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
