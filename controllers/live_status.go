@@ -38,7 +38,7 @@ func (r *WaitingQueueReconciler) holdLiveStatus(before, wq *herdgatev1alpha1.Wai
 func withoutLiveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1.WaitingQueueStatus {
 	out := *st.DeepCopy()
 	out.QueueDepth, out.ActiveVisitors, out.PreQueueDepth = 0, 0, 0
-	out.AdmittedPerSecond, out.ReleasedPerSecond = "", ""
+	out.AdmittedPerSecond, out.ReleasedPerSecond, out.GatewayChecksPerSecond = "", "", ""
 	out.Polling, out.Workload = nil, nil
 	for i := range out.Lanes {
 		out.Lanes[i].Depth, out.Lanes[i].AdmittedPerSecond = 0, ""

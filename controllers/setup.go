@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -35,6 +36,9 @@ type Options struct {
 	RedisClient queue.ClientOptions
 	// Scheduler adds options to the scheduler (tests watch its ticks and steer its clock).
 	Scheduler []scheduler.Option
+	// GatewayCheckGrace is how long a Gateway room admits visitors without a gateway check before
+	// GatewayChecking turns False; 0 means 30 s, three of the proxies' report intervals.
+	GatewayCheckGrace time.Duration
 }
 
 // Setup registers the scheduler and the WaitingQueue reconciler with mgr. The scheduler tells the
@@ -56,14 +60,15 @@ func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
 		return nil, fmt.Errorf("adding the scheduler: %w", err)
 	}
 	r := &WaitingQueueReconciler{
-		Client:          mgr.GetClient(),
-		APIReader:       mgr.GetAPIReader(),
-		Scheme:          mgr.GetScheme(),
-		Recorder:        mgr.GetEventRecorder("herdgate-manager"),
-		Scheduler:       sched,
-		Pool:            sched.Pool(),
-		DefaultRedisURL: opts.RedisURL,
-		ProxyImage:      opts.ProxyImage,
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Scheme:            mgr.GetScheme(),
+		Recorder:          mgr.GetEventRecorder("herdgate-manager"),
+		Scheduler:         sched,
+		Pool:              sched.Pool(),
+		DefaultRedisURL:   opts.RedisURL,
+		ProxyImage:        opts.ProxyImage,
+		GatewayCheckGrace: opts.GatewayCheckGrace,
 	}
 	if err := r.SetupWithManager(mgr, changed); err != nil {
 		return nil, err

@@ -196,7 +196,8 @@ func startManager(ctx context.Context, o managerOptions) (stopped <-chan struct{
 	if url == "" {
 		url = redisSrv.URL()
 	}
-	_, err = controllers.Setup(mgr, controllers.Options{RedisURL: url, ProxyImage: proxyImage, Scheduler: []scheduler.Option{scheduler.WithTickObserver(o.onTick)}})
+	_, err = controllers.Setup(mgr, controllers.Options{RedisURL: url, ProxyImage: proxyImage, GatewayCheckGrace: 3 * time.Second,
+		Scheduler: []scheduler.Option{scheduler.WithTickObserver(o.onTick)}})
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan struct{})
 	go func() {

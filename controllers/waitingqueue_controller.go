@@ -67,6 +67,8 @@ type WaitingQueueReconciler struct {
 	ProxyImage string
 	// Now is the reconciler's clock; nil means time.Now.
 	Now func() time.Time
+	// GatewayCheckGrace: see Options; 0 means defaultGatewayCheckGrace.
+	GatewayCheckGrace time.Duration
 
 	mu       sync.Mutex
 	attempts map[types.UID]int // failed Redis cleanups per deleted queue
@@ -182,6 +184,9 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{RequeueAfter: hold}, nil
 	}
 	resync := r.secretResync()
+	if due := r.gatewayCheckDue(wq); due > 0 && due < resync {
+		resync = due // GatewayChecking turns False then, unless a check comes
+	}
 	if edge := s.NextEdge(r.now()); !edge.IsZero() && edge.Sub(r.now()) < resync {
 		// The calendar turns there: the status, and the next draw's seed, follow.
 		resync = edge.Sub(r.now()) + time.Second

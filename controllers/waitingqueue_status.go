@@ -192,6 +192,7 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	r.setOpen(wq, s, snap)
 	r.setWorkload(wq, s, snap)
 	r.setPolling(wq, s, snap)
+	r.setGatewayChecking(wq, s, snap)
 	r.setReady(wq)
 }
 
@@ -275,6 +276,9 @@ func (r *WaitingQueueReconciler) setReady(wq *herdgatev1alpha1.WaitingQueue) {
 	if !idleOnPurpose && !meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) {
 		ready, why = false, append(why, herdgatev1alpha1.ConditionAdmitting)
 	}
+	if meta.IsStatusConditionFalse(wq.Status.Conditions, herdgatev1alpha1.ConditionGatewayChecking) {
+		ready, why = false, append(why, herdgatev1alpha1.ConditionGatewayChecking)
+	}
 	if ready {
 		r.setCondition(wq, herdgatev1alpha1.ConditionReady, metav1.ConditionTrue, herdgatev1alpha1.ReasonReady, "the waiting room is open")
 	} else {
@@ -329,6 +333,7 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 			r.Recorder.Eventf(wq, nil, corev1.EventTypeNormal, "ThrottlingStopped", "Adapt", "Admitting at the plan again, or above it for no-shows")
 		}
 	}
+	r.recordGatewayChecking(before, wq)
 	was := meta.FindStatusCondition(before.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)
 	now := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable)
 	if now != nil && (was == nil || was.Status != now.Status) {

@@ -34,6 +34,13 @@ const (
 	// spec.polling.budget; False (reason DepthBeyondBudget) when the queue is deeper than the budget
 	// holds with spec.abandonAfter: raise either.
 	ConditionWithinPollBudget = "WithinPollBudget"
+	// ConditionGatewayChecking is set in Gateway enforcement: True (reason Checking) while the
+	// gateways ask the check about requests; False (reason NoChecks) when visitors have been admitted
+	// for a while and no gateway asked, which is what a gateway that lost its auth_request or
+	// ForwardAuth looks like: it lets everyone through. Unknown when nothing tells yet (reasons
+	// AwaitingChecks, NoVisitors, NoProxyReports, or JWTPasses: a gateway may verify JWT passes
+	// without asking). False makes Ready False.
+	ConditionGatewayChecking = "GatewayChecking"
 )
 
 // Condition reasons of a WaitingQueue.
@@ -79,4 +86,11 @@ const (
 	ReasonOpen        = "Open"
 	ReasonPassthrough = "Passthrough"
 	ReasonClosed      = "Closed"
+	// Reasons of GatewayChecking.
+	ReasonChecking       = "Checking"
+	ReasonNoChecks       = "NoChecks"
+	ReasonAwaitingChecks = "AwaitingChecks"
+	ReasonNoVisitors     = "NoVisitors"
+	ReasonNoProxyReports = "NoProxyReports"
+	ReasonJWTPasses      = "JWTPasses"
 )

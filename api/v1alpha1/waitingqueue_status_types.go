@@ -121,6 +121,14 @@ type WaitingQueueStatus struct {
 	// +optional
 	ReleasedPerSecond string `json:"releasedPerSecond,omitempty"`
 
+	// gatewayChecksPerSecond is, for a room the gateway enforces (spec.enforcement Gateway), how
+	// many checks per second the gateways asked the admission proxies about requests outside
+	// /.herdgate/, summed over the replicas' last reports (every 10 seconds), rounded like
+	// admittedPerSecond. "0" while visitors are admitted means no gateway asks: see the
+	// GatewayChecking condition. Unset for a room the proxy enforces.
+	// +optional
+	GatewayChecksPerSecond string `json:"gatewayChecksPerSecond,omitempty"`
+
 	// workload is what the admission proxies measured of the protected requests, and the rate an
 	// Adaptive capacity chose from it; unset before any proxy replica reported.
 	// +optional
@@ -154,7 +162,8 @@ type WaitingQueueStatus struct {
 	Draw *DrawStatus `json:"draw,omitempty"`
 
 	// conditions are the latest observations of the queue's state: Ready, Accepted, Programmed,
-	// RedisAvailable, Admitting, ProxyAvailable, Open, WithinPollBudget and, with an Adaptive capacity, Adapted.
+	// RedisAvailable, Admitting, ProxyAvailable, Open, WithinPollBudget, with an Adaptive capacity Adapted,
+	// and in Gateway enforcement GatewayChecking.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -686,6 +686,7 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Max Active",type=integer,JSONPath=`.status.maxActive`,description="The cap on active visitors",priority=1
 // +kubebuilder:printcolumn:name="Released/s",type=string,JSONPath=`.status.releasedPerSecond`,description="Passes released per second before they expired",priority=1
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,description="Proxy, or Gateway: the platform's gateway enforces the room",priority=1
+// +kubebuilder:printcolumn:name="Checks/s",type=string,JSONPath=`.status.gatewayChecksPerSecond`,description="Gateway rooms: checks per second the gateways asked",priority=1
 // +kubebuilder:printcolumn:name="Adapted",type=string,JSONPath=`.status.workload.reason`,description="Why an Adaptive rate differs from the plan",priority=1
 // +kubebuilder:printcolumn:name="Latency p95",type=string,JSONPath=`.status.workload.latencyP95`,description="Upstream latency of protected requests, as the proxies measure it",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.conditions[?(@.type=="Open")].reason`,description="Open, Passthrough or Closed"

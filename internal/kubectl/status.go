@@ -48,6 +48,7 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	} else {
 		row("Phase", "%s, mode %s", phase, mode)
 	}
+	row("Enforcement", "%s", enforcement(wq))
 	if p := st.Plan; p != nil {
 		plan := fmt.Sprintf("%d per tick of %s, %s a second (%s)", p.BatchSize, wq.Spec.EffectiveTick(), p.AdmissionsPerSecond, p.Source)
 		if p.TickLimit != nil {
@@ -105,6 +106,18 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 		fmt.Fprintln(out, "  none yet: the manager has not reconciled the room")
 	}
 	return nil
+}
+
+// enforcement says who enforces the room and, for a gateway, whether it asks the check.
+func enforcement(wq *herdgatev1alpha1.WaitingQueue) string {
+	if wq.Spec.EffectiveEnforcement() != herdgatev1alpha1.EnforcementGateway {
+		return "Proxy: the admission proxy forwards admitted visitors"
+	}
+	out := "Gateway: the gateways ask the check " + orZero(wq.Status.GatewayChecksPerSecond) + " times a second"
+	if c := meta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionGatewayChecking); c != nil && c.Status != "True" {
+		out += " (" + c.Reason + ")"
+	}
+	return out
 }
 
 func conditionWord(status string) string {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -20,5 +22,35 @@ func TestStatusShowsTheLanes(t *testing.T) {
 	want := "Lanes:         main (80 %) 900 waiting, 112 a second; members (20 %) 40 waiting, 28 a second"
 	if !strings.Contains(out.String(), want) {
 		t.Fatalf("status without the lanes as %q:\n%s", want, out.String())
+	}
+}
+
+// TestStatusSaysWhoEnforcesTheRoom: a Gateway room shows how often its gateways ask the check, and
+// why that is not known to be enough; a Proxy room says its proxy forwards.
+func TestStatusSaysWhoEnforcesTheRoom(t *testing.T) {
+	gateway := func(checks string, status metav1.ConditionStatus, reason string) *herdgatev1alpha1.WaitingQueue {
+		wq := builder.Queue("shop", "orders").Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
+		wq.Status.GatewayChecksPerSecond = checks
+		wq.Status.Conditions = []metav1.Condition{{Type: herdgatev1alpha1.ConditionGatewayChecking, Status: status, Reason: reason}}
+		return wq
+	}
+	for _, c := range []struct {
+		name string
+		wq   *herdgatev1alpha1.WaitingQueue
+		want string
+	}{
+		{"a Proxy room", builder.Queue("shop", "orders").Obj(), "Enforcement:   Proxy: the admission proxy forwards admitted visitors\n"},
+		{"a Gateway room whose gateways ask", gateway("41.5", metav1.ConditionTrue, herdgatev1alpha1.ReasonChecking),
+			"Enforcement:   Gateway: the gateways ask the check 41.5 times a second\n"},
+		{"a Gateway room whose gateways do not ask", gateway("0", metav1.ConditionFalse, herdgatev1alpha1.ReasonNoChecks),
+			"Enforcement:   Gateway: the gateways ask the check 0 times a second (NoChecks)\n"},
+	} {
+		var out bytes.Buffer
+		if err := writeStatus(&out, c.wq); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: status without %q:\n%s", c.name, c.want, out.String())
+		}
 	}
 }
