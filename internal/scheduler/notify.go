@@ -14,15 +14,18 @@ import (
 // it fifty reconciles a second that wrote nothing (docs/architecture.md, "What the manager writes").
 const liveNotifyInterval = 10 * time.Second
 
-// notify tells the reconciler that the snapshot changed, at most once per statsInterval, and at most
-// once per liveNotifyInterval when only live figures changed.
+// notify tells the reconciler that the snapshot changed, at most once per statsInterval (unless the
+// room just fell asleep: it ticks again only when it wakes), and at most once per
+// liveNotifyInterval when only live figures changed.
 func (r *runner) notify(st *tickState, now time.Time) {
 	if r.s.notify == nil {
 		return
 	}
 	snap := r.snapshot()
 	snap.LastTick = time.Time{} // moves every tick; not worth a status write
-	if reflect.DeepEqual(snap, st.notified) || now.Before(st.notifyAt) {
+	drained := st.drainedNow
+	st.drainedNow = false
+	if reflect.DeepEqual(snap, st.notified) || (now.Before(st.notifyAt) && !drained) {
 		return
 	}
 	if now.Before(st.notifiedAt.Add(liveNotifyInterval)) && reflect.DeepEqual(withoutLiveFigures(snap), withoutLiveFigures(st.notified)) {
@@ -37,7 +40,9 @@ func (r *runner) notify(st *tickState, now time.Time) {
 // status only as figures and messages: what a condition's status or reason follows stays (whether
 // the poll budget holds, the adaptive controller's reason, the proxies' generations).
 func withoutLiveFigures(s Snapshot) Snapshot {
-	s.Depth, s.Active, s.PreQueued = 0, 0, 0
+	// Whether anybody waits, holds a pass or sits in the pre-queue is told at once: a room that
+	// drains or fills shows it within a tick, not a live interval later.
+	s.Depth, s.Active, s.PreQueued, s.StatsAt = min(s.Depth, 1), min(s.Active, 1), min(s.PreQueued, 1), time.Time{}
 	s.AdmittedPerSecond, s.ReleasedPerSecond = "", ""
 	s.Polling = Polling{Fits: s.Polling.Fits}
 	if s.Workload != nil {
@@ -57,7 +62,7 @@ func withoutLiveFigures(s Snapshot) Snapshot {
 	if len(s.Lanes) > 0 {
 		lanes := make([]LaneSnapshot, len(s.Lanes))
 		for i, l := range s.Lanes {
-			lanes[i] = LaneSnapshot{Name: l.Name}
+			lanes[i] = LaneSnapshot{Name: l.Name, Depth: min(l.Depth, 1)}
 		}
 		s.Lanes = lanes
 	}

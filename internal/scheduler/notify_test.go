@@ -68,3 +68,51 @@ func TestABusyRoomTellsOfItsFiguresEveryTenSeconds(t *testing.T) {
 		t.Fatal("the snapshot shows no Redis error after the tick failed")
 	}
 }
+
+// TestARoomThatDrainsSaysSoAtOnce: the tick that admits the last waiting visitor puts the room to
+// sleep, and the room's depth is 0 from that tick on, told to the reconciler at once, although the
+// last read of the counters came before the last admissions and the next comes when it wakes.
+func TestARoomThatDrainsSaysSoAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	var told []time.Time
+	var h *schedulerHarness
+	h = newHarness(t, WithNotify(func(types.NamespacedName) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, h.clock.Now())
+		return true
+	}))
+	h.fill("draining", 300) // 14 a tick: 22 ticks
+	h.s.Ensure(h.queue("draining", builder.Queue("", "")))
+	var sawDepth bool
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("the room never fell asleep in 10 s of ticks")
+		}
+		r := h.mustStep(100 * time.Millisecond)
+		snap, _ := h.s.Snapshot(types.UID("draining"))
+		if !r.Result.Asleep {
+			sawDepth = sawDepth || snap.Depth > 0
+			continue
+		}
+		if !sawDepth {
+			t.Fatal("the room never showed anybody waiting before it drained")
+		}
+		if snap.Depth != 0 {
+			t.Fatalf("the tick that drained the room left its depth at %d", snap.Depth)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			last := told[len(told)-1]
+			mu.Unlock()
+			if !last.Before(h.clock.Now()) {
+				return // told at the draining tick
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the reconciler was last told at %s, before the tick at %s that drained the room", last, h.clock.Now())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

@@ -61,8 +61,10 @@ func (q Queue) Key() types.NamespacedName {
 type Snapshot struct {
 	// Generation is the WaitingQueue generation of the settings in force.
 	Generation int64
-	// HaveStats is true once Depth, Active and AdmittedPerSecond were read from Redis.
+	// HaveStats is true once Depth, Active and AdmittedPerSecond were read from Redis, at StatsAt.
+	// A tick that leaves nobody waiting sets Depth to 0 at once, without a read.
 	HaveStats bool
+	StatsAt   time.Time
 	Depth     int64
 	Active    int64
 	// PreQueued is the number of pre-queue places not drawn yet.

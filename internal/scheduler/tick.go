@@ -84,6 +84,9 @@ type tickState struct {
 	// notifiedAt is when the reconciler was told last: a change of live figures alone waits for
 	// liveNotifyInterval after it.
 	notifiedAt time.Time
+	// drainedNow: the last tick put the room to sleep, and the reconciler is told at once, since the
+	// room ticks next only when it wakes.
+	drainedNow bool
 	draw       *drawRun // the pre-queue's draw under way
 	// beacon is the draw waiting for its beacon's round, when it does.
 	beacon   *beaconWait
@@ -321,6 +324,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		if !wake.at.IsZero() {
 			st.next = wake.next
 		}
+		r.drained(st)
 	}
 	st.metrics.tickDuration.Observe(r.s.clock.Since(start).Seconds())
 	// The snapshot is current before the tick is reported, so an observer reads what the tick did.
@@ -432,9 +436,32 @@ func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read 
 	st.metrics.gatewayChecks(cfg.Enforcement == herdgatev1alpha1.EnforcementGateway && cfg.PassFormat != herdgatev1alpha1.PassFormatJWT, proxies)
 	r.update(func(s *Snapshot) {
 		s.Polling = polling
-		s.HaveStats, s.Depth, s.Active, s.PreQueued, s.Proxies = true, stats.Depth, stats.Active, stats.PreQueued, proxies
+		s.HaveStats, s.StatsAt, s.Depth, s.Active, s.PreQueued, s.Proxies = true, now, stats.Depth, stats.Active, stats.PreQueued, proxies
 		s.AdmittedPerSecond, s.ReleasedPerSecond = admittedRate, releasedRate
 		s.Lanes = lanes
+	})
+}
+
+// drained records what a tick that put the room to sleep knows without a read: nobody waits, in
+// the main queue or a lane. The room reads its counters again only when it wakes, and a depth
+// read before the last admissions would otherwise stand for a sleep.
+func (r *runner) drained(st *tickState) {
+	st.metrics.depth.Set(0)
+	st.drainedNow = true
+	r.update(func(s *Snapshot) {
+		if !s.HaveStats {
+			return
+		}
+		s.Depth = 0
+		if len(s.Lanes) > 0 {
+			// A new slice: the snapshot last notified shares the old one.
+			lanes := make([]LaneSnapshot, len(s.Lanes))
+			for i, l := range s.Lanes {
+				lanes[i] = l
+				lanes[i].Depth = 0
+			}
+			s.Lanes = lanes
+		}
 	})
 }
 
