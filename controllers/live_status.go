@@ -37,11 +37,13 @@ func (r *WaitingQueueReconciler) holdLiveStatus(before, wq *herdgatev1alpha1.Wai
 // withoutLiveFigures is st without the figures that change with every stats read.
 func withoutLiveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1.WaitingQueueStatus {
 	out := *st.DeepCopy()
-	out.QueueDepth, out.ActiveVisitors, out.PreQueueDepth = 0, 0, 0
+	// Whether anybody waits, holds a pass or sits in the pre-queue is written at once: a room that
+	// drains or fills shows it within a tick (docs/architecture.md, "What the manager writes").
+	out.QueueDepth, out.ActiveVisitors, out.PreQueueDepth, out.LiveFiguresTime = min(out.QueueDepth, 1), min(out.ActiveVisitors, 1), min(out.PreQueueDepth, 1), nil
 	out.AdmittedPerSecond, out.ReleasedPerSecond, out.GatewayChecksPerSecond = "", "", ""
 	out.Polling, out.Workload = nil, nil
 	for i := range out.Lanes {
-		out.Lanes[i].Depth, out.Lanes[i].AdmittedPerSecond = 0, ""
+		out.Lanes[i].Depth, out.Lanes[i].AdmittedPerSecond = min(out.Lanes[i].Depth, 1), ""
 	}
 	for i := range out.Conditions {
 		out.Conditions[i].Message = ""

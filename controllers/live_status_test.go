@@ -42,8 +42,11 @@ func TestLiveFiguresAreWrittenAtMostEveryInterval(t *testing.T) {
 			deeper(wq)
 			wq.Status.Conditions[0].Status = metav1.ConditionFalse
 		},
-		"the observed generation": func(wq *herdgatev1alpha1.WaitingQueue) { deeper(wq); wq.Status.ObservedGeneration = 2 },
-		"the plan":                func(wq *herdgatev1alpha1.WaitingQueue) { wq.Status.Plan = &herdgatev1alpha1.PlanStatus{BatchSize: 7} },
+		"the observed generation":   func(wq *herdgatev1alpha1.WaitingQueue) { deeper(wq); wq.Status.ObservedGeneration = 2 },
+		"the plan":                  func(wq *herdgatev1alpha1.WaitingQueue) { wq.Status.Plan = &herdgatev1alpha1.PlanStatus{BatchSize: 7} },
+		"a room that drained":       func(wq *herdgatev1alpha1.WaitingQueue) { wq.Status.QueueDepth = 0 },
+		"the first pass held":       func(wq *herdgatev1alpha1.WaitingQueue) { deeper(wq); wq.Status.ActiveVisitors = 3 },
+		"the first pre-queue place": func(wq *herdgatev1alpha1.WaitingQueue) { wq.Status.PreQueueDepth = 1 },
 	} {
 		if wq := next(change); r.holdLiveStatus(written, wq) != 0 || wq.Status.QueueDepth != next(change).Status.QueueDepth {
 			t.Errorf("a change of %s was held", name)

@@ -176,6 +176,8 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	if snap != nil && snap.HaveStats {
 		wq.Status.QueueDepth, wq.Status.ActiveVisitors, wq.Status.AdmittedPerSecond = snap.Depth, snap.Active, readable(snap.AdmittedPerSecond)
 		wq.Status.ReleasedPerSecond, wq.Status.PreQueueDepth = readable(snap.ReleasedPerSecond), snap.PreQueued
+		read := metav1.NewTime(snap.StatsAt.Truncate(time.Second))
+		wq.Status.LiveFiguresTime = &read
 		wq.Status.Lanes = nil
 		for _, l := range snap.Lanes {
 			wq.Status.Lanes = append(wq.Status.Lanes, herdgatev1alpha1.LaneStatus{Name: l.Name, Depth: l.Depth, AdmittedPerSecond: readable(l.AdmittedPerSecond)})

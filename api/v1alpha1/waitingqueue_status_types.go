@@ -92,6 +92,14 @@ type WaitingQueueStatus struct {
 	// +optional
 	PreQueueDepth int64 `json:"preQueueDepth,omitempty"`
 
+	// liveFiguresTime is when the scheduler read the live figures of this status from Redis:
+	// queueDepth, activeVisitors, preQueueDepth, the rates and the lanes'. A busy room reads them
+	// every 2 seconds and writes them at most every 10; a room nobody waits in reads them when it
+	// wakes, at least every 10 seconds. Whether anybody waits, holds a pass or sits in the
+	// pre-queue is written as soon as it changes; a room that drains shows queueDepth 0 at once.
+	// +optional
+	LiveFiguresTime *metav1.Time `json:"liveFiguresTime,omitempty"`
+
 	// event names the event of the room's calendar in force (spec.events), as the scheduler last
 	// ticked it; unset outside every event. plan, the Open condition and the draw's seed are then the
 	// event's.

@@ -1244,6 +1244,10 @@ func (in *WaitingQueueStatus) DeepCopyInto(out *WaitingQueueStatus) {
 		*out = new(PlanStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LiveFiguresTime != nil {
+		in, out := &in.LiveFiguresTime, &out.LiveFiguresTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Lanes != nil {
 		in, out := &in.Lanes, &out.Lanes
 		*out = make([]LaneStatus, len(*in))

@@ -5,10 +5,12 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
@@ -66,7 +68,7 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	if st.MaxActive != nil {
 		active += fmt.Sprintf(" of at most %d", *st.MaxActive)
 	}
-	row("Queue", "%s; %s holding a pass", queue, active)
+	row("Queue", "%s; %s holding a pass%s", queue, active, figuresAge(st, time.Now()))
 	row("Admitted", "%s a second over the last 10 s; %s released", orZero(st.AdmittedPerSecond), orZero(st.ReleasedPerSecond))
 	if len(st.Lanes) > 0 {
 		shares := map[string]int32{}
@@ -106,6 +108,14 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 		fmt.Fprintln(out, "  none yet: the manager has not reconciled the room")
 	}
 	return nil
+}
+
+// figuresAge says how old the live figures are, the way kubectl writes an age.
+func figuresAge(st herdgatev1alpha1.WaitingQueueStatus, now time.Time) string {
+	if st.LiveFiguresTime == nil {
+		return ""
+	}
+	return " (read " + duration.HumanDuration(now.Sub(st.LiveFiguresTime.Time)) + " ago)"
 }
 
 // enforcement says who enforces the room and, for a gateway, whether it asks the check.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -52,5 +53,20 @@ func TestStatusSaysWhoEnforcesTheRoom(t *testing.T) {
 		if !strings.Contains(out.String(), c.want) {
 			t.Errorf("%s: status without %q:\n%s", c.name, c.want, out.String())
 		}
+	}
+}
+
+// TestStatusSaysHowOldTheFiguresAre: the queue's line ends with the age of its figures.
+func TestStatusSaysHowOldTheFiguresAre(t *testing.T) {
+	wq := builder.Queue("shop", "orders").Obj()
+	wq.Status.QueueDepth, wq.Status.ActiveVisitors = 120, 40
+	read := metav1.NewTime(time.Now().Add(-12 * time.Second))
+	wq.Status.LiveFiguresTime = &read
+	var out bytes.Buffer
+	if err := writeStatus(&out, wq); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Queue:         120 waiting; 40 holding a pass (read 12s ago)\n"; !strings.Contains(out.String(), want) {
+		t.Fatalf("status without %q:\n%s", want, out.String())
 	}
 }
