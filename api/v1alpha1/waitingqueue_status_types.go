@@ -120,7 +120,9 @@ type WaitingQueueStatus struct {
 
 	// admittedPerSecond is the observed admission rate over the last 10 seconds, as a decimal string
 	// rounded to three significant digits, with no decimals from 100 up: for example "139", "48.9" or
-	// "0.0123". The metric herdgate_admitted_total counts every admission.
+	// "0.0123". It averages the 10 seconds before liveFiguresTime, and a busy room's figures are
+	// written every 10 seconds, so it describes up to 20 seconds back: while admissions ramp up it
+	// shows less than the plan. The metric herdgate_admitted_total counts every admission.
 	// +optional
 	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
 
