@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usage("%s", msg)
 	}
 
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr))
 	ctrl.SetLogger(log)
 	queue.RouteClientLogs(log)
 
