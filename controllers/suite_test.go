@@ -1,7 +1,9 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -57,13 +59,35 @@ var (
 	ticks     = &tickLog{}
 )
 
+// managerLog is everything the managers of the suite logged, for the sweeps that look for a secret
+// in every output.
+var managerLog lockedBuffer
+
+// lockedBuffer is a buffer many goroutines write to while a spec reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Controllers suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(GinkgoWriter, &managerLog)), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 
 	var err error

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +200,86 @@ func TestServesAJWTGatewayRoomFromAFile(t *testing.T) {
 	if res.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("a protected request to a Gateway room: %d, want 421", res.StatusCode)
 	}
+}
+
+// TestNoOutputRepeatsTheRedisPassword: whatever is wrong with the Redis URL (the flag's, or the
+// config file's), the proxy says so without its password: a malformed URL at start, and a URL it
+// cannot use (nothing listening, a wrong password) in the log while it serves and retries.
+func TestNoOutputRepeatsTheRedisPassword(t *testing.T) {
+	r := testenv.StartRedis(t)
+	closed, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(u string) string {
+		raw, _ := json.Marshal(u) // a YAML string, whatever the URL holds
+		return writeConfig(t, fmt.Sprintf("redisURL: %s\nhmacKey: %s\n%s", raw, key(), validQueue))
+	}
+	for _, u := range testenv.MalformedRedisURLs() {
+		for _, args := range [][]string{{"--waitingqueue=shop/orders", "--redis-url=" + u}, {"--config=" + config(u)}} {
+			var stderr bytes.Buffer
+			if code := run(context.Background(), args, io.Discard, &stderr); code != 2 {
+				t.Errorf("%s: exit code %d, want 2; stderr:\n%s", u, code, stderr.String())
+			}
+			if strings.Contains(stderr.String(), testenv.KnownPassword) {
+				t.Errorf("%s: stderr repeats the password:\n%s", u, stderr.String())
+			}
+		}
+	}
+	for _, u := range testenv.UnusableRedisURLs(closed, strings.TrimPrefix(r.URL(), "redis://")) {
+		port, err := testenv.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		var stderr, stdout lockedBuffer
+		go func() {
+			done <- run(ctx, []string{"--config=" + config(u), fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--drain-delay=0s", "--zap-log-level=debug"}, &stdout, &stderr)
+		}()
+		// A visitor enters (Redis is asked, and fails), then the proxy stops.
+		entered := false
+		for range 100 {
+			if res, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/enter", port), "", nil); err == nil {
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if strings.Contains(string(body), testenv.KnownPassword) {
+					t.Errorf("%s: enter answered with the password: %s", u, body)
+				}
+				entered = true
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // the background loops meet Redis too
+		cancel()
+		<-done
+		if !entered {
+			t.Errorf("%s: the proxy never answered:\n%s", u, stderr.String())
+		}
+		if !strings.Contains(strings.ToLower(stderr.String()), "redis") {
+			t.Errorf("%s: the proxy logged nothing of Redis failing, so the sweep saw nothing:\n%s\n%s", u, stderr.String(), stdout.String())
+		}
+		if out := stdout.String() + stderr.String(); strings.Contains(out, testenv.KnownPassword) {
+			t.Errorf("%s: the proxy's output repeats the password:\n%s", u, out)
+		}
+	}
+}
+
+// lockedBuffer is a buffer the proxy's goroutines may log to while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
@@ -41,5 +43,19 @@ func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
 				t.Fatalf("stderr does not say %q:\n%s", tc.want, stderr.String())
 			}
 		})
+	}
+}
+
+// TestFlagErrorsNeverRepeatTheRedisPassword: a malformed --redis-url is refused, naming the flag,
+// without its password.
+func TestFlagErrorsNeverRepeatTheRedisPassword(t *testing.T) {
+	for _, u := range testenv.MalformedRedisURLs() {
+		var stderr bytes.Buffer
+		if code := run([]string{"--proxy-image=x", "--redis-url=" + u}, &stderr); code != 2 {
+			t.Errorf("--redis-url=%s: exit code %d, want 2; stderr:\n%s", u, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "flag --redis-url") || strings.Contains(stderr.String(), testenv.KnownPassword) {
+			t.Errorf("--redis-url=%s: stderr must name the flag and not the password:\n%s", u, stderr.String())
+		}
 	}
 }
