@@ -253,6 +253,80 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("an address with a scheme", "https://shop.example", false),
 	)
 
+	// A URL's host is an IP address or a DNS name (RFC 1123, any case), with a port of 1 to 65535.
+	urlFields := map[string]func(*herdgatev1alpha1.WaitingQueue, string){
+		"spec.upstream.url": func(wq *herdgatev1alpha1.WaitingQueue, u string) { *wq = *builder.From(wq).UpstreamURL(u).Obj() },
+		"spec.entry.challenge.external.verifyURL": func(wq *herdgatev1alpha1.WaitingQueue, u string) {
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{External: &herdgatev1alpha1.ExternalChallengeSpec{
+				VerifyURL: u, SecretKeyRef: herdgatev1alpha1.SecretValueRef{Name: "captcha", Key: "secret"}}}}
+		},
+		"spec.draw.beacon.url": func(wq *herdgatev1alpha1.WaitingQueue, u string) {
+			*wq = *builder.From(wq).Beacon(u, strings.Repeat("ab", 32), 0).Obj()
+		},
+	}
+	DescribeTable("checks every URL against the URL and DNS grammars",
+		func(u string, valid bool) {
+			for field, set := range urlFields {
+				wq := sampleQueue()
+				set(wq, u)
+				err := k8sClient.Create(ctx, wq)
+				if valid {
+					Expect(err).NotTo(HaveOccurred(), "%s %q", field, u)
+					Expect(k8sClient.Delete(ctx, wq)).To(Succeed())
+					continue
+				}
+				Expect(err).To(HaveOccurred(), "the API server accepted %s %q", field, u)
+				Expect(err.Error()).To(ContainSubstring(field))
+				obj, convErr := runtimeToUnstructured(wq)
+				Expect(convErr).NotTo(HaveOccurred())
+				Expect(settings.ValidateObject(obj)).To(MatchError(ContainSubstring(field)), "a config file took %s %q", field, u)
+			}
+		},
+		Entry("a DNS name", "https://verify.example/siteverify", true),
+		Entry("a Service's name with a port", "http://orders.shop.svc.cluster.local:8080/base", true),
+		Entry("upper case", "https://Verify.Example", true),
+		Entry("an IPv4 address", "http://10.0.0.7:8080", true),
+		Entry("an IPv6 address", "http://[fd00::7]:8080/base", true),
+		Entry("labels of 63", "https://"+label63+"."+label63, true),
+		Entry("a label of 64", "https://"+label64+".example", false),
+		Entry("an empty label", "https://verify..example", false),
+		Entry("a label starting with '-'", "https://-verify.example", false),
+		Entry("an underscore", "https://verify_1.example", false),
+		Entry("a host of 254 characters", "https://"+longest+"c", false),
+		Entry("port 0", "https://verify.example:0", false),
+		Entry("port 65536", "https://verify.example:65536", false),
+		Entry("a leading zero in the port", "https://verify.example:0443", false),
+		Entry("no host", "https:///siteverify", false),
+		Entry("another scheme", "ftp://verify.example", false),
+		Entry("no scheme", "verify.example/siteverify", false),
+		Entry("credentials", "https://user:pw@verify.example", false),
+		Entry("a query", "https://verify.example/?a=1", false),
+		Entry("a fragment", "https://verify.example/#a", false),
+		Entry("a space in the host", "https://ver ify.example", false),
+	)
+
+	// A duration is Go's: decimal numbers, each with a unit of ns, us, µs, ms, s, m or h.
+	DescribeTable("checks every duration against Go's grammar",
+		func(d string) {
+			for _, field := range []string{"spec.tick", "spec.abandonAfter", "spec.capacity.requestLatency", "spec.pass.ttl", "spec.polling.minInterval"} {
+				obj, err := runtimeToUnstructured(sampleQueue())
+				Expect(err).NotTo(HaveOccurred())
+				Expect(unstructured.SetNestedField(obj, d, strings.Split(field, ".")...)).To(Succeed())
+				err = k8sClient.Create(ctx, &unstructured.Unstructured{Object: obj})
+				Expect(err).To(HaveOccurred(), "the API server accepted %s %q", field, d)
+				Expect(err.Error()).To(ContainSubstring(field))
+				Expect(settings.ValidateObject(obj)).To(MatchError(ContainSubstring(field)), "a config file took %s %q", field, d)
+			}
+		},
+		Entry("no unit", "100"),
+		Entry("a day", "1d"),
+		Entry("a sign", "-1s"),
+		Entry("a space", "1 s"),
+		Entry("a word", "soon"),
+		Entry("a bare dot", ".5s"),
+		Entry("upper case", "1S"),
+	)
+
 	DescribeTable("rejects an invalid spec with a message that names the field",
 		func(mutate func(*herdgatev1alpha1.WaitingQueue), wantField, wantMessage string) {
 			wq := sampleQueue()

@@ -525,14 +525,16 @@ type UpstreamSpec struct {
 
 	// url is an absolute http or https URL, for a workload outside the namespace or the cluster, for
 	// example "https://orders.example:8443" or "http://10.0.0.7:8080/base" (the request path is
-	// appended to the URL's). It holds no credentials, query or fragment, and its port, when it
-	// names one, is between 1 and 65535, without leading zeros.
+	// appended to the URL's). It holds no credentials, query or fragment; its host is an IP address
+	// or a DNS name (RFC 1123), and its port, when it names one, is between 1 and 65535, without
+	// leading zeros.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="upstream.url must be an absolute http or https URL"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="upstream.url must not hold credentials (user:password@): they would sit in the resource in plain text"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="upstream.url must not hold a query or fragment: the visitor's own query is what goes upstream"
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[^\\]/?#@]*\\]|[^:/?#@\\[\\]]*)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#]|$)')`,message="upstream.url port, when it names one, must be between 1 and 65535, without leading zeros"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[0-9a-fA-F:.]+\\]|[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*)(:[0-9]*)?([/?#]|$)') && !self.matches('^[^:/?#]*://[^:/?#\\[]{254}')`,message="upstream.url host must be an IP address or a DNS name: labels of 1 to 63 letters, digits and '-', neither first nor last a '-', 253 characters in all"
 	URL *string `json:"url,omitempty"`
 }
 
@@ -861,6 +863,7 @@ type ExternalChallengeSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="verifyURL must not hold credentials (user:password@): they would sit in the resource in plain text; the secret goes in secretKeyRef"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="verifyURL must not hold a query or fragment"
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[^\\]/?#@]*\\]|[^:/?#@\\[\\]]*)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#]|$)')`,message="verifyURL port, when it names one, must be between 1 and 65535, without leading zeros"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[0-9a-fA-F:.]+\\]|[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*)(:[0-9]*)?([/?#]|$)') && !self.matches('^[^:/?#]*://[^:/?#\\[]{254}')`,message="verifyURL host must be an IP address or a DNS name: labels of 1 to 63 letters, digits and '-', neither first nor last a '-', 253 characters in all"
 	VerifyURL string `json:"verifyURL"`
 
 	// secretKeyRef names the secret key the provider gave the site.
@@ -1065,6 +1068,7 @@ type BeaconSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="url must not hold credentials (user:password@)"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="url must not hold a query or fragment"
 	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[^\\]/?#@]*\\]|[^:/?#@\\[\\]]*)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#]|$)')`,message="url port, when it names one, must be between 1 and 65535, without leading zeros"
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[^:/?#]*://(\\[[0-9a-fA-F:.]+\\]|[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*)(:[0-9]*)?([/?#]|$)') && !self.matches('^[^:/?#]*://[^:/?#\\[]{254}')`,message="url host must be an IP address or a DNS name: labels of 1 to 63 letters, digits and '-', neither first nor last a '-', 253 characters in all"
 	URL string `json:"url"`
 
 	// chainHash names the chain: 64 lower-case hex digits, as the chain's info answer gives it (for
