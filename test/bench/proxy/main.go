@@ -228,7 +228,8 @@ wrk.headers["X-Herdgate-Pass"] = %q
 				r.proxyCPU = processCPU(baselinePID) - baseline0
 			case checkName:
 				// The gateway's nginx and the check it asks, together.
-				r.proxyCPU = groups[2] - groups0[2] + processCPU(proxy.Process.Pid) - proxy0
+				r.gatewayCPU, r.checkCPU = groups[2]-groups0[2], processCPU(proxy.Process.Pid)-proxy0
+				r.proxyCPU = r.gatewayCPU + r.checkCPU
 			}
 			if t.pgid != 0 {
 				r.proxyCPU = groupCPU(t.pgid)[0] - own0[0]
@@ -326,6 +327,11 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		checkPerReq, _, _ := cpuPerRequest(checkName)
 		fmt.Fprintf(&b, "nginx with herdgate's check ÷ nginx alone: %.2f× req/s (goal ≥ 0.7×), p99 %s and %s; CPU per request of nginx and the check together %s, of nginx alone %s\n",
 			withCheck.rps/alone.rps, withCheck.p99.Round(time.Microsecond), alone.p99.Round(time.Microsecond), us(checkPerReq), us(nginxPerReq))
+		if withCheck.proxyCPU > 0 {
+			gatewayShare := float64(withCheck.gatewayCPU) / float64(withCheck.proxyCPU)
+			fmt.Fprintf(&b, "of that, per checked request: nginx (both of its proxyings) %s (%.0f %%), herdgate's check %s (%.0f %%)\n",
+				us(perRequest(withCheck.gatewayCPU, withCheck.requests)), 100*gatewayShare, us(perRequest(withCheck.checkCPU, withCheck.requests)), 100*(1-gatewayShare))
+		}
 		haproxyAlone := saturating[haproxyName]
 		alonePerReq, _, _ := cpuPerRequest(haproxyName)
 		for _, name := range []string{haproxyES256Name, haproxyHS256Name} {

@@ -23,6 +23,9 @@ type wrkResult struct {
 	// nginx), the backend and Redis spent during the run, when measured; loadCPU is the load
 	// generator's own (wrk or redis-benchmark).
 	proxyCPU, backendCPU, redisCPU, loadCPU time.Duration
+	// gatewayCPU and checkCPU split proxyCPU of nginx asking herdgate's check: nginx's own, and
+	// herdgate-proxy's answering the checks.
+	gatewayCPU, checkCPU time.Duration
 }
 
 func wrk(url, script string, conns int, d time.Duration) (wrkResult, error) {
