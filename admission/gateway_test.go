@@ -23,24 +23,14 @@ import (
 )
 
 // guideBlock is the code block of language lang in docs/guides/gateways.md, with the placeholders
-// filled in: the gateway's port, herdgate's address, the workload's, the folder of the published
-// pass keys and the queue's name.
+// filled in (testenv.GuideBlock).
 func guideBlock(t *testing.T, lang string, fill *strings.Replacer) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	block, err := testenv.GuideBlock(lang, fill)
 	if err != nil {
 		t.Fatal(err)
 	}
-	guide, err := os.ReadFile(filepath.Join(root, "docs", "guides", "gateways.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, found := strings.Cut(string(guide), "```"+lang+"\n")
-	block, _, closed := strings.Cut(block, "```")
-	if !found || !closed {
-		t.Fatalf("docs/guides/gateways.md has no %s block", lang)
-	}
-	return fill.Replace(block)
+	return block
 }
 
 // gateway is a gateway the tests run the room through, started with the configuration
