@@ -93,7 +93,7 @@ verify: generate manifests ## Regenerate everything and fail if the tree differs
 ##@ Demo
 
 .PHONY: demo
-demo: envtest build $(HELM) ## Run a waiting room on a real single-node cluster (or locally) and send a herd through it (ARGS=--once to exit after).
+demo: envtest build $(HELM) ## Run a waiting room on a real single-node cluster (or locally) and send a herd through it (ARGS="--once", "--gateway nginx|traefik").
 	hack/ensure-packages.sh redis-server=redis-server redis-cli=redis-tools
 	go build -o $(LOCALBIN)/demo ./test/demo
 	HERDGATE_HELM=$(HELM) test/demo/run.sh $(ARGS)

@@ -19,6 +19,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,13 +38,19 @@ func main() {
 	once := flag.Bool("once", false, "exit after the herd instead of serving until Ctrl-C")
 	visitors := flag.Int("visitors", 500, "virtual visitors in the herd")
 	onNode := flag.Bool("on-node", false, "run on the node of hack/node.sh; the demo runs inside it (test/demo/run.sh)")
+	gateway := flag.String("gateway", "", "put the room in Gateway mode behind a real gateway configured as docs/guides/gateways.md says: nginx or traefik")
 	flag.Parse()
+	if *gateway != "" && !slices.Contains(gateways, *gateway) {
+		fmt.Fprintf(os.Stderr, "demo: flag --gateway: %q is not one of %v\n", *gateway, gateways)
+		os.Exit(2)
+	}
+	opts := options{once: *once, visitors: *visitors, gateway: *gateway}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
 	if *onNode {
-		err = runOnNode(ctx, *once, *visitors)
+		err = runOnNode(ctx, opts)
 	} else {
-		err = run(ctx, *once, *visitors)
+		err = run(ctx, opts)
 	}
 	stop()
 	if errors.Is(err, context.Canceled) {
@@ -53,6 +61,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
+}
+
+// options are the demo's flags.
+type options struct {
+	once     bool
+	visitors int
+	// gateway, when set, is the gateway in front of a room in Gateway mode.
+	gateway string
 }
 
 func say(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
@@ -115,7 +131,7 @@ func (d *demo) kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
-func run(ctx context.Context, once bool, visitors int) error {
+func run(ctx context.Context, opts options) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -170,7 +186,7 @@ func run(ctx context.Context, once bool, visitors int) error {
 	}
 
 	say("Applying config/samples (the reference queue) with its upstream pointed at the orders service")
-	sample, err := sampleQueue(root, backend)
+	sample, err := sampleQueue(filepath.Join(root, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"), backend, opts.gateway)
 	if err != nil {
 		return err
 	}
@@ -244,15 +260,25 @@ func run(ctx context.Context, once bool, visitors int) error {
 	}
 	say("Plan: %s", plan)
 
-	say("Sending a herd of %d visitors at once: enter, poll as told, order with the pass", visitors)
-	if _, err := sendHerd(ctx, proxy, backend, visitors); err != nil {
+	target := proxy
+	if opts.gateway != "" {
+		say("Starting %s in front of the room, configured as docs/guides/gateways.md says", opts.gateway)
+		url, stop, err := startGateway(ctx, opts.gateway, dir, strings.TrimPrefix(proxy, "http://"), strings.TrimPrefix(backend, "http://"))
+		if err != nil {
+			return err
+		}
+		d.stops = append(d.stops, stop)
+		target = url
+	}
+	say("Sending a herd of %d visitors at once through %s: enter, poll as told, order with the pass", opts.visitors, target)
+	if _, err := sendHerd(ctx, target, backend, opts, planOf(d.kubectl)); err != nil {
 		return err
 	}
 	if out, err = d.kubectl("get", "wq"); err == nil {
 		fmt.Print(out)
 	}
 
-	if once {
+	if opts.once {
 		return nil
 	}
 	say("The waiting room stays open: visit %s/.herdgate/?return=/ in a browser", proxy)
@@ -263,8 +289,10 @@ func run(ctx context.Context, once bool, visitors int) error {
 	return nil
 }
 
-func sampleQueue(root, upstream string) ([]byte, error) {
-	raw, err := os.ReadFile(filepath.Join(root, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
+// sampleQueue is config/samples' queue in the default namespace; with an upstream, sent there
+// instead of to the orders Service, and with a gateway, enforced by it.
+func sampleQueue(path, upstream, gateway string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -273,8 +301,23 @@ func sampleQueue(root, upstream string) ([]byte, error) {
 		return nil, err
 	}
 	wq.Namespace = "default"
-	wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)}
+	if upstream != "" {
+		wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: ptr.To(upstream)}
+	}
+	if gateway != "" {
+		wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+	}
 	return yaml.Marshal(wq)
+}
+
+// planOf reads the admissions per second the queue orders plans, with kubectl; 0 when unknown.
+func planOf(kubectl func(args ...string) (string, error)) float64 {
+	out, err := kubectl("get", "wq", "orders", "-o", "jsonpath={.status.plan.admissionsPerSecond}")
+	if err != nil {
+		return 0
+	}
+	plan, _ := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	return plan
 }
 
 func ports() (int, int, error) {
@@ -301,15 +344,27 @@ func waitFor(ctx context.Context, what string, ok func() bool) error {
 	return nil
 }
 
-// sendHerd resets the orders service at backend, sends visitors through the proxy at once and prints
-// the results table.
-func sendHerd(ctx context.Context, proxy, backend string, visitors int) (herd.Results, error) {
+// sendHerd resets the orders service at backend, sends visitors through target at once and prints
+// the results table; through a gateway, it also sends orders without a pass meanwhile and says what
+// the gateway's room did against plan.
+func sendHerd(ctx context.Context, target, backend string, opts options, plan float64) (herd.Results, error) {
 	reset, err := http.Post(backend+"/reset", "", nil)
 	if err != nil {
 		return herd.Results{}, err
 	}
 	_ = reset.Body.Close()
-	results := herd.Run(ctx, herd.Scenario{Name: "Demo herd", Visitors: visitors, Target: proxy, OrderPath: "/api/v1/orders", GiveUp: 5 * time.Minute})
+	p := &probes{}
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		if opts.gateway != "" {
+			p.run(probeCtx, target, 1000)
+		}
+	}()
+	results := herd.Run(ctx, herd.Scenario{Name: "Demo herd", Visitors: opts.visitors, Target: target, OrderPath: "/api/v1/orders", GiveUp: 5 * time.Minute})
+	stopProbes()
+	<-probed
 	if err := ctx.Err(); err != nil {
 		return results, err
 	}
@@ -318,8 +373,11 @@ func sendHerd(ctx context.Context, proxy, backend string, visitors int) (herd.Re
 		return results, err
 	}
 	fmt.Println()
-	herd.Summary(os.Stdout, herd.RunResult{RunSpec: herd.RunSpec{Test: "demo", Visitors: visitors, Batch: 14}, Visitors: results, Backend: stats})
+	herd.Summary(os.Stdout, herd.RunResult{RunSpec: herd.RunSpec{Test: "demo", Visitors: opts.visitors, Batch: 14}, Visitors: results, Backend: stats})
 	fmt.Println()
+	if opts.gateway != "" {
+		return results, gatewaySummary(opts.gateway, plan, results, stats, p)
+	}
 	return results, nil
 }
 

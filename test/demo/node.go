@@ -13,7 +13,7 @@ import (
 
 // runOnNode is the demo on the real node: it runs inside the node's network namespace, where the API
 // server, the pods and the Services are reachable (test/demo/run.sh starts the node and stops it).
-func runOnNode(ctx context.Context, once bool, visitors int) error {
+func runOnNode(ctx context.Context, opts options) error {
 	c, err := node.Connect()
 	if err != nil {
 		return err
@@ -26,7 +26,7 @@ func runOnNode(ctx context.Context, once bool, visitors int) error {
 	if err := c.Apply(ctx, node.OrdersService("default")); err != nil {
 		return err
 	}
-	sample, err := os.ReadFile(filepath.Join(c.Root, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"))
+	sample, err := sampleQueue(filepath.Join(c.Root, "config", "samples", "herdgate_v1alpha1_waitingqueue.yaml"), "", opts.gateway)
 	if err != nil {
 		return err
 	}
@@ -61,18 +61,33 @@ func runOnNode(ctx context.Context, once bool, visitors int) error {
 		}
 	}
 
-	say("Sending a herd of %d visitors at once through the proxy's Service %s: enter, poll as told, order with the pass", visitors, proxy)
-	results, err := sendHerd(ctx, proxy, backend, visitors)
+	target, through := proxy, "the proxy's Service "+proxy
+	if opts.gateway != "" {
+		dir, err := os.MkdirTemp("", "herdgate-demo-gateway-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		say("Starting %s on the node in front of the room (enforcement: Gateway), configured as docs/guides/gateways.md says", opts.gateway)
+		url, stop, err := startGateway(ctx, opts.gateway, dir, proxyIP+":80", ordersIP+":8080")
+		if err != nil {
+			return err
+		}
+		defer stop()
+		target, through = url, opts.gateway+" at "+url
+	}
+	say("Sending a herd of %d visitors at once through %s: enter, poll as told, order with the pass", opts.visitors, through)
+	results, err := sendHerd(ctx, target, backend, opts, planOf(func(args ...string) (string, error) { return c.Kubectl(ctx, args...) }))
 	if err != nil {
 		return err
 	}
 	if err := show(ctx, c); err != nil {
 		return err
 	}
-	if results.OrdersOK != visitors {
-		return fmt.Errorf("%d of %d orders went through", results.OrdersOK, visitors)
+	if results.OrdersOK != opts.visitors {
+		return fmt.Errorf("%d of %d orders went through", results.OrdersOK, opts.visitors)
 	}
-	if once {
+	if opts.once {
 		return nil
 	}
 	say("The waiting room stays open inside the node: hack/node.sh exec kubectl get wq,pods -A")

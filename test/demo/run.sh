@@ -3,10 +3,26 @@
 # else on a local control plane with the proxy as a local process. Ctrl-C, an error or the end of
 # the demo stops the node and leaves nothing behind.
 #
-# usage: test/demo/run.sh [--once] [--visitors N]
+# usage: test/demo/run.sh [--once] [--visitors N] [--gateway nginx|traefik]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "${root}"
+
+# A gateway in front of the room (--gateway): the one named is installed or built first.
+gateway=""
+args=("$@")
+for i in "${!args[@]}"; do
+  case "${args[$i]}" in
+    --gateway=*) gateway="${args[$i]#--gateway=}" ;;
+    --gateway) gateway="${args[$((i + 1))]:-}" ;;
+  esac
+done
+case "${gateway}" in
+  "") ;;
+  nginx) hack/ensure-packages.sh nginx=nginx-light ;;
+  traefik) hack/setup-traefik.sh bin ;;
+  *) echo "demo: flag --gateway: \"${gateway}\" is not one of [nginx traefik]" >&2; exit 2 ;;
+esac
 
 if ! why="$(hack/node.sh check)"; then
   echo "==> The node cannot run here (${why}): running the demo on a local control plane, the proxy as a local process"
