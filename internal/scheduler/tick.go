@@ -244,30 +244,14 @@ func (r *runner) roomPhase(st *tickState, t gridTick) phase.Phase {
 
 // admit runs the tick in Redis. Its work follows whom it can admit, never the plan's size: Redis
 // gets a limit and draws the offsets for the admitted alone, and the limit is capped
-// (docs/performance.md).
+// (docs/performance.md). Its steps: reach Redis again after a failure, share out the tick's quota,
+// decide whether the room may sleep, make the call, and take in its answer.
 func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandSource, current phase.Phase, after afterTick) (queue.TickReplies, error) {
 	cfg := t.cfg
-	quota, share := int64(0), int64(0)
 	plan := st.quota(cfg)
-	if st.backoff > 0 {
-		// The last call failed: reach Redis first, so that a failover is known before this tick
-		// admits anyone on the new primary.
-		reachCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
-		_ = st.q.Reach(reachCtx)
-		cancel()
-	}
+	r.reachAfterFailure(ctx, st)
 	paused := r.pausedAfterFailover(ctx, st, t.now)
-	// Before opening nobody is admitted, and no quota piles up for the opening; after a failover
-	// nobody is admitted for a while, and what the pause held back is not made up for.
-	if cfg.Admits() && !current.Before() && !paused {
-		madeUp := min(t.missed, maxCatchUpTicks)
-		for range madeUp + 1 {
-			share = st.carry.Next(plan)
-			quota += share
-		}
-		st.metrics.ticksMadeUp.Add(float64(madeUp))
-		st.metrics.ticksDropped.Add(float64(t.missed - madeUp))
-	}
+	quota, share := r.share(st, cfg, plan, t.missed, current, paused)
 	limit := min(quota, queue.MaxAdmitPerTick)
 	// What the queue does not take of this tick's own share, new visitors may take at once until the
 	// next tick; ticks made up for give no instant budget, so a late tick never opens a burst.
@@ -281,18 +265,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		through = st.draw.state.Settled()
 	}
 	seed := rng.Int64N(1 << 62)
-	sleepFor, sleepShare := time.Duration(0), int64(0)
-	var wake wakeUp
-	if current == phase.Open && !holding && st.draw == nil && cfg.Admits() {
-		sleepFor = r.sleepFor(cfg, st.tick, t.latest)
-		// Each tick the room sleeps through lets in what no tick's share falls below.
-		num, den := plan.PerTick()
-		sleepShare = min(num/den, limit)
-		if sleepFor > 0 {
-			wake = r.wakeTogether(cfg, st.tick, t.latest, sleepFor)
-			sleepFor = wake.budget
-		}
-	}
+	sleep := r.sleepAfter(st, t, current, plan, limit)
 	callCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
 	start := r.s.clock.Now()
 	tick := st.q.Tick
@@ -303,13 +276,81 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 		Admit: queue.AdmitRequest{
 			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
-			Holding: holding, Through: through, SleepFor: sleepFor, SleepShare: int(sleepShare), Primary: st.primary,
+			Holding: holding, Through: through, SleepFor: sleep.budget, SleepShare: int(sleep.share), Primary: st.primary,
 			Lanes: laneShares(cfg),
 		},
 		Plan: after.plan, Observe: after.observe,
 	})
 	cancel()
 	res, err := replies.Admit, replies.AdmitErr
+	st.metrics.tickDuration.Observe(r.s.clock.Since(start).Seconds())
+	r.takeAdmission(ctx, st, t, sleep, res, err)
+	if r.s.observe != nil {
+		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
+			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: current, Result: res, Err: err})
+	}
+	return replies, err
+}
+
+// reachAfterFailure reaches Redis first when the last call failed, so that a failover is known
+// before this tick admits anyone on the new primary.
+func (r *runner) reachAfterFailure(ctx context.Context, st *tickState) {
+	if st.backoff == 0 {
+		return
+	}
+	reachCtx, cancel := context.WithTimeout(ctx, max(st.tick, time.Second))
+	_ = st.q.Reach(reachCtx)
+	cancel()
+}
+
+// share is the tick's quota, with the ticks missed before it made up for (up to maxCatchUpTicks),
+// and share, its own part. Before opening nobody is admitted, and no quota piles up for the
+// opening; after a failover nobody is admitted for a while, and what the pause held back is not
+// made up for.
+func (r *runner) share(st *tickState, cfg *Queue, plan capacity.Plan, missed int64, current phase.Phase, paused bool) (quota, share int64) {
+	if !cfg.Admits() || current.Before() || paused {
+		return 0, 0
+	}
+	madeUp := min(missed, maxCatchUpTicks)
+	for range madeUp + 1 {
+		share = st.carry.Next(plan)
+		quota += share
+	}
+	st.metrics.ticksMadeUp.Add(float64(madeUp))
+	st.metrics.ticksDropped.Add(float64(missed - madeUp))
+	return quota, share
+}
+
+// sleep is how a room that the tick leaves with nobody waiting sleeps: its budget for visitors let
+// in at once lasts budget (0: it may not sleep), refilled to share each tick it sleeps through, and
+// it wakes as wake says.
+type sleep struct {
+	budget time.Duration
+	share  int64
+	wake   wakeUp
+}
+
+// sleepAfter is how the room may sleep after this tick: only an open room that is not drawing.
+func (r *runner) sleepAfter(st *tickState, t gridTick, current phase.Phase, plan capacity.Plan, limit int64) sleep {
+	cfg := t.cfg
+	if current != phase.Open || st.draw != nil || !cfg.Admits() {
+		return sleep{}
+	}
+	sleepFor := r.sleepFor(cfg, st.tick, t.latest)
+	// Each tick the room sleeps through lets in what no tick's share falls below.
+	num, den := plan.PerTick()
+	out := sleep{budget: sleepFor, share: min(num/den, limit)}
+	if sleepFor > 0 {
+		out.wake = r.wakeTogether(cfg, st.tick, t.latest, sleepFor)
+		out.budget = out.wake.budget
+	}
+	return out
+}
+
+// takeAdmission takes in the tick's answer: whether the room sleeps, its primary, what it admitted
+// and abandoned, or the failure. The snapshot is current before the tick is reported, so an
+// observer reads what the tick did.
+func (r *runner) takeAdmission(ctx context.Context, st *tickState, t gridTick, sl sleep, res queue.AdmitResult, err error) {
 	if err == nil && res.FailedOver {
 		r.failedOverWithin(ctx, st, t.now)
 	}
@@ -320,33 +361,26 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	// to wait, or a new spec, wakes it first.
 	st.asleep = err == nil && res.Asleep
 	if st.asleep {
-		st.next, st.wakeAt = t.latest.Add(sleepFor), wake.at
-		if !wake.at.IsZero() {
-			st.next = wake.next
+		st.next, st.wakeAt = t.latest.Add(sl.budget), sl.wake.at
+		if !sl.wake.at.IsZero() {
+			st.next = sl.wake.next
 		}
 		r.drained(st)
 	}
-	st.metrics.tickDuration.Observe(r.s.clock.Since(start).Seconds())
-	// The snapshot is current before the tick is reported, so an observer reads what the tick did.
 	if err != nil {
 		if ctx.Err() == nil {
 			r.fail(ctx, st, t.now, err)
 		}
-	} else {
-		st.backoff = 0
-		st.metrics.admitted.Add(float64(len(res.Admitted)))
-		st.observeWaits(res)
-		st.workload.recordAdmitted(res)
-		st.metrics.abandoned.Add(float64(res.Abandoned))
-		r.update(func(s *Snapshot) {
-			s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = cfg.Generation, "", time.Time{}, t.now
-		})
+		return
 	}
-	if r.s.observe != nil {
-		r.s.observe(TickReport{Key: r.key, Generation: cfg.Generation, Scheduled: t.latest, Started: t.now,
-			Quota: quota, Limit: limit, Rate: rateOf(plan), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed, Phase: current, Result: res, Err: err})
-	}
-	return replies, err
+	st.backoff = 0
+	st.metrics.admitted.Add(float64(len(res.Admitted)))
+	st.observeWaits(res)
+	st.workload.recordAdmitted(res)
+	st.metrics.abandoned.Add(float64(res.Abandoned))
+	r.update(func(s *Snapshot) {
+		s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = t.cfg.Generation, "", time.Time{}, t.now
+	})
 }
 
 // pausedAfterFailover says whether the room's admissions are paused after a failover of its Redis
