@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,6 +92,9 @@ func (b *bundle) addYAML(name string, obj any) {
 	b.add(name, raw)
 }
 
+// bundleCall bounds one read of the bundle by --timeout.
+type bundleCall func() (context.Context, context.CancelFunc)
+
 func (c *cli) bundle(ctx context.Context, stdout io.Writer, name string, o bundleOptions) error {
 	cl, ns, err := c.client()
 	if err != nil {
@@ -106,7 +108,7 @@ func (c *cli) bundle(ctx context.Context, stdout io.Writer, name string, o bundl
 	if err != nil {
 		return err
 	}
-	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, o.timeout) }
+	call := bundleCall(func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, o.timeout) })
 
 	wq := &herdgatev1alpha1.WaitingQueue{}
 	callCtx, cancel := call()
@@ -124,76 +126,9 @@ func (c *cli) bundle(ctx context.Context, stdout io.Writer, name string, o bundl
 	}
 	b.add("status.txt", status.Bytes())
 
-	// The proxies: their Deployment, its pods (by its own selector), Events, logs and metrics.
-	callCtx, cancel = call()
-	deployment, err := clientset.AppsV1().Deployments(ns).Get(callCtx, wq.ProxyName(), metav1.GetOptions{})
-	cancel()
-	proxyPods := &corev1.PodList{}
-	if err != nil {
-		b.fail("proxy/deployment.yaml", err)
-	} else {
-		b.addYAML("proxy/deployment.yaml", deployment.DeepCopy())
-		selector, err := metav1.LabelSelectorAsSelector(deployment.Spec.Selector)
-		if err == nil {
-			callCtx, cancel = call()
-			proxyPods, err = clientset.CoreV1().Pods(ns).List(callCtx, metav1.ListOptions{LabelSelector: selector.String()})
-			cancel()
-		}
-		if err != nil {
-			b.fail("proxy/pods.txt", err)
-			proxyPods = &corev1.PodList{}
-		}
-	}
-	b.add("proxy/pods.txt", podTable(proxyPods.Items))
-	objects := map[string]bool{wq.ProxyName(): true}
-	for _, p := range proxyPods.Items {
-		objects[p.Name] = true
-		if ref := metav1.GetControllerOf(&p); ref != nil {
-			objects[ref.Name] = true // the ReplicaSet
-		}
-	}
-	b.events(clientset, ns, wq.Name, objects, call)
-	for _, p := range proxyPods.Items {
-		b.podLog(clientset, &p, "proxy", o.tail, call)
-		b.podMetrics(clientset, &p, "proxy", metricsPort(&p, 9090), wq, call)
-	}
-
-	// The manager: the leader's scheduler runs the room, so every replica's log and metrics go in.
-	callCtx, cancel = call()
-	managerPods, err := clientset.CoreV1().Pods(o.managerNamespace).List(callCtx, metav1.ListOptions{LabelSelector: o.managerSelector})
-	cancel()
-	if err != nil {
-		b.fail("manager/pods", err)
-		managerPods = &corev1.PodList{}
-	}
-	if len(managerPods.Items) == 0 && err == nil {
-		b.fail("manager/pods", fmt.Errorf("no pod matches %q; set --manager-namespace and --manager-selector", o.managerSelector))
-	}
-	b.add("manager/pods.txt", podTable(managerPods.Items))
-	for _, p := range managerPods.Items {
-		b.podLog(clientset, &p, "manager", o.tail, call)
-		b.podMetrics(clientset, &p, "manager", metricsPort(&p, 8080), wq, call)
-	}
-
-	// Redis.
-	url := o.redisURL
-	if url == "" {
-		secret := &corev1.Secret{}
-		callCtx, cancel = call()
-		err := cl.Get(callCtx, types.NamespacedName{Namespace: ns, Name: wq.SecretName()}, secret)
-		cancel()
-		switch {
-		case err != nil:
-			b.fail("redis.txt", fmt.Errorf("reading the room's Redis URL from secret %s/%s: %w; or give --redis-url", ns, wq.SecretName(), err))
-		case len(secret.Data[herdgatev1alpha1.SecretRedisURL]) == 0:
-			b.fail("redis.txt", fmt.Errorf("secret %s/%s has no %s; give --redis-url", ns, wq.SecretName(), herdgatev1alpha1.SecretRedisURL))
-		default:
-			url = string(secret.Data[herdgatev1alpha1.SecretRedisURL])
-		}
-	}
-	if url != "" {
-		b.redis(ctx, url, wq, o.timeout)
-	}
+	b.proxies(clientset, wq, o, call)
+	b.managers(clientset, wq, o, call)
+	b.redisOf(ctx, cl, wq, o, call)
 
 	b.add("README.txt", b.readme(wq, now))
 	sort.Strings(b.errors)

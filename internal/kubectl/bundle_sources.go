@@ -14,7 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -221,4 +223,85 @@ func podTable(pods []corev1.Pod) []byte {
 	}
 	_ = w.Flush()
 	return out.Bytes()
+}
+
+// proxies adds the room's proxies: their Deployment, its pods (by its own selector), Events, logs
+// and metrics.
+func (b *bundle) proxies(clientset kubernetes.Interface, wq *herdgatev1alpha1.WaitingQueue, o bundleOptions, call bundleCall) {
+	ns := wq.Namespace
+	callCtx, cancel := call()
+	deployment, err := clientset.AppsV1().Deployments(ns).Get(callCtx, wq.ProxyName(), metav1.GetOptions{})
+	cancel()
+	proxyPods := &corev1.PodList{}
+	if err != nil {
+		b.fail("proxy/deployment.yaml", err)
+	} else {
+		b.addYAML("proxy/deployment.yaml", deployment.DeepCopy())
+		selector, err := metav1.LabelSelectorAsSelector(deployment.Spec.Selector)
+		if err == nil {
+			callCtx, cancel = call()
+			proxyPods, err = clientset.CoreV1().Pods(ns).List(callCtx, metav1.ListOptions{LabelSelector: selector.String()})
+			cancel()
+		}
+		if err != nil {
+			b.fail("proxy/pods.txt", err)
+			proxyPods = &corev1.PodList{}
+		}
+	}
+	b.add("proxy/pods.txt", podTable(proxyPods.Items))
+	objects := map[string]bool{wq.ProxyName(): true}
+	for _, p := range proxyPods.Items {
+		objects[p.Name] = true
+		if ref := metav1.GetControllerOf(&p); ref != nil {
+			objects[ref.Name] = true // the ReplicaSet
+		}
+	}
+	b.events(clientset, ns, wq.Name, objects, call)
+	for _, p := range proxyPods.Items {
+		b.podLog(clientset, &p, "proxy", o.tail, call)
+		b.podMetrics(clientset, &p, "proxy", metricsPort(&p, 9090), wq, call)
+	}
+}
+
+// managers adds the manager's pods: the leader's scheduler runs the room, so every replica's log
+// and metrics go in.
+func (b *bundle) managers(clientset kubernetes.Interface, wq *herdgatev1alpha1.WaitingQueue, o bundleOptions, call bundleCall) {
+	callCtx, cancel := call()
+	managerPods, err := clientset.CoreV1().Pods(o.managerNamespace).List(callCtx, metav1.ListOptions{LabelSelector: o.managerSelector})
+	cancel()
+	if err != nil {
+		b.fail("manager/pods", err)
+		managerPods = &corev1.PodList{}
+	}
+	if len(managerPods.Items) == 0 && err == nil {
+		b.fail("manager/pods", fmt.Errorf("no pod matches %q; set --manager-namespace and --manager-selector", o.managerSelector))
+	}
+	b.add("manager/pods.txt", podTable(managerPods.Items))
+	for _, p := range managerPods.Items {
+		b.podLog(clientset, &p, "manager", o.tail, call)
+		b.podMetrics(clientset, &p, "manager", metricsPort(&p, 8080), wq, call)
+	}
+}
+
+// redisOf adds the room's figures in Redis, from --redis-url or the URL in the room's Secret.
+func (b *bundle) redisOf(ctx context.Context, cl client.Client, wq *herdgatev1alpha1.WaitingQueue, o bundleOptions, call bundleCall) {
+	url := o.redisURL
+	if url == "" {
+		ns := wq.Namespace
+		secret := &corev1.Secret{}
+		callCtx, cancel := call()
+		err := cl.Get(callCtx, types.NamespacedName{Namespace: ns, Name: wq.SecretName()}, secret)
+		cancel()
+		switch {
+		case err != nil:
+			b.fail("redis.txt", fmt.Errorf("reading the room's Redis URL from secret %s/%s: %w; or give --redis-url", ns, wq.SecretName(), err))
+		case len(secret.Data[herdgatev1alpha1.SecretRedisURL]) == 0:
+			b.fail("redis.txt", fmt.Errorf("secret %s/%s has no %s; give --redis-url", ns, wq.SecretName(), herdgatev1alpha1.SecretRedisURL))
+		default:
+			url = string(secret.Data[herdgatev1alpha1.SecretRedisURL])
+		}
+	}
+	if url != "" {
+		b.redis(ctx, url, wq, o.timeout)
+	}
 }
