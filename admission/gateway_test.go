@@ -36,34 +36,36 @@ func guideBlock(t *testing.T, lang string, fill *strings.Replacer) string {
 // gateway is a gateway the tests run the room through, started with the configuration
 // docs/guides/gateways.md gives for it (block reads the guide's block of a language). jwt says the
 // gateway verifies JWT passes itself, with the public keys published in keysDir.
+// coarse says the gateway passes on the check's refusals only as refusals, not with the check's own
+// status. fill fills in the placeholders of a string.
 type gateway struct {
-	jwt   bool
-	start func(t *testing.T, dir string, block func(lang string) string) (stop func())
+	jwt, coarse bool
+	start       func(t *testing.T, dir string, block func(lang string) string, fill func(string) string) (stop func())
 }
 
 var gateways = map[string]gateway{
-	"nginx": {start: func(t *testing.T, dir string, block func(string) string) func() {
+	"nginx": {start: func(t *testing.T, dir string, block func(string) string, _ func(string) string) func() {
 		n, err := testenv.StartNginx(dir, block("nginx"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n.Stop
 	}},
-	"caddy": {start: func(t *testing.T, dir string, block func(string) string) func() {
+	"caddy": {start: func(t *testing.T, dir string, block func(string) string, _ func(string) string) func() {
 		c, err := testenv.StartCaddy(dir, block("caddyfile"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.Stop
 	}},
-	"traefik": {start: func(t *testing.T, dir string, block func(string) string) func() {
+	"traefik": {start: func(t *testing.T, dir string, block func(string) string, _ func(string) string) func() {
 		tr, err := testenv.StartTraefik(dir, block("yaml traefik-static"), block("yaml traefik-dynamic"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return stopShowingLog(t, tr.Stop, filepath.Join(dir, "traefik.log"))
 	}},
-	"haproxy": {jwt: true, start: func(t *testing.T, dir string, block func(string) string) func() {
+	"haproxy": {jwt: true, start: func(t *testing.T, dir string, block func(string) string, _ func(string) string) func() {
 		hp, err := testenv.StartHAProxy(dir, block("haproxy"))
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +147,7 @@ func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.Wait
 			return fill.Replace(string(cfg))
 		}
 		return guideBlock(t, lang, fill)
-	}))
+	}, fill.Replace))
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, gateway+"/.herdgate/healthz")
 	return h, gateway
