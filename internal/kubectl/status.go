@@ -50,6 +50,8 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	} else {
 		row("Phase", "%s, mode %s", phase, mode)
 	}
+	row("Room ID", "%s (its cookies end in _%s; on a shared host, herdgate's links carry ?room=%s)",
+		herdgatev1alpha1.RoomID(wq.Namespace, wq.Name), herdgatev1alpha1.RoomID(wq.Namespace, wq.Name), herdgatev1alpha1.RoomID(wq.Namespace, wq.Name))
 	row("Enforcement", "%s", enforcement(wq))
 	if p := st.Plan; p != nil {
 		plan := fmt.Sprintf("%d per tick of %s, %s a second (%s)", p.BatchSize, wq.Spec.EffectiveTick(), p.AdmissionsPerSecond, p.Source)

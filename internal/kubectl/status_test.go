@@ -70,3 +70,16 @@ func TestStatusSaysHowOldTheFiguresAre(t *testing.T) {
 		t.Fatalf("status without %q:\n%s", want, out.String())
 	}
 }
+
+// TestStatusNamesTheRoomID: the room ID, which suffixes its cookies and names it on a shared host.
+func TestStatusNamesTheRoomID(t *testing.T) {
+	wq := builder.Queue("shop", "orders").Obj()
+	var out bytes.Buffer
+	if err := writeStatus(&out, wq); err != nil {
+		t.Fatal(err)
+	}
+	id := herdgatev1alpha1.RoomID("shop", "orders")
+	if want := "Room ID:       " + id + " (its cookies end in _" + id; !strings.Contains(out.String(), want) {
+		t.Fatalf("status without %q:\n%s", want, out.String())
+	}
+}
