@@ -103,16 +103,6 @@ func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) 
 	return d
 }
 
-// configNow is the config in force: the event's running now (spec.events), or the room's own; nil
-// before the first valid one.
-func (p *Proxy) configNow() *Config {
-	cfg := p.cfg.Load()
-	if cfg == nil || len(cfg.events) == 0 {
-		return cfg
-	}
-	return cfg.At(p.now())
-}
-
 // ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
 // status, the waiting page and the room's other endpoints, under the config it was decided with.
 func (p *Proxy) ServeReserved(x Exchange, d Decision) {

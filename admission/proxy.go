@@ -180,6 +180,16 @@ func (p *Proxy) Queue() string { return p.queue }
 // Config returns the config in force; nil before the first valid one.
 func (p *Proxy) Config() *Config { return p.cfg.Load() }
 
+// configNow is the config in force: the event's running now (spec.events), or the room's own; nil
+// before the first valid one.
+func (p *Proxy) configNow() *Config {
+	cfg := p.cfg.Load()
+	if cfg == nil || len(cfg.events) == 0 {
+		return cfg
+	}
+	return cfg.At(p.now())
+}
+
 // MetricsHandler serves the proxy's Prometheus metrics: the room's labelled waitingqueue="namespace/name"
 // as a shared proxy set's are, so that one query finds a room's series whichever kind of proxy serves
 // it, and the process's own.
