@@ -48,10 +48,7 @@ func (p *Proxy) farPathOpen(cfg *Config, r room) bool {
 // place returns the sequence in the visitor's place, from the header or the cookie, when it is one
 // this queue signed for this visitor.
 func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
-	token := x.Header(PlaceHeader)
-	if token == "" {
-		token = roomCookie(x, cfg.Cookies.Place, PlaceCookie)
-	}
+	token := heldToken(x, cfg)
 	if token == "" || len(token) > maxCookieValue {
 		return 0, false
 	}
@@ -60,7 +57,27 @@ func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
 
 // setPlace gives a waiting visitor its place, as a cookie and in the answer.
 func (p *Proxy) setPlace(x Exchange, cfg *Config, visitor string, seq int64) string {
-	token := cfg.Signer.Place(visitor, seq)
+	return giveToken(x, cfg, cfg.Signer.Place(visitor, seq))
+}
+
+// shadowPlace is the place a visitor of the shadow queue holds: its arrival number, signed as any
+// place is, but for the visitor marked as shadowed (visitor IDs hold no NUL), so that it reads like
+// a place and no proxy ever takes it for one: it brings nothing back after a failover, and its
+// polls are never answered from the far path.
+func shadowPlace(cfg *Config, visitor string, seq int64) string {
+	return cfg.Signer.Place(visitor+"\x00shadow", seq)
+}
+
+// heldToken is the place token the visitor sent, as it sent it.
+func heldToken(x Exchange, cfg *Config) string {
+	if token := x.Header(PlaceHeader); token != "" {
+		return token
+	}
+	return roomCookie(x, cfg.Cookies.Place, PlaceCookie)
+}
+
+// giveToken sets a place token as the visitor's cookie, and returns it for the answer.
+func giveToken(x Exchange, cfg *Config, token string) string {
 	x.SetCookie(&http.Cookie{
 		Name: cfg.Cookies.Place, Value: token, Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),

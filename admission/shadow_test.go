@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
@@ -30,18 +32,25 @@ func wrongNonce(challenge string, difficulty int) string {
 	}
 }
 
-// wantShadowPlace checks that r reads as an ordinary waiting answer at position of depth: the
-// fields a real waiting visitor's answer has, no error, and no place to hold.
+// wantShadowPlace checks that r reads as the ordinary waiting answer real is, at position of depth:
+// the same fields, a place when real has one, shaped as real's is (an arrival number and a MAC), no
+// error.
 func wantShadowPlace(t *testing.T, what string, r response, real response, position, depth int) {
 	t.Helper()
 	body := r.json(t)
 	if r.StatusCode != http.StatusOK || body["position"] != float64(position) || body["queueDepth"] != float64(depth) {
 		t.Fatalf("%s: %d %s; want an ordinary place, %d of %d", what, r.StatusCode, r.body, position, depth)
 	}
-	realKeys := slices.Sorted(maps.Keys(real.json(t)))
-	realKeys = slices.DeleteFunc(realKeys, func(k string) bool { return k == "place" })
-	if keys := slices.Sorted(maps.Keys(body)); !slices.Equal(keys, realKeys) {
+	realBody := real.json(t)
+	if keys, realKeys := slices.Sorted(maps.Keys(body)), slices.Sorted(maps.Keys(realBody)); !slices.Equal(keys, realKeys) {
 		t.Fatalf("%s: fields %v; a real waiting visitor's answer has %v", what, keys, realKeys)
+	}
+	if realPlace, ok := realBody["place"].(string); ok {
+		place, _ := body["place"].(string)
+		shape := regexp.MustCompile(`^[1-9][0-9]*\.[A-Za-z0-9_-]{22}$`)
+		if !shape.MatchString(place) || !shape.MatchString(realPlace) {
+			t.Fatalf("%s: place %q; a real one reads %q", what, place, realPlace)
+		}
 	}
 }
 
@@ -87,7 +96,25 @@ func TestAFailedChallengeWaitsInTheShadowQueue(t *testing.T) {
 			t.Fatalf("the last real visitor after the shadowed entry: %s; want 3 of 3", r.body)
 		}
 		time.Sleep(time.Second) // past the shortest poll interval, which Redis' clock measures
-		wantShadowPlace(t, "the shadowed visitor's poll", bot.status(), real[2].status(), 4, 4)
+		realPoll := real[2].status()
+		wantShadowPlace(t, "the shadowed visitor's poll", bot.status(), realPoll, 4, 4)
+
+		// A failover that loses the shadow place gives it back to nobody: the shadow place is no
+		// place, neither for its holder nor as the real queue's.
+		rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		if err := rdb.Del(t.Context(), h.q.KeyPrefix()+":shadow").Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if r := bot.status(); r.StatusCode != http.StatusNotFound || r.json(t)["error"] != "not_queued" {
+			t.Fatalf("the shadowed visitor's poll after its place was lost: %d %s; want 404 not_queued", r.StatusCode, r.body)
+		}
+		if st, err := h.q.Stats(t.Context()); err != nil || st.Depth != 3 {
+			t.Fatalf("stats %+v, %v; want the 3 real visitors alone in the real queue", st, err)
+		}
+		ch = challenge()
+		wantShadowPlace(t, "the shadowed visitor back with a failed challenge", enter(bot, ch.Challenge+":"+wrongNonce(ch.Challenge, ch.Difficulty)), realAnswer, 4, 4)
 
 		// What is no verdict on a proof is refused as before.
 		wantError(t, "no proof", h.visitor().enter(), http.StatusUnauthorized, "challenge_required")
@@ -102,16 +129,16 @@ func TestAFailedChallengeWaitsInTheShadowQueue(t *testing.T) {
 			t.Fatalf("a tick of 10 admitted %d; want the 3 real visitors", len(res.Admitted))
 		}
 		time.Sleep(time.Second)
-		wantShadowPlace(t, "the shadowed visitor once the others are through", bot.status(), realAnswer, 1, 1)
+		wantShadowPlace(t, "the shadowed visitor once the others are through", bot.status(), realPoll, 1, 1)
 		if r := bot.do(http.MethodGet, "/checkout/cart", nil); r.StatusCode == http.StatusOK {
 			t.Fatalf("the shadowed visitor reached a protected route: %d %s", r.StatusCode, r.body)
 		}
 		st, err := h.q.Stats(t.Context())
-		if err != nil || st.Depth != 0 || st.Shadowed != 1 || st.ShadowedChallengeFailed != 1 {
-			t.Fatalf("stats %+v, %v; want nobody in the real queue and one shadow place of a failed challenge", st, err)
+		if err != nil || st.Depth != 0 || st.Shadowed != 1 || st.ShadowedChallengeFailed != 2 {
+			t.Fatalf("stats %+v, %v; want nobody in the real queue, one shadow place, and two failed challenges shadowed", st, err)
 		}
-		if got := h.metric("herdgate_proxy_requests_total", `{outcome="shadowed",route_class="enter"}`); got != 1 {
-			t.Fatalf("shadowed enters counted %v; want 1", got)
+		if got := h.metric("herdgate_proxy_requests_total", `{outcome="shadowed",route_class="enter"}`); got != 2 {
+			t.Fatalf("shadowed enters counted %v; want 2", got)
 		}
 		if got := h.metric("herdgate_proxy_requests_total", `{outcome="shadowed",route_class="status"}`); got != 2 {
 			t.Fatalf("shadowed polls counted %v; want 2", got)

@@ -216,8 +216,8 @@ func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
 }
 
 // replyShadowed answers a visitor holding a shadow place as one waiting behind everyone: the same
-// body, polls and Retry-After, but no place to hold (a shadow place is never restored after a
-// failover) and none of the main queue's answers without Redis.
+// body, polls, Retry-After and place as such a visitor gets, but the place is one no proxy takes
+// back (shadowPlace), and its polls are always Redis's (which are exact, and so bounds too).
 func (p *Proxy) replyShadowed(v *visit, pos queue.Position) {
 	r := v.r
 	if len(v.cfg.Lanes) > 0 {
@@ -233,6 +233,15 @@ func (p *Proxy) replyShadowed(v *visit, pos queue.Position) {
 		body.EstimatedWaitSeconds = &s
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
+	if pos.Seq > 0 {
+		// As replyWaiting does for the main queue: far from the front the place comes with every
+		// answer, and those answers are bounds; near it, once.
+		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
+		body.PositionIsBound = far && !v.enter
+		if token := shadowPlace(v.cfg, v.visitor, pos.Seq); far || heldToken(v.x, v.cfg) != token {
+			body.Place = giveToken(v.x, v.cfg, token)
+		}
+	}
 	p.metrics.requests.WithLabelValues(v.class, "shadowed").Inc()
 	replyQueueing(v.x, v.cfg, body)
 }
