@@ -122,7 +122,8 @@ type WaitingQueueStatus struct {
 	// rounded to three significant digits, with no decimals from 100 up: for example "139", "48.9" or
 	// "0.0123". It averages the 10 seconds before liveFiguresTime, and a busy room's figures are
 	// written every 10 seconds, so it describes up to 20 seconds back: while admissions ramp up it
-	// shows less than the plan. The metric herdgate_admitted_total counts every admission.
+	// shows less than the plan. The metrics herdgate_admitted_total (the scheduler's) and
+	// herdgate_admitted_at_once_total (the proxies', on entering) count every admission.
 	// +optional
 	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
 
