@@ -278,8 +278,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("admits 300 waiting visitors 14 per tick, spread over each tick's jitter window", func() {
-		wq := sampleQueue(mainNamespace, "orders-admit")
-		wq.Spec.Suspend = ptr.To(true) // fill the queue before the first admission
+		wq := builder.From(sampleQueue(mainNamespace, "orders-admit")).Suspend(true).Obj() // fill the queue before the first admission
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		q := engineQueue(wq)
@@ -328,9 +327,8 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("shares every tick between the main queue and its lanes by their percentages, and shows each lane in status", func() {
-		wq := sampleQueue(mainNamespace, "orders-lanes")
-		wq.Spec.Suspend = ptr.To(true) // fill the lanes before the first admission
-		wq = builder.From(wq).Lanes(builder.LaneByHeader("members", 20, "X-Member-Tier", "lanes", "members"),
+		// Suspended: the lanes fill before the first admission.
+		wq := builder.From(sampleQueue(mainNamespace, "orders-lanes")).Suspend(true).Lanes(builder.LaneByHeader("members", 20, "X-Member-Tier", "lanes", "members"),
 			builder.LaneByHeader("presale", 30, "X-Presale", "lanes", "presale")).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
@@ -453,8 +451,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("applies a new tick from the next tick on, without a lost or doubled tick", func() {
-		wq := sampleQueue(mainNamespace, "orders-tick")
-		wq.Spec.Suspend = ptr.To(true)
+		wq := builder.From(sampleQueue(mainNamespace, "orders-tick")).Suspend(true).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		enter(engineQueue(wq), "t", 3000)
@@ -995,11 +992,8 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("explains a plan larger than a tick admits, and shows a slow rate without rounding it to 0", func() {
-		largest := sampleQueue(mainNamespace, "orders-largest")
-		largest.Spec.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1_000_000, RequestLatency: metav1.Duration{Duration: time.Millisecond}, UtilizationPercent: ptr.To[int32](100)}
-		largest.Spec.Tick = &metav1.Duration{Duration: 10 * time.Second}
-		slow := sampleQueue(mainNamespace, "orders-slow")
-		slow.Spec.Capacity = herdgatev1alpha1.CapacitySpec{PoolSize: 1, RequestLatency: metav1.Duration{Duration: 10 * time.Minute}, UtilizationPercent: ptr.To[int32](1)}
+		largest := builder.From(sampleQueue(mainNamespace, "orders-largest")).Capacity(1_000_000, time.Millisecond, 100).Tick(10 * time.Second).Obj()
+		slow := builder.From(sampleQueue(mainNamespace, "orders-slow")).Capacity(1, 10*time.Minute, 1).Obj()
 		for _, wq := range []*herdgatev1alpha1.WaitingQueue{largest, slow} {
 			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
@@ -1025,8 +1019,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("explains an Adaptive rate in status, the Adapted condition and Events, from what a replica reports", func() {
-		wq := sampleQueue(mainNamespace, "orders-adaptive")
-		wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
+		wq := builder.From(sampleQueue(mainNamespace, "orders-adaptive")).Adaptive(0).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 
@@ -1119,9 +1112,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("says in status when the queue is deeper than its poll budget holds, and when it fits again", func() {
-		wq := sampleQueue(mainNamespace, "orders-budget")
-		wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{Budget: ptr.To[int32](1)}
-		wq.Spec.Suspend = ptr.To(true) // nobody admitted: the depth stays
+		wq := builder.From(sampleQueue(mainNamespace, "orders-budget")).PollBudget(1).Suspend(true).Obj() // nobody admitted: the depth stays
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		enter(engineQueue(wq), "budget", 300)
@@ -1148,12 +1139,11 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("copies the Secret values the spec refers to for the proxy, and keeps the last copy while one is missing", func() {
-		wq := sampleQueue(mainNamespace, "orders-refs")
-		wq.Spec.Suspend = ptr.To(true)
-		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{
-			KeySecretRef: herdgatev1alpha1.SecretValueRef{Name: "orders-invites", Key: "signing-key"}}}
-		wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "monitor", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Monitor",
-			ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: "orders-monitor", Key: "token"}}}}
+		wq := builder.From(sampleQueue(mainNamespace, "orders-refs")).Suspend(true).
+			Entry(&herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{
+				KeySecretRef: herdgatev1alpha1.SecretValueRef{Name: "orders-invites", Key: "signing-key"}}}).
+			Bypass(herdgatev1alpha1.BypassRule{Name: "monitor", Header: &herdgatev1alpha1.BypassHeader{Name: "X-Monitor",
+				ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: "orders-monitor", Key: "token"}}}).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		inviteKey := herdgatev1alpha1.SecretRefKey("orders-invites", "signing-key")
@@ -1248,10 +1238,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("keeps a JWT queue's pass keys in its Secret, publishes what gateways verify with, and takes it back", func() {
-		wq := sampleQueue(mainNamespace, "orders-jwt")
-		wq.Spec.Suspend = ptr.To(true)
-		wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
-		wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatJWT}
+		wq := builder.From(sampleQueue(mainNamespace, "orders-jwt")).Suspend(true).Enforcement(herdgatev1alpha1.EnforcementGateway).JWTPasses("", 0).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		published := types.NamespacedName{Namespace: wq.Namespace, Name: wq.PassKeysName()}
@@ -1350,18 +1337,15 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(k8sClient.Create(ctx, nowhere)).To(Succeed())
 		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, nowhere)).To(Succeed()) })
 
-		healthy := sampleQueue(mainNamespace, "orders-healthy")
-		healthy.Spec.Suspend = ptr.To(true)
+		healthy := builder.From(sampleQueue(mainNamespace, "orders-healthy")).Suspend(true).Obj()
 		Expect(k8sClient.Create(ctx, healthy)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, healthy))).To(Succeed()) })
 		enter(engineQueue(healthy), "h", 2000)
 
-		broken := sampleQueue(mainNamespace, "orders-broken")
-		broken.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: &herdgatev1alpha1.SecretKeyRef{Name: nowhere.Name}}
+		broken := builder.From(sampleQueue(mainNamespace, "orders-broken")).Redis(nowhere.Name, "").Obj()
 		Expect(k8sClient.Create(ctx, broken)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, broken))).To(Succeed()) })
-		missing := sampleQueue(mainNamespace, "orders-missing")
-		missing.Spec.Redis = &herdgatev1alpha1.RedisSpec{SecretRef: &herdgatev1alpha1.SecretKeyRef{Name: "no-such-secret"}}
+		missing := builder.From(sampleQueue(mainNamespace, "orders-missing")).Redis("no-such-secret", "").Obj()
 		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, missing))).To(Succeed()) })
 
@@ -1421,8 +1405,7 @@ var _ = Describe("Leader election", Ordered, func() {
 		defer cancelB()
 		stoppedA := startManager(ctxA, managerOptions{namespaces: []string{namespace}, leaderElection: "herdgate-test", lease: lease, onTick: logA.add})
 
-		wq := sampleQueue(namespace, "orders-le")
-		wq.Spec.Suspend = ptr.To(true)
+		wq := builder.From(sampleQueue(namespace, "orders-le")).Suspend(true).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		enter(engineQueue(wq), "l", 3000)
 		running := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
