@@ -1,10 +1,8 @@
 package front
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -217,15 +215,8 @@ func TestTheWaitingPageIsOnTheVisitorsOrigin(t *testing.T) {
 // refused.
 func TestTheCheckSpeaksEnvoyHTTP(t *testing.T) {
 	p, _, _ := checked(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := NewFast(p, FastOptions{})
-	go func() { _ = f.Serve(ln) }()
-	t.Cleanup(func() { _ = f.Shutdown(context.Background()) })
+	base := serveFast(t, p)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	base := "http://" + ln.Addr().String()
 	// answer is a check's answer, its body read and closed.
 	type answer struct {
 		StatusCode int

@@ -7,12 +7,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/admissiontest"
-	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -44,13 +40,7 @@ func configOf(t *testing.T, upstream string, generation int64) *admission.Config
 
 func proxyOn(t *testing.T, cfg *admission.Config) *admission.Proxy {
 	t.Helper()
-	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := admission.NewProxyOn("shop/orders", admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota,
-		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute}), admission.Options{})
-	p.SetConfig(cfg)
+	p, _ := memoryRoom(t, "shop/orders", cfg)
 	return p
 }
 

@@ -1,9 +1,7 @@
 package front
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,9 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/admissiontest"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -34,10 +30,6 @@ func TestAGatewayRoomForwardsNothing(t *testing.T) {
 		_, _ = io.WriteString(w, "workload")
 	}))
 	defer upstream.Close()
-	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 
 	// room is a room of mode in enforcement e behind both fronts: their addresses, and its config.
@@ -52,24 +44,13 @@ func TestAGatewayRoomForwardsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota, PollMin: 500 * time.Millisecond,
-			PollMax: 5 * time.Second, AbandonAfter: time.Minute})
+		p, engine := memoryRoom(t, "shop/orders", cfg)
 		// bea would be admitted at once by a Proxy room.
 		engine.SetPosition("bea", queue.Position{State: queue.Admitted, Now: now,
 			Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})
-		p := admission.NewProxyOn("shop/orders", engine, admission.Options{})
-		p.SetConfig(cfg)
-
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fast := NewFast(p, FastOptions{})
-		go func() { _ = fast.Serve(ln) }()
-		t.Cleanup(func() { _ = fast.Shutdown(context.Background()) })
 		std := httptest.NewServer(NewNetHTTP(p, NetHTTPOptions{}))
 		t.Cleanup(std.Close)
-		return []string{"http://" + ln.Addr().String(), std.URL}, cfg
+		return []string{serveFast(t, p), std.URL}, cfg
 	}
 
 	type request struct {

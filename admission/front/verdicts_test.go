@@ -23,7 +23,6 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/admissiontest"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
@@ -57,10 +56,6 @@ type checkedRoom struct {
 // and through Envoy's gRPC ext_authz, and requires the same verdict of each: they share the gate's
 // decision and differ only in how they write it.
 func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
-	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	releaseKey := "0123456789abcdef0123456789abcdef"
 	rooms := map[string]*checkedRoom{}
@@ -77,9 +72,8 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			builder.RouteOn("tickets.example", "/tickets", true, "GET")),
 		"unconfigured": nil,
 	} {
-		engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota, PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute})
+		p, engine := memoryRoom(t, "shop/"+name, nil)
 		engines[name] = engine
-		p := admission.NewProxyOn("shop/"+name, engine, admission.Options{})
 		if b != nil {
 			wq := b.UID(types.UID("uid-" + name)).UpstreamURL("http://workload.internal:8080").Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
 			cfg, err := admission.NewConfigWithSecrets(wq, testKey, func(key string) ([]byte, error) {
@@ -93,14 +87,7 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			}
 			p.SetConfig(cfg)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := NewFast(p, FastOptions{})
-		go func() { _ = f.Serve(ln) }()
-		t.Cleanup(func() { _ = f.Shutdown(context.Background()) })
-		rooms[name] = &checkedRoom{proxy: p, http: "http://" + ln.Addr().String()}
+		rooms[name] = &checkedRoom{proxy: p, http: serveFast(t, p)}
 	}
 	grpcClient := extAuthzOf(t, func(name string) (*admission.Proxy, bool) {
 		r, ok := rooms[strings.TrimPrefix(name, "shop/")]
