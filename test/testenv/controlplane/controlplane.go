@@ -57,7 +57,8 @@ func Start(o Options) (*ControlPlane, error) {
 		cp.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", o.ServiceIPRange)
 	}
 	if cp.Config, err = cp.Env.Start(); err != nil {
-		return nil, fmt.Errorf("starting the control plane: %w", err)
+		// Start may fail after etcd and the API server run (a CRD the API server refuses): stop them.
+		return nil, cp.stopAfter(fmt.Errorf("starting the control plane: %w", err))
 	}
 	cp.Scheme = runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(cp.Scheme); err != nil {

@@ -1,0 +1,67 @@
+package controlplane
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAFailedStartLeavesNothingRunning: a CRD the API server refuses fails Start after etcd and the
+// API server came up; Start stops them, so that no process of a failed suite outlives it.
+func TestAFailedStartLeavesNothingRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and an API server")
+	}
+	dir := t.TempDir()
+	bad := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-validations:
+            - rule: "self.no_such_function()"
+`
+	if err := os.WriteFile(filepath.Join(dir, "widgets.yaml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := processes(t)
+	if _, err := Start(Options{CRDDirectoryPaths: []string{dir}}); err == nil {
+		t.Fatal("Start took a CRD the API server refuses")
+	}
+	for pid, cmd := range processes(t) {
+		if _, ok := before[pid]; !ok {
+			t.Errorf("process %s outlived the failed start: %s", pid, cmd)
+		}
+	}
+}
+
+// processes are the running etcd and kube-apiserver processes of this machine, by pid.
+func processes(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(raw), "\x00", " ")
+		if name := filepath.Base(strings.Fields(cmd)[0]); name == "etcd" || name == "kube-apiserver" {
+			out[e.Name()] = cmd
+		}
+	}
+	return out
+}
