@@ -156,8 +156,9 @@ func serveFront(t *testing.T, p admission.Rooms) *httptest.Server {
 		s := httptest.NewUnstartedServer(h)
 		s.Config = front.NewNetHTTPServer(h, nil)
 		s.Start()
-		t.Cleanup(s.Close)
-		contract.serving(s.Listener.Addr().String())
+		addr := s.Listener.Addr().String()
+		contract.serving(addr)
+		t.Cleanup(func() { s.Close(); contract.stopped(addr) })
 		return s
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -180,6 +181,7 @@ func serveFront(t *testing.T, p admission.Rooms) *httptest.Server {
 		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("front: %v", err)
 		}
+		contract.stopped(ln.Addr().String())
 	})
 	// Only URL is used of it: the address the tests dial.
 	return &httptest.Server{URL: "http://" + ln.Addr().String(), Listener: ln}

@@ -75,6 +75,14 @@ func (c *contractCheck) serving(addr string) {
 	c.proxies[addr] = true
 }
 
+// stopped forgets a proxy's address once it stops listening: another server of a later test (a
+// gateway still loading its routes, say) may get the same port, and its answers are not the proxy's.
+func (c *contractCheck) stopped(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.proxies, addr)
+}
+
 func (c *contractCheck) isProxy(addr string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
