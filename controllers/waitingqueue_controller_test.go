@@ -334,9 +334,10 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		q := engineQueue(wq)
 		Expect(q.SetLanes([]string{"members", "presale"})).To(Succeed())
-		// Deep enough that every lane stays busy for longer than the rates' 10 s window.
-		enter(q, "a", 1500)
-		for lane, n := range map[string]int{"members": 600, "presale": 900} {
+		// Deep enough that every lane stays busy for 40 s: past the rates' window (10 to 12 s) and two
+		// writes of live figures (every 10 s), so that a written status shows a window of busy ticks.
+		enter(q, "a", 3000)
+		for lane, n := range map[string]int{"members": 1200, "presale": 1800} {
 			for i := range n {
 				p, err := q.EnterFrom(ctx, fmt.Sprintf("%c-%05d", lane[0], i), time.Hour, queue.EntryLimit{Lane: lane})
 				Expect(err).NotTo(HaveOccurred())
