@@ -3,6 +3,7 @@ package controlplane
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -34,19 +35,17 @@ spec:
 	if err := os.WriteFile(filepath.Join(dir, "widgets.yaml"), []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := processes(t)
 	if _, err := Start(Options{CRDDirectoryPaths: []string{dir}}); err == nil {
 		t.Fatal("Start took a CRD the API server refuses")
 	}
-	for pid, cmd := range processes(t) {
-		if _, ok := before[pid]; !ok {
-			t.Errorf("process %s outlived the failed start: %s", pid, cmd)
-		}
+	for pid, cmd := range children(t) {
+		t.Errorf("process %s outlived the failed start: %s", pid, cmd)
 	}
 }
 
-// processes are the running etcd and kube-apiserver processes of this machine, by pid.
-func processes(t *testing.T) map[string]string {
+// children are the running etcd and kube-apiserver processes this test started (its children; other
+// packages' control planes run beside it), by pid.
+func children(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	entries, err := os.ReadDir("/proc")
@@ -59,9 +58,24 @@ func processes(t *testing.T) map[string]string {
 			continue
 		}
 		cmd := strings.ReplaceAll(string(raw), "\x00", " ")
-		if name := filepath.Base(strings.Fields(cmd)[0]); name == "etcd" || name == "kube-apiserver" {
+		if name := filepath.Base(strings.Fields(cmd)[0]); (name == "etcd" || name == "kube-apiserver") && parentOf(e.Name()) == os.Getpid() {
 			out[e.Name()] = cmd
 		}
 	}
 	return out
+}
+
+// parentOf is the parent's pid of the process pid, 0 when it cannot be read.
+func parentOf(pid string) int {
+	raw, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ := strconv.Atoi(strings.TrimSpace(v))
+			return ppid
+		}
+	}
+	return 0
 }
