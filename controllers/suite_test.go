@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -61,25 +60,7 @@ var (
 
 // managerLog is everything the managers of the suite logged, for the sweeps that look for a secret
 // in every output.
-var managerLog lockedBuffer
-
-// lockedBuffer is a buffer many goroutines write to while a spec reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+var managerLog testenv.LockedBuffer
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)

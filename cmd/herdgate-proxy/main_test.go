@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -233,7 +232,7 @@ func TestNoOutputRepeatsTheRedisPassword(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
-		var stderr, stdout lockedBuffer
+		var stderr, stdout testenv.LockedBuffer
 		go func() {
 			done <- run(ctx, []string{"--config=" + config(u), fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--drain-delay=0s", "--zap-log-level=debug"}, &stdout, &stderr)
 		}()
@@ -264,22 +263,4 @@ func TestNoOutputRepeatsTheRedisPassword(t *testing.T) {
 			t.Errorf("%s: the proxy's output repeats the password:\n%s", u, out)
 		}
 	}
-}
-
-// lockedBuffer is a buffer the proxy's goroutines may log to while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
