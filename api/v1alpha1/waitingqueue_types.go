@@ -152,8 +152,9 @@ type WaitingQueueSpec struct {
 	// invitation, or a header or cookie the site's gateway sets after login) wait in a FIFO queue of
 	// their own, which takes weightPercent of every tick's batch; the main queue takes the rest. Unlike
 	// bypass rules, lane visitors are admitted by the plan and count against maxActive. A lane with
-	// nobody waiting leaves its share to the others. Lanes take visitors while the room is open;
-	// before, lane visitors join the pre-queue's draw like everyone. At most 8 lanes.
+	// nobody waiting leaves its share to the others. Before a scheduled opening, lane visitors take
+	// part in the pre-queue's draw like everyone, and the draw places each in its lane. At most 8
+	// lanes.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

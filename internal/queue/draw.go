@@ -47,7 +47,8 @@ func (s DrawState) Settled() int64 { return s.Base + s.Placed }
 var ErrDrawMoved = errors.New("the draw moved on")
 
 func (q *Queue) drawKeys() []string {
-	return []string{q.keys.pre, q.keys.wait, q.keys.seq, q.keys.draw, q.keys.plan, q.keys.drawn, q.keys.totals, q.keys.seen}
+	keys := []string{q.keys.pre, q.keys.wait, q.keys.seq, q.keys.draw, q.keys.plan, q.keys.drawn, q.keys.totals, q.keys.seen, q.keys.preLanes}
+	return append(keys, q.laneKeys(q.Lanes())...)
 }
 
 func decodeDrawState(raw []any) (bool, DrawState, error) {
@@ -166,7 +167,7 @@ func (q *Queue) PreQueueArrivals(ctx context.Context) ([]int64, error) {
 }
 
 // PlaceDrawn moves the pre-queue visitors holding arrivals, in drawn order, to the back of the part of
-// the queue placed so far, dropping those silent for longer than abandonAfter, and records "arrival
+// the queue placed so far (of the lane each joined in the pre-queue, when the room still has it), dropping those silent for longer than abandonAfter, and records "arrival
 // place" for each placed one. st is the state the chunk follows; the new state comes back, or
 // ErrDrawMoved with the current one. When the pre-queue is empty the draw is done and the phase
 // becomes after.

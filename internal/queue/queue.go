@@ -21,6 +21,7 @@
 //	{hg:ns/name}:rev      sorted set: released passes not expired yet, scored by revocation sequence
 //	{hg:ns/name}:revseq   the revocation sequence (INCR)
 //	{hg:ns/name}:pre      sorted set: pre-queue places of a scheduled opening, scored by arrival sequence
+//	{hg:ns/name}:prelanes hash: the lane a pre-queue place joins at the draw, by visitor (lanes.go)
 //	{hg:ns/name}:draw     hash: how far the draw of the pre-queue went
 //	{hg:ns/name}:drawn    list: the draw's record, "arrival place" per visitor placed
 package queue
@@ -88,7 +89,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, draw, drawn, seen, passes, shadow string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, preLanes, draw, drawn, seen, passes, shadow string }
 	// highestSeq is the highest arrival sequence an answer named (sawSeq); beforeFailover the highest
 	// named before the last failover the store's watch saw, noticed at failoverNoticed (Unix ms), and
 	// failoverEpoch that failover's epoch (noteFailover).
@@ -118,6 +119,7 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.revoked = q.prefix + ":rev"
 	q.keys.revokedSeq = q.prefix + ":revseq"
 	q.keys.pre = q.prefix + ":pre"
+	q.keys.preLanes = q.prefix + ":prelanes"
 	q.keys.draw = q.prefix + ":draw"
 	q.keys.drawn = q.prefix + ":drawn"
 	q.keys.seen = q.prefix + ":seen"
@@ -210,6 +212,9 @@ type EntryLimit struct {
 	// OnlyHeldPlace asks for the held place back and nothing else: a visitor not given it is
 	// NotQueued, and takes no new place (a status poll's way to come back).
 	OnlyHeldPlace bool
+	// HeldLane is the lane the held place was in ("" for the main queue): the place comes back
+	// there, or to the main queue when the room has the lane no more.
+	HeldLane string
 	// Lane is the lane (SetLanes) the visitor joins when it takes a new place while the room is
 	// open; "" (or a lane the room does not have) is the main queue. A visitor keeps the lane it
 	// took its place in.
@@ -346,7 +351,7 @@ func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []strin
 	if o != opEnter {
 		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow}, q.laneKeys(lanes)...)
 	}
-	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow}
+	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes}
 	keys = append(keys, q.laneKeys(lanes)...)
 	var clients map[string]bool // a batch often carries one client many times: declare it once
 	for _, e := range entries {
@@ -373,14 +378,14 @@ func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []strin
 // which of them enter several visitors), the place it held before a failover ("" when none) and the
 // lane it joins.
 type entryArg struct {
-	client, tokens, held, lane string
-	shadow                     bool
-	tokenIDs                   []string
-	counted                    []bool
+	client, tokens, held, heldLane, lane string
+	shadow                               bool
+	tokenIDs                             []string
+	counted                              []bool
 }
 
 func entryArgOf(limit EntryLimit) entryArg {
-	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse), lane: limit.Lane, shadow: limit.Shadow}
+	a := entryArg{client: limit.Client, tokens: tokenArg(limit.SingleUse), lane: limit.Lane, heldLane: limit.HeldLane, shadow: limit.Shadow}
 	for _, t := range limit.SingleUse {
 		a.tokenIDs = append(a.tokenIDs, t.ID)
 		a.counted = append(a.counted, t.Uses > 1)
@@ -417,7 +422,11 @@ func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, lanes, vis
 		if e.shadow {
 			lane = -1
 		}
-		args = append(args, v, e.client, e.tokens, e.held, lane)
+		held := e.held
+		if i := laneIndex(lanes, e.heldLane); held != "" && i > 0 {
+			held += "@" + strconv.Itoa(i)
+		}
+		args = append(args, v, e.client, e.tokens, held, lane)
 	}
 	return args
 }
@@ -480,7 +489,7 @@ func (q *Queue) visitorCall(ctx context.Context, o visitorOp, visitor string, ab
 		return Position{}, err
 	}
 	if !limit.active() {
-		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace, Lane: limit.Lane, Shadow: limit.Shadow}
+		limit = EntryLimit{SingleUse: limit.SingleUse, HeldPlace: limit.HeldPlace, OnlyHeldPlace: limit.OnlyHeldPlace, HeldLane: limit.HeldLane, Lane: limit.Lane, Shadow: limit.Shadow}
 	}
 	var reply []int64
 	lanes := q.Lanes()
@@ -561,10 +570,14 @@ func decodePosition(res []int64, lanes []string) (Position, error) {
 		return time.Time{}
 	}
 	if res[0] == restoredCode {
-		if len(res) != 5 {
+		if len(res) != 5 && len(res) != 6 {
 			return bad()
 		}
-		return Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), Seq: res[4], Restored: true}, nil
+		p := Position{State: Waiting, Position: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), Seq: res[4], Restored: true}
+		if len(res) == 6 {
+			p.Lane = laneName(lanes, res[5])
+		}
+		return p, nil
 	}
 	switch State(res[0]) {
 	case NotQueued:

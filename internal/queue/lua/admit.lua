@@ -166,8 +166,9 @@ else
   local fields, depths, active_weight = {}, {}, 0
   for i, name in ipairs(lane_names) do
     fields[i] = 'laneCredit:' .. name
-    if i == 1 and max_seq >= 0 then
-      depths[i] = redis.call('ZCOUNT', KEYS[1], '-inf', max_seq)
+    if max_seq >= 0 then
+      -- While the draw runs, each lane too admits only its part of the pre-queue placed so far.
+      depths[i] = redis.call('ZCOUNT', lane_keys[i], '-inf', max_seq)
     else
       depths[i] = redis.call('ZCARD', lane_keys[i])
     end
@@ -203,7 +204,7 @@ else
   for i = 1, #lane_keys do
     admitted_of[i], emptied[i] = 0, depths[i] == 0
     if allot[i] > 0 then
-      admitted_of[i], emptied[i] = take(lane_keys[i], allot[i], i == 1 and max_seq >= 0)
+      admitted_of[i], emptied[i] = take(lane_keys[i], allot[i], max_seq >= 0)
     end
   end
   -- Silent visitors dropped on the way leave room: a second round offers it to the lanes with more.
@@ -213,7 +214,7 @@ else
       break
     end
     if not emptied[i] and depths[i] > admitted_of[i] then
-      local got, gone = take(lane_keys[i], short, i == 1 and max_seq >= 0)
+      local got, gone = take(lane_keys[i], short, max_seq >= 0)
       admitted_of[i], emptied[i], short = admitted_of[i] + got, gone, short - got
     end
   end

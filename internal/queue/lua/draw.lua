@@ -7,7 +7,9 @@
 -- scheduler) changes nothing, and the caller learns to reload.
 -- KEYS[1] pre-queue set (score = arrival), KEYS[2] waiting set, KEYS[3] sequence, KEYS[4] draw
 -- state hash, KEYS[5] plan hash, KEYS[6] draw record list ("arrival place"), KEYS[7] totals hash,
--- KEYS[8] last-seen hash
+-- KEYS[8] last-seen hash, KEYS[9] the pre-queue's lanes (hash: a visitor's lane name), KEYS[10..]
+-- the waiting sets of the room's lanes: a visitor who joined a lane in the pre-queue is placed in
+-- it, and one whose lane the room has no more in the main queue.
 -- ARGV[1] "begin": ARGV[2] opensAt ms (names the draw), ARGV[3] phase after the draw.
 -- ARGV[1] "place": ARGV[2] opensAt ms, ARGV[3] the step expected, ARGV[4] abandon-after ms,
 -- ARGV[5] phase after the draw, ARGV[6..] arrivals in drawn order.
@@ -46,6 +48,9 @@ if ARGV[1] == 'begin' then
   -- UNLINK frees the last opening's record (up to the whole pre-queue) off Redis' main thread.
   redis.call('UNLINK', KEYS[6])
   local done = size == 0 and '1' or '0'
+  if done == '1' then
+    redis.call('UNLINK', KEYS[9])
+  end
   local s = {ARGV[2], int(base), int(size), '0', '0', done, '0'}
   redis.call('HSET', KEYS[4], 'opensAt', s[1], 'base', s[2], 'size', s[3], 'placed', '0', 'step', '0', 'done', done, 'dropped', '0')
   redis.call('HDEL', KEYS[4], 'seed')
@@ -62,6 +67,21 @@ local now_s = int(now_ms())
 local silent_before = int(tonumber(now_s) - tonumber(ARGV[4]))
 local base, placed, dropped = tonumber(state[2]), tonumber(state[4]), tonumber(state[7])
 local dropped_before = dropped
+local pre_lanes = KEYS[9]
+local lane_sets = {}
+for i = 10, #KEYS do
+  lane_sets[KEYS[i]] = true
+end
+-- set_of is the waiting set a drawn visitor takes its place in, forgetting its pre-queue lane.
+local function set_of(visitor)
+  local lane = redis.call('HGET', pre_lanes, visitor)
+  if not lane then
+    return KEYS[2]
+  end
+  redis.call('HDEL', pre_lanes, visitor)
+  local key = KEYS[2] .. ':' .. lane
+  return lane_sets[key] and key or KEYS[2]
+end
 local record = {}
 for i = 6, #ARGV do
   local arrival = ARGV[i]
@@ -72,13 +92,14 @@ for i = 6, #ARGV do
     local times = redis.call('HGET', seen_key, block)
     local seen = slot_time(times, off)
     forget(KEYS[1], visitor, seen_key, block, times, off)
+    local set = set_of(visitor)
     if seen and earlier(seen, silent_before) then
       -- Silent too long by opening: the place goes, as a waiting visitor's would.
       dropped = dropped + 1
     else
       placed = placed + 1
       local seq_s = int(base + placed)
-      redis.call('ZADD', KEYS[2], seq_s, visitor)
+      redis.call('ZADD', set, seq_s, visitor)
       local nblock, noff = seen_slot(seq_s)
       touch_seen(seen_key, nblock, noff, seen or now_s)
       record[#record + 1] = arrival .. ' ' .. int(placed)
@@ -96,5 +117,6 @@ local s = {state[1], state[2], state[3], int(placed), int(tonumber(state[5]) + 1
 redis.call('HSET', KEYS[4], 'placed', s[4], 'step', s[5], 'done', done, 'dropped', s[7])
 if done == '1' then
   redis.call('HSET', KEYS[5], 'phase', ARGV[5])
+  redis.call('UNLINK', pre_lanes)
 end
 return reply(1, s)

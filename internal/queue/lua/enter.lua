@@ -8,8 +8,9 @@
 -- KEYS[1] waiting set (score = arrival sequence), KEYS[2] sequence, KEYS[3] totals hash,
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
 -- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash, KEYS[10]
--- the shadow set (visitors who never come up), KEYS[11 .. 10 + ARGV[7]] the waiting sets of the room's
--- lanes, in order (common.lua, in_lanes)
+-- the shadow set (visitors who never come up), KEYS[11] the pre-queue's lanes (hash: the lane a
+-- pre-queue place joins at the draw, by visitor), KEYS[12 .. 11 + ARGV[7]] the waiting sets of the
+-- room's lanes, in order (common.lua, in_lanes)
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
 -- (0: no limit), ARGV[5] the highest arrival sequence the caller has seen (0: none), ARGV[6] the
 -- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7]
@@ -17,9 +18,9 @@
 -- its burst takes shadow places), ARGV[9..] each visitor followed by its client ("" for none), its single-use
 -- tokens ("id:untilMs" separated by spaces, "" for none; "id:untilMs:uses" for a token that enters
 -- up to uses visitors), the arrival sequence of the place it held before a failover ("" for none;
--- prefixed with "=" when the visitor asks only for that place back, and takes nothing else) and the
--- lane it joins when it takes a new place while the room is open (0: the main queue; -1: the shadow
--- set, whatever the phase)
+-- prefixed with "=" when the visitor asks only for that place back, and takes nothing else; followed
+-- by "@" and the lane's number when the place was in a lane) and the lane it joins when it takes a
+-- new place (0: the main queue; -1: the shadow set, whatever the phase)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
 -- {2, position, depth, now, 0, seq, lane} for one waiting with its place known (in its lane, 0 being
 -- the main queue; -1 for a shadow place, which reads as a place behind everyone waiting), {3, phase,
@@ -28,7 +29,7 @@
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
 -- (1-based index in its list) that another visitor entered with (nothing was taken), {8, position,
--- depth, now, seq} for one whose place a failover lost and who has it back, {0, now, phase} for one
+-- depth, now, seq, lane} for one whose place a failover lost and who has it back, {0, now, phase} for one
 -- who asked only for a place back and is not given it.
 --
 -- A failover can lose the last places the old primary gave, and the sequence with them: the new
@@ -42,9 +43,10 @@ local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seen_key = KEYS[8]
 local shadow_key, shadow_factor = KEYS[10], tonumber(ARGV[8])
+local pre_lanes_key = KEYS[11]
 local lanes = {}
 for i = 1, tonumber(ARGV[7]) do
-  lanes[i] = KEYS[10 + i]
+  lanes[i] = KEYS[11 + i]
 end
 
 -- shadow_place is where a shadow place reads: behind everyone waiting in the main queue, at its
@@ -258,6 +260,13 @@ local function enter(visitor, client, tokens, held, lane)
   if only then
     held = string.sub(held, 2)
   end
+  -- A place held in a lane comes back to that lane, or to the main queue when the room has it no more.
+  local held_lane = 0
+  local at = string.find(held, '@', 1, true)
+  if at then
+    held_lane = tonumber(string.sub(held, at + 1)) or 0
+    held = string.sub(held, 1, at - 1)
+  end
   local spent = spend_tokens(visitor, tokens)
   if spent then
     return '7', int(spent), now_s
@@ -276,6 +285,10 @@ local function enter(visitor, client, tokens, held, lane)
       local seen = slot_time(times, off)
       if not (seen and earlier(seen, silent_before)) then
         redis.call('HSET', seen_key, block, with_time(times, off, now_s))
+        if settled and tonumber(lane_seq) > settled then
+          -- A lane's arrival while the draw runs waits behind the lane's part of the pre-queue.
+          return '5', now_s
+        end
         return '2', int(redis.call('ZRANK', key, visitor) + 1), int(redis.call('ZCARD', key)), now_s, '0', lane_seq, int(at)
       end
       forget(key, visitor, seen_key, block, times, off)
@@ -336,12 +349,20 @@ local function enter(visitor, client, tokens, held, lane)
   end
   if held ~= '' and phase == PHASE_OPEN and restorable(tonumber(held)) then
     -- Nothing new is taken: the place was given, and paid for, before the failover.
-    redis.call('ZADD', KEYS[1], held, visitor)
     local block, off = seen_slot(held)
     touch_seen(seen_key, block, off, now_s)
-    depth = depth + 1
     redis.call('HINCRBY', KEYS[3], 'restored', 1)
-    return '8', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth), now_s, held
+    local held_key = lanes[held_lane]
+    if held_key then
+      redis.call('ZADD', held_key, held, visitor)
+      if lanes_waiting then
+        lanes_waiting = lanes_waiting + 1
+      end
+      return '8', int(redis.call('ZRANK', held_key, visitor) + 1), int(redis.call('ZCARD', held_key)), now_s, held, int(held_lane)
+    end
+    redis.call('ZADD', KEYS[1], held, visitor)
+    depth = depth + 1
+    return '8', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth), now_s, held, '0'
   end
   if only then
     return '0', now_s, phase
@@ -379,14 +400,19 @@ local function enter(visitor, client, tokens, held, lane)
   local seq_s = int(seq)
   local block, off = seen_slot(seq_s)
   touch_seen(seen_key, block, off, now_s)
+  local lane_key = lanes[lane]
   if phase == PHASE_PREQUEUE then
     redis.call('ZADD', KEYS[6], 'NX', seq_s, visitor)
     pre_depth = pre_depth + 1
+    if lane_key then
+      -- The draw orders the pre-queue as one, and places each visitor in the lane it joined here.
+      redis.call('HSET', pre_lanes_key, visitor, string.sub(lane_key, #KEYS[1] + 2))
+    end
     return '4', seq_s, int(pre_depth), now_s
   end
-  local lane_key = lanes[lane]
-  if lane_key and phase == PHASE_OPEN then
-    -- A lane takes its visitors while the room is open; before, they join the pre-queue's draw.
+  if lane_key then
+    -- While the draw runs, a lane's new visitor waits behind the lane's part of the pre-queue: its
+    -- arrival is above every drawn place, and no tick admits it before the draw is done.
     redis.call('ZADD', lane_key, 'NX', seq_s, visitor)
     if lanes_waiting then
       lanes_waiting = lanes_waiting + 1
@@ -394,6 +420,9 @@ local function enter(visitor, client, tokens, held, lane)
     if budget and budget[4] then
       budget[4] = false
       woke = true
+    end
+    if settled then
+      return '5', now_s
     end
     local lane_depth = int(redis.call('ZCARD', lane_key))
     return '2', lane_depth, lane_depth, now_s, '0', seq_s, int(lane)

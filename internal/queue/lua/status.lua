@@ -82,10 +82,11 @@ for i = 2, #ARGV do
       elseif lane == -1 then
         -- Behind everyone waiting in the main queue: what a shadow place reads as.
         n = add_reply(parts, n, '2', int(depth + call('ZRANK', key, visitor) + 1), int(depth + call('ZCARD', key)), now_s, seen or '0', seq, '-1')
+      elseif settled and tonumber(seq) > settled then
+        -- Behind the part of the pre-queue the draw has not placed yet, in any lane.
+        n = add_reply(parts, n, '5', now_s, seen or '0')
       elseif lane ~= 0 then
         n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane))
-      elseif settled and tonumber(seq) > settled then
-        n = add_reply(parts, n, '5', now_s, seen or '0')
       else
         n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq)
       end
