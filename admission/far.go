@@ -55,6 +55,16 @@ func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
 	return cfg.Signer.VerifyPlace(token, visitor)
 }
 
+// heldPlace returns the sequence and lane ("" for the main queue) of the place the visitor brings,
+// when it is one this queue signed for this visitor: what a failover may have lost.
+func (p *Proxy) heldPlace(x Exchange, cfg *Config, visitor string) (int64, string, bool) {
+	token := heldToken(x, cfg)
+	if token == "" || len(token) > maxCookieValue {
+		return 0, "", false
+	}
+	return cfg.Signer.VerifyHeldPlace(token, visitor)
+}
+
 // setPlace gives a waiting visitor its place, as a cookie and in the answer.
 func (p *Proxy) setPlace(x Exchange, cfg *Config, visitor string, seq int64) string {
 	return giveToken(x, cfg, cfg.Signer.Place(visitor, seq))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -171,5 +172,47 @@ func TestALaneThroughGateways(t *testing.T) {
 				t.Fatalf("the members visitor's order through %s: %d %s", name, code, body)
 			}
 		})
+	}
+}
+
+// TestALaneVisitorGetsBackItsLanePlace: a lane's visitor holds a place that names its lane; after a
+// failover took the place and the sequence back, its next poll brings the place, and it waits in
+// its lane where it was. The place is no main-queue place: it never answers from the far path.
+func TestALaneVisitorGetsBackItsLanePlace(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, withLanes)
+	h.fillAhead(3)
+	first, lost := h.visitor(), h.visitor()
+	for _, v := range []*visitor{first, lost} {
+		v.header.Set("X-Member-Tier", vipValue)
+	}
+	first.enter()
+	res := lost.enter()
+	body := res.json(t)
+	place, _ := body["place"].(string)
+	if res.StatusCode != http.StatusOK || body["lane"] != "vip" || body["position"] != 2.0 || !strings.Contains(place, ".vip.") {
+		t.Fatalf("a vip visitor's enter: %d %s, want place 2 in vip, with a place naming the lane", res.StatusCode, res.body)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := h.q.KeyPrefix()
+	if err := rdb.Set(ctx, prefix+":seq", 4, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZRemRangeByRank(ctx, prefix+":q:vip", 1, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	time.Sleep(600 * time.Millisecond) // the poll interval
+	lost.header.Del("X-Member-Tier")
+	res = lost.status()
+	if body := res.json(t); res.StatusCode != http.StatusOK || body["lane"] != "vip" || body["position"] != 2.0 || body["queueDepth"] != 2.0 {
+		t.Fatalf("the lost vip visitor's poll: %d %s, want its place, 2 of 2 in vip", res.StatusCode, res.body)
+	}
+	if n := h.metric("herdgate_proxy_requests_total", `route_class="status",outcome="restored"`); n != 1 {
+		t.Fatalf("restored polls counted %v, want 1", n)
+	}
+	if n, err := rdb.ZCard(ctx, prefix+":q").Result(); err != nil || n != 3 {
+		t.Fatalf("the main queue holds %d (%v), want the 3 ahead only", n, err)
 	}
 }

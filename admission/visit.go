@@ -142,8 +142,8 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 			// learns nothing to retry with (docs/guides/entry-control.md, "The shadow queue").
 			granted.Limit.Shadow = true
 		}
-		if held, ok := p.place(v.x, v.cfg, v.visitor); ok {
-			granted.Limit.HeldPlace = held
+		if held, lane, ok := p.heldPlace(v.x, v.cfg, v.visitor); ok {
+			granted.Limit.HeldPlace, granted.Limit.HeldLane = held, lane
 		}
 		v.laneCode = granted.LaneCode
 		pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
@@ -152,8 +152,8 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 		if err == nil && pos.State == queue.NotQueued {
 			// A failover may have lost the place: the visitor asks for it back, and for nothing else
 			// (docs/guides/redis.md, "Places").
-			if held, ok := p.place(v.x, v.cfg, v.visitor); ok {
-				pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, OnlyHeldPlace: true})
+			if held, lane, ok := p.heldPlace(v.x, v.cfg, v.visitor); ok {
+				pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, HeldLane: lane, OnlyHeldPlace: true})
 			}
 		}
 	}
@@ -329,14 +329,20 @@ func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
 		body.EstimatedWaitSeconds = &s
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
-	if pos.Seq > 0 && pos.Lane == "" {
+	switch {
+	case pos.Seq > 0 && pos.Lane == "":
 		// Every waiting visitor of the main queue holds its place: far from the front its polls are
 		// answered without Redis, and after a failover that lost the place it brings it back. Near
-		// the front the place is sent once, far from it with every answer. A lane's visitor polls
-		// Redis (its lane is short) and enters its lane again after such a failover.
+		// the front the place is sent once, far from it with every answer.
 		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
 		if held, ok := p.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
 			body.Place = p.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
+		}
+	case pos.Seq > 0:
+		// A lane's visitor polls Redis (its lane is short), and its place names the lane, which a
+		// failover that lost the place gives it back in.
+		if held, lane, ok := p.heldPlace(v.x, v.cfg, v.visitor); !ok || held != pos.Seq || lane != pos.Lane {
+			body.Place = giveToken(v.x, v.cfg, v.cfg.Signer.LanePlace(v.visitor, pos.Lane, pos.Seq))
 		}
 	}
 	outcome := "waiting"

@@ -281,6 +281,52 @@ func (s *Signer) VerifyPlace(token, visitor string) (int64, bool) {
 	return seq, true
 }
 
+// LanePlace signs the arrival sequence of a place in a metered lane, "seq.lane.mac": the visitor
+// brings it back to its lane after a failover lost it (docs/guides/redis.md). It is no place for
+// VerifyPlace: a lane's place is bounded by Redis, never by the main queue's ranks.
+func (s *Signer) LanePlace(visitor, lane string, seq int64) string {
+	text := strconv.FormatInt(seq, 10) + "." + lane
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	return text + "." + base64.RawURLEncoding.EncodeToString(sc.sumInto(s.placePrefix, placeData(visitor, text))[:16])
+}
+
+// VerifyHeldPlace returns the arrival sequence and the lane ("" for the main queue) of a place
+// this signer made for visitor, by Place or LanePlace, or false.
+func (s *Signer) VerifyHeldPlace(token, visitor string) (int64, string, bool) {
+	const macLen = 22 // base64url of 16 bytes
+	if seq, ok := s.VerifyPlace(token, visitor); ok {
+		return seq, "", true
+	}
+	// "seq.lane.mac": a lane is 1 to 63 lower-case letters, digits and '-'.
+	if len(token) < 1+1+1+1+macLen || len(token) > 19+1+63+1+macLen {
+		return 0, "", false
+	}
+	text := token[:len(token)-macLen-1]
+	dot := strings.IndexByte(text, '.')
+	if dot < 1 || token[len(text)] != '.' {
+		return 0, "", false
+	}
+	seq, err := strconv.ParseInt(text[:dot], 10, 64)
+	if err != nil || seq <= 0 || strconv.FormatInt(seq, 10) != text[:dot] {
+		return 0, "", false
+	}
+	lane := text[dot+1:]
+	if lane == "" || len(lane) > 63 || strings.Trim(lane, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return 0, "", false
+	}
+	var got [17]byte
+	if n, ok := decodeBase64URL(got[:], token[len(text)+1:]); !ok || n != 16 {
+		return 0, "", false
+	}
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	if !hmac.Equal(sc.sumInto(s.placePrefix, placeData(visitor, text))[:16], got[:16]) {
+		return 0, "", false
+	}
+	return seq, lane, true
+}
+
 func placeData(visitor, seq string) []byte {
 	b := make([]byte, 0, len(visitor)+1+len(seq))
 	return append(append(append(b, visitor...), 0), seq...)

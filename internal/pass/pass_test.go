@@ -39,6 +39,42 @@ func TestPlaces(t *testing.T) {
 	}
 }
 
+// TestLanePlaces: a lane's place verifies, with its lane, for its visitor only, in its queue only;
+// it is no main-queue place, a main-queue place holds no lane, and nothing altered verifies.
+func TestLanePlaces(t *testing.T) {
+	s, _ := NewSigner("uid-a", make([]byte, 32))
+	other, _ := NewSigner("uid-b", make([]byte, 32))
+	token := s.LanePlace("ada", "members", 4321)
+	if seq, lane, ok := s.VerifyHeldPlace(token, "ada"); !ok || seq != 4321 || lane != "members" {
+		t.Fatalf("VerifyHeldPlace(%q) = %d, %q, %v", token, seq, lane, ok)
+	}
+	if seq, lane, ok := s.VerifyHeldPlace(s.Place("ada", 4321), "ada"); !ok || seq != 4321 || lane != "" {
+		t.Fatalf("VerifyHeldPlace of a main-queue place = %d, %q, %v", seq, lane, ok)
+	}
+	if seq, ok := s.VerifyPlace(token, "ada"); ok {
+		t.Fatalf("a lane's place verified as a main-queue place at %d", seq)
+	}
+	mac := token[len("4321.members"):]
+	for name, bad := range map[string]struct{ token, visitor string }{
+		"another visitor":    {token, "bea"},
+		"another queue":      {other.LanePlace("ada", "members", 4321), "ada"},
+		"another lane":       {"4321.presale" + mac, "ada"},
+		"another sequence":   {"4322.members" + mac, "ada"},
+		"an empty lane":      {"4321." + mac, "ada"},
+		"a lane in capital":  {"4321.Members" + mac, "ada"},
+		"a dotted lane":      {"4321.mem.bers" + mac, "ada"},
+		"a leading zero":     {"04321.members" + mac, "ada"},
+		"no MAC":             {"4321.members.", "ada"},
+		"a MAC cut short":    {token[:len(token)-1], "ada"},
+		"a main place's MAC": {"4321.members" + s.Place("ada", 4321)[4:], "ada"},
+		"a long lane":        {"4321." + strings.Repeat("a", 64) + mac, "ada"},
+	} {
+		if seq, lane, ok := s.VerifyHeldPlace(bad.token, bad.visitor); ok {
+			t.Errorf("%s: %q verified as %d in %q", name, bad.token, seq, lane)
+		}
+	}
+}
+
 // TestSessionHandles: a session handle names its pass for the queue that signed it, and opens
 // nothing: it is no pass, and a pass or another queue's handle is no handle.
 func TestSessionHandles(t *testing.T) {
