@@ -95,6 +95,9 @@ var topics = map[string][]string{
 	"poll budget and far positions":      {"herdgate_poll_budget_holds", "herdgate_proxy_far_signs_of_life_total", "herdgate_proxy_far_snapshots_total"},
 	"Redis availability":                 {"herdgate_proxy_redis_up"},
 	"proxies reporting, refusing config": {"herdgate_proxies_reporting", "herdgate_proxy_config_refused"},
+	"lanes":                              {"herdgate_lane_depth", "herdgate_lane_admitted_total"},
+	"shadow queue":                       {"herdgate_shadow_depth", "herdgate_shadowed_total"},
+	"gateway checks":                     {"herdgate_gateway_checks_per_second"},
 }
 
 // TestTheDashboardIsWellFormed: the dashboard selects a room with its variables, every panel queries

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -31,21 +32,31 @@ import (
 )
 
 // The room of the herd: 10 admissions a second (2 connections held 100 ms each at 50 %), adaptive,
-// its active passes capped, and a bypass lane for a partner's direct orders.
+// its active passes capped, a bypass lane for a partner's direct orders, a metered lane for members
+// (a header the site's gateway sets), and entries limited per client address, a client far over
+// its limit going to the shadow queue. Beside it, a room its gateway enforces, which only checks
+// reach.
 const (
 	roomNamespace, roomName = "shop", "launch"
+	gatewayRoomName         = "checkout"
 	herdSize                = 200
 	plannedRate             = 10
 	maxActive               = 150
 	bypassRule              = "partner-direct"
+	memberHeader            = "X-Member-Tier"
+	memberValue             = "gold-tier-0123456789"
+	// A bot asks from one address, far more often than the limit lets it take places.
+	botAddress = "192.0.2.66"
 )
 
 // TestEveryPanelQueryReturnsDataDuringAHerd runs the manager and two admission proxies (their
 // binaries) on a control plane and a Redis of the test's own, scraped every second by a real
-// Prometheus, and sends a herd through the proxies: visitors who enter, poll (each once too early),
-// and order with their pass, forged passes, and orders through the bypass lane. Then it fills in the
-// dashboard's variables and evaluates every query of every panel over the herd: each returns a
-// series with a value, and the room selector lists the room.
+// Prometheus, and sends a herd through the proxies: visitors who enter (some in the members' lane),
+// poll (each once too early), and order with their pass, forged passes, orders through the bypass
+// lane, and a bot whose entries end in the shadow queue. A third proxy serves the Gateway room, which
+// a gateway's checks reach meanwhile. Then it fills in the dashboard's variables and evaluates every
+// query of every panel over the herd, the Gateway row's for the Gateway room: each returns a series
+// with a value, and the room selector lists the room.
 func TestEveryPanelQueryReturnsDataDuringAHerd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a herd through the manager and two proxies")
@@ -84,41 +95,31 @@ func TestEveryPanelQueryReturnsDataDuringAHerd(t *testing.T) {
 	wq := builder.Queue(roomNamespace, roomName).UpstreamURL(upstream.URL).Identity("X-User-Id").
 		Capacity(2, 100*time.Millisecond, 50).Adaptive(0).MaxActive(maxActive).PassTTL(10*time.Second).
 		Polling(200*time.Millisecond, time.Second).
-		Bypass(herdgatev1alpha1.BypassRule{Name: bypassRule, Path: ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders/direct"))}).Obj()
-	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: roomNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Client.Create(ctx, wq); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{}
-	waitFor(t, "the room's Secret", func() bool {
-		err := cp.Client.Get(ctx, types.NamespacedName{Namespace: roomNamespace, Name: wq.SecretName()}, secret)
-		return err == nil && len(secret.Data[herdgatev1alpha1.SecretHMACKey]) == 32
-	})
-	secretDir := t.TempDir()
-	keyFile := filepath.Join(secretDir, herdgatev1alpha1.SecretHMACKey)
-	if err := os.WriteFile(keyFile, secret.Data[herdgatev1alpha1.SecretHMACKey], 0o600); err != nil {
-		t.Fatal(err)
+		Bypass(herdgatev1alpha1.BypassRule{Name: bypassRule, Path: ptr.To(herdgatev1alpha1.RoutePath("/api/v1/orders/direct"))}).
+		Lanes(builder.LaneByHeader("members", 20, memberHeader, "lanes", "members")).
+		Entry(&herdgatev1alpha1.EntrySpec{
+			PerClient:      &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](2), PerMinute: ptr.To[int32](1)},
+			TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.1/32"},
+		}).ShadowQueue(false, 2).Obj()
+	gatewayRoom := builder.Queue(roomNamespace, gatewayRoomName).UpstreamURL(upstream.URL).Identity("X-User-Id").
+		Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: roomNamespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: roomNamespace, Name: "lanes"}, Data: map[string][]byte{"members": []byte(memberValue)}},
+		wq, gatewayRoom,
+	} {
+		if err := cp.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	var proxies, proxyMetrics []string
 	for _, replica := range []string{"proxy-a", "proxy-b"} {
-		listen, metrics := freeAddress(t), freeAddress(t)
-		start(t, replica, filepath.Join(bins, "herdgate-proxy"), nil,
-			"--waitingqueue="+roomNamespace+"/"+roomName, "--kubeconfig="+kubeconfig, "--redis-url="+redis.URL(),
-			"--hmac-key-file="+keyFile, "--replica="+replica, "--listen="+listen, "--metrics-listen="+metrics,
-			"--drain-delay=0s", "--shutdown-timeout=2s", "--zap-log-level=error")
-		proxies, proxyMetrics = append(proxies, "http://"+listen), append(proxyMetrics, metrics)
-		waitFor(t, replica+" ready", func() bool {
-			res, err := http.Get("http://" + listen + "/.herdgate/readyz")
-			if err != nil {
-				return false
-			}
-			res.Body.Close()
-			return res.StatusCode == http.StatusOK
-		})
+		listen := startProxy(t, cp, bins, kubeconfig, redis.URL(), wq, replica)
+		proxies, proxyMetrics = append(proxies, "http://"+listen.visitors), append(proxyMetrics, listen.metrics)
 	}
+	gatewayProxy := startProxy(t, cp, bins, kubeconfig, redis.URL(), gatewayRoom, "proxy-gateway")
+	proxyMetrics = append(proxyMetrics, gatewayProxy.metrics)
 
 	prom, err := testenv.StartPrometheus(t.TempDir(),
 		testenv.ScrapeJob{Name: "herdgate-manager", Targets: []string{managerMetrics}},
@@ -129,21 +130,32 @@ func TestEveryPanelQueryReturnsDataDuringAHerd(t *testing.T) {
 	t.Cleanup(prom.Stop)
 
 	began := time.Now()
-	herd := runHerd(t, proxies)
-	t.Logf("herd of %d through two proxies in %s: %d orders, %d early polls refused, %d forged passes refused, %d bypassed",
-		herdSize, time.Since(began).Round(time.Millisecond), orders.Load(), herd.early.Load(), herd.forged.Load(), herd.bypassed.Load())
+	herd := runHerd(t, proxies, "http://"+gatewayProxy.visitors)
+	t.Logf("herd of %d through two proxies in %s: %d orders, %d early polls refused, %d forged passes refused, %d bypassed, %d bot entries shadowed, %d gateway checks",
+		herdSize, time.Since(began).Round(time.Millisecond), orders.Load(), herd.early.Load(), herd.forged.Load(), herd.bypassed.Load(), herd.shadowed.Load(), herd.checks.Load())
 	// Two more scrapes of everything, so that the herd's last moments are in.
 	time.Sleep(3 * time.Second)
 	end := time.Now()
 
-	vars := strings.NewReplacer("$namespace", roomNamespace, "$name", roomName,
-		// Grafana's $__rate_interval is at least four scrape intervals.
-		"$__rate_interval", "4s", "$__range", strconv.Itoa(int(end.Sub(began).Seconds())+1)+"s",
-		"${wait_objective}", "300", "$wait_objective", "300")
-	queried := 0
+	roomVars := func(name string) *strings.Replacer {
+		return strings.NewReplacer("$namespace", roomNamespace, "$name", name,
+			// Grafana's $__rate_interval is at least four scrape intervals.
+			"$__rate_interval", "4s", "$__range", strconv.Itoa(int(end.Sub(began).Seconds())+1)+"s",
+			"${wait_objective}", "300", "$wait_objective", "300")
+	}
+	vars := roomVars(roomName)
+	queried, row := 0, ""
 	for _, p := range d.Panels {
+		if p.Type == "row" {
+			row = p.Title
+		}
+		// The Gateway row shows what only a room its gateway enforces has.
+		panelVars := vars
+		if row == "Gateway" {
+			panelVars = roomVars(gatewayRoomName)
+		}
 		for _, tg := range p.Targets {
-			expr := vars.Replace(tg.Expr)
+			expr := panelVars.Replace(tg.Expr)
 			if strings.Contains(expr, "$") {
 				t.Errorf("panel %q: a variable the test does not fill in: %s", p.Title, expr)
 				continue
@@ -198,7 +210,6 @@ func TestEveryPanelQueryReturnsDataDuringAHerd(t *testing.T) {
 		{`sum(herdgate_planned_admission_rate{namespace="$namespace", name="$name"})`, plannedRate},
 		{`sum(herdgate_proxies_reporting{namespace="$namespace", name="$name"})`, 2},
 		{`count(herdgate_proxy_redis_up{waitingqueue="$namespace/$name"} == 1)`, 2},
-		{`sum(herdgate_admitted_total{namespace="$namespace", name="$name"}) + sum(herdgate_admitted_at_once_total{namespace="$namespace", name="$name"})`, herdSize},
 		{`sum(herdgate_proxy_bypass_requests_total{waitingqueue="$namespace/$name", rule="` + bypassRule + `"})`, float64(herd.bypassed.Load())},
 		{`sum(herdgate_proxy_too_early_total{waitingqueue="$namespace/$name"})`, float64(herd.early.Load())},
 	} {
@@ -206,16 +217,49 @@ func TestEveryPanelQueryReturnsDataDuringAHerd(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.expr, got, c.want)
 		}
 	}
+	// Everyone of the herd was admitted, and the bot's real places at most (silent, they may have
+	// been dropped first); the members' lane admitted some of its visitors (others came in at once).
+	admitted := last(`sum(herdgate_admitted_total{namespace="$namespace", name="$name"}) + sum(herdgate_admitted_at_once_total{namespace="$namespace", name="$name"})`)
+	if admitted < herdSize || admitted > float64(herdSize+herd.botPlaces.Load()) {
+		t.Errorf("admitted %v, want the herd's %d and at most the bot's %d places more", admitted, herdSize, herd.botPlaces.Load())
+	}
+	if members := last(`sum(herdgate_lane_admitted_total{namespace="$namespace", name="$name", lane="members"})`); members < 1 || members > herdSize/memberEvery {
+		t.Errorf("the members' lane admitted %v, want 1 to %d", members, herdSize/memberEvery)
+	}
+	// The scheduler reads a drained room's counters when it wakes, at least every 10 s: the last
+	// shadow places reach the metric within that.
+	shadowed := `sum(herdgate_shadowed_total{namespace="$namespace", name="$name", reason="over_entry_limit"})`
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Second) {
+		series, err := prom.QueryRange(ctx, vars.Replace(shadowed), time.Now().Add(-2*time.Second), time.Now(), time.Second)
+		if err == nil && len(series) == 1 && len(series[0].Values) > 0 &&
+			series[0].Values[len(series[0].Values)-1][1] == strconv.FormatInt(herd.shadowed.Load(), 10) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s = %v (%v), want the bot's %d shadow places", shadowed, series, err, herd.shadowed.Load())
+			break
+		}
+	}
+	if herd.shadowed.Load() == 0 || herd.checks.Load() == 0 {
+		t.Errorf("the bot took %d shadow places and the gateway asked %d checks; want some of each", herd.shadowed.Load(), herd.checks.Load())
+	}
 }
 
 // herdCounts are what the herd did beyond its visitors' orders.
 type herdCounts struct {
-	early, forged, bypassed atomic.Int64
+	early, forged, bypassed, shadowed, checks atomic.Int64
+	// botPlaces are the real places the bot took before its limit refused it.
+	botPlaces atomic.Int64
 }
 
-// runHerd sends herdSize visitors through the proxies in turn, entering over two seconds, and beside
-// them a forged pass and an order through the bypass lane every 200 ms until the last visitor ordered.
-func runHerd(t *testing.T, proxies []string) *herdCounts {
+// memberEvery: every memberEvery-th visitor of the herd waits in the members' lane.
+const memberEvery = 5
+
+// runHerd sends herdSize visitors through the proxies in turn, entering over two seconds, each from
+// an address of its own, and beside them, every 200 ms until the last visitor ordered, a forged pass,
+// an order through the bypass lane, a bot's entry from one address, and a gateway's check of an
+// order in the Gateway room.
+func runHerd(t *testing.T, proxies []string, gatewayProxy string) *herdCounts {
 	t.Helper()
 	counts := &herdCounts{}
 	var wg sync.WaitGroup
@@ -223,7 +267,11 @@ func runHerd(t *testing.T, proxies []string) *herdCounts {
 	for i := range herdSize {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 2 * time.Second / herdSize)
-			if err := visit(proxies[i%len(proxies)], fmt.Sprintf("visitor-%03d", i), counts); err != nil {
+			headers := []string{"X-Forwarded-For", fmt.Sprintf("10.1.%d.%d", i/256, i%256)}
+			if i%memberEvery == 0 {
+				headers = append(headers, memberHeader, memberValue)
+			}
+			if err := visit(proxies[i%len(proxies)], fmt.Sprintf("visitor-%03d", i), counts, headers...); err != nil {
 				errs <- err
 			}
 		})
@@ -231,6 +279,7 @@ func runHerd(t *testing.T, proxies []string) *herdCounts {
 	done := make(chan struct{})
 	var side sync.WaitGroup
 	side.Go(func() {
+		limited := false
 		for i := 0; ; i++ {
 			select {
 			case <-done:
@@ -243,6 +292,21 @@ func runHerd(t *testing.T, proxies []string) *herdCounts {
 			}
 			if code, _, err := call(http.MethodPost, proxy+"/api/v1/orders/direct", fmt.Sprintf("partner-%d", i), ""); err == nil && code == http.StatusOK {
 				counts.bypassed.Add(1)
+			}
+			// The bot takes its burst of real places, is refused, and past twice its burst its
+			// entries take shadow places, which read as places.
+			switch code, body, err := call(http.MethodPost, proxy+"/.herdgate/enter", fmt.Sprintf("bot-%d", i), "", "X-Forwarded-For", botAddress); {
+			case err != nil:
+			case code == http.StatusTooManyRequests:
+				limited = true
+			case code == http.StatusOK && !limited:
+				counts.botPlaces.Add(1)
+			case code == http.StatusOK && body["position"] != nil:
+				counts.shadowed.Add(1)
+			}
+			if code, _, err := call(http.MethodGet, gatewayProxy+"/.herdgate/check", fmt.Sprintf("shopper-%d", i), "",
+				"X-Original-URI", "/api/v1/orders", "X-Original-Method", http.MethodPost); err == nil && code != http.StatusOK {
+				counts.checks.Add(1)
 			}
 		}
 	})
@@ -261,8 +325,8 @@ func runHerd(t *testing.T, proxies []string) *herdCounts {
 
 // visit enters, polls once at once (refused as too early), then as told until admitted, and orders
 // with the pass.
-func visit(proxy, id string, counts *herdCounts) error {
-	code, body, err := call(http.MethodPost, proxy+"/.herdgate/enter", id, "")
+func visit(proxy, id string, counts *herdCounts, headers ...string) error {
+	code, body, err := call(http.MethodPost, proxy+"/.herdgate/enter", id, "", headers...)
 	if err != nil {
 		return err
 	}
@@ -297,12 +361,16 @@ func visit(proxy, id string, counts *herdCounts) error {
 	return nil
 }
 
-func call(method, url, id, pass string) (int, map[string]any, error) {
+// call sends a request as visitor id with its pass (none when ""), and headers as name, value pairs.
+func call(method, url, id, pass string, headers ...string) (int, map[string]any, error) {
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("X-User-Id", id)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	if pass != "" {
 		req.Header.Set(admission.PassHeader, pass)
 	}
@@ -342,6 +410,43 @@ func labelValues(definition string) (label, match string, ok bool) {
 		return "", "", false
 	}
 	return strings.TrimSpace(inner[i+1:]), strings.TrimSpace(inner[:i]), true
+}
+
+// proxyAddresses are where a proxy of the test serves visitors and its metrics.
+type proxyAddresses struct{ visitors, metrics string }
+
+// startProxy runs the herdgate-proxy binary as replica of the room wq, with the room's Secret as the
+// operator writes it, mounted as files, and waits until it is ready.
+func startProxy(t *testing.T, cp *controlplane.ControlPlane, bins, kubeconfig, redisURL string, wq *herdgatev1alpha1.WaitingQueue, replica string) proxyAddresses {
+	t.Helper()
+	secret := &corev1.Secret{}
+	// The operator writes the HMAC key, then the values the spec refers to (a lane's header value).
+	want := 1 + len(wq.Spec.Lanes)
+	waitFor(t, wq.Name+"'s Secret", func() bool {
+		err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
+		return err == nil && len(secret.Data[herdgatev1alpha1.SecretHMACKey]) == 32 && len(secret.Data) >= want
+	})
+	secretDir := t.TempDir()
+	for key, value := range secret.Data {
+		if err := os.WriteFile(filepath.Join(secretDir, key), value, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addrs := proxyAddresses{visitors: freeAddress(t), metrics: freeAddress(t)}
+	start(t, replica, filepath.Join(bins, "herdgate-proxy"), nil,
+		"--waitingqueue="+wq.Namespace+"/"+wq.Name, "--kubeconfig="+kubeconfig, "--redis-url="+redisURL,
+		"--hmac-key-file="+filepath.Join(secretDir, herdgatev1alpha1.SecretHMACKey), "--replica="+replica,
+		"--listen="+addrs.visitors, "--metrics-listen="+addrs.metrics,
+		"--drain-delay=0s", "--shutdown-timeout=2s", "--zap-log-level=error")
+	waitFor(t, replica+" ready", func() bool {
+		res, err := http.Get("http://" + addrs.visitors + "/.herdgate/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return addrs
 }
 
 // start runs a binary of the test until it ends, and shows its log when the test failed.
