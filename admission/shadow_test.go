@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/entry"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -295,5 +297,77 @@ func TestTheShadowQueueThroughGateways(t *testing.T) {
 				t.Fatalf("the admitted visitor's order through %s: %d %s", name, code, body)
 			}
 		})
+	}
+}
+
+// TestAShadowPlaceFarFromTheFrontReadsAsABound: behind more visitors than the exact zone, a shadow
+// place's polls read as a far visitor's do: with its place, a bound without the place (the proxy
+// answers those from its snapshot), without it an exact answer that gives the place back, with the
+// same fields each time; its entry, like anyone's, is exact.
+func TestAShadowPlaceFarFromTheFrontReadsAsABound(t *testing.T) {
+	h, rdb := farHarness(t, 5000, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{
+			PerClient:      &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](1), PerMinute: ptr.To[int32](1)},
+			TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8", "::1/128"},
+		}
+		*wq = *builder.From(wq).ShadowQueue(false, 2).Obj()
+		wq.Spec.Polling.MaxInterval = &metav1.Duration{Duration: time.Second}
+	})
+	ctx := t.Context()
+	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14)}); err != nil {
+		t.Fatal(err)
+	}
+	fillQueue(t, h.q, "u", 5010, 5*time.Minute)
+	last, err := rdb.ZRangeWithScores(ctx, waitingKey, -1, -1).Result()
+	if err != nil || len(last) != 1 {
+		t.Fatalf("the last real visitor: %v, %v", last, err)
+	}
+	farVisitor := last[0].Member.(string)
+	realPlace := h.proxy.Config().Signer.Place(farVisitor, int64(last[0].Score))
+
+	// One address: a real place (its burst of one), then, asking for twice its burst, a shadow place.
+	enter := func(id string) response {
+		v := h.visitor()
+		v.header.Set("X-User-Id", id)
+		return v.do(http.MethodPost, "/.herdgate/enter", nil, "X-Forwarded-For", "198.51.100.9")
+	}
+	if r := enter("burst"); r.StatusCode != http.StatusOK || r.json(t)["position"] != float64(5011) {
+		t.Fatalf("the address's first entry: %d %s; want a real place, 5011th", r.StatusCode, r.body)
+	}
+	entered := enter("bot")
+	body := entered.json(t)
+	shadowPlace, _ := body["place"].(string)
+	if entered.StatusCode != http.StatusOK || body["position"] != float64(5012) || body["positionIsBound"] != nil || shadowPlace == "" {
+		t.Fatalf("the shadowed entry: %d %s; want an exact place, 5012th, with a place token", entered.StatusCode, entered.body)
+	}
+
+	// The proxy counts the queue, as its loop does once it knows the queue is deep.
+	time.Sleep(2 * time.Second) // past the shortest interval anyone was told
+	if r := h.pollAs(farVisitor, realPlace); r.StatusCode != http.StatusOK {
+		t.Fatalf("the far visitor's poll: %d %s", r.StatusCode, r.body)
+	}
+	h.proxy.RefreshFar(ctx)
+	time.Sleep(2 * time.Second)
+	realPoll := h.pollAs(farVisitor, realPlace)
+	if body := realPoll.json(t); body["positionIsBound"] != true || body["place"] != nil {
+		t.Fatalf("the far visitor's poll after the snapshot: %s; want a bound from the snapshot (it holds its place)", realPoll.body)
+	}
+	for i := range 2 {
+		r := h.pollAs("bot", shadowPlace)
+		wantShadowPlace(t, fmt.Sprintf("the shadowed visitor's poll %d far from the front", i+1), r, realPoll, 5012, 5012)
+		if body := r.json(t); body["positionIsBound"] != true || body["place"] != nil {
+			t.Fatalf("the shadowed visitor's poll %d: %s; want a bound without the place, as the far visitor's", i+1, r.body)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	// Without its place, a far visitor is answered by Redis, exactly, and given its place again.
+	realAgain := h.pollAs(farVisitor, "")
+	if body := realAgain.json(t); body["positionIsBound"] != nil || body["place"] != realPlace {
+		t.Fatalf("the far visitor's poll without its place: %s; want an exact answer with the place", realAgain.body)
+	}
+	r := h.pollAs("bot", "")
+	wantShadowPlace(t, "the shadowed visitor's poll without its place", r, realAgain, 5012, 5012)
+	if body := r.json(t); body["positionIsBound"] != nil || body["place"] != shadowPlace {
+		t.Fatalf("the shadowed visitor's poll without its place: %s; want an exact answer with the place", r.body)
 	}
 }

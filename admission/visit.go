@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission/entry"
+	"github.com/herdgate/herdgate/admission/replica"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
@@ -234,11 +235,16 @@ func (p *Proxy) replyShadowed(v *visit, pos queue.Position) {
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
 	if pos.Seq > 0 {
-		// As replyWaiting does for the main queue: far from the front the place comes with every
-		// answer, and those answers are bounds; near it, once.
+		// As a main-queue place reads: far from the front, a poll that brings the place is answered
+		// from the snapshot (serveFar) while there is a fresh one, as a bound without the place; any
+		// other far answer comes from Redis with the place, and near the front the place comes once.
 		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
-		body.PositionIsBound = far && !v.enter
-		if token := shadowPlace(v.cfg, v.visitor, pos.Seq); far || heldToken(v.x, v.cfg) != token {
+		token := shadowPlace(v.cfg, v.visitor, pos.Seq)
+		held := heldToken(v.x, v.cfg) == token
+		switch {
+		case far && held && !v.enter && p.far.SnapshotAge(p.now()) <= replica.FarSnapshotMaxAge:
+			body.PositionIsBound = true
+		case far || !held:
 			body.Place = giveToken(v.x, v.cfg, token)
 		}
 	}
