@@ -105,6 +105,11 @@ func StartRedisSentinelGroup(tb TB, replicas, sentinels int, lag time.Duration) 
 	return g
 }
 
+// sentinelDownAfter is how long the test's Sentinels wait before they judge a silent primary down.
+// A second was too short on a busy two-core run: a freshly promoted primary that stalled for a
+// second (its first fork, a loaded machine) was voted down too, and the group failed over twice.
+const sentinelDownAfter = 2 * time.Second
+
 func startSentinel(bin, dir string, primaryPort, quorum int) (*Sentinel, error) {
 	var lastErr error
 	for range 5 {
@@ -118,10 +123,10 @@ protected-mode no
 dir %s
 logfile %s
 sentinel monitor %s 127.0.0.1 %d %d
-sentinel down-after-milliseconds %[4]s 1000
+sentinel down-after-milliseconds %[4]s %[7]d
 sentinel failover-timeout %[4]s 10000
 sentinel parallel-syncs %[4]s 1
-`, port, dir, filepath.Join(dir, "redis.log"), SentinelMaster, primaryPort, quorum) // redis.log: Redis.logTail reads it
+`, port, dir, filepath.Join(dir, "redis.log"), SentinelMaster, primaryPort, quorum, sentinelDownAfter.Milliseconds()) // redis.log: Redis.logTail reads it
 		path := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites its config as it learns
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return nil, err
