@@ -1,4 +1,4 @@
-package admission
+package host
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -26,7 +27,7 @@ type SetWatchOptions struct {
 	// Store returns the store of a Redis URL; WatchSet asks once per URL and room.
 	Store func(url string) (*queue.Store, error)
 	// Proxy tunes the rooms' proxies (the replica's name, the clock).
-	Proxy Options
+	Proxy admission.Options
 	// Resync rebuilds the configs this often even when nothing changed; 0 means DefaultResync.
 	Resync time.Duration
 	Log    logr.Logger
@@ -38,7 +39,7 @@ type SetWatchOptions struct {
 // (the kubelet copies a changed Secret within a minute or so) waits, its generation refused with the
 // reason, until they are. WatchSet returns when ctx ends, or with an error when the watch cannot be
 // set up.
-func WatchSet(ctx context.Context, cfg *rest.Config, namespace, name string, set *Set, opts SetWatchOptions) error {
+func WatchSet(ctx context.Context, cfg *rest.Config, namespace, name string, set *admission.Set, opts SetWatchOptions) error {
 	c, changed, errs, err := watchQueues(ctx, cfg, namespace, fields.Everything())
 	if err != nil {
 		return fmt.Errorf("watching the WaitingQueues of namespace %s: %w", namespace, err)
@@ -50,10 +51,10 @@ func WatchSet(ctx context.Context, cfg *rest.Config, namespace, name string, set
 	return keepUpdating(ctx, changed, errs, opts.Resync, w.update)
 }
 
-// setWatch keeps a Set in line with the rooms that name it.
+// setWatch keeps an admission.Set in line with the rooms that name it.
 type setWatch struct {
 	opts            SetWatchOptions
-	set             *Set
+	set             *admission.Set
 	read            client.Reader
 	namespace, name string
 	rooms           map[string]*setMember // by name
@@ -65,7 +66,7 @@ type setWatch struct {
 type setMember struct {
 	uid      types.UID
 	redisURL string
-	proxy    *Proxy
+	proxy    *admission.Proxy
 	watch    queueWatch
 }
 
@@ -125,7 +126,7 @@ func (w *setWatch) member(wq *herdgatev1alpha1.WaitingQueue) (*setMember, error)
 	if err != nil {
 		return nil, fmt.Errorf("the room's Redis URL: %w", err)
 	}
-	p, err := NewUnconfiguredProxy(wq.Namespace, wq.Name, store, w.opts.Proxy)
+	p, err := admission.NewUnconfiguredProxy(wq.Namespace, wq.Name, store, w.opts.Proxy)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func (w *setWatch) member(wq *herdgatev1alpha1.WaitingQueue) (*setMember, error)
 	m.watch = queueWatch{key: types.NamespacedName{Namespace: wq.Namespace, Name: wq.Name}, read: w.read, opts: WatchOptions{
 		HMACKey: func() ([]byte, error) { return w.value(room, herdgatev1alpha1.SecretHMACKey) },
 		Values:  func(key string) ([]byte, error) { return w.value(room, key) },
-		Apply:   func(cfg *Config) { w.set.Configure(queueName, cfg) },
+		Apply:   func(cfg *admission.Config) { w.set.Configure(queueName, cfg) },
 		Refuse:  p.RefuseConfig,
 		Log:     w.opts.Log.WithValues("waitingqueue", queueName),
 	}}

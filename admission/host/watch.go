@@ -1,4 +1,8 @@
-package admission
+// Package host runs the admission proxy's rooms in Kubernetes: it watches a room's WaitingQueue,
+// or the rooms of a shared proxy set, and hands the gate a fresh config whenever one or its key
+// changes. It is the only part of the proxy that links controller-runtime; the gate (package
+// admission) takes its config from anywhere, a file included.
+package host
 
 import (
 	"context"
@@ -17,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
@@ -30,9 +35,9 @@ type WatchOptions struct {
 	HMACKey func() ([]byte, error)
 	// Values reads the copies of the Secret values the queue's fields refer to; SecretFiles reads
 	// them from the directory the HMAC key is mounted in. It may be nil for queues that refer to none.
-	Values SecretValues
+	Values admission.SecretValues
 	// Apply receives every new valid config, starting with the first.
-	Apply func(*Config)
+	Apply func(*admission.Config)
 	// Refuse receives a WaitingQueue generation that does not make a valid config, and why; the
 	// last valid config stays in force. It may be nil.
 	Refuse func(generation int64, err error)
@@ -54,7 +59,7 @@ func KeyFile(path string) func() ([]byte, error) {
 }
 
 // WatchQueue watches one WaitingQueue (by name only: the proxy's Role allows nothing else) and
-// hands Apply a fresh Config whenever it or the key changes. A change that does not make a valid
+// hands Apply a fresh admission.Config whenever it or the key changes. A change that does not make a valid
 // config goes to Refuse, and the last good config stays; a proxy whose first config is refused
 // keeps waiting for a valid one rather than exiting. WatchQueue returns when ctx ends, or with an
 // error when the watch cannot be set up.
@@ -153,11 +158,11 @@ func (w *queueWatch) update(ctx context.Context) {
 		return
 	}
 	hmacKey, err := w.opts.HMACKey()
-	var cfg *Config
+	var cfg *admission.Config
 	digest := sha256.New()
 	if err == nil {
 		digest.Write(hmacKey)
-		cfg, err = NewConfigWithSecrets(wq, hmacKey, w.recording(digest))
+		cfg, err = admission.NewConfigWithSecrets(wq, hmacKey, w.recording(digest))
 	}
 	var secrets [sha256.Size]byte
 	digest.Sum(secrets[:0])
@@ -177,7 +182,7 @@ func (w *queueWatch) update(ctx context.Context) {
 
 // recording reads values through the watch's reader and adds each to digest, so that a changed value
 // makes a new config.
-func (w *queueWatch) recording(digest hash.Hash) SecretValues {
+func (w *queueWatch) recording(digest hash.Hash) admission.SecretValues {
 	if w.opts.Values == nil {
 		return nil
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/front"
+	"github.com/herdgate/herdgate/admission/host"
 	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 )
@@ -227,8 +228,8 @@ func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store
 		return badFlag(log, "flag --waitingqueue: %v", err)
 	}
 	return serveWatched(ctx, proxy, serve, func(ctx context.Context) error {
-		return admission.WatchQueue(ctx, restCfg, key, admission.WatchOptions{
-			HMACKey: admission.KeyFile(f.hmacKeyFile), Apply: proxy.SetConfig, Refuse: proxy.RefuseConfig, Log: log,
+		return host.WatchQueue(ctx, restCfg, key, host.WatchOptions{
+			HMACKey: host.KeyFile(f.hmacKeyFile), Apply: proxy.SetConfig, Refuse: proxy.RefuseConfig, Log: log,
 			// The operator mounts the copies of the values the queue refers to beside the key.
 			Values: admission.SecretFiles(filepath.Dir(f.hmacKeyFile)),
 		})
@@ -250,7 +251,7 @@ func serveSet(ctx context.Context, f flags, key types.NamespacedName, serve func
 	}()
 	set := admission.NewSet(log)
 	return serveWatched(ctx, set, serve, func(ctx context.Context) error {
-		return admission.WatchSet(ctx, restCfg, key.Namespace, key.Name, set, admission.SetWatchOptions{
+		return host.WatchSet(ctx, restCfg, key.Namespace, key.Name, set, host.SetWatchOptions{
 			Dir: f.secretDir, Proxy: admission.Options{Log: log, Replica: f.replica}, Log: log,
 			// Only the watch's goroutine asks, one room at a time.
 			Store: func(url string) (*queue.Store, error) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/front"
+	"github.com/herdgate/herdgate/admission/host"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
@@ -69,7 +70,7 @@ func TestAProxySetServesItsRoomsUnderItsAccount(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() {
-		err := admission.WatchSet(ctx, account.Config(), ns, "pool", set, admission.SetWatchOptions{
+		err := host.WatchSet(ctx, account.Config(), ns, "pool", set, host.SetWatchOptions{
 			Dir: dir, Store: func(string) (*queue.Store, error) { return store, nil }, Resync: 200 * time.Millisecond,
 			Proxy: admission.Options{Log: ctrl.Log.WithName("set"), Replica: "set-0"}, Log: ctrl.Log.WithName("set"),
 		})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/front"
+	"github.com/herdgate/herdgate/admission/host"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -87,8 +88,8 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := admission.WatchQueue(ctx, sa.Config(), client.ObjectKeyFromObject(wq), admission.WatchOptions{
-			HMACKey: admission.KeyFile(keyFile),
+		err := host.WatchQueue(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
+			HMACKey: host.KeyFile(keyFile),
 			Apply: func(c *admission.Config) {
 				mu.Lock()
 				configs = append(configs, c)
@@ -170,8 +171,8 @@ func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.Waitin
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_ = admission.WatchQueue(ctx, sa.Config(), client.ObjectKeyFromObject(wq), admission.WatchOptions{
-			HMACKey: admission.KeyFile(keyFile), Apply: p.SetConfig, Refuse: p.RefuseConfig, Resync: 200 * time.Millisecond, Log: log,
+		_ = host.WatchQueue(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
+			HMACKey: host.KeyFile(keyFile), Apply: p.SetConfig, Refuse: p.RefuseConfig, Resync: 200 * time.Millisecond, Log: log,
 		})
 	})
 	wg.Go(func() {
