@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -192,16 +191,8 @@ func TestALaneVisitorGetsBackItsLanePlace(t *testing.T) {
 	if res.StatusCode != http.StatusOK || body["lane"] != "vip" || body["position"] != 2.0 || !strings.Contains(place, ".vip.") {
 		t.Fatalf("a vip visitor's enter: %d %s, want place 2 in vip, with a place naming the lane", res.StatusCode, res.body)
 	}
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := h.q.KeyPrefix()
-	if err := rdb.Set(ctx, prefix+":seq", 4, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ZRemRangeByRank(ctx, prefix+":q:vip", 1, 1).Err(); err != nil {
-		t.Fatal(err)
-	}
+	h.loseLastPlace(prefix+":q:vip", 4)
 
 	time.Sleep(600 * time.Millisecond) // the poll interval
 	lost.header.Del("X-Member-Tier")
@@ -212,7 +203,7 @@ func TestALaneVisitorGetsBackItsLanePlace(t *testing.T) {
 	if n := h.metric("herdgate_proxy_requests_total", `route_class="status",outcome="restored"`); n != 1 {
 		t.Fatalf("restored polls counted %v, want 1", n)
 	}
-	if n, err := rdb.ZCard(ctx, prefix+":q").Result(); err != nil || n != 3 {
+	if n, err := h.redisClient().ZCard(t.Context(), prefix+":q").Result(); err != nil || n != 3 {
 		t.Fatalf("the main queue holds %d (%v), want the 3 ahead only", n, err)
 	}
 }

@@ -11,6 +11,27 @@ import (
 	"github.com/herdgate/herdgate/admission"
 )
 
+// redisClient is a client of the harness's Redis of the test's own, to look at or change the room's
+// keys as the engine would not.
+func (h *harness) redisClient() *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	h.t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// loseLastPlace does what a failover to a replica behind the primary does to the waiting set: its
+// last place is gone, and the arrival sequence is back at sequence.
+func (h *harness) loseLastPlace(set string, sequence int64) {
+	h.t.Helper()
+	rdb, ctx := h.redisClient(), context.Background()
+	if err := rdb.Set(ctx, h.q.KeyPrefix()+":seq", sequence, 0).Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := rdb.ZRemRangeByRank(ctx, set, -1, -1).Err(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // TestAVisitorGetsBackAPlaceAFailoverLost: a failover takes the last place and the sequence back;
 // the visitor's next poll brings its signed place, and it waits where it was. The same place shown by
 // another visitor is nobody's but its own.
@@ -24,15 +45,9 @@ func TestAVisitorGetsBackAPlaceAFailoverLost(t *testing.T) {
 		t.Fatalf("enter: %d %s, want a place", res.StatusCode, res.body)
 	}
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := h.redisClient()
 	prefix := h.q.KeyPrefix()
-	if err := rdb.Set(ctx, prefix+":seq", 1, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ZRemRangeByRank(ctx, prefix+":q", 1, 1).Err(); err != nil {
-		t.Fatal(err)
-	}
+	h.loseLastPlace(prefix+":q", 1)
 
 	time.Sleep(600 * time.Millisecond) // the poll interval
 	res = lost.status()

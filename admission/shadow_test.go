@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -103,9 +102,7 @@ func TestAFailedChallengeWaitsInTheShadowQueue(t *testing.T) {
 
 		// A failover that loses the shadow place gives it back to nobody: the shadow place is no
 		// place, neither for its holder nor as the real queue's.
-		rdb := redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
-		t.Cleanup(func() { _ = rdb.Close() })
-		if err := rdb.Del(t.Context(), h.q.KeyPrefix()+":shadow").Err(); err != nil {
+		if err := h.redisClient().Del(t.Context(), h.q.KeyPrefix()+":shadow").Err(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
