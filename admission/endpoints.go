@@ -53,7 +53,7 @@ type positionBody struct {
 	scheduleTimes
 }
 
-func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
+func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) {
 	switch canonical {
 	case reservedPrefix + "/enter", reservedPrefix + "/status":
 		if notice := cfg.PageMessage(); notice != "" {
@@ -65,38 +65,38 @@ func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 		if !allow(x, http.MethodPost) {
 			return
 		}
-		p.serveEnterOrStatus(x, cfg, true)
+		api.serveEnterOrStatus(x, cfg, true)
 	case reservedPrefix + "/status":
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
 		}
-		p.serveEnterOrStatus(x, cfg, false)
+		api.serveEnterOrStatus(x, cfg, false)
 	case reservedPrefix + "/challenge":
 		if !allow(x, http.MethodGet) {
 			return
 		}
-		p.serveChallenge(x, cfg)
+		api.serveChallenge(x, cfg)
 	case reservedPrefix + "/release":
 		if !allow(x, http.MethodPost) {
 			return
 		}
-		p.serveRelease(x, cfg)
+		api.serveRelease(x, cfg)
 	case reservedPrefix + "/jwks.json":
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
 		}
-		p.serveJWKS(x, cfg)
+		api.serveJWKS(x, cfg)
 	case reservedPrefix:
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
 		}
-		p.metrics.requests.WithLabelValues("page", "served").Inc()
-		p.servePage(x, cfg)
+		api.metrics.requests.WithLabelValues("page", "served").Inc()
+		api.servePage(x, cfg)
 	case page.WithoutScriptPath:
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
 		}
-		p.serveWithoutScript(x, cfg)
+		api.serveWithoutScript(x, cfg)
 	case reservedPrefix + "/openapi.json":
 		if !allow(x, http.MethodGet, http.MethodHead) {
 			return
@@ -106,13 +106,13 @@ func (p *Proxy) serveReserved(x Exchange, cfg *Config, canonical string) {
 	case reservedPrefix + "/healthz":
 		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
-		if p.draining.Load() {
+		if api.draining.Load() {
 			replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 			return
 		}
 		replyJSON(x, http.StatusOK, map[string]string{"status": "ready"})
 	default:
-		p.metrics.requests.WithLabelValues("internal", "not_found").Inc()
+		api.metrics.requests.WithLabelValues("internal", "not_found").Inc()
 		replyJSON(x, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"})
 	}
 }
@@ -158,7 +158,7 @@ func joinMethods(m []string) string {
 
 // pollTooEarly answers a status poll that came sooner than tooEarlyShare of shortest, the shortest
 // interval the visitor could have been told (the rest is room for network jitter), with 429.
-func (p *Proxy) pollTooEarly(x Exchange, class string, enter bool, pos queue.Position, shortest time.Duration) bool {
+func (api *visitorAPI) pollTooEarly(x Exchange, class string, enter bool, pos queue.Position, shortest time.Duration) bool {
 	if enter || pos.PreviousPoll.IsZero() {
 		return false
 	}
@@ -168,8 +168,8 @@ func (p *Proxy) pollTooEarly(x Exchange, class string, enter bool, pos queue.Pos
 	}
 	// This poll counts as the visitor's sign of life, so the next one is allowed a whole interval
 	// after it: a client that waits as told is answered.
-	p.metrics.tooEarly.Inc()
-	p.metrics.requests.WithLabelValues(class, "too_early").Inc()
+	api.metrics.tooEarly.Inc()
+	api.metrics.requests.WithLabelValues(class, "too_early").Inc()
 	retryAfter(x, allowed)
 	replyJSON(x, http.StatusTooManyRequests, errorBody{
 		Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
@@ -192,42 +192,23 @@ func replyQueueing(x Exchange, cfg *Config, body positionBody) {
 
 // serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
 // until its not-before, so that the tick's jitter reaches the client.
-func (p *Proxy) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) {
+func (api *visitorAPI) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) {
 	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
 		zero := int64(0)
-		p.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
+		api.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
 		replyQueueing(x, cfg, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
 		return
 	}
-	token := p.setPassCookie(x, cfg, visitor, pos)
+	token := api.setPassCookie(x, cfg, visitor, pos)
 	expiry := pos.Pass.Expiry.UTC()
 	zero := int64(0)
-	p.metrics.requests.WithLabelValues(class, "admitted").Inc()
+	api.metrics.requests.WithLabelValues(class, "admitted").Inc()
 	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
 }
 
-// setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
-func (p *Proxy) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) string {
-	token := cfg.Passes.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
-	x.SetCookie(&http.Cookie{
-		Name: cfg.Cookies.Pass, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
-	})
-	return token
-}
-
-// replyClosed answers a request the closed room turns away: 503, to try again after the longest poll
-// interval.
-func (p *Proxy) replyClosed(x Exchange, cfg *Config, class string) {
-	p.metrics.requests.WithLabelValues(class, "closed").Inc()
-	retryAfter(x, cfg.PollMax)
-	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phase.Closed,
-		Message: "the waiting room is closed for now; places already taken are kept"})
-}
-
 // spread is d with the poll hints' random spread, so that pollers never synchronise.
-func (p *Proxy) spread(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (1 - capacity.PollSpread + 2*capacity.PollSpread*p.rand.Float64()))
+func (api *visitorAPI) spread(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (1 - capacity.PollSpread + 2*capacity.PollSpread*api.rand.Float64()))
 }
 
 // zeroRand draws the low end of the poll spread: the shortest hint the proxy could give.
@@ -240,27 +221,27 @@ func (zeroRand) Float64() float64 { return 0 }
 const jwksMaxAge = 5 * time.Minute
 
 // serveJWKS answers GET /.herdgate/jwks.json with the public keys of the queue's ES256 passes.
-func (p *Proxy) serveJWKS(x Exchange, cfg *Config) {
+func (api *visitorAPI) serveJWKS(x Exchange, cfg *Config) {
 	if cfg.JWKS == nil {
-		p.metrics.requests.WithLabelValues("internal", "not_found").Inc()
+		api.metrics.requests.WithLabelValues("internal", "not_found").Inc()
 		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_public_keys",
 			Message: "this queue's passes are not signed with public keys: see spec.pass.format and spec.pass.algorithm"})
 		return
 	}
-	p.metrics.requests.WithLabelValues("internal", "jwks").Inc()
+	api.metrics.requests.WithLabelValues("internal", "jwks").Inc()
 	x.SetHeader("Cache-Control", fmt.Sprintf("public, max-age=%d", int(jwksMaxAge/time.Second)))
 	x.Reply(http.StatusOK, "application/jwk-set+json", cfg.JWKS)
 }
 
 // serveChallenge answers GET /.herdgate/challenge with a fresh proof-of-work challenge.
-func (p *Proxy) serveChallenge(x Exchange, cfg *Config) {
+func (api *visitorAPI) serveChallenge(x Exchange, cfg *Config) {
 	if cfg.ProofOfWork == nil {
-		p.metrics.requests.WithLabelValues("challenge", "not_found").Inc()
+		api.metrics.requests.WithLabelValues("challenge", "not_found").Inc()
 		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_challenge", Message: "this queue asks no proof of work"})
 		return
 	}
-	c := cfg.ProofOfWork.Issue(p.now())
-	p.metrics.difficulty.Set(float64(c.Difficulty))
-	p.metrics.requests.WithLabelValues("challenge", "issued").Inc()
+	c := cfg.ProofOfWork.Issue(api.now())
+	api.metrics.difficulty.Set(float64(c.Difficulty))
+	api.metrics.requests.WithLabelValues("challenge", "issued").Inc()
 	replyJSON(x, http.StatusOK, c)
 }

@@ -34,14 +34,14 @@ func (fc *FileConfig) Values() SecretValues { return fc.values() }
 func PassDecision(p pass.Pass) Decision { return Decision{class: "protected", pass: p, hasPass: true} }
 
 func (p *Proxy) AfterUpstream(d Decision, status int, release string) {
-	p.afterUpstream(d, status, release)
+	p.gate.afterUpstream(d, status, release)
 }
-func (p *Proxy) SyncSessions(ctx context.Context) error { return p.syncSessions(ctx) }
-func (p *Proxy) KeepSessions(ctx context.Context)       { p.keepSessions(ctx) }
-func (p *Proxy) RefreshFar(ctx context.Context)         { p.refreshFar(ctx) }
-func (p *Proxy) KeepFarPositions(ctx context.Context)   { p.keepFarPositions(ctx) }
-func (p *Proxy) ReportWorkload(ctx context.Context)     { p.reportWorkload(ctx) }
-func (p *Proxy) ReportConfig(ctx context.Context)       { p.reportConfig(ctx) }
+func (p *Proxy) SyncSessions(ctx context.Context) error { return p.runtime.syncSessions(ctx) }
+func (p *Proxy) KeepSessions(ctx context.Context)       { p.runtime.keepSessions(ctx) }
+func (p *Proxy) RefreshFar(ctx context.Context)         { p.runtime.refreshFar(ctx) }
+func (p *Proxy) KeepFarPositions(ctx context.Context)   { p.runtime.keepFarPositions(ctx) }
+func (p *Proxy) ReportWorkload(ctx context.Context)     { p.runtime.reportWorkload(ctx) }
+func (p *Proxy) ReportConfig(ctx context.Context)       { p.runtime.reportConfig(ctx) }
 
 // ReportAt is the report the replica would send at now (the checks' rate measured since the last).
 func (p *Proxy) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }

@@ -38,8 +38,8 @@ type positionEngine interface {
 
 // farPathOpen says whether polls of this room may be answered far from the front: the room is open
 // (while a pre-queue is drawn, places are still being settled) and the engine offers snapshots.
-func (p *Proxy) farPathOpen(cfg *Config, r room) bool {
-	if _, ok := p.q.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
+func (s *roomState) farPathOpen(cfg *Config, r standing) bool {
+	if _, ok := s.q.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
 		return false
 	}
 	return cfg.Schedule == nil || (r.known && r.phase == phase.Open)
@@ -47,7 +47,7 @@ func (p *Proxy) farPathOpen(cfg *Config, r room) bool {
 
 // place returns the sequence in the visitor's place, from the header or the cookie, when it is one
 // this queue signed for this visitor.
-func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
+func (api *visitorAPI) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
 	token := heldToken(x, cfg)
 	if token == "" || len(token) > maxCookieValue {
 		return 0, false
@@ -57,7 +57,7 @@ func (p *Proxy) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
 
 // heldPlace returns the sequence and lane ("" for the main queue) of the place the visitor brings,
 // when it is one this queue signed for this visitor: what a failover may have lost.
-func (p *Proxy) heldPlace(x Exchange, cfg *Config, visitor string) (int64, string, bool) {
+func (api *visitorAPI) heldPlace(x Exchange, cfg *Config, visitor string) (int64, string, bool) {
 	token := heldToken(x, cfg)
 	if token == "" || len(token) > maxCookieValue {
 		return 0, "", false
@@ -66,7 +66,7 @@ func (p *Proxy) heldPlace(x Exchange, cfg *Config, visitor string) (int64, strin
 }
 
 // setPlace gives a waiting visitor its place, as a cookie and in the answer.
-func (p *Proxy) setPlace(x Exchange, cfg *Config, visitor string, seq int64) string {
+func (api *visitorAPI) setPlace(x Exchange, cfg *Config, visitor string, seq int64) string {
 	return giveToken(x, cfg, cfg.Signer.Place(visitor, seq))
 }
 
@@ -97,20 +97,20 @@ func giveToken(x Exchange, cfg *Config, token string) string {
 
 // serveFar answers a waiting visitor's status poll from the proxy's snapshot, when it can; false
 // means to ask Redis.
-func (p *Proxy) serveFar(x Exchange, cfg *Config, r room, visitor string, seq int64) bool {
-	now := p.now()
-	a, ok := p.far.Bound(visitor, seq, cfg.ExactPositions, now)
+func (api *visitorAPI) serveFar(x Exchange, cfg *Config, r standing, visitor string, seq int64) bool {
+	now := api.now()
+	a, ok := api.far.Bound(visitor, seq, cfg.ExactPositions, now)
 	if !ok {
 		return false
 	}
-	stretch := p.stretch(cfg, r, a.Depth)
+	stretch := api.stretch(cfg, r, a.Depth)
 	if !a.Previous.IsZero() {
 		shortest := capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, zeroRand{})
-		if p.pollTooEarly(x, "status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest) {
+		if api.pollTooEarly(x, "status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest) {
 			return true
 		}
 	}
-	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: p.scheduleTimes(cfg)}
+	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: api.scheduleTimes(cfg)}
 	if cfg.Schedule != nil {
 		body.Phase = r.phase
 	}
@@ -118,88 +118,15 @@ func (p *Proxy) serveFar(x Exchange, cfg *Config, r room, visitor string, seq in
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
-	body.NextPollMs = capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
-	p.metrics.requests.WithLabelValues("status", "waiting_far").Inc()
+	body.NextPollMs = capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
+	api.metrics.requests.WithLabelValues("status", "waiting_far").Inc()
 	replyQueueing(x, cfg, body)
 	return true
 }
 
-// keepFarPositions records the signs of life of visitors answered far from the front every tick,
-// and counts the queue every replica.FarSnapshotEvery while it is deeper than the exact zone, until
-// ctx ends (Run).
-func (p *Proxy) keepFarPositions(ctx context.Context) {
-	if _, ok := p.q.(positionEngine); !ok {
-		return
-	}
-	for {
-		interval := herdgatev1alpha1.DefaultTick
-		if cfg := p.cfg.Load(); cfg != nil && cfg.Tick() > 0 {
-			interval = cfg.Tick()
-		}
-		if !sleepFor(ctx, interval) {
-			// The last tick's signs of life still go to Redis, so that a replica shutting down
-			// costs its far visitors nothing.
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			p.refreshFar(flushCtx)
-			cancel()
-			return
-		}
-		p.refreshFar(ctx)
-	}
-}
-
 // stretch is the poll interval of visitors far from the front of a queue of depth, under cfg's
 // budget and the room's plan.
-func (p *Proxy) stretch(cfg *Config, r room, depth int64) time.Duration {
+func (s *roomState) stretch(cfg *Config, r standing, depth int64) time.Duration {
 	b := capacity.PollBudget{PerSecond: cfg.PollBudget.PerSecond, MinInterval: r.pollMin, MaxInterval: r.pollMax, AbandonAfter: r.abandonAfter}
-	return p.polls.Stretch(b, r.plan, depth)
-}
-
-// sleepFor waits d, or until ctx ends; false when ctx ended.
-func sleepFor(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
-}
-
-// refreshFar runs one tick of keepFarPositions.
-func (p *Proxy) refreshFar(ctx context.Context) {
-	engine, ok := p.q.(positionEngine)
-	cfg := p.cfg.Load()
-	if !ok || cfg == nil {
-		return
-	}
-	r := p.room(ctx, cfg)
-	callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	pending := p.far.TakePending()
-	for start := 0; start < len(pending); start += farBatchMost {
-		batch := pending[start:min(len(pending), start+farBatchMost)]
-		res, err := engine.SeenBatch(callCtx, batch, r.abandonAfter)
-		if err != nil {
-			p.far.GiveBack(pending[start:])
-			if ctx.Err() == nil {
-				p.log.V(1).Info("Recording far visitors' signs of life failed; will retry", "visitors", len(pending)-start, "error", err.Error())
-			}
-			return
-		}
-		p.far.Recorded(batch, res, p.now())
-		p.metrics.farSigns.Add(float64(len(batch)))
-	}
-	if now := p.now(); p.farPathOpen(cfg, r) && p.far.SnapshotDue(cfg.ExactPositions, now) {
-		snap, err := engine.RankSnapshot(callCtx, farSnapshotPerCall)
-		if err != nil {
-			if ctx.Err() == nil {
-				p.log.V(1).Info("Counting the queue for far positions failed; will retry", "error", err.Error())
-			}
-			return
-		}
-		p.far.SetSnapshot(snap, now)
-		p.metrics.farSnapshots.Inc()
-	}
+	return s.polls.Stretch(b, r.plan, depth)
 }

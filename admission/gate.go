@@ -82,51 +82,11 @@ func (d Decision) Config() *Config { return d.cfg }
 // Path is the request's normalised path, as its routes were matched.
 func (d Decision) Path() string { return d.canonical }
 
-// Decide is the gate, for a front: it returns whether the request goes upstream (and how), the
-// answer the gate gives it instead, or that the path is herdgate's own. escapedPath is the request
-// target's path as it came; fragment says the target carried a '#'. The decision carries the config
-// it was made under. The gate reads the request through x and writes nothing to it.
-func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) Decision {
-	return p.decide(x, p.configNow(), escapedPath, fragment, false)
-}
-
-// DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
-// ext_authz) and forwards it itself. Nothing is handed out on the allow path, since not every
-// gateway can set a cookie on an allowed request: a browser without a pass is never admitted at once
-// (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
-// pass is not extended. An allowed request is reported with Allowed.
-func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
-	d := p.decide(x, p.configNow(), escapedPath, fragment, true)
-	if d.verdict != Reserved {
-		p.state.checks.Add(1) // the gateway asks: GatewayChecking
-	}
-	return d
-}
-
-// ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
-// status, the waiting page and the room's other endpoints, under the config it was decided with.
-func (p *Proxy) ServeReserved(x Exchange, d Decision) {
-	if d.cfg == nil {
-		p.serveUnconfigured(x, d.canonical)
-		return
-	}
-	p.serveReserved(x, d.cfg, d.canonical)
-}
-
-// Allowed records a request a gateway was told it may pass: it is counted, and on a completion route
-// it ends the session, since no answer of the workload reaches the gate.
-func (p *Proxy) Allowed(d Decision) {
-	p.metrics.requests.WithLabelValues(d.class, "allowed").Inc()
-	if d.completion {
-		p.afterUpstream(d, http.StatusOK, "")
-	}
-}
-
 // decide is the gate. It reads the request through x and writes what it answers (or adds to the
 // upstream's answer) into the decision's Reply; checking says a gateway asks (DecideForGateway).
-func (p *Proxy) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) Decision {
+func (g *gate) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) Decision {
 	w := &replyWriter{Exchange: x}
-	d, forward := p.judge(w, cfg, escapedPath, fragment, checking)
+	d, forward := g.judge(w, cfg, escapedPath, fragment, checking)
 	d.reply = w.reply
 	if !forward && d.verdict != Reserved {
 		d.verdict = Answer
@@ -170,31 +130,31 @@ func (w *replyWriter) Reply(status int, contentType string, body []byte) {
 // judge makes the gate's decision: it answers through x what the gate answers itself (a bad path, a
 // protected route without a valid pass), says Reserved of herdgate's own paths, and otherwise
 // returns how to forward.
-func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, forward bool) {
+func (g *gate) judge(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, forward bool) {
 	if cfg == nil {
 		if canonical, err := route.Normalize(escapedPath); err == nil && !fragment && isReserved(canonical) {
 			// The probes and the page's endpoints answer for themselves that there is no config.
 			return Decision{verdict: Reserved, canonical: canonical}, false
 		}
-		p.serveUnconfigured(x, "")
+		g.serveUnconfigured(x, "")
 		return d, false
 	}
 	if strings.EqualFold(x.Method(), http.MethodConnect) {
 		// A gateway in front of one workload tunnels nothing.
-		p.metrics.requests.WithLabelValues("open", "method_not_allowed").Inc()
+		g.metrics.requests.WithLabelValues("open", "method_not_allowed").Inc()
 		replyJSON(x, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "CONNECT is not served"})
 		return d, false
 	}
 	if cfg.IdentityHeader != "" && x.HeaderCount(cfg.IdentityHeader) > 1 {
 		// Which of two identities a hop behind us would pick is anybody's guess: refuse both.
-		p.metrics.requests.WithLabelValues("open", "bad_identity").Inc()
+		g.metrics.requests.WithLabelValues("open", "bad_identity").Inc()
 		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: "the identity header " + cfg.IdentityHeader + " is repeated", Header: cfg.IdentityHeader})
 		return d, false
 	}
 	canonical, err := route.Normalize(escapedPath)
 	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
 	if err != nil || fragment {
-		p.replyBadPath(x)
+		g.replyBadPath(x)
 		return d, false
 	}
 	if isReserved(canonical) {
@@ -203,7 +163,7 @@ func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, che
 	if !checking && cfg.Enforcement == herdgatev1alpha1.EnforcementGateway {
 		// The gateway forwards to the workload; a request reaching herdgate's front outside its own
 		// paths took a wrong turn, and passing it on would skip whatever the gateway does.
-		p.metrics.requests.WithLabelValues("open", "not_forwarded").Inc()
+		g.metrics.requests.WithLabelValues("open", "not_forwarded").Inc()
 		replyJSON(x, http.StatusMisdirectedRequest, errorBody{Error: "not_forwarded",
 			Message: "this room is enforced by the gateway (spec.enforcement: Gateway): herdgate serves /.herdgate/ only"})
 		return d, false
@@ -213,9 +173,9 @@ func (p *Proxy) judge(x Exchange, cfg *Config, escapedPath string, fragment, che
 	if d.class == "protected" {
 		if lane := bypassLane(x, cfg, canonical); lane != "" {
 			// A bypass lane: no pass, no queue, whatever the mode.
-			p.metrics.bypassed.WithLabelValues(lane).Inc()
+			g.metrics.bypassed.WithLabelValues(lane).Inc()
 			d.class = "bypass"
-		} else if !p.admit(x, cfg, &d) {
+		} else if !g.admit(x, cfg, &d) {
 			return d, false
 		}
 	}
@@ -238,85 +198,85 @@ func bypassLane(x Exchange, cfg *Config, canonical string) string {
 	return out.Bypass
 }
 
-func (p *Proxy) replyBadPath(x Exchange) {
-	p.metrics.requests.WithLabelValues("open", "bad_path").Inc()
+func (g *gate) replyBadPath(x Exchange) {
+	g.metrics.requests.WithLabelValues("open", "bad_path").Inc()
 	replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
 }
 
 // admit decides whether a request to a protected route may pass, and answers it when not. A valid
 // pass goes into d.
-func (p *Proxy) admit(x Exchange, cfg *Config, d *Decision) bool {
+func (g *gate) admit(x Exchange, cfg *Config, d *Decision) bool {
 	canonical := d.canonical
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModePassthrough:
-		p.metrics.requests.WithLabelValues("protected", "passthrough").Inc()
+		g.metrics.requests.WithLabelValues("protected", "passthrough").Inc()
 		return true
 	case herdgatev1alpha1.ModeClosed:
 		if isBrowserPage(x) {
-			p.redirectToPage(x, canonical, "closed")
+			g.redirectToPage(x, canonical, "closed")
 		} else {
-			p.replyClosed(x, cfg, "protected")
+			g.replyClosed(x, cfg, "protected")
 		}
 		return false
 	}
-	visitor, _ := p.identify(x, cfg, false)
+	visitor, _ := g.identify(x, cfg, false)
 	if cfg.IdentityHeader != "" && queue.ValidateVisitorID(visitor) != nil {
-		p.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
+		g.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
 		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
 		return false
 	}
 	token := passToken(x, cfg)
-	now := p.now()
-	verified, result := p.verifyPass(cfg, token, visitor, now)
-	p.metrics.verified(result)
+	now := g.now()
+	verified, result := g.verifyPass(cfg, token, visitor, now)
+	g.metrics.verified(result)
 	if result == pass.Valid {
 		d.pass, d.hasPass = verified, true
-		if p.workload.Used(verified, now) {
-			p.metrics.firstUse.Observe(max(0, now.Sub(verified.NotBefore).Seconds()))
+		if g.workload.Used(verified, now) {
+			g.metrics.firstUse.Observe(max(0, now.Sub(verified.NotBefore).Seconds()))
 		}
-		p.reclaim.saw(verified, now)
+		g.reclaim.saw(verified, now)
 		if cfg.Sliding && !d.checking {
-			p.slide(x, cfg, verified, now)
+			g.slide(x, cfg, verified, now)
 		}
 		return true
 	}
-	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && p.redisDown.Load() && cfg.phaseAt(now) == phase.Open {
+	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && g.redisDown.Load() && cfg.phaseAt(now) == phase.Open {
 		// Never before the schedule opens the room, nor after it closes.
-		p.metrics.failOpen.Inc()
-		p.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
+		g.metrics.failOpen.Inc()
+		g.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
 		return true
 	}
-	r := p.room(x.Context(), cfg)
+	r := g.standing(x.Context(), cfg)
 	browser := isBrowserPage(x)
-	if browser && r.phase == phase.Open && r.known && !d.checking && p.admitAtOnce(x, cfg, r) {
+	if browser && r.phase == phase.Open && r.known && !d.checking && g.admitAtOnce(x, cfg, r) {
 		return true
 	}
 	x.SetHeader("X-Herdgate-Pass-Result", string(result))
 	switch {
 	case r.beforeOpening():
 		if browser {
-			p.redirectToPage(x, canonical, "not_open")
+			g.redirectToPage(x, canonical, "not_open")
 		} else {
-			p.replyNotOpen(x, cfg, r, "protected")
+			g.replyNotOpen(x, cfg, r, "protected")
 		}
 		return false
 	case r.phase == phase.Closed && !browser:
-		p.replyScheduleClosed(x, cfg, "protected")
+		g.replyScheduleClosed(x, cfg, "protected")
 		return false
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
-		p.redirectToPage(x, canonical, "redirected")
+		g.redirectToPage(x, canonical, "redirected")
 		return false
 	}
-	p.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
-	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: p.enterLink()})
+	g.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
+	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: g.enterLink()})
 	return false
 }
 
 // slide extends a Sliding pass that has used half its time: to ttl from now, up to maxSession after
 // its not-before time. The visitor gets the new pass as a cookie and in the pass header of the
 // response; its slot in Redis follows at the next sync.
-func (p *Proxy) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time) {
+func (g *gate) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time) {
 	if verified.Expiry.Sub(now) > cfg.PassTTL/2 {
 		return
 	}
@@ -329,8 +289,8 @@ func (p *Proxy) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time
 		return
 	}
 	pos := queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: verified.NotBefore, Expiry: expiry}}
-	x.SetHeader(PassHeader, p.setPassCookie(x, cfg, verified.Visitor, pos))
-	p.sessions.Renew(verified, expiry)
+	x.SetHeader(PassHeader, g.setPassCookie(x, cfg, verified.Visitor, pos))
+	g.sessions.Renew(verified, expiry)
 }
 
 // admitAtOnce enters a browser that asks for a protected page without a pass. While nobody waits and
@@ -338,28 +298,28 @@ func (p *Proxy) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time
 // never sees the waiting page. Otherwise it holds a place, which the waiting page then shows. The
 // entry checks apply as to any enter: a browser without what they ask for (an invitation, a proof of
 // work) enters nothing and goes to the waiting page, which asks for it.
-func (p *Proxy) admitAtOnce(x Exchange, cfg *Config, r room) bool {
-	visitor, ok := p.identify(x, cfg, true)
+func (g *gate) admitAtOnce(x Exchange, cfg *Config, r standing) bool {
+	visitor, ok := g.identify(x, cfg, true)
 	if !ok || queue.ValidateVisitorID(visitor) != nil {
 		return false
 	}
 	var granted entry.Outcome
-	if cfg.EntryChecks.Check(entry.Input{Request: x, Visitor: visitor, Now: p.now()}, &granted) != nil {
+	if cfg.EntryChecks.Check(entry.Input{Request: x, Visitor: visitor, Now: g.now()}, &granted) != nil {
 		return false
 	}
-	pos, err := p.q.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
+	pos, err := g.q.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			p.redisResult(err)
+			g.redisResult(err)
 		}
 		return false
 	}
-	p.redisResult(nil)
+	g.redisResult(nil)
 	if pos.State != queue.Admitted || pos.Pass.NotBefore.After(pos.Now) {
 		return false
 	}
-	p.setPassCookie(x, cfg, visitor, pos)
-	p.metrics.requests.WithLabelValues("protected", "admitted_at_once").Inc()
+	g.setPassCookie(x, cfg, visitor, pos)
+	g.metrics.requests.WithLabelValues("protected", "admitted_at_once").Inc()
 	return true
 }
 
@@ -370,12 +330,12 @@ func isBrowserPage(x Exchange) bool {
 }
 
 // redirectToPage sends a browser to the waiting page, which brings it back to canonical.
-func (p *Proxy) redirectToPage(x Exchange, canonical, outcome string) {
+func (g *gate) redirectToPage(x Exchange, canonical, outcome string) {
 	target := canonical
 	if q := x.RawQuery(); q != "" {
 		target += "?" + q
 	}
-	p.metrics.requests.WithLabelValues("protected", outcome).Inc()
+	g.metrics.requests.WithLabelValues("protected", outcome).Inc()
 	replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
 }
 

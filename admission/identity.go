@@ -6,6 +6,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/pass"
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // Who a request is for and from: the room it names where rooms share a host, the room's cookie
@@ -33,9 +34,9 @@ const RoomParam = "room"
 
 // enterLink is where a visitor enters the room: with the room parameter where the room shares its
 // host.
-func (p *Proxy) enterLink() string {
-	if p.sharesHost.Load() {
-		return reservedPrefix + "/enter?" + RoomParam + "=" + p.roomID
+func (s *roomState) enterLink() string {
+	if s.sharesHost.Load() {
+		return reservedPrefix + "/enter?" + RoomParam + "=" + s.roomID
 	}
 	return reservedPrefix + "/enter"
 }
@@ -66,7 +67,7 @@ func roomCookie(x Exchange, name, base string) string {
 // identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
 // mint is set and the visitor has no cookie yet, it issues one. It is the one place that tells who a
 // visitor is, for passes, enter and status alike.
-func (p *Proxy) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
+func (s *roomState) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
 	if cfg.IdentityHeader != "" {
 		v := x.Header(cfg.IdentityHeader)
 		return v, v != ""
@@ -122,25 +123,35 @@ func presentedOf(x Exchange, cfg *Config) presentedPass {
 
 // verifyPresented checks a pass kept by the gate as admit would have: for its visitor, at now, not
 // released, and issued for the opening in force.
-func (p *Proxy) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
+func (s *roomState) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
 	visitor := pp.identity
 	if cfg.IdentityHeader == "" {
 		visitor, _ = visitorOfCookie(cfg, pp.identity)
 	}
-	verified, result := p.verifyPass(cfg, pp.token, visitor, now)
+	verified, result := s.verifyPass(cfg, pp.token, visitor, now)
 	return verified, result == pass.Valid
 }
 
 // verifyPass is the one check of a pass: its MAC, its visitor and times, then whether its session
 // ended and whether it belongs to the opening in force.
-func (p *Proxy) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
+func (s *roomState) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
 	verified, result := cfg.Passes.Verify(token, visitor, now)
 	switch {
 	case result != pass.Valid:
-	case p.sessions.IsRevoked(verified):
+	case s.sessions.IsRevoked(verified):
 		result = pass.Released
 	case cfg.fromEarlierOpening(verified):
 		result = pass.EarlierOpening
 	}
 	return verified, result
+}
+
+// setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
+func (s *roomState) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) string {
+	token := cfg.Passes.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
+	x.SetCookie(&http.Cookie{
+		Name: cfg.Cookies.Pass, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
+	})
+	return token
 }

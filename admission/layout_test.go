@@ -1,6 +1,12 @@
 package admission_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,4 +34,75 @@ func TestTheGateImportsNoFront(t *testing.T) {
 			t.Errorf("the gate depends on %s", dep)
 		}
 	}
+}
+
+// TestEachFileServesOneRole: a room's roles (the gate, the visitor API, the replica runtime) meet
+// only in Proxy, so that whoever changes one reads its files alone. No file holds methods of two
+// roles, Proxy's own methods are in proxy.go (and set.go, as one room's Rooms), and the state the
+// roles share holds none of them.
+func TestEachFileServesOneRole(t *testing.T) {
+	roles := map[string]bool{"gate": true, "visitorAPI": true, "replicaRuntime": true}
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inFile := map[string]bool{}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				recv := receiverType(decl)
+				seen[recv] = true
+				if roles[recv] {
+					inFile[recv] = true
+				}
+				if recv == "Proxy" && path != "proxy.go" && path != "set.go" {
+					t.Errorf("%s: Proxy.%s belongs in proxy.go, with the rest of the composition", path, decl.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == "roomState" {
+						ast.Inspect(ts.Type, func(n ast.Node) bool {
+							if id, ok := n.(*ast.Ident); ok && (roles[id.Name] || id.Name == "Proxy") {
+								t.Errorf("%s: roomState holds a %s: the roles would reach each other around Proxy", path, id.Name)
+							}
+							return true
+						})
+					}
+				}
+			}
+		}
+		if len(inFile) > 1 {
+			t.Errorf("%s holds methods of %d roles (%v); give each its own file", path, len(inFile), slices.Sorted(maps.Keys(inFile)))
+		}
+	}
+	for role := range roles {
+		if !seen[role] {
+			t.Errorf("no methods of %s found: the test no longer sees the roles", role)
+		}
+	}
+}
+
+// receiverType is the name of a method's receiver type; "" for a function.
+func receiverType(decl *ast.FuncDecl) string {
+	if decl.Recv == nil || len(decl.Recv.List) == 0 {
+		return ""
+	}
+	typ := decl.Recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	if id, ok := typ.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
 }

@@ -19,16 +19,16 @@ import (
 // keeping the place. An admitted visitor gets its pass cookie and goes back to the page it asked for.
 
 // serveWithoutScript answers a load of the page without JavaScript.
-func (p *Proxy) serveWithoutScript(x Exchange, cfg *Config) {
+func (api *visitorAPI) serveWithoutScript(x Exchange, cfg *Config) {
 	query, _ := url.ParseQuery(x.RawQuery())
 	ret, carried := safeReturn(query.Get("return")), page.CarriedOf(query)
 	a := &recordedAnswer{Exchange: x, carried: carried}
-	if _, known := p.identify(x, cfg, false); known && query.Get("poll") != "" {
-		p.serveEnterOrStatus(a, cfg, false)
+	if _, known := api.identify(x, cfg, false); known && query.Get("poll") != "" {
+		api.serveEnterOrStatus(a, cfg, false)
 	}
 	if a.status == 0 || a.status == http.StatusNotFound {
 		*a = recordedAnswer{Exchange: x, carried: carried}
-		p.serveEnterOrStatus(a, cfg, true)
+		api.serveEnterOrStatus(a, cfg, true)
 	}
 	var pos positionBody
 	var e errorBody
@@ -36,25 +36,25 @@ func (p *Proxy) serveWithoutScript(x Exchange, cfg *Config) {
 	_ = json.Unmarshal(a.body, &e)
 	if a.status == http.StatusOK && e.Error == "" && pos.Admitted {
 		// The pass cookie is set: back to the page the visitor asked for.
-		p.metrics.requests.WithLabelValues("page", "admitted_without_script").Inc()
+		api.metrics.requests.WithLabelValues("page", "admitted_without_script").Inc()
 		x.SetHeader("Cache-Control", "no-store")
 		replyRedirect(x, ret)
 		return
 	}
-	st, refresh := p.stateWithoutScript(cfg, a, pos, e)
+	st, refresh := api.stateWithoutScript(cfg, a, pos, e)
 	if v := a.header.Get("Retry-After"); v != "" {
 		x.SetHeader("Retry-After", v)
 	}
-	p.metrics.requests.WithLabelValues("page", "without_script").Inc()
+	api.metrics.requests.WithLabelValues("page", "without_script").Inc()
 	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
 	d.Phase = st.Phase
 	d.WithoutScript(st, refresh, page.WithoutScriptURL(ret, carried, true))
-	p.renderPage(x, cfg, d, a.status)
+	api.renderPage(x, cfg, d, a.status)
 }
 
 // stateWithoutScript is what the page without JavaScript shows of the answer a, and when it
 // refreshes (0: it does not, the visitor has something to do first).
-func (p *Proxy) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionBody, e errorBody) (page.State, time.Duration) {
+func (api *visitorAPI) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionBody, e errorBody) (page.State, time.Duration) {
 	st := page.State{Phase: pos.Phase, Position: pos.Position, Depth: pos.QueueDepth, Bound: pos.PositionIsBound}
 	if sc := cfg.Schedule; sc != nil {
 		st.OpensAt, st.PreQueueFrom, st.ClosesAt = sc.OpensAt, sc.PreQueueFrom, sc.ClosesAt
@@ -69,7 +69,7 @@ func (p *Proxy) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionB
 		return st, time.Duration(pos.NextPollMs) * time.Millisecond
 	case "too_early":
 		// The place is kept: show it, and come back when a poll is allowed.
-		st.Phase, st.Position, st.Depth = p.pagePhase(cfg), e.Position, e.QueueDepth
+		st.Phase, st.Position, st.Depth = api.pagePhase(cfg), e.Position, e.QueueDepth
 		return st, time.Duration(e.RetryAfterMs) * time.Millisecond
 	case "not_open":
 		st.Phase = phase.Scheduled
@@ -78,16 +78,16 @@ func (p *Proxy) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionB
 		st.Phase = phase.Closed
 		return st, a.retryAfter(time.Minute)
 	case "lane_code_invalid", "lane_code_expired", "lane_code_used", "lane_code_wrong_queue", "lane_code_not_yet_valid":
-		st.Phase, st.Title, st.Summary = p.pagePhase(cfg), "titleLaneCode", "summaryLaneCode"
+		st.Phase, st.Title, st.Summary = api.pagePhase(cfg), "titleLaneCode", "summaryLaneCode"
 		return st, 0
 	case "invitation_required", "invitation_invalid", "invitation_expired", "invitation_used":
-		st.Phase, st.Title, st.Summary = p.pagePhase(cfg), "titleInvitation", "summaryInvitationOnly"
+		st.Phase, st.Title, st.Summary = api.pagePhase(cfg), "titleInvitation", "summaryInvitationOnly"
 		if e.Error == "invitation_expired" {
 			st.Summary = "summaryInvitationExpired"
 		}
 		return st, 0
 	}
-	st.Phase = p.pagePhase(cfg)
+	st.Phase = api.pagePhase(cfg)
 	switch {
 	case e.Header == ProofHeader || e.Header == ChallengeResponseHeader:
 		// A challenge is solved by the page's script.

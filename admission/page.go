@@ -49,17 +49,17 @@ func safeReturn(raw string) string {
 // servePage renders the waiting page: the site's template when the queue has one, else the built-in
 // page, in the visitor's language. A browser without JavaScript is sent on to the page that works
 // without it (nojs.go).
-func (p *Proxy) servePage(x Exchange, cfg *Config) {
+func (api *visitorAPI) servePage(x Exchange, cfg *Config) {
 	query, _ := url.ParseQuery(x.RawQuery())
 	ret := safeReturn(query.Get("return"))
 	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
-	d.Phase = p.pagePhase(cfg)
+	d.Phase = api.pagePhase(cfg)
 	d.SendWithoutScript(page.WithoutScriptURL(ret, page.CarriedOf(query), false))
-	p.renderPage(x, cfg, d, http.StatusOK)
+	api.renderPage(x, cfg, d, http.StatusOK)
 }
 
 // renderPage answers x with the page rendered with d, and status.
-func (p *Proxy) renderPage(x Exchange, cfg *Config, d page.Data, status int) {
+func (api *visitorAPI) renderPage(x Exchange, cfg *Config, d page.Data, status int) {
 	t := page.Builtin()
 	if cfg.PageTemplate != nil {
 		t = cfg.PageTemplate
@@ -67,7 +67,7 @@ func (p *Proxy) renderPage(x Exchange, cfg *Config, d page.Data, status int) {
 	body, err := t.Render(d)
 	if err != nil {
 		// The template rendered for every phase when it was checked; fall back to the built-in page.
-		p.log.Error(err, "Rendering the waiting page's template failed; serving the built-in page")
+		api.log.Error(err, "Rendering the waiting page's template failed; serving the built-in page")
 		if body, err = page.Builtin().Render(d); err != nil {
 			replyJSON(x, http.StatusInternalServerError, errorBody{Error: "internal", Message: "rendering the waiting page failed"})
 			return
@@ -83,7 +83,7 @@ func (p *Proxy) renderPage(x Exchange, cfg *Config, d page.Data, status int) {
 }
 
 // pagePhase is the room's phase by the proxy's clock, without asking Redis.
-func (p *Proxy) pagePhase(cfg *Config) phase.Phase {
+func (api *visitorAPI) pagePhase(cfg *Config) phase.Phase {
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModeClosed:
 		return phase.Closed
@@ -91,7 +91,7 @@ func (p *Proxy) pagePhase(cfg *Config) phase.Phase {
 		return phase.Passthrough
 	}
 	if cfg.Schedule != nil {
-		return cfg.phaseAt(p.now())
+		return cfg.phaseAt(api.now())
 	}
 	return phase.Open
 }

@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"time"
 
@@ -18,7 +17,7 @@ const maxNotOpenRetry = 5 * time.Minute
 // room is what the proxy knows of its queue's state: the plan ticks run (the scheduler's, published,
 // or the spec's until it has published one; an Adaptive rate is the scheduler's to choose), the room's
 // phase, and the timings it hands visitors, which are its own config's.
-type room struct {
+type standing struct {
 	abandonAfter, pollMin, pollMax time.Duration
 	plan                           capacity.Plan
 	phase                          phase.Phase
@@ -29,9 +28,9 @@ type room struct {
 }
 
 // room reads the published plan (cached for planTTL) and tells the room's phase from it.
-func (p *Proxy) room(ctx context.Context, cfg *Config) room {
-	r := room{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: phase.Open, known: true}
-	published, err := p.plans.Get(ctx)
+func (s *roomState) standing(ctx context.Context, cfg *Config) standing {
+	r := standing{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: phase.Open, known: true}
+	published, err := s.plans.Get(ctx)
 	if err == nil {
 		r.plan = published.Quota
 	}
@@ -48,7 +47,7 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 		return r
 	}
 	r.known = false
-	r.phase = cfg.phaseAt(p.now())
+	r.phase = cfg.phaseAt(s.now())
 	if r.phase == phase.Open {
 		r.phase = phase.Opening
 	}
@@ -57,7 +56,7 @@ func (p *Proxy) room(ctx context.Context, cfg *Config) room {
 
 // before says the room has not opened: visitors without a pass do not reach the protected routes,
 // and nobody is admitted.
-func (r room) beforeOpening() bool {
+func (r standing) beforeOpening() bool {
 	return r.phase == phase.Scheduled || r.phase == phase.PreQueue
 }
 
@@ -71,7 +70,7 @@ type scheduleTimes struct {
 	OpensInMs    int64      `json:"opensInMs,omitempty"`
 }
 
-func (p *Proxy) scheduleTimes(c *Config) scheduleTimes {
+func (s *roomState) scheduleTimes(c *Config) scheduleTimes {
 	sc := c.Schedule
 	if sc == nil {
 		return scheduleTimes{}
@@ -84,7 +83,7 @@ func (p *Proxy) scheduleTimes(c *Config) scheduleTimes {
 		return &t
 	}
 	st := scheduleTimes{PreQueueFrom: utc(sc.PreQueueFrom), OpensAt: utc(sc.OpensAt), ClosesAt: utc(sc.ClosesAt)}
-	if left := sc.OpensAt.Sub(p.now()); left > 0 {
+	if left := sc.OpensAt.Sub(s.now()); left > 0 {
 		st.OpensInMs = max(1, left.Milliseconds())
 	}
 	return st
@@ -103,19 +102,19 @@ func (c *Config) fromEarlierOpening(p pass.Pass) bool {
 // and, once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask
 // again: at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not
 // all come in the same millisecond.
-func (p *Proxy) replyNotOpen(x Exchange, cfg *Config, r room, class string) {
-	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: p.scheduleTimes(cfg)}
+func (s *roomState) replyNotOpen(x Exchange, cfg *Config, r standing, class string) {
+	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: s.scheduleTimes(cfg)}
 	if r.phase == phase.PreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
-		body.Enter = p.enterLink()
+		body.Enter = s.enterLink()
 	} else {
 		body.Message = "the room opens at opensAt; the pre-queue opens at preQueueFrom"
-		wait := cfg.Schedule.PreQueueFrom.Sub(p.now()) + time.Duration(p.rand.Float64()*float64(r.pollMin))
+		wait := cfg.Schedule.PreQueueFrom.Sub(s.now()) + time.Duration(s.rand.Float64()*float64(r.pollMin))
 		wait = min(max(wait, r.pollMin), maxNotOpenRetry)
 		retryAfter(x, wait)
 		body.RetryAfterMs = wait.Milliseconds()
 	}
-	p.metrics.requests.WithLabelValues(class, "not_open").Inc()
+	s.metrics.requests.WithLabelValues(class, "not_open").Inc()
 	replyJSON(x, http.StatusForbidden, body)
 }
 
@@ -132,20 +131,19 @@ type notOpenBody struct {
 // replyScheduleClosed answers a newcomer after closesAt: 503 closed. The room does not reopen by itself,
 // so the Retry-After every 503 carries is the longest the proxy tells anyone to wait: a schedule moved
 // or a next launch reaches the client by then.
-func (p *Proxy) replyScheduleClosed(x Exchange, cfg *Config, class string) {
-	p.metrics.requests.WithLabelValues(class, "closed").Inc()
+func (s *roomState) replyScheduleClosed(x Exchange, cfg *Config, class string) {
+	s.metrics.requests.WithLabelValues(class, "closed").Inc()
 	retryAfter(x, maxNotOpenRetry)
-	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: p.scheduleTimes(cfg),
+	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: s.scheduleTimes(cfg),
 		RetryAfterMs: maxNotOpenRetry.Milliseconds(),
 		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
 }
 
-// preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting
-// for the draw to give it one (around pollMin); shortest is the shortest hint it could have had.
-func (p *Proxy) preQueuePoll(r room, drawing bool) (hint, shortest time.Duration) {
-	d := r.pollMax
-	if drawing {
-		d = r.pollMin
-	}
-	return p.spread(d), time.Duration(math.Floor(float64(d) * (1 - capacity.PollSpread)))
+// replyClosed answers a request the closed room turns away: 503, to try again after the longest poll
+// interval.
+func (s *roomState) replyClosed(x Exchange, cfg *Config, class string) {
+	s.metrics.requests.WithLabelValues(class, "closed").Inc()
+	retryAfter(x, cfg.PollMax)
+	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phase.Closed,
+		Message: "the waiting room is closed for now; places already taken are kept"})
 }

@@ -2,11 +2,9 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,8 +18,8 @@ import (
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
-// The Proxy: what it runs on, how it is made, and the state it keeps beside the config in force (the
-// config's generation, Redis' health, draining). Its decisions are in gate.go.
+// The Proxy: what it runs on, how it is made, and its roles composed into what fronts and hosts call.
+// The state the roles share is in room.go.
 
 // Engine is what the gate needs of the queue engine. A *queue.Queue is the one it runs on; unit tests
 // give it one in memory.
@@ -47,39 +45,34 @@ type Options struct {
 	Replica string
 }
 
-// Proxy is the admission proxy's gate: it decides every request (a route, a visitor, a pass; enter,
-// status and the proxy's other endpoints) and says how a request it lets through goes upstream. The
-// fronts (package front) only carry bytes: they adapt a request to an Exchange, ask Decide, forward
-// as the Decision says and report the upstream's answer through an UpstreamCall.
+// Proxy is one room as a proxy replica serves it (docs/glossary.md), made of three roles over the
+// state they share (roomState):
+//   - the gate (gate.go, upstream.go) decides every request to the room's routes and says how one it
+//     lets through goes upstream;
+//   - the visitor API (endpoints.go and the files it serves from) answers herdgate's own paths,
+//     /.herdgate/*: enter, status, the waiting page;
+//   - the replica runtime (run.go) keeps the loops beside the requests: Redis' health, the reports,
+//     the sessions' sync, far positions, the write-back after a failover.
+//
+// The roles reach each other only through Proxy, whose methods are what fronts and hosts call (the
+// host, which feeds a room its config from Kubernetes, is package host). The fronts (package front)
+// only carry bytes: they adapt a request to an Exchange, ask Decide, forward as the Decision says and
+// report the upstream's answer through an UpstreamCall.
 type Proxy struct {
-	cfg     atomic.Pointer[Config]
-	queue   string // namespace/name
-	q       Engine
-	plans   *queue.PlanCache
-	metrics *metrics
-	log     logr.Logger
-	now     func() time.Time
-	rand    capacity.Rand
-
-	redisDown atomic.Bool
-	draining  atomic.Bool
-	// redisRetryAt is when, after a failed Redis call, visitor calls try Redis again (UnixNano).
-	redisRetryAt atomic.Int64
-	state        configState
-	// What this replica keeps in memory between its calls to Redis (package replica).
-	sessions *replica.Sessions
-	workload *replica.WorkloadMeter
-	polls    replica.PollStretches
-	far      *replica.FarPositions
-	// reclaim writes back the passes visitors hold after a failover of Redis.
-	reclaim reclaimer
-	// verifier calls an external challenge's provider.
-	verifier *http.Client
-	// roomID names the room in herdgate's links where rooms share a host (RoomParam); sharesHost
-	// says the room shares one in a shared proxy set, so that its links carry it.
-	roomID     string
-	sharesHost atomic.Bool
+	*roomState
+	gate     *gate
+	visitors *visitorAPI
+	runtime  *replicaRuntime
 }
+
+// gate is the room's gate (glossary: gate): Decide and what follows a forward.
+type gate struct{ *roomState }
+
+// visitorAPI answers the room's own paths under /.herdgate/.
+type visitorAPI struct{ *roomState }
+
+// replicaRuntime is the room's loops beside the requests (Run).
+type replicaRuntime struct{ *roomState }
 
 // NewProxy serves cfg's queue, stored in store.
 func NewProxy(cfg *Config, store *queue.Store, opts Options) (*Proxy, error) {
@@ -105,8 +98,9 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 // NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
 func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
 	namespace, name, _ := strings.Cut(queueName, "/")
-	p := &Proxy{queue: queueName, roomID: herdgatev1alpha1.RoomID(namespace, name), q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
+	s := &roomState{queue: queueName, roomID: herdgatev1alpha1.RoomID(namespace, name), q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
 		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+	p := &Proxy{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
 	p.state.init(opts.Replica)
 	if d, ok := engine.(durableEngine); ok {
 		p.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -139,57 +133,6 @@ type globalRand struct{}
 
 func (globalRand) Float64() float64 { return rand.Float64() }
 
-// SetConfig applies a changed config to the requests that start after it.
-func (p *Proxy) SetConfig(cfg *Config) {
-	if cfg.PageProblem != nil {
-		p.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
-	}
-	if d, ok := p.q.(durableEngine); ok {
-		var wait time.Duration
-		if cfg.Replicated {
-			wait = queue.DefaultReplicaWait
-		}
-		d.SetReplicated(wait)
-	}
-	if l, ok := p.q.(laneEngine); ok {
-		// The derivation checked the names the engine checks.
-		if err := l.SetLanes(cfg.LaneNames()); err != nil {
-			p.log.Error(err, "Setting the room's lanes")
-		}
-	}
-	p.cfg.Store(cfg)
-	p.state.applied(cfg.Generation)
-	p.metrics.configGeneration.Set(float64(cfg.Generation))
-	p.metrics.configRefused.Set(0)
-}
-
-// RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
-// config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
-func (p *Proxy) RefuseConfig(generation int64, err error) {
-	if p.state.refused(generation, err.Error()) {
-		p.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
-			"generation", generation, "serving", p.state.serving())
-		p.metrics.configRefusals.Inc()
-	}
-	p.metrics.configRefused.Set(1)
-}
-
-// Queue names the queue the proxy serves, as namespace/name.
-func (p *Proxy) Queue() string { return p.queue }
-
-// Config returns the config in force; nil before the first valid one.
-func (p *Proxy) Config() *Config { return p.cfg.Load() }
-
-// configNow is the config in force: the event's running now (spec.events), or the room's own; nil
-// before the first valid one.
-func (p *Proxy) configNow() *Config {
-	cfg := p.cfg.Load()
-	if cfg == nil || len(cfg.events) == 0 {
-		return cfg
-	}
-	return cfg.At(p.now())
-}
-
 // MetricsHandler serves the proxy's Prometheus metrics: the room's labelled waitingqueue="namespace/name"
 // as a shared proxy set's are, so that one query finds a room's series whichever kind of proxy serves
 // it, and the process's own.
@@ -198,53 +141,56 @@ func (p *Proxy) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{p.metrics.process, room}, promhttp.HandlerOpts{})
 }
 
-// redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once
-// instead of calling: while Redis is away each call would wait out its bound, and the visitors with
-// it. The first call after it tries Redis again (and the proxy's own check every second does too).
-const redisRetryAfterError = 500 * time.Millisecond
+// What fronts and hosts call: the roles, composed.
 
-// redisResting says Redis failed a moment ago: enter and status answer 503 without calling it.
-func (p *Proxy) redisResting() bool {
-	return p.redisDown.Load() && p.now().UnixNano() < p.redisRetryAt.Load()
+// Decide is the gate, for a front: it returns whether the request goes upstream (and how), the
+// answer the gate gives it instead, or that the path is herdgate's own. escapedPath is the request
+// target's path as it came; fragment says the target carried a '#'. The decision carries the config
+// it was made under. The gate reads the request through x and writes nothing to it.
+func (p *Proxy) Decide(x Exchange, escapedPath string, fragment bool) Decision {
+	return p.gate.decide(x, p.configNow(), escapedPath, fragment, false)
 }
 
-// Draining says StartDrain was called: fronts ask their clients to close their connections.
-func (p *Proxy) Draining() bool { return p.draining.Load() }
-
-// Log is the proxy's logger, for the fronts' own errors.
-func (p *Proxy) Log() logr.Logger { return p.log }
-
-// StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
-func (p *Proxy) StartDrain() { p.draining.Store(true) }
-
-// CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
-func (p *Proxy) CheckRedis(ctx context.Context) error {
-	return p.checkRedisFor(ctx, time.Time{})
+// DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
+// ext_authz) and forwards it itself. Nothing is handed out on the allow path, since not every
+// gateway can set a cookie on an allowed request: a browser without a pass is never admitted at once
+// (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
+// pass is not extended. An allowed request is reported with Allowed.
+func (p *Proxy) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
+	d := p.gate.decide(x, p.configNow(), escapedPath, fragment, true)
+	if d.verdict != Reserved {
+		p.state.checks.Add(1) // the gateway asks: GatewayChecking
+	}
+	return d
 }
 
-// checkRedisFor is CheckRedis for the check due at moment, whose PING the rooms on the same Redis
-// share (queue.Queue.PingFor).
-func (p *Proxy) checkRedisFor(ctx context.Context, moment time.Time) error {
-	err := p.q.PingFor(ctx, moment)
-	p.redisResult(err)
-	return err
+// ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
+// status, the waiting page and the room's other endpoints, under the config it was decided with.
+func (p *Proxy) ServeReserved(x Exchange, d Decision) {
+	if d.cfg == nil {
+		p.serveUnconfigured(x, d.canonical)
+		return
+	}
+	p.visitors.serveReserved(x, d.cfg, d.canonical)
 }
 
-func (p *Proxy) redisResult(err error) {
-	down := err != nil && !errors.Is(err, context.Canceled)
-	if down {
-		p.redisRetryAt.Store(p.now().Add(redisRetryAfterError).UnixNano())
+// Allowed records a request a gateway was told it may pass: it is counted, and on a completion route
+// it ends the session, since no answer of the workload reaches the gate.
+func (p *Proxy) Allowed(d Decision) {
+	p.metrics.requests.WithLabelValues(d.class, "allowed").Inc()
+	if d.completion {
+		p.gate.afterUpstream(d, http.StatusOK, "")
 	}
-	if p.redisDown.Swap(down) != down {
-		if down {
-			p.log.Error(err, "Redis is unreachable")
-		} else {
-			p.log.Info("Redis is reachable again")
-		}
-	}
-	if down {
-		p.metrics.redisUp.Set(0)
-	} else {
-		p.metrics.redisUp.Set(1)
-	}
+}
+
+// BeginUpstream counts a request going upstream as d decided it.
+func (p *Proxy) BeginUpstream(d Decision) *UpstreamCall { return p.gate.beginUpstream(d) }
+
+// Run keeps what the proxy does beside answering requests, until ctx ends: it pings Redis every
+// redisCheckInterval (1 s when zero) for FailOpen, reports the config it serves to the manager,
+// syncs sessions, reports the workload it measured, keeps far positions and, after a failover of
+// Redis, writes back the passes visitors hold. A program that serves
+// the Proxy through a front of its own runs it beside.
+func (p *Proxy) Run(ctx context.Context, redisCheckInterval time.Duration) {
+	p.runtime.run(ctx, redisCheckInterval)
 }

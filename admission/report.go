@@ -1,8 +1,6 @@
 package admission
 
 import (
-	"context"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,43 +77,4 @@ func (s *configState) report(now time.Time) queue.ProxyReport {
 		s.checksSeen, s.checksAt = n, now
 	}
 	return s.current
-}
-
-// reportConfig writes this replica's report to Redis at once on every change and every
-// ReportInterval, until ctx ends. Without a replica name it does nothing.
-func (p *Proxy) reportConfig(ctx context.Context) {
-	if p.state.current.Replica == "" {
-		return
-	}
-	t := time.NewTicker(ReportInterval)
-	defer t.Stop()
-	for {
-		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := p.q.ReportProxy(callCtx, p.state.report(time.Now())); err != nil && ctx.Err() == nil {
-			p.log.V(1).Info("Reporting the config to Redis failed; will retry", "error", err.Error())
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-p.state.changed:
-		}
-	}
-}
-
-// serveUnconfigured answers a request to the normalised path canonical ("" for any other) while the
-// proxy has no valid config: alive, not ready, and nothing reaches the upstream or the queue.
-func (p *Proxy) serveUnconfigured(x Exchange, canonical string) {
-	switch canonical {
-	case reservedPrefix + "/healthz":
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
-	case reservedPrefix + "/readyz":
-		replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "not_configured"})
-	default:
-		p.metrics.requests.WithLabelValues("internal", "not_configured").Inc()
-		retryAfter(x, 5*time.Second)
-		replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "not_configured",
-			Message: "the waiting room has no valid configuration yet; try again shortly"})
-	}
 }

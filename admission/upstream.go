@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,7 +32,7 @@ var (
 // UpstreamCall is one forward to the upstream, from the moment it leaves until its answer's headers
 // or its failure. Answered, Failed and End may each be called; only the first counts.
 type UpstreamCall struct {
-	p        *Proxy
+	g        *gate
 	d        Decision
 	start    time.Time
 	inFlight prometheus.Gauge
@@ -41,12 +42,12 @@ type UpstreamCall struct {
 	done     atomic.Bool
 }
 
-// BeginUpstream counts a request going upstream as d decided it.
-func (p *Proxy) BeginUpstream(d Decision) *UpstreamCall {
-	c := &UpstreamCall{p: p, d: d, start: time.Now(), inFlight: p.metrics.upstreamGauge(d.class), measured: d.class == "protected"}
+// beginUpstream counts a request going upstream as d decided it (Proxy.BeginUpstream).
+func (g *gate) beginUpstream(d Decision) *UpstreamCall {
+	c := &UpstreamCall{g: g, d: d, start: time.Now(), inFlight: g.metrics.upstreamGauge(d.class), measured: d.class == "protected"}
 	c.inFlight.Inc()
 	if c.measured {
-		c.began = p.workload.Begin()
+		c.began = g.workload.Begin()
 	}
 	return c
 }
@@ -58,7 +59,7 @@ func (c *UpstreamCall) finish(failed bool) bool {
 	}
 	c.inFlight.Dec()
 	if c.measured {
-		c.p.workload.End(c.began, failed)
+		c.g.workload.End(c.began, failed)
 	}
 	return true
 }
@@ -69,9 +70,9 @@ func (c *UpstreamCall) Answered(status int, release string) {
 	if !c.finish(status >= 500) {
 		return
 	}
-	c.p.metrics.forwarded(c.d.class, time.Since(c.start))
-	c.p.metrics.answered(c.d.class, status)
-	c.p.afterUpstream(c.d, status, release)
+	c.g.metrics.forwarded(c.d.class, time.Since(c.start))
+	c.g.metrics.answered(c.d.class, status)
+	c.g.afterUpstream(c.d, status, release)
 }
 
 // Failed records that the upstream gave no answer, or that the visitor's body could not be read
@@ -80,26 +81,26 @@ func (c *UpstreamCall) Answered(status int, release string) {
 // too.
 func (c *UpstreamCall) Failed(x Exchange, err error) {
 	c.finish(upstreamFault(err, 0))
-	c.p.upstreamFailed(x, err, c.d)
+	c.g.upstreamFailed(x, err, c.d)
 }
 
 // End ends a call the front gave up on without an answer or a failure; it counts nothing more.
 func (c *UpstreamCall) End() { c.finish(false) }
 
 // upstreamFailed answers a request the upstream did not answer, or whose body the visitor spoilt.
-func (p *Proxy) upstreamFailed(x Exchange, err error, d Decision) {
+func (g *gate) upstreamFailed(x Exchange, err error, d Decision) {
 	if errors.Is(err, context.Canceled) {
 		return // the visitor went away
 	}
 	if errors.Is(err, ErrVisitorBody) {
-		p.metrics.requests.WithLabelValues("open", "bad_body").Inc()
+		g.metrics.requests.WithLabelValues("open", "bad_body").Inc()
 		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"})
 		return
 	}
 	kind, message := upstreamErrorKind(err)
-	p.log.Error(err, "Forwarding upstream failed", "path", d.canonical, "kind", kind)
-	p.metrics.requests.WithLabelValues(d.class, "upstream_error").Inc()
-	p.metrics.upstreamErrors.WithLabelValues(d.class, kind).Inc()
+	g.log.Error(err, "Forwarding upstream failed", "path", d.canonical, "kind", kind)
+	g.metrics.requests.WithLabelValues(d.class, "upstream_error").Inc()
+	g.metrics.upstreamErrors.WithLabelValues(d.class, kind).Inc()
 	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable", Message: message})
 }
 
@@ -125,4 +126,24 @@ func upstreamErrorKind(err error) (kind, message string) {
 		return "closed", "the upstream closed the connection before answering"
 	}
 	return "other", "the upstream could not be reached"
+}
+
+// afterUpstream ends the session of the request's pass when the workload says so, on any route: with
+// the release header, or by answering a completion route with a 2xx or 3xx. A pass the gate did not
+// check (the route is not a protected one, or the room let it through without one) is checked now,
+// and only now: most answers end nothing.
+func (g *gate) afterUpstream(d Decision, status int, release string) {
+	released := strings.EqualFold(strings.TrimSpace(release), "true")
+	completed := d.completion && status >= 200 && status < 400
+	if !released && !completed {
+		return
+	}
+	switch {
+	case d.hasPass:
+		g.sessions.Release(d.pass)
+	case d.presented.token != "" && d.cfg != nil:
+		if verified, ok := g.verifyPresented(d.cfg, d.presented, g.now()); ok {
+			g.sessions.Release(verified)
+		}
+	}
 }

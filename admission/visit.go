@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"time"
 
@@ -29,7 +30,7 @@ type visit struct {
 	enter bool
 	// class labels its metrics: "enter" or "status".
 	class string
-	r     room
+	r     standing
 	// visitor is who asks, once identified.
 	visitor string
 	// laneCode is entry.Outcome.LaneCode of an enter: which of its tokens is a lane code's use.
@@ -39,41 +40,41 @@ type visit struct {
 // serveEnterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status: the mode's and the
 // schedule's answers first, then who asks, then the answer far from the front (the proxy's alone)
 // or the engine's, and one reply per state the engine tells.
-func (p *Proxy) serveEnterOrStatus(x Exchange, cfg *Config, enter bool) {
+func (api *visitorAPI) serveEnterOrStatus(x Exchange, cfg *Config, enter bool) {
 	v := &visit{x: x, cfg: cfg, enter: enter, class: "status"}
 	if enter {
 		v.class = "enter"
 	}
-	if p.modeAnswers(v) {
+	if api.modeAnswers(v) {
 		return
 	}
-	v.r = p.room(x.Context(), cfg)
-	if p.scheduleAnswers(v) || !p.identifyVisit(v) {
+	v.r = api.standing(x.Context(), cfg)
+	if api.scheduleAnswers(v) || !api.identifyVisit(v) {
 		return
 	}
-	if !enter && p.farPathOpen(cfg, v.r) {
+	if !enter && api.farPathOpen(cfg, v.r) {
 		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
-		if seq, ok := p.place(x, cfg, v.visitor); ok && p.serveFar(x, cfg, v.r, v.visitor, seq) {
+		if seq, ok := api.place(x, cfg, v.visitor); ok && api.serveFar(x, cfg, v.r, v.visitor, seq) {
 			return
 		}
 	}
-	if pos, ok := p.askEngine(v); ok {
-		p.replyPosition(v, pos)
+	if pos, ok := api.askEngine(v); ok {
+		api.replyPosition(v, pos)
 	}
 }
 
 // modeAnswers answers for a room its mode switched off or closed to newcomers.
-func (p *Proxy) modeAnswers(v *visit) bool {
+func (api *visitorAPI) modeAnswers(v *visit) bool {
 	switch v.cfg.Mode {
 	case herdgatev1alpha1.ModePassthrough:
 		// The room is switched off: nobody needs a pass, so everybody is through.
 		zero := int64(0)
-		p.metrics.requests.WithLabelValues(v.class, "passthrough").Inc()
+		api.metrics.requests.WithLabelValues(v.class, "passthrough").Inc()
 		replyJSON(v.x, http.StatusOK, positionBody{Admitted: true, Phase: phase.Passthrough, EstimatedWaitSeconds: &zero})
 		return true
 	case herdgatev1alpha1.ModeClosed:
 		if v.enter {
-			p.replyClosed(v.x, v.cfg, v.class)
+			api.replyClosed(v.x, v.cfg, v.class)
 			return true
 		}
 	}
@@ -81,19 +82,19 @@ func (p *Proxy) modeAnswers(v *visit) bool {
 }
 
 // scheduleAnswers answers an enter the schedule settles without the engine.
-func (p *Proxy) scheduleAnswers(v *visit) bool {
+func (api *visitorAPI) scheduleAnswers(v *visit) bool {
 	if !v.enter || v.cfg.Schedule == nil {
 		return false
 	}
 	switch {
-	case v.r.phase == phase.Scheduled && v.cfg.phaseAt(p.now()) == phase.Scheduled:
+	case v.r.phase == phase.Scheduled && v.cfg.phaseAt(api.now()) == phase.Scheduled:
 		// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
-		p.replyNotOpen(v.x, v.cfg, v.r, v.class)
+		api.replyNotOpen(v.x, v.cfg, v.r, v.class)
 		return true
 	case !v.r.known:
 		// The scheduler has not published this schedule's phase yet; the engine would take the
 		// visitor as if the room had no schedule.
-		p.metrics.requests.WithLabelValues(v.class, "starting").Inc()
+		api.metrics.requests.WithLabelValues(v.class, "starting").Inc()
 		retryAfter(v.x, time.Second)
 		replyJSON(v.x, http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: v.r.phase,
 			Message: "the waiting room is getting ready; try again shortly"})
@@ -103,18 +104,18 @@ func (p *Proxy) scheduleAnswers(v *visit) bool {
 }
 
 // identifyVisit finds who asks (an enter may mint a visitor cookie), or answers that it cannot.
-func (p *Proxy) identifyVisit(v *visit) bool {
-	visitor, ok := p.identify(v.x, v.cfg, v.enter)
+func (api *visitorAPI) identifyVisit(v *visit) bool {
+	visitor, ok := api.identify(v.x, v.cfg, v.enter)
 	if ok {
 		v.visitor = visitor
 		return true
 	}
-	p.metrics.requests.WithLabelValues(v.class, "identity_required").Inc()
+	api.metrics.requests.WithLabelValues(v.class, "identity_required").Inc()
 	if v.cfg.IdentityHeader != "" {
 		replyJSON(v.x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: v.cfg.IdentityHeader})
 		return false
 	}
-	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: p.enterLink()}
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.enterLink()}
 	if v.cfg.Schedule != nil {
 		body.Phase = v.r.phase
 	}
@@ -124,18 +125,18 @@ func (p *Proxy) identifyVisit(v *visit) bool {
 
 // askEngine runs the entry checks of an enter, then asks the engine where the visitor stands; it
 // answers what stops it (a refused entry, a bad identity, Redis away).
-func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
-	if p.redisResting() {
-		p.replyUnavailable(v)
+func (api *visitorAPI) askEngine(v *visit) (queue.Position, bool) {
+	if api.redisResting() {
+		api.replyUnavailable(v)
 		return queue.Position{}, false
 	}
 	var pos queue.Position
 	var err error
 	if v.enter {
 		var granted entry.Outcome
-		if refused := v.cfg.EntryChecks.Check(entry.Input{Request: v.x, Visitor: v.visitor, Now: p.now()}, &granted); refused != nil {
+		if refused := v.cfg.EntryChecks.Check(entry.Input{Request: v.x, Visitor: v.visitor, Now: api.now()}, &granted); refused != nil {
 			if !refused.Failed || v.cfg.Shadow == nil || !v.cfg.Shadow.ChallengeFailed {
-				p.metrics.requests.WithLabelValues(v.class, refused.Code).Inc()
+				api.metrics.requests.WithLabelValues(v.class, refused.Code).Inc()
 				replyJSON(v.x, refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link})
 				return pos, false
 			}
@@ -143,117 +144,117 @@ func (p *Proxy) askEngine(v *visit) (queue.Position, bool) {
 			// learns nothing to retry with (docs/guides/entry-control.md, "The shadow queue").
 			granted.Limit.Shadow = true
 		}
-		if held, lane, ok := p.heldPlace(v.x, v.cfg, v.visitor); ok {
+		if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); ok {
 			granted.Limit.HeldPlace, granted.Limit.HeldLane = held, lane
 		}
 		v.laneCode = granted.LaneCode
-		pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
+		pos, err = api.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
 	} else {
-		pos, err = p.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
+		pos, err = api.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
 		if err == nil && pos.State == queue.NotQueued {
 			// A failover may have lost the place: the visitor asks for it back, and for nothing else
 			// (docs/guides/redis.md, "Places").
-			if held, lane, ok := p.heldPlace(v.x, v.cfg, v.visitor); ok {
-				pos, err = p.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, HeldLane: lane, OnlyHeldPlace: true})
+			if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); ok {
+				pos, err = api.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, HeldLane: lane, OnlyHeldPlace: true})
 			}
 		}
 	}
 	switch {
 	case errors.Is(err, queue.ErrInvalidVisitor):
-		p.metrics.requests.WithLabelValues(v.class, "bad_identity").Inc()
+		api.metrics.requests.WithLabelValues(v.class, "bad_identity").Inc()
 		replyJSON(v.x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: err.Error()})
 		return pos, false
 	case errors.Is(err, context.Canceled):
 		return pos, false
 	case err != nil:
-		p.redisResult(err)
-		p.replyUnavailable(v)
+		api.redisResult(err)
+		api.replyUnavailable(v)
 		return pos, false
 	}
-	p.redisResult(nil)
+	api.redisResult(nil)
 	return pos, true
 }
 
-func (p *Proxy) replyUnavailable(v *visit) {
-	p.metrics.requests.WithLabelValues(v.class, "unavailable").Inc()
+func (api *visitorAPI) replyUnavailable(v *visit) {
+	api.metrics.requests.WithLabelValues(v.class, "unavailable").Inc()
 	retryAfter(v.x, 2*time.Second)
 	replyJSON(v.x, http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"})
 }
 
 // replyPosition answers with where the engine says the visitor stands.
-func (p *Proxy) replyPosition(v *visit, pos queue.Position) {
+func (api *visitorAPI) replyPosition(v *visit, pos queue.Position) {
 	if v.cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
-		p.metrics.requests.WithLabelValues(v.class, "closed").Inc()
+		api.metrics.requests.WithLabelValues(v.class, "closed").Inc()
 		replyQueueing(v.x, v.cfg, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase.Closed,
-			NextPollMs: p.spread(v.r.pollMax).Milliseconds()})
+			NextPollMs: api.spread(v.r.pollMax).Milliseconds()})
 		return
 	}
 	switch pos.State {
 	case queue.TokenSpent:
-		p.replyTokenSpent(v, pos)
+		api.replyTokenSpent(v, pos)
 	case queue.RateLimited:
 		// The client took its burst of places: it may come back when it has earned one.
-		p.metrics.requests.WithLabelValues(v.class, "rate_limited").Inc()
+		api.metrics.requests.WithLabelValues(v.class, "rate_limited").Inc()
 		retryAfter(v.x, pos.RetryAfter)
 		replyJSON(v.x, http.StatusTooManyRequests, errorBody{Error: "too_many_entries",
 			Message: "this address took its share of places; try again later", RetryAfterMs: max(1, pos.RetryAfter.Milliseconds())})
 	case queue.NotQueued:
-		p.replyNotQueued(v, pos)
+		api.replyNotQueued(v, pos)
 	case queue.TurnedAway:
 		if pos.Phase == phase.Closed {
-			p.replyScheduleClosed(v.x, v.cfg, v.class)
+			api.replyScheduleClosed(v.x, v.cfg, v.class)
 			return
 		}
 		v.r.phase = pos.Phase
-		p.replyNotOpen(v.x, v.cfg, v.r, v.class)
+		api.replyNotOpen(v.x, v.cfg, v.r, v.class)
 	case queue.PreQueued, queue.Drawing:
-		p.replyPreQueued(v, pos)
+		api.replyPreQueued(v, pos)
 	case queue.Admitted:
-		p.serveAdmitted(v.x, v.cfg, v.class, v.visitor, pos, p.visitPhase(v))
+		api.serveAdmitted(v.x, v.cfg, v.class, v.visitor, pos, api.visitPhase(v))
 	case queue.Waiting:
-		p.replyWaiting(v, pos)
+		api.replyWaiting(v, pos)
 	}
 }
 
 // replyShadowed answers a visitor holding a shadow place as one waiting behind everyone: the same
 // body, polls, Retry-After and place as such a visitor gets, but the place is one no proxy takes
 // back (shadowPlace), and its polls are always Redis's (which are exact, and so bounds too).
-func (p *Proxy) replyShadowed(v *visit, pos queue.Position) {
+func (api *visitorAPI) replyShadowed(v *visit, pos queue.Position) {
 	r := v.r
 	if len(v.cfg.Lanes) > 0 {
 		r.plan = r.plan.Share(v.cfg.laneShare(""))
 	}
-	stretch := p.stretch(v.cfg, r, pos.Depth)
-	if p.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
+	stretch := api.stretch(v.cfg, r, pos.Depth)
+	if api.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
 		return
 	}
-	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: p.visitPhase(v), scheduleTimes: p.scheduleTimes(v.cfg)}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: api.scheduleTimes(v.cfg)}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
-	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
+	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
 	if pos.Seq > 0 {
 		// As a main-queue place reads: far from the front, a poll that brings the place is answered
 		// from the snapshot (serveFar) while there is a fresh one, as a bound without the place; any
 		// other far answer comes from Redis with the place, and near the front the place comes once.
-		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
+		far := pos.Position > v.cfg.ExactPositions && api.farPathOpen(v.cfg, r)
 		token := shadowPlace(v.cfg, v.visitor, pos.Seq)
 		held := heldToken(v.x, v.cfg) == token
 		switch {
-		case far && held && !v.enter && p.far.SnapshotAge(p.now()) <= replica.FarSnapshotMaxAge:
+		case far && held && !v.enter && api.far.SnapshotAge(api.now()) <= replica.FarSnapshotMaxAge:
 			body.PositionIsBound = true
 		case far || !held:
 			body.Place = giveToken(v.x, v.cfg, token)
 		}
 	}
-	p.metrics.requests.WithLabelValues(v.class, "shadowed").Inc()
+	api.metrics.requests.WithLabelValues(v.class, "shadowed").Inc()
 	replyQueueing(v.x, v.cfg, body)
 }
 
 // visitPhase is the phase told to a visitor the engine placed.
-func (p *Proxy) visitPhase(v *visit) phase.Phase {
+func (api *visitorAPI) visitPhase(v *visit) phase.Phase {
 	if v.cfg.Schedule == nil {
 		return phase.Open
 	}
@@ -265,7 +266,7 @@ func (p *Proxy) visitPhase(v *visit) phase.Phase {
 }
 
 // replyTokenSpent answers an entry whose single-use invitation or solution entered another visitor.
-func (p *Proxy) replyTokenSpent(v *visit, pos queue.Position) {
+func (api *visitorAPI) replyTokenSpent(v *visit, pos queue.Position) {
 	body := errorBody{Error: "invitation_used", Message: "the invitation entered another visitor already", Header: InvitationHeader}
 	switch {
 	case v.laneCode > 0 && pos.Token == v.laneCode-1:
@@ -276,13 +277,13 @@ func (p *Proxy) replyTokenSpent(v *visit, pos queue.Position) {
 			body.Header = ChallengeResponseHeader
 		}
 	}
-	p.metrics.requests.WithLabelValues(v.class, body.Error).Inc()
+	api.metrics.requests.WithLabelValues(v.class, body.Error).Inc()
 	replyJSON(v.x, http.StatusConflict, body)
 }
 
-func (p *Proxy) replyNotQueued(v *visit, pos queue.Position) {
-	p.metrics.requests.WithLabelValues(v.class, "not_queued").Inc()
-	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: p.enterLink()}
+func (api *visitorAPI) replyNotQueued(v *visit, pos queue.Position) {
+	api.metrics.requests.WithLabelValues(v.class, "not_queued").Inc()
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.enterLink()}
 	if v.cfg.Schedule != nil {
 		// The engine's phase is the freshest, once the scheduler has published this schedule.
 		body.Phase = v.r.phase
@@ -293,24 +294,24 @@ func (p *Proxy) replyNotQueued(v *visit, pos queue.Position) {
 	replyJSON(v.x, http.StatusNotFound, body)
 }
 
-func (p *Proxy) replyPreQueued(v *visit, pos queue.Position) {
+func (api *visitorAPI) replyPreQueued(v *visit, pos queue.Position) {
 	drawing := pos.State == queue.Drawing
-	hint, shortest := p.preQueuePoll(v.r, drawing)
-	if p.pollTooEarly(v.x, v.class, v.enter, pos, shortest) {
+	hint, shortest := api.preQueuePoll(v.r, drawing)
+	if api.pollTooEarly(v.x, v.class, v.enter, pos, shortest) {
 		return
 	}
-	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: p.scheduleTimes(v.cfg)}
+	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: api.scheduleTimes(v.cfg)}
 	outcome := "pre_queued"
 	if drawing {
 		body.Phase, outcome = phase.Opening, "drawing"
 	}
-	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
+	api.metrics.requests.WithLabelValues(v.class, outcome).Inc()
 	replyQueueing(v.x, v.cfg, body)
 }
 
-func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
+func (api *visitorAPI) replyWaiting(v *visit, pos queue.Position) {
 	if pos.Shadow {
-		p.replyShadowed(v, pos)
+		api.replyShadowed(v, pos)
 		return
 	}
 	r := v.r
@@ -322,32 +323,32 @@ func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
 		r.plan = r.plan.Share(v.cfg.laneShare(""))
 	}
 	if pos.Lane == "" {
-		p.far.NoteDepth(pos.Depth)
+		api.far.NoteDepth(pos.Depth)
 	}
 	// The shortest interval this visitor could have been told.
-	stretch := p.stretch(v.cfg, r, pos.Depth)
-	if p.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
+	stretch := api.stretch(v.cfg, r, pos.Depth)
+	if api.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
 		return
 	}
-	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: p.visitPhase(v), Lane: pos.Lane, scheduleTimes: p.scheduleTimes(v.cfg)}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: api.scheduleTimes(v.cfg)}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
-	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, p.rand).Milliseconds()
+	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
 	switch {
 	case pos.Seq > 0 && pos.Lane == "":
 		// Every waiting visitor of the main queue holds its place: far from the front its polls are
 		// answered without Redis, and after a failover that lost the place it brings it back. Near
 		// the front the place is sent once, far from it with every answer.
-		far := pos.Position > v.cfg.ExactPositions && p.farPathOpen(v.cfg, r)
-		if held, ok := p.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
-			body.Place = p.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
+		far := pos.Position > v.cfg.ExactPositions && api.farPathOpen(v.cfg, r)
+		if held, ok := api.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
+			body.Place = api.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
 		}
 	case pos.Seq > 0:
 		// A lane's visitor polls Redis (its lane is short), and its place names the lane, which a
 		// failover that lost the place gives it back in.
-		if held, lane, ok := p.heldPlace(v.x, v.cfg, v.visitor); !ok || held != pos.Seq || lane != pos.Lane {
+		if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); !ok || held != pos.Seq || lane != pos.Lane {
 			body.Place = giveToken(v.x, v.cfg, v.cfg.Signer.LanePlace(v.visitor, pos.Lane, pos.Seq))
 		}
 	}
@@ -355,6 +356,16 @@ func (p *Proxy) replyWaiting(v *visit, pos queue.Position) {
 	if pos.Restored {
 		outcome = "restored"
 	}
-	p.metrics.requests.WithLabelValues(v.class, outcome).Inc()
+	api.metrics.requests.WithLabelValues(v.class, outcome).Inc()
 	replyQueueing(v.x, v.cfg, body)
+}
+
+// preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting
+// for the draw to give it one (around pollMin); shortest is the shortest hint it could have had.
+func (api *visitorAPI) preQueuePoll(r standing, drawing bool) (hint, shortest time.Duration) {
+	d := r.pollMax
+	if drawing {
+		d = r.pollMin
+	}
+	return api.spread(d), time.Duration(math.Floor(float64(d) * (1 - capacity.PollSpread)))
 }
