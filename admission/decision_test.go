@@ -83,7 +83,7 @@ func TestTheGateReturnsItsDecisionAsAValue(t *testing.T) {
 			}
 		})
 	}
-	unconfigured := admission.NewProxyOn("shop/orders", admissiontest.NewMemoryEngine(queue.PublishedPlan{}), admission.Options{})
+	unconfigured, _ := admissiontest.NewRoom("shop/orders", nil, admission.Options{})
 	r := httptest.NewRequest(http.MethodGet, "http://shop.example/checkout", nil)
 	if d := unconfigured.Decide(readOnly{admissiontest.NewRequest(r), t}, "/checkout", false); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusServiceUnavailable {
 		t.Errorf("a room without a config: verdict %d, %d; want its 503", d.Verdict(), d.Reply().Status)

@@ -49,15 +49,9 @@ func gateFor(t *testing.T, change func(*builder.QueueBuilder)) (*gated, *admissi
 	if change != nil {
 		change(b)
 	}
-	cfg, err := admission.NewConfig(b.Obj(), []byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: mustQuota(14),
-		PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: time.Minute})
+	cfg := admissiontest.Config(t, b.Obj())
 	rt := &roundTrips{}
-	p := admission.NewProxyOn("shop/orders", engine, admission.Options{Rand: fixedRand(0.5)})
-	p.SetConfig(cfg)
+	p, engine := admissiontest.NewRoom("shop/orders", cfg, admission.Options{Rand: fixedRand(0.5)})
 	return &gated{p, front.NewNetHTTP(p, front.NetHTTPOptions{UpstreamTransport: rt})}, engine, rt, cfg
 }
 

@@ -11,12 +11,15 @@ import (
 )
 
 // MemoryEngine is an admission.Engine in memory. Every visitor's enter and status answer is the
-// position set for it (the zero Position when none is); the plan is the one set.
+// position set for it. A visitor with none that enters takes the next place at the back, as on a
+// real queue, and keeps it; one that only asks its status is not queued. The plan is the one set.
 type MemoryEngine struct {
 	mu        sync.Mutex
 	positions map[string]queue.Position
 	plan      queue.PublishedPlan
 	err       error
+	// arrivals counts the places entering handed out.
+	arrivals int64
 }
 
 // NewMemoryEngine is an engine that serves plan.
@@ -54,7 +57,18 @@ func (e *MemoryEngine) position(visitor string) (queue.Position, error) {
 }
 
 func (e *MemoryEngine) EnterFrom(_ context.Context, v string, _ time.Duration, _ queue.EntryLimit) (queue.Position, error) {
-	return e.position(v)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return queue.Position{}, e.err
+	}
+	if pos, ok := e.positions[v]; ok {
+		return pos, nil
+	}
+	e.arrivals++
+	pos := queue.Position{State: queue.Waiting, Position: e.arrivals, Depth: e.arrivals, Seq: e.arrivals, Now: time.Now()}
+	e.positions[v] = pos
+	return pos, nil
 }
 
 func (e *MemoryEngine) Status(_ context.Context, v string, _ time.Duration) (queue.Position, error) {

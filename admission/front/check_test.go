@@ -13,7 +13,6 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/admissiontest"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
@@ -26,17 +25,7 @@ func checked(t testing.TB) (*admission.Proxy, *admissiontest.MemoryEngine, http.
 	wq := builder.Queue("shop", "orders").UID("uid-1").UpstreamURL("http://orders.internal:8080").Identity("X-User-Id").
 		Routes(builder.Route("/checkout", true, "GET"), builder.Route("/api/v1/orders", false, "POST")).Obj()
 	wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
-	cfg, err := admission.NewConfig(wq, testKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine := admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota})
-	p := admission.NewProxyOn("shop/orders", engine, admission.Options{})
-	p.SetConfig(cfg)
+	p, engine := admissiontest.NewRoom("shop/orders", admissiontest.Config(t, wq), admission.Options{})
 	return p, engine, NewNetHTTP(p, NetHTTPOptions{})
 }
 

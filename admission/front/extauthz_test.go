@@ -19,8 +19,6 @@ import (
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/admissiontest"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
-	"github.com/herdgate/herdgate/internal/capacity"
-	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -28,22 +26,13 @@ import (
 // protects /checkout, shop/tickets /tickets and is Closed. It returns a client and shop/orders' proxy.
 func grpcCheck(t *testing.T) (authv3.AuthorizationClient, *admission.Proxy) {
 	t.Helper()
-	quota, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	proxies := map[string]*admission.Proxy{}
 	for _, b := range []*builder.QueueBuilder{
 		builder.Queue("shop", "orders").UID("uid-1").Routes(builder.Route("/checkout", true, "GET"), builder.Route("/api/v1/orders", false, "POST")),
 		builder.Queue("shop", "tickets").UID("uid-2").Routes(builder.Route("/tickets", true, "GET")).Mode(herdgatev1alpha1.ModeClosed),
 	} {
 		wq := b.UpstreamURL("http://workload.internal:8080").Obj()
-		cfg, err := admission.NewConfig(wq, testKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := admission.NewProxyOn(wq.Namespace+"/"+wq.Name, admissiontest.NewMemoryEngine(queue.PublishedPlan{Quota: quota}), admission.Options{})
-		p.SetConfig(cfg)
+		p, _ := admissiontest.NewRoom(wq.Namespace+"/"+wq.Name, admissiontest.Config(t, wq), admission.Options{})
 		proxies[p.Queue()] = p
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/admissiontest"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
 // The fronts' own behaviour, on the in-memory engine; the contract tests in package admission run
 // both fronts on a real Redis.
 
-var testKey = []byte("0123456789abcdef0123456789abcdef")
+var testKey = admissiontest.Key
 
 func mustURL(s string) *url.URL {
 	u, err := url.Parse(s)
@@ -40,7 +41,7 @@ func configOf(t *testing.T, upstream string, generation int64) *admission.Config
 
 func proxyOn(t *testing.T, cfg *admission.Config) *admission.Proxy {
 	t.Helper()
-	p, _ := memoryRoom(t, "shop/orders", cfg)
+	p, _ := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
 	return p
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/admissiontest"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
@@ -44,7 +45,7 @@ func TestAGatewayRoomForwardsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, engine := memoryRoom(t, "shop/orders", cfg)
+		p, engine := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
 		// bea would be admitted at once by a Proxy room.
 		engine.SetPosition("bea", queue.Position{State: queue.Admitted, Now: now,
 			Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})

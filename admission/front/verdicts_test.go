@@ -72,7 +72,7 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			builder.RouteOn("tickets.example", "/tickets", true, "GET")),
 		"unconfigured": nil,
 	} {
-		p, engine := memoryRoom(t, "shop/"+name, nil)
+		p, engine := admissiontest.NewRoom("shop/"+name, nil, admission.Options{})
 		engines[name] = engine
 		if b != nil {
 			wq := b.UID(types.UID("uid-" + name)).UpstreamURL("http://workload.internal:8080").Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
