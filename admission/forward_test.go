@@ -37,7 +37,7 @@ var (
 func TestNothingOfHerdgatesReachesTheUpstream(t *testing.T) {
 	onBothFronts(t, func(t *testing.T) {
 		up := startRawUpstream(t)
-		h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+		h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Upstream.URL = ptr.To(up.URL())
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 			wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "health", Path: ptr.To(herdgatev1alpha1.RoutePath("/health"))}}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/admissiontest"
 	"github.com/herdgate/herdgate/admission/front"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -57,12 +58,14 @@ func (rec *recorder) all() []upstreamCall {
 	return append([]upstreamCall(nil), rec.calls...)
 }
 
-// harness is a proxy in front of a recording upstream, on a real Redis.
+// harness is a proxy in front of a recording upstream, on a real Redis, or on a memory engine for the
+// tests of decisions that need no queue (newMemoryHarness).
 type harness struct {
 	t        *testing.T
 	redis    *testenv.Redis
 	store    *queue.Store
 	q        *queue.Queue
+	engine   *admissiontest.MemoryEngine
 	proxy    *admission.Proxy
 	server   *httptest.Server
 	upstream *recorder
@@ -84,17 +87,26 @@ func newHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harn
 	return newHarnessWith(t, harnessOptions{}, change)
 }
 
+// newMemoryHarness is the harness on a memory engine (admissiontest): for decisions over routes,
+// paths, passes and what reaches the upstream, which no queue takes part in. Its engine answers
+// every enter and status with the position set for the visitor, and it cannot admit.
+func newMemoryHarness(t *testing.T, change func(*herdgatev1alpha1.WaitingQueue)) *harness {
+	t.Helper()
+	return newHarnessWith(t, harnessOptions{memory: true}, change)
+}
+
 // harnessOptions are what some tests give the harness's proxy beyond the queue: the Secret values its
-// fields refer to (by Secret name and key) and a clock.
+// fields refer to (by Secret name and key), a clock, and a memory engine in place of Redis.
 type harnessOptions struct {
 	secrets  map[string]map[string]string
 	passKeys string
 	now      func() time.Time
+	memory   bool
 }
 
 func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1alpha1.WaitingQueue)) *harness {
 	t.Helper()
-	h := &harness{t: t, redis: testenv.StartRedis(t), upstream: &recorder{}, key: make([]byte, 32)}
+	h := &harness{t: t, upstream: &recorder{}, key: make([]byte, 32)}
 	_, _ = rand.Read(h.key)
 	up := httptest.NewServer(h.upstream)
 	t.Cleanup(up.Close)
@@ -107,6 +119,17 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if err != nil {
 		t.Fatal(err)
 	}
+	proxyOptions := admission.Options{Rand: fixedRand(0.5), Now: opts.now}
+	if opts.memory {
+		plan := admissiontest.ReferencePlan()
+		plan.AbandonAfter = harnessAbandonAfter
+		h.engine = admissiontest.NewMemoryEngine(plan)
+		h.proxy = admission.NewProxyOn(h.wq.Namespace+"/"+h.wq.Name, h.engine, proxyOptions)
+		h.proxy.SetConfig(cfg)
+		h.server = serveFront(t, h.proxy)
+		return h
+	}
+	h.redis = testenv.StartRedis(t)
 	rdb, err := queue.NewClient(h.redis.URL(), queue.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +140,7 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if h.q, err = h.store.Queue("shop", "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if h.proxy, err = admission.NewProxy(cfg, h.store, admission.Options{Rand: fixedRand(0.5), Now: opts.now}); err != nil {
+	if h.proxy, err = admission.NewProxy(cfg, h.store, proxyOptions); err != nil {
 		t.Fatal(err)
 	}
 	h.server = serveFront(t, h.proxy)
@@ -196,21 +219,33 @@ func mustQuota(num int64) capacity.Plan {
 	return p
 }
 
+// harnessAbandonAfter is how long the harness's queue keeps a silent visitor.
+const harnessAbandonAfter = 5 * time.Minute
+
 // publishPlan publishes the reference plan, as the scheduler would.
 func (h *harness) publishPlan() {
 	h.t.Helper()
-	if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{
-		Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
-	}); err != nil {
+	plan := admissiontest.ReferencePlan()
+	plan.AbandonAfter = harnessAbandonAfter
+	if err := h.redisQueue().PublishPlan(context.Background(), plan); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// redisQueue is the harness's queue on Redis; a memory harness has none, and fails the test.
+func (h *harness) redisQueue() *queue.Queue {
+	h.t.Helper()
+	if h.q == nil {
+		h.t.Fatal("this step needs the queue on Redis: use newHarness, not newMemoryHarness")
+	}
+	return h.q
 }
 
 // admit runs one scheduler tick admitting up to n visitors with not-before now + offset.
 func (h *harness) admit(n int, offset time.Duration) queue.AdmitResult {
 	h.t.Helper()
 	h.tick++
-	res, err := h.q.Admit(context.Background(), queue.AdmitRequest{TickID: h.tick, Limit: n, Lead: offset, PassTTL: 5 * time.Minute, AbandonAfter: 5 * time.Minute})
+	res, err := h.redisQueue().Admit(context.Background(), queue.AdmitRequest{TickID: h.tick, Limit: n, Lead: offset, PassTTL: 5 * time.Minute, AbandonAfter: harnessAbandonAfter})
 	if err != nil {
 		h.t.Fatal(err)
 	}

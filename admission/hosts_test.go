@@ -59,7 +59,7 @@ func TestRoutesForOneHostThroughGateways(t *testing.T) {
 		}
 	}
 	t.Run("herdgate-proxy", func(t *testing.T) {
-		h := newHarness(t, hosted)
+		h := newMemoryHarness(t, hosted)
 		run(t, h.server.URL, func() int { return len(h.upstream.all()) })
 	})
 	for name, gw := range gateways {

@@ -31,7 +31,7 @@ func TestPageLanguage(t *testing.T) {
 }
 
 func TestTheBuiltInPageSpeaksKorean(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	ko := h.visitor().do(http.MethodGet, "/.herdgate/", nil, "Accept-Language", "ko-KR,ko;q=0.9")
 	if ko.StatusCode != http.StatusOK || !strings.Contains(string(ko.body), `<html lang="ko">`) ||
 		!strings.Contains(string(ko.body), "대기열에서 기다리는 중입니다") || ko.Header.Get("Content-Language") != "ko" {

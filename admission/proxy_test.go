@@ -207,7 +207,7 @@ func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 }
 
 func TestProtectedRoutesNeedAPass(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	v := h.visitor()
 	res := v.do(http.MethodPost, "/api/v1/orders", strings.NewReader("{}"), "Accept", "application/json")
 	if res.StatusCode != http.StatusForbidden || strings.TrimSpace(string(res.body)) != `{"error":"pass_required","enter":"/.herdgate/enter"}` {
@@ -239,7 +239,7 @@ func TestProtectedRoutesNeedAPass(t *testing.T) {
 }
 
 func TestNoSpellingOfAProtectedPathBypassesTheGate(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	token := h.proxy.Config().Signer.Issue("somebody", time.Now().Add(-time.Second), time.Now().Add(time.Minute))
 	variants := []struct{ method, path string }{
 		{"POST", "/api/v1/orders"},
@@ -300,7 +300,7 @@ func TestNoSpellingOfAProtectedPathBypassesTheGate(t *testing.T) {
 }
 
 func TestBadPassesAreRefused(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	signer := h.proxy.Config().Signer
 	v := h.visitor()
 	v.enter() // known visitor: the cookie names it
@@ -436,7 +436,7 @@ func TestOpenRoutesPassThroughUnchanged(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream.URL = ptr.To(up.URL) })
+	h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream.URL = ptr.To(up.URL) })
 
 	res, err := http.Get(h.server.URL + "/stream")
 	if err != nil {
@@ -583,7 +583,7 @@ func TestRedisOutage(t *testing.T) {
 }
 
 func TestReservedEndpoints(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	v := h.visitor()
 	for path, want := range map[string]int{"/.herdgate/healthz": 200, "/.herdgate/readyz": 200, "/.herdgate/nope": 404} {
 		if res := v.do(http.MethodGet, path, nil); res.StatusCode != want || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
@@ -628,7 +628,7 @@ func TestWaitingPageAcceptsOnlySameOriginReturns(t *testing.T) {
 			t.Errorf("SafeReturn(%q) = %q, want %q", in, got, want)
 		}
 	}
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	res := h.visitor().do(http.MethodGet, "/.herdgate/?return="+"https%3A%2F%2Fevil.example%2F", nil)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(res.body), `data-return="/"`) {
 		t.Fatalf("waiting page with a foreign return: %d, body has data-return=\"/\": %v", res.StatusCode, strings.Contains(string(res.body), `data-return="/"`))
@@ -656,7 +656,7 @@ func TestWaitingPageAcceptsOnlySameOriginReturns(t *testing.T) {
 }
 
 func TestConfigChangesApplyLive(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	v := h.visitor()
 	if res := v.do(http.MethodPost, "/api/v2/checkout", nil); res.StatusCode != http.StatusOK {
 		t.Fatalf("an unprotected path: %d", res.StatusCode)
@@ -710,7 +710,7 @@ func TestContractOnNetHTTP(t *testing.T) {
 }
 
 func TestHeaderSizeLimit(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	v := h.visitor()
 	if res := v.do(http.MethodGet, "/open", nil, "X-Big", strings.Repeat("a", 8<<10)); res.StatusCode != http.StatusOK {
 		t.Fatalf("8 KiB of headers: %d %s", res.StatusCode, res.body)
@@ -725,7 +725,7 @@ func TestHeaderSizeLimit(t *testing.T) {
 }
 
 func TestClientConnectionCloseIsHonoured(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	for _, req := range []string{
 		"GET /open HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n",
 		"GET /open HTTP/1.0\r\nHost: shop\r\n\r\n",
@@ -754,7 +754,7 @@ func TestClientConnectionCloseIsHonoured(t *testing.T) {
 }
 
 func TestFrontServeEndsWithItsListener(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -875,7 +875,7 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 // A connection that sends nothing, or not a whole request, in time is closed without an answer: a
 // client keeping it idle would read an answer as unsolicited.
 func TestFrontClosesSilentConnectionsWithoutAnAnswer(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // upstream, its 5xx answers and its failures by kind, and tells the visitor which kind failed.
 func TestUpstreamInFlightAndErrors(t *testing.T) {
 	onBothFronts(t, func(t *testing.T) {
-		h := newHarness(t, nil)
+		h := newMemoryHarness(t, nil)
 		release := make(chan struct{})
 		var once sync.Once
 		arrived := make(chan struct{}, 1)

@@ -28,7 +28,7 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 			time.Sleep(think)
 		}))
 		defer workload.Close()
-		h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+		h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 			wq.Spec.Upstream = herdgatev1alpha1.UpstreamSpec{URL: &workload.URL}
 		})
