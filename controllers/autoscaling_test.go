@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -65,8 +64,8 @@ var _ = Describe("Proxy autoscaling", func() {
 		By("keeping the count the autoscaler chose when the spec changes")
 		scaleTo(deploy, 5)
 		hash := deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy.Resources = &herdgatev1alpha1.ProxyResources{Requests: herdgatev1alpha1.ResourceQuantities{corev1.ResourceCPU: "250m"}}
+		update(wq, func(b *builder.QueueBuilder) {
+			b.ProxyResources(&herdgatev1alpha1.ProxyResources{Requests: herdgatev1alpha1.ResourceQuantities{corev1.ResourceCPU: "250m"}})
 		})
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
@@ -80,9 +79,7 @@ var _ = Describe("Proxy autoscaling", func() {
 		}, "2s", interval).Should(Succeed())
 
 		By("following the bounds, and the disruption budget the minimum")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy.Autoscaling.MinReplicas, wq.Spec.Proxy.Autoscaling.MaxReplicas = ptr.To[int32](1), 8
-		})
+		update(wq, func(b *builder.QueueBuilder) { b.Autoscaling(1, 8) })
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, key, hpa)).To(Succeed())
 			g.Expect(hpa.Spec.MinReplicas).To(HaveValue(BeEquivalentTo(1)))
@@ -92,10 +89,7 @@ var _ = Describe("Proxy autoscaling", func() {
 		replicasAre(deploy, 5)
 
 		By("taking the count back, and deleting the autoscaler, when autoscaling is removed")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy.Autoscaling = nil
-			wq.Spec.Proxy.Replicas = ptr.To[int32](3)
-		})
+		update(wq, func(b *builder.QueueBuilder) { b.WithoutAutoscaling().ProxyReplicas(3) })
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, key, &autoscalingv2.HorizontalPodAutoscaler{}))
 		}, timeout, interval).Should(BeTrue())
@@ -103,8 +97,7 @@ var _ = Describe("Proxy autoscaling", func() {
 	})
 
 	It("hands a fixed count over to the autoscaler without dropping it", func() {
-		wq := builder.Queue(mainNamespace, "orders-fixed-then-autoscaled").Obj()
-		wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Replicas: ptr.To[int32](4)}
+		wq := builder.Queue(mainNamespace, "orders-fixed-then-autoscaled").ProxyReplicas(4).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: wq.Namespace, Name: wq.ProxyName()}}
@@ -112,9 +105,7 @@ var _ = Describe("Proxy autoscaling", func() {
 
 		// Server-side apply removes a field its only owner stops applying: without the handover the
 		// count would fall to the API's default of 1 until the autoscaler acts.
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy.Autoscaling = &herdgatev1alpha1.ProxyAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 10}
-		})
+		update(wq, func(b *builder.QueueBuilder) { b.Autoscaling(2, 10) })
 		Eventually(func() error {
 			return k8sClient.Get(ctx, keyOf(deploy), &autoscalingv2.HorizontalPodAutoscaler{})
 		}, timeout, interval).Should(Succeed())

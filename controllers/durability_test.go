@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -23,14 +22,14 @@ var _ = Describe("Redis durability", func() {
 	}
 
 	It("keeps a queue that sets only spec.redis.durability on the manager's Redis, its admissions waiting for a replica", func() {
-		wq := builder.Queue(mainNamespace, "orders-replicated").Durability(herdgatev1alpha1.RedisDurabilityReplicated).Obj()
-		wq.Spec.Suspend = ptr.To(true) // fill the queue before the first admission
+		// Suspended, to fill the queue before the first admission.
+		wq := builder.Queue(mainNamespace, "orders-replicated").Durability(herdgatev1alpha1.RedisDurabilityReplicated).Suspend(true).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		Expect(get(wq).Spec.Redis.SecretRef).To(BeNil())
 		enter(engineQueue(wq), "r", 100)
 
-		gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		gen := update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), gen)) }, timeout, interval).Should(Equal(100))
 		Eventually(func() *metav1.Condition { return condition(wq, herdgatev1alpha1.ConditionRedisAvailable) }, timeout, interval).
 			Should(HaveField("Status", metav1.ConditionTrue))

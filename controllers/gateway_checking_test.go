@@ -118,7 +118,7 @@ var _ = Describe("Gateway checking", func() {
 			HaveField("Type", "Normal"))
 
 		By("dropping the condition and the figure when the proxy enforces the room")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = herdgatev1alpha1.EnforcementProxy })
+		update(wq, func(b *builder.QueueBuilder) { b.Enforcement(herdgatev1alpha1.EnforcementProxy) })
 		Eventually(func(g Gomega) {
 			st := get(wq).Status
 			g.Expect(meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionGatewayChecking)).To(BeNil())

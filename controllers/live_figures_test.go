@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/builder"
 )
 
@@ -31,7 +30,7 @@ var _ = Describe("Live figures", func() {
 		Expect(string(kubectlAs("figures-viewer", "get", "wq", "-n", mainNamespace, wq.Name, "-o", "wide"))).To(ContainSubstring("FIGURES"))
 
 		By("showing a drained room as drained within the tick that drained it, not at its next read")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		// 300 at 14 a tick drain in about 2 s; the room then sleeps 10 s before it reads again, and a
 		// status of live figures alone waits up to 10 s more: 8 s tells the two apart.
 		Eventually(func(g Gomega) {

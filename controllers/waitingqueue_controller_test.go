@@ -57,13 +57,16 @@ func get(wq *herdgatev1alpha1.WaitingQueue) *herdgatev1alpha1.WaitingQueue {
 	return out
 }
 
-// update changes a WaitingQueue's spec and returns the new generation.
-func update(wq *herdgatev1alpha1.WaitingQueue, change func(*herdgatev1alpha1.WaitingQueue)) int64 {
+// update changes a WaitingQueue's spec through the builder, as its owner edits it, and returns the
+// new generation.
+func update(wq *herdgatev1alpha1.WaitingQueue, change func(*builder.QueueBuilder)) int64 {
 	GinkgoHelper()
 	var gen int64
 	Eventually(func() error {
 		cur := get(wq)
-		change(cur)
+		b := builder.From(cur)
+		change(b)
+		cur.Spec = b.Obj().Spec
 		if err := k8sClient.Update(ctx, cur); err != nil {
 			return err
 		}
@@ -235,7 +238,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 
 		By("keeping the HMAC key and rolling the proxy when its settings change")
 		hash := deploy.Spec.Template.Annotations[controllers.ConfigHashAnnotation]
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy.Replicas = ptr.To[int32](3) })
+		update(wq, func(b *builder.QueueBuilder) { b.ProxyReplicas(3) })
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, keyOf(deploy), deploy)).To(Succeed())
 			g.Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
@@ -245,11 +248,11 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(secret.Data[herdgatev1alpha1.SecretHMACKey]).To(Equal(key))
 
 		By("dropping the disruption budget at one replica, where it would only block a node's drain")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy.Replicas = ptr.To[int32](1) })
+		update(wq, func(b *builder.QueueBuilder) { b.ProxyReplicas(1) })
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(pdb), &policyv1.PodDisruptionBudget{}))
 		}, timeout, interval).Should(BeTrue())
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy.Replicas = ptr.To[int32](3) })
+		update(wq, func(b *builder.QueueBuilder) { b.ProxyReplicas(3) })
 		Eventually(func() error { return k8sClient.Get(ctx, keyOf(pdb), &policyv1.PodDisruptionBudget{}) }, timeout, interval).Should(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, keyOf(deploy), deploy)).To(Succeed())
@@ -284,7 +287,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		q := engineQueue(wq)
 		ids := enter(q, "v", 300)
 
-		gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		gen := update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), gen)) }, timeout, interval).Should(Equal(300))
 		Eventually(func(g Gomega) {
 			st := get(wq).Status
@@ -344,7 +347,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 				Expect(p.Lane).To(Equal(lane))
 			}
 		}
-		gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		gen := update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), gen)) }, timeout, interval).Should(BeNumerically(">=", 500))
 		// The first 35 ticks of 14, while every lane is busy: 50 %, 20 % and 30 % of their 490, to within
 		// the visitor one tick's fraction carries.
@@ -379,7 +382,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 
 		// Dropping a lane moves its visitors to the main queue, at their arrival.
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		update(wq, func(b *builder.QueueBuilder) { b.Suspend(true) })
 		// The queue may have drained by now: the tick that publishes the suspension also takes back
 		// the instant budget, so the late member cannot be admitted at once.
 		Eventually(func(g Gomega) {
@@ -390,7 +393,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		late, err := q.EnterFrom(ctx, "m-late", time.Hour, queue.EntryLimit{Lane: "members"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(late.Lane).To(Equal("members"))
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Lanes = wq.Spec.Lanes[1:] })
+		update(wq, func(b *builder.QueueBuilder) { b.Lanes(wq.Spec.Lanes[1:]...) })
 		Eventually(func(g Gomega) {
 			lanes := get(wq).Status.Lanes
 			g.Expect(lanes).To(HaveLen(2))
@@ -457,10 +460,10 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		enter(engineQueue(wq), "t", 3000)
 
-		running := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		running := update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), running)) }, timeout, interval).Should(BeNumerically(">=", 5))
 
-		slower := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Tick = &metav1.Duration{Duration: 2 * tick} })
+		slower := update(wq, func(b *builder.QueueBuilder) { b.Tick(2 * tick) })
 		Eventually(func(g Gomega) {
 			g.Expect(get(wq).Status.Plan.BatchSize).To(BeEquivalentTo(28))
 			g.Expect(get(wq).Status.Plan.AdmissionsPerSecond).To(Equal("140"))
@@ -495,7 +498,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		enter(q, "s", 2000)
 		Eventually(func() int { return admittedIn(ticks.of(keyOf(wq))) }, timeout, interval).Should(BeNumerically(">", 0))
 
-		suspended := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		suspended := update(wq, func(b *builder.QueueBuilder) { b.Suspend(true) })
 		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), suspended)) }, timeout, interval).Should(BeNumerically(">=", 10))
 		Eventually(func(g Gomega) {
 			c := condition(wq, herdgatev1alpha1.ConditionAdmitting)
@@ -511,7 +514,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			return st.Depth
 		}, 5*tick, tick).Should(Equal(depth.Depth + 5))
 
-		resumed := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(false) })
+		resumed := update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func() int { return len(since(ticks.of(keyOf(wq)), resumed)) }, timeout, interval).Should(BeNumerically(">=", 3))
 		for _, r := range ticks.of(keyOf(wq)) {
 			switch {
@@ -548,7 +551,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			{herdgatev1alpha1.ModePassthrough, metav1.ConditionTrue, herdgatev1alpha1.ReasonPassthrough, herdgatev1alpha1.ReasonPassthrough},
 		} {
 			By("switching to " + string(tc.mode))
-			gen := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = tc.mode })
+			gen := update(wq, func(b *builder.QueueBuilder) { b.Mode(tc.mode) })
 			Eventually(func(g Gomega) {
 				st := get(wq).Status
 				open := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen)
@@ -563,7 +566,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 				Expect(r.Result.Admitted).To(BeEmpty())
 			}
 		}
-		back := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Mode = herdgatev1alpha1.ModeQueue })
+		back := update(wq, func(b *builder.QueueBuilder) { b.Mode(herdgatev1alpha1.ModeQueue) })
 		Eventually(func() int { return admittedIn(since(ticks.of(keyOf(wq)), back)) }, timeout, interval).Should(BeNumerically(">=", 14))
 	})
 
@@ -915,7 +918,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 
 		By("taking back the values of a room that leaves for a proxy of its own")
-		update(rooms[1], func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Proxy = nil })
+		update(rooms[1], func(b *builder.QueueBuilder) { b.Proxy(nil) })
 		Eventually(func(g Gomega) {
 			g.Expect(setValues(g)).NotTo(HaveKey(HavePrefix("pool-b_")))
 			g.Expect(setValues(g)).To(HaveKey(herdgatev1alpha1.ProxySetKey("pool-a", herdgatev1alpha1.SecretHMACKey)))
@@ -926,9 +929,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 
 		By("deleting the own proxy of a room that joins")
-		update(rooms[1], func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Shared: "pool", Hosts: []herdgatev1alpha1.Hostname{"b.shop.example"}}
-		})
+		update(rooms[1], func(b *builder.QueueBuilder) { b.Shared("pool", "b.shop.example") })
 		Eventually(func(g Gomega) {
 			g.Expect(setValues(g)).To(HaveKey(herdgatev1alpha1.ProxySetKey("pool-b", herdgatev1alpha1.SecretHMACKey)))
 			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: mainNamespace, Name: rooms[1].ProxyName()}, &appsv1.Deployment{}))).To(BeTrue())
@@ -954,12 +955,11 @@ var _ = Describe("WaitingQueue reconciler", func() {
 	})
 
 	It("reports an object the API server refuses in Programmed, with its message, and keeps the plan", func() {
-		wq := sampleQueue(mainNamespace, "orders-refused")
 		// The schema takes it; only the Deployment's own validation can tell: extended resources are whole.
-		wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{Resources: &herdgatev1alpha1.ProxyResources{
+		wq := builder.Queue(mainNamespace, "orders-refused").ProxyResources(&herdgatev1alpha1.ProxyResources{
 			Requests: herdgatev1alpha1.ResourceQuantities{"example.com/device": "500m"},
 			Limits:   herdgatev1alpha1.ResourceQuantities{"example.com/device": "500m"},
-		}}
+		}).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
 		Eventually(func(g Gomega) {
@@ -978,9 +978,9 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		GinkgoWriter.Println("Programmed:", condition(wq, herdgatev1alpha1.ConditionProgrammed).Message)
 
 		By("applying once the spec is fixed")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Proxy.Resources = &herdgatev1alpha1.ProxyResources{Requests: herdgatev1alpha1.ResourceQuantities{"example.com/device": "1"},
-				Limits: herdgatev1alpha1.ResourceQuantities{"example.com/device": "1"}}
+		update(wq, func(b *builder.QueueBuilder) {
+			b.ProxyResources(&herdgatev1alpha1.ProxyResources{Requests: herdgatev1alpha1.ResourceQuantities{"example.com/device": "1"},
+				Limits: herdgatev1alpha1.ResourceQuantities{"example.com/device": "1"}})
 		})
 		Eventually(func(g Gomega) {
 			c := condition(wq, herdgatev1alpha1.ConditionProgrammed)
@@ -1128,7 +1128,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			g.Expect(st.Polling).NotTo(BeNil())
 			g.Expect(st.Polling.FarInterval.Duration).To(BeNumerically(">", 5*time.Second))
 		}, timeout, interval).Should(Succeed())
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Polling.Budget = ptr.To[int32](20000) })
+		update(wq, func(b *builder.QueueBuilder) { b.PollBudget(20000) })
 		Eventually(func(g Gomega) {
 			st := get(wq).Status
 			c := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionWithinPollBudget)
@@ -1207,9 +1207,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		By("refusing, with the proxy's own check, a value the proxy would refuse: the last good copy stays")
 		invites.StringData = map[string]string{"signing-key": "twelve bytes"}
 		Expect(k8sClient.Update(ctx, invites)).To(Succeed())
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: "a short key"}
-		})
+		update(wq, func(b *builder.QueueBuilder) { b.Page(&herdgatev1alpha1.PageSpec{Message: "a short key"}) })
 		Eventually(func(g Gomega) {
 			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueInvalid,
 				"spec.entry.invitation.keySecretRef: Secret orders-invites key signing-key holds 12 bytes, at least 32 required")
@@ -1220,9 +1218,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(k8sClient.Delete(ctx, invites)).To(Succeed())
 		// The manager does not watch Secrets: it notices at its next resync (a minute), or at once
 		// on a change of the spec, as here.
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Page = &herdgatev1alpha1.PageSpec{Message: "touched"}
-		})
+		update(wq, func(b *builder.QueueBuilder) { b.Page(&herdgatev1alpha1.PageSpec{Message: "touched"}) })
 		Eventually(func(g Gomega) {
 			programmed(g, metav1.ConditionFalse, herdgatev1alpha1.ReasonSecretValueMissing, "Secret orders-invites does not exist")
 		}, timeout, interval).Should(Succeed())
@@ -1230,7 +1226,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(mounted()).To(ContainElement(inviteKey))
 
 		By("dropping the copy no field refers to any more")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Entry = nil })
+		update(wq, func(b *builder.QueueBuilder) { b.Entry(nil) })
 		Eventually(func(g Gomega) {
 			programmed(g, metav1.ConditionTrue, herdgatev1alpha1.ReasonProgrammed, "applied")
 		}, timeout, interval).Should(Succeed())
@@ -1309,7 +1305,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}, timeout, interval).Should(Succeed())
 
 		By("publishing HS256 keys in a Secret, never in the ConfigMap")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Pass.Algorithm = herdgatev1alpha1.PassAlgorithmHS256 })
+		update(wq, func(b *builder.QueueBuilder) { b.JWTPasses(herdgatev1alpha1.PassAlgorithmHS256, 0) })
 		hs := &corev1.Secret{}
 		Eventually(func(g Gomega) {
 			g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, published, &corev1.ConfigMap{}))).To(BeTrue())
@@ -1319,8 +1315,8 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(string(hs.Data[controllers.PassKeysCurrent+".key"])).To(MatchRegexp(`^[A-Za-z0-9_-]{43}$`), "32 random bytes as printable text")
 
 		By("taking the published keys back when the queue returns to HMAC passes")
-		update(wq, func(wq *herdgatev1alpha1.WaitingQueue) {
-			wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatHMAC}
+		update(wq, func(b *builder.QueueBuilder) {
+			b.PassSpec(&herdgatev1alpha1.PassSpec{Format: herdgatev1alpha1.PassFormatHMAC})
 		})
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, published, hs)).To(Succeed())
@@ -1350,7 +1346,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, missing))).To(Succeed()) })
 
-		running := update(healthy, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		running := update(healthy, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func(g Gomega) {
 			c := condition(broken, herdgatev1alpha1.ConditionRedisAvailable)
 			g.Expect(c).NotTo(BeNil())
@@ -1409,7 +1405,7 @@ var _ = Describe("Leader election", Ordered, func() {
 		wq := builder.From(sampleQueue(namespace, "orders-le")).Suspend(true).Obj()
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
 		enter(engineQueue(wq), "l", 3000)
-		running := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = nil })
+		running := update(wq, func(b *builder.QueueBuilder) { b.Suspend(false) })
 		Eventually(func() int { return len(since(logA.of(keyOf(wq)), running)) }, timeout, interval).Should(BeNumerically(">", 0))
 		stoppedB := startManager(ctxB, managerOptions{namespaces: []string{namespace}, leaderElection: "herdgate-test", lease: lease, onTick: logB.add})
 
@@ -1429,7 +1425,7 @@ var _ = Describe("Leader election", Ordered, func() {
 		// 1.2 s, so 3 s are left for it. A follower that waited for a second lease would miss it.
 		Expect(gap).To(BeNumerically("<=", lease+3*time.Second), "the follower took over later than the lease allows")
 
-		stopped := update(wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Suspend = ptr.To(true) })
+		stopped := update(wq, func(b *builder.QueueBuilder) { b.Suspend(true) })
 		Eventually(func() int { return len(since(logB.of(keyOf(wq)), stopped)) }, timeout, interval).Should(BeNumerically(">", 0))
 		cancelB()
 		Eventually(stoppedB, timeout).Should(BeClosed())

@@ -359,6 +359,26 @@ func (b *QueueBuilder) Proxy(p *herdgatev1alpha1.ProxySpec) *QueueBuilder {
 	return b
 }
 
+// ProxyReplicas sets the replicas of the room's own proxy (spec.proxy.replicas), keeping the rest of
+// spec.proxy.
+func (b *QueueBuilder) ProxyReplicas(n int32) *QueueBuilder {
+	if b.wq.Spec.Proxy == nil {
+		b.wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{}
+	}
+	b.wq.Spec.Proxy.Replicas = ptr.To(n)
+	return b
+}
+
+// ProxyResources sets the proxy container's requests and limits (spec.proxy.resources), keeping the
+// rest of spec.proxy.
+func (b *QueueBuilder) ProxyResources(r *herdgatev1alpha1.ProxyResources) *QueueBuilder {
+	if b.wq.Spec.Proxy == nil {
+		b.wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{}
+	}
+	b.wq.Spec.Proxy.Resources = r.DeepCopy()
+	return b
+}
+
 // Shared puts the room in the shared proxy set set (spec.proxy.shared), served on hosts.
 func (b *QueueBuilder) Shared(set string, hosts ...string) *QueueBuilder {
 	if b.wq.Spec.Proxy == nil {
@@ -379,6 +399,14 @@ func (b *QueueBuilder) Autoscaling(minReplicas, maxReplicas int32) *QueueBuilder
 		b.wq.Spec.Proxy = &herdgatev1alpha1.ProxySpec{}
 	}
 	b.wq.Spec.Proxy.Autoscaling = &herdgatev1alpha1.ProxyAutoscaling{MinReplicas: ptr.To(minReplicas), MaxReplicas: maxReplicas}
+	return b
+}
+
+// WithoutAutoscaling removes spec.proxy.autoscaling: the proxy runs the replicas spec.proxy says.
+func (b *QueueBuilder) WithoutAutoscaling() *QueueBuilder {
+	if b.wq.Spec.Proxy != nil {
+		b.wq.Spec.Proxy.Autoscaling = nil
+	}
 	return b
 }
 
