@@ -23,7 +23,7 @@ func TestResyncsReadAFewSecretsASecondWhateverTheRooms(t *testing.T) {
 		sched := scheduler.New(&queue.Pool{})
 		for i := range tc.rooms {
 			name := fmt.Sprintf("room-%d", i)
-			sched.Ensure(scheduler.Queue{Settings: &settings.Settings{UID: types.UID(name), Namespace: "shop", Name: name}})
+			sched.Ensure(scheduler.Room{Settings: &settings.Settings{UID: types.UID(name), Namespace: "shop", Name: name}})
 		}
 		r := &WaitingQueueReconciler{Scheduler: sched}
 		lo, hi := time.Duration(float64(tc.want)*0.9), time.Duration(float64(tc.want)*1.1)

@@ -151,7 +151,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if s.NextOpening(r.now()) == nil || seed != nil {
 		// A scheduled queue runs only with the seed of its draw; without the Secret it waits.
-		r.Scheduler.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL, DrawSeed: seed})
+		r.Scheduler.Ensure(scheduler.Room{Settings: s, RedisURL: redisURL, DrawSeed: seed})
 	}
 
 	if err := r.observeProxy(ctx, wq); err != nil {

@@ -18,7 +18,7 @@ type afterTick struct {
 }
 
 // dueAfterTick says what the tick at now publishes and reads after its admission.
-func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase phase.Phase, now time.Time) afterTick {
+func (r *runner) dueAfterTick(st *tickState, cfg *Room, phase phase.Phase, now time.Time) afterTick {
 	a := afterTick{plan: st.planDue(cfg, phase, now)}
 	if !now.Before(st.statsAt) {
 		// The counters and the proxy replicas' reports, and a Declared queue's workload reports
@@ -35,7 +35,7 @@ func (r *runner) dueAfterTick(st *tickState, cfg *Queue, phase phase.Phase, now 
 
 // planDue is the plan ticks run, when it changed or is due to be written again, so that proxies
 // estimate waits from the rate visitors get; nil otherwise.
-func (st *tickState) planDue(cfg *Queue, phase phase.Phase, now time.Time) *queue.PublishedPlan {
+func (st *tickState) planDue(cfg *Room, phase phase.Phase, now time.Time) *queue.PublishedPlan {
 	p := queue.PublishedPlan{Quota: st.estimatePlan(cfg), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: cfg.AbandonAfter, Suspended: !cfg.Admits(), Phase: phase}
 	if sc := cfg.Schedule; sc != nil {
 		// To the millisecond, as Redis keeps them, so that an unchanged plan compares equal.
@@ -52,7 +52,7 @@ func (st *tickState) planDue(cfg *Queue, phase phase.Phase, now time.Time) *queu
 
 // takeAfterTick takes in what the tick's plan and reads answered; the error is the first that
 // failed.
-func (r *runner) takeAfterTick(st *tickState, cfg *Queue, now time.Time, a afterTick, replies queue.TickReplies) error {
+func (r *runner) takeAfterTick(st *tickState, cfg *Room, now time.Time, a afterTick, replies queue.TickReplies) error {
 	if a.plan != nil && replies.PlanErr == nil {
 		st.published, st.publishAt = a.plan, now.Add(planRepublish)
 	}

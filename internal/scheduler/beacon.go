@@ -69,7 +69,7 @@ type beaconResult struct {
 // settled, or the committed secret for a room without a beacon, or the beacon's round once it came
 // and verified, or the committed secret once maxWait passed without it. ready is false while the
 // draw waits for the beacon.
-func (r *runner) drawSeedOf(ctx context.Context, st *tickState, cfg *Queue, opensAt time.Time) (seed []byte, ready bool, err error) {
+func (r *runner) drawSeedOf(ctx context.Context, st *tickState, cfg *Room, opensAt time.Time) (seed []byte, ready bool, err error) {
 	b := cfg.Schedule.Beacon
 	if b == nil {
 		r.noteDrawSeed(opensAt, DrawSeed{Source: herdgatev1alpha1.DrawSeedCommitReveal})

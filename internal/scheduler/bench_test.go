@@ -71,7 +71,7 @@ func BenchmarkSchedulerTenQueues(b *testing.B) {
 		for i := range queues {
 			name := fmt.Sprintf("q%d", i)
 			wq := builder.Queue("bench", name).UID(k8stypes.UID(name)).Generation(1).PassTTL(time.Minute).AbandonAfter(time.Hour)
-			s.Ensure(Queue{Settings: wq.Settings(), RedisURL: srv.URL()})
+			s.Ensure(Room{Settings: wq.Settings(), RedisURL: srv.URL()})
 		}
 		b.ResetTimer()
 		time.Sleep(*benchDuration)
@@ -144,7 +144,7 @@ func BenchmarkIdleRooms(b *testing.B) {
 		for i := range *idleRooms {
 			name := fmt.Sprintf("idle-%04d", i)
 			wq := builder.Queue("bench", name).UID(k8stypes.UID(name)).Generation(1).PassTTL(time.Minute).AbandonAfter(time.Hour)
-			s.Ensure(Queue{Settings: wq.Settings(), RedisURL: srv.URL()})
+			s.Ensure(Room{Settings: wq.Settings(), RedisURL: srv.URL()})
 		}
 		time.Sleep(3 * time.Second) // every room has ticked, and those that sleep sleep
 		cmds, redisCPU, own := commands(), srv.CPU(), processCPU()
@@ -247,7 +247,7 @@ func BenchmarkBusyAmongIdleRooms(b *testing.B) {
 		go func() { defer close(done); _ = s.Start(ctx) }()
 		ensure := func(name string) {
 			wq := builder.Queue("bench", name).UID(k8stypes.UID(name)).Generation(1).PassTTL(time.Minute).AbandonAfter(time.Hour)
-			s.Ensure(Queue{Settings: wq.Settings(), RedisURL: srv.URL()})
+			s.Ensure(Room{Settings: wq.Settings(), RedisURL: srv.URL()})
 		}
 		for i := range *idleBeside {
 			ensure(fmt.Sprintf("%s-idle-%04d", run, i))

@@ -47,7 +47,7 @@ type drawRun struct {
 
 // drawing tells whether the queue's schedule wants a draw now: it has opened (its phase is Open or
 // Closed) and this opening's draw is not done.
-func (st *tickState) drawing(cfg *Queue, current phase.Phase) bool {
+func (st *tickState) drawing(cfg *Room, current phase.Phase) bool {
 	sc := cfg.Schedule
 	if sc == nil || (current != phase.Open && current != phase.Closed) {
 		return st.draw != nil // a draw once begun is finished, whatever the schedule says now
@@ -60,7 +60,7 @@ func (st *tickState) drawing(cfg *Queue, current phase.Phase) bool {
 // Every call is short (queue.MaxPlaceChunk visitors), so Enter and Status answer between them. When
 // a call finds the draw moved on (a retry that had been applied, a second scheduler), the draw is
 // reloaded at the next tick; visitors already placed keep their place and the rest keep their order.
-func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Queue, current phase.Phase, budget time.Duration) error {
+func (r *runner) drawStep(ctx context.Context, st *tickState, cfg *Room, current phase.Phase, budget time.Duration) error {
 	start := r.s.clock.Now()
 	if st.draw == nil {
 		if err := r.forgetEarlierOpening(ctx, st, cfg); err != nil {
@@ -134,7 +134,7 @@ func (r *runner) timedDrawCall(ctx context.Context, f func(context.Context) erro
 // forgetEarlierOpening drops the passes of an earlier opening, which open nothing now: their slots
 // under maxActive go to this one's visitors. Once per opening and runner; a second run finds nothing
 // to drop.
-func (r *runner) forgetEarlierOpening(ctx context.Context, st *tickState, cfg *Queue) error {
+func (r *runner) forgetEarlierOpening(ctx context.Context, st *tickState, cfg *Room) error {
 	opensAt := cfg.Schedule.OpensAt
 	if st.forgotFor.Equal(opensAt) {
 		return nil
@@ -154,7 +154,7 @@ func (r *runner) forgetEarlierOpening(ctx context.Context, st *tickState, cfg *Q
 
 // loadDraw begins the opening's draw and reads the pre-queue into the order the seed gives it, into
 // st.draw; done says the draw had finished already.
-func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Queue, current phase.Phase, start time.Time) (done bool, err error) {
+func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Room, current phase.Phase, start time.Time) (done bool, err error) {
 	if len(cfg.DrawSeed) != draw.SeedBytes {
 		return false, fmt.Errorf("%w: %d bytes, not %d", errNoSeed, len(cfg.DrawSeed), draw.SeedBytes)
 	}

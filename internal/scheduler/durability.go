@@ -8,7 +8,7 @@ import (
 
 // applyDurability makes the queue's admissions wait for a replica when the room is Replicated
 // (spec.redis.durability), and counts the writes no replica acknowledged since the last tick.
-func (st *tickState) applyDurability(cfg *Queue) {
+func (st *tickState) applyDurability(cfg *Room) {
 	var wait time.Duration
 	if cfg.Replicated {
 		wait = queue.DefaultReplicaWait

@@ -30,7 +30,7 @@ func TestAReplicatedRoomsAdmissionsWaitForAReplica(t *testing.T) {
 		}
 		return m.GetCounter().GetValue()
 	}
-	room := func(generation int64, d herdgatev1alpha1.RedisDurability) Queue {
+	room := func(generation int64, d herdgatev1alpha1.RedisDurability) Room {
 		// 14 a tick.
 		return h.queue(name, builder.Queue("", "").Generation(generation).Capacity(20, 100*time.Millisecond, 70).Durability(d))
 	}

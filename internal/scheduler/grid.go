@@ -10,7 +10,7 @@ import (
 
 // gridTick is one tick's place on the grid: what the clock and the grid say when the timer fires.
 type gridTick struct {
-	cfg       *Queue
+	cfg       *Room
 	now       time.Time
 	scheduled time.Time // the grid point the timer was set for
 	latest    time.Time // the last grid point that has passed: the tick's id

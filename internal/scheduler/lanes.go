@@ -25,7 +25,7 @@ type LaneSnapshot struct {
 }
 
 // laneShares are cfg's lanes as the engine takes them.
-func laneShares(cfg *Queue) []queue.LaneShare {
+func laneShares(cfg *Room) []queue.LaneShare {
 	if len(cfg.Lanes) == 0 {
 		return nil
 	}
@@ -39,7 +39,7 @@ func laneShares(cfg *Queue) []queue.LaneShare {
 // applyLanes gives the room's engine the spec's lanes, and, when they changed (and once after the
 // runner started), moves the visitors of the lanes it dropped to the main queue. A failure leaves it
 // for the next tick.
-func (r *runner) applyLanes(ctx context.Context, st *tickState, cfg *Queue) {
+func (r *runner) applyLanes(ctx context.Context, st *tickState, cfg *Room) {
 	names := cfg.LaneNames()
 	if st.lanesApplied && slices.Equal(st.lanes, names) {
 		return

@@ -21,8 +21,8 @@ import (
 	"github.com/herdgate/herdgate/internal/settings"
 )
 
-// Queue is what the scheduler runs one WaitingQueue with: its settings and the Redis that holds it.
-type Queue struct {
+// Room is what the scheduler runs one WaitingQueue with: its settings and the Redis that holds it.
+type Room struct {
 	*settings.Settings
 	RedisURL string
 	// DrawSeed draws the pre-queue's order at opening (internal/draw); a scheduled queue needs one.
@@ -32,16 +32,16 @@ type Queue struct {
 }
 
 // at is q as it runs at t: with the settings of the event in force then (spec.events), or its own.
-func (q *Queue) at(t time.Time) *Queue {
+func (q *Room) at(t time.Time) *Room {
 	s := q.At(t)
 	if s == q.Settings {
 		return q
 	}
-	return &Queue{Settings: s, RedisURL: q.RedisURL, DrawSeed: q.DrawSeed, calendar: q.calendarOf()}
+	return &Room{Settings: s, RedisURL: q.RedisURL, DrawSeed: q.DrawSeed, calendar: q.calendarOf()}
 }
 
 // calendarOf is the settings that hold the room's events.
-func (q *Queue) calendarOf() *settings.Settings {
+func (q *Room) calendarOf() *settings.Settings {
 	if q.calendar != nil {
 		return q.calendar
 	}
@@ -50,10 +50,10 @@ func (q *Queue) calendarOf() *settings.Settings {
 
 // nextEdge is the first edge of an event after t, zero when none is left: the room's settings
 // change there, so a room sleeps no longer.
-func (q *Queue) nextEdge(t time.Time) time.Time { return q.calendarOf().NextEdge(t) }
+func (q *Room) nextEdge(t time.Time) time.Time { return q.calendarOf().NextEdge(t) }
 
 // Key names the queue's WaitingQueue.
-func (q Queue) Key() types.NamespacedName {
+func (q Room) Key() types.NamespacedName {
 	return types.NamespacedName{Namespace: q.Namespace, Name: q.Name}
 }
 
@@ -248,7 +248,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 }
 
 // Ensure runs q, or hands changed settings to its goroutine, which applies them at the next tick.
-func (s *Scheduler) Ensure(q Queue) {
+func (s *Scheduler) Ensure(q Room) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.runners[q.UID]
@@ -315,7 +315,7 @@ func (s *Scheduler) launch(r *runner) {
 type runner struct {
 	s   *Scheduler
 	key types.NamespacedName
-	cfg atomic.Pointer[Queue]
+	cfg atomic.Pointer[Room]
 	// changed wakes a sleeping room when its settings change.
 	changed chan struct{}
 

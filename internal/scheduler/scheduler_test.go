@@ -55,7 +55,7 @@ func newHarness(t *testing.T, opts ...Option) *schedulerHarness {
 
 // queue runs b's queue, named name in the namespace test, on the harness's Redis; its jitter window is
 // its tick, its passes last a minute and nobody is dropped for silence.
-func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
+func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Room {
 	h.t.Helper()
 	wq := b.Obj()
 	s := builder.Queue("test", name).UID(types.UID(name)).Generation(max(1, wq.Generation)).
@@ -69,7 +69,7 @@ func (h *schedulerHarness) queue(name string, b *builder.QueueBuilder) Queue {
 	}
 	// The harness's ticks carry no lead, so that not-before times read as offsets from the tick.
 	derived.Lead = 0
-	return Queue{Settings: derived, RedisURL: h.redis.URL()}
+	return Room{Settings: derived, RedisURL: h.redis.URL()}
 }
 
 func (h *schedulerHarness) fill(name string, n int) {

@@ -7,7 +7,7 @@ import (
 // sleepFor is how long the room may sleep after the tick at latest: the scheduler's idle sleep (an
 // Adaptive room's is shorter) in whole ticks, ending no later than the grid point at which the
 // schedule closes the room; 0 when that is less than two ticks.
-func (r *runner) sleepFor(cfg *Queue, tick time.Duration, latest time.Time) time.Duration {
+func (r *runner) sleepFor(cfg *Room, tick time.Duration, latest time.Time) time.Duration {
 	d := r.s.idleSleep
 	if adaptive(cfg) {
 		d = min(d, adaptiveIdleSleep)
@@ -42,7 +42,7 @@ type wakeUp struct {
 // wake too and share their round trips to Redis (queue.TickTogether). Without a slot, or when the
 // budget would last past the moment the schedule closes the room, the room wakes at its own grid
 // point.
-func (r *runner) wakeTogether(cfg *Queue, tick time.Duration, latest time.Time, sleepFor time.Duration) wakeUp {
+func (r *runner) wakeTogether(cfg *Room, tick time.Duration, latest time.Time, sleepFor time.Duration) wakeUp {
 	end := latest.Add(sleepFor)
 	own := wakeUp{next: end, budget: sleepFor}
 	slot := r.s.wakeSlot

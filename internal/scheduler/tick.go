@@ -203,7 +203,7 @@ func (r *runner) run(ctx context.Context) {
 }
 
 // connect makes sure st talks to cfg's Redis, switching clients when the URL changed.
-func (r *runner) connect(st *tickState, cfg *Queue) error {
+func (r *runner) connect(st *tickState, cfg *Room) error {
 	if st.q != nil && st.url == cfg.RedisURL {
 		return nil
 	}
@@ -307,7 +307,7 @@ func (r *runner) reachAfterFailure(ctx context.Context, st *tickState) {
 // and share, its own part. Before opening nobody is admitted, and no quota piles up for the
 // opening; after a failover nobody is admitted for a while, and what the pause held back is not
 // made up for.
-func (r *runner) share(st *tickState, cfg *Queue, plan capacity.Plan, missed int64, current phase.Phase, paused bool) (quota, share int64) {
+func (r *runner) share(st *tickState, cfg *Room, plan capacity.Plan, missed int64, current phase.Phase, paused bool) (quota, share int64) {
 	if !cfg.Admits() || current.Before() || paused {
 		return 0, 0
 	}
@@ -430,7 +430,7 @@ func (r *runner) fail(ctx context.Context, st *tickState, now time.Time, err err
 
 // takeObservation takes in the queue's counters, the proxy replicas' reports and, when they were
 // read, a Declared queue's workload reports.
-func (r *runner) takeObservation(st *tickState, cfg *Queue, now time.Time, read workloadReadArgs, seen queue.Observation) {
+func (r *runner) takeObservation(st *tickState, cfg *Room, now time.Time, read workloadReadArgs, seen queue.Observation) {
 	if seen.Workload != nil {
 		r.applyWorkload(st, cfg, now, read.seconds, *seen.Workload)
 	}
@@ -509,7 +509,7 @@ type supportedDepth struct {
 }
 
 // pollingAt says what the queue's polls cost at depth under its budget.
-func (st *tickState) pollingAt(cfg *Queue, depth int64) Polling {
+func (st *tickState) pollingAt(cfg *Room, depth int64) Polling {
 	plan, b := st.estimatePlan(cfg), cfg.PollBudget
 	if !st.supported.known || st.supported.plan != plan || st.supported.budget != b {
 		st.supported = supportedDepth{plan: plan, budget: b, depth: b.SupportedDepth(plan), known: true}

@@ -87,15 +87,15 @@ func (w *workloadState) recordAdmitted(res queue.AdmitResult) {
 
 // useGrace is how long after its not-before second a pass's use is waited for: visitors learn of
 // their admission at a poll before the pass is valid, and go on at once (the waiting page does).
-func useGrace(cfg *Queue) time.Duration {
+func useGrace(cfg *Room) time.Duration {
 	return 2*time.Second + 2*cfg.PollMin
 }
 
 // adaptive tells whether the queue's rate follows its workload now.
-func adaptive(cfg *Queue) bool { return cfg.Adaptive != nil && cfg.Admits() }
+func adaptive(cfg *Room) bool { return cfg.Adaptive != nil && cfg.Admits() }
 
 // quota is the plan this tick's admissions run on: the declared one, or the adaptive controller's.
-func (st *tickState) quota(cfg *Queue) capacity.Plan {
+func (st *tickState) quota(cfg *Room) capacity.Plan {
 	if adaptive(cfg) && st.workload.controller != nil && st.workload.plan.Tick() == cfg.Effective.Tick() {
 		return st.workload.plan
 	}
@@ -105,7 +105,7 @@ func (st *tickState) quota(cfg *Queue) capacity.Plan {
 // readWorkload reads and merges the replicas' reports, steps the adaptive controller, and updates
 // the snapshot and the metrics. An Adaptive queue does it before every tick; a Declared one every
 // workloadReadInterval, mostly with the counters after its tick (dueAfterTick).
-func (r *runner) readWorkload(ctx context.Context, st *tickState, cfg *Queue, now time.Time) error {
+func (r *runner) readWorkload(ctx context.Context, st *tickState, cfg *Room, now time.Time) error {
 	read, due := st.workloadRead(cfg, now)
 	if !due {
 		return nil
@@ -128,7 +128,7 @@ type workloadReadArgs struct {
 
 // workloadRead says whether the workload is due to be read at now, and with what; when it is, the
 // next read is due workloadReadInterval later.
-func (st *tickState) workloadRead(cfg *Queue, now time.Time) (workloadReadArgs, bool) {
+func (st *tickState) workloadRead(cfg *Room, now time.Time) (workloadReadArgs, bool) {
 	w := &st.workload
 	if !adaptive(cfg) && now.Before(w.readAt) {
 		return workloadReadArgs{}, false
@@ -145,7 +145,7 @@ func (st *tickState) workloadRead(cfg *Queue, now time.Time) (workloadReadArgs, 
 }
 
 // applyWorkload takes in a reading of the workload reports made for seconds.
-func (r *runner) applyWorkload(st *tickState, cfg *Queue, now time.Time, seconds []int64, reading queue.WorkloadReading) {
+func (r *runner) applyWorkload(st *tickState, cfg *Room, now time.Time, seconds []int64, reading queue.WorkloadReading) {
 	w := &st.workload
 	m := w.merge(reading, now)
 	for _, s := range seconds {
@@ -269,7 +269,7 @@ func planAt(rate, declared float64, declaredPlan capacity.Plan) capacity.Plan {
 }
 
 // publishWorkload puts what was measured into the snapshot and the metrics.
-func (r *runner) publishWorkload(st *tickState, cfg *Queue, m capacity.Measurement, declared float64) {
+func (r *runner) publishWorkload(st *tickState, cfg *Room, m capacity.Measurement, declared float64) {
 	w := &st.workload
 	var buckets []int64
 	var requests, errs int64
@@ -315,7 +315,7 @@ func rateOf(p capacity.Plan) float64 {
 
 // estimatePlan is the plan published for the proxies' wait estimates: the one ticks run, an
 // adaptive rate rounded to a twentieth of the declared one so that it is not written every tick.
-func (st *tickState) estimatePlan(cfg *Queue) capacity.Plan {
+func (st *tickState) estimatePlan(cfg *Room) capacity.Plan {
 	if !adaptive(cfg) || st.workload.controller == nil {
 		return cfg.Effective
 	}

@@ -89,7 +89,7 @@ func startCapRig(t *testing.T, name string, maxActive int32, releases bool) *cap
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched.Ensure(scheduler.Queue{Settings: derived, RedisURL: redisSrv.URL()})
+	sched.Ensure(scheduler.Room{Settings: derived, RedisURL: redisSrv.URL()})
 	waitUntil(t, "the scheduler's first ticks", func() bool {
 		_, err := rig.q.ReadPlan(context.Background())
 		return err == nil

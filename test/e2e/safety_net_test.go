@@ -61,7 +61,7 @@ func startSafetyNet(t *testing.T, name string, upstreamURL string) *safetyNet {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = sched.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	sched.Ensure(scheduler.Queue{Settings: builder.Queue("safety", name).UID(types.UID("safety-" + name)).Generation(1).
+	sched.Ensure(scheduler.Room{Settings: builder.Queue("safety", name).UID(types.UID("safety-" + name)).Generation(1).
 		AbandonAfter(time.Hour).Settings(), RedisURL: redisSrv.URL()})
 	waitUntil(t, "the scheduler's first ticks", func() bool {
 		_, err := s.q.ReadPlan(context.Background())

@@ -171,7 +171,7 @@ func runDrill(t *testing.T, name, url string, lagged bool, primary primaryOf) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched.Ensure(scheduler.Queue{Settings: derived, RedisURL: url})
+	sched.Ensure(scheduler.Room{Settings: derived, RedisURL: url})
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := q.ReadPlan(ctx); err == nil {
 			break

@@ -193,7 +193,7 @@ func newWorkloadRig(ctx context.Context, name string, mode herdgatev1alpha1.Capa
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); _ = rig.sched.Start(schedCtx) }()
 	rig.closers = append(rig.closers, func() { stopSched(); <-schedDone })
-	rig.sched.Ensure(scheduler.Queue{Settings: s, RedisURL: redis.URL()})
+	rig.sched.Ensure(scheduler.Room{Settings: s, RedisURL: redis.URL()})
 	q, err := store.Queue(wq.Namespace, wq.Name)
 	if err != nil {
 		return rig, err

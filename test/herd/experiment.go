@@ -142,7 +142,7 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 		return RunResult{}, err
 	}
 	backend.Reset()
-	sched.Ensure(scheduler.Queue{Settings: s, RedisURL: redisURL})
+	sched.Ensure(scheduler.Room{Settings: s, RedisURL: redisURL})
 	defer sched.Remove(wq.UID)
 	// Visitors come to a waiting room whose scheduler already runs: wait for its plan.
 	q, err := store.Queue(wq.Namespace, wq.Name)

@@ -171,7 +171,7 @@ func Lanes(ctx context.Context, spec LanesSpec, log io.Writer) (LanesResult, err
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); _ = sched.Start(schedCtx) }()
 	defer func() { stopSched(); <-schedDone }()
-	sched.Ensure(scheduler.Queue{Settings: s, RedisURL: redis.URL()})
+	sched.Ensure(scheduler.Room{Settings: s, RedisURL: redis.URL()})
 
 	code, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"aud": "herd/lanes", "lane": "presale", "uses": spec.Presale, "exp": measureTo.Add(time.Hour).Unix(),
@@ -208,7 +208,7 @@ func Lanes(ctx context.Context, spec LanesSpec, log io.Writer) (LanesResult, err
 		wg.Go(func() { v.visit(ctx, c, base) })
 	}
 	time.Sleep(time.Until(measureFrom))
-	sched.Ensure(scheduler.Queue{Settings: open, RedisURL: redis.URL()})
+	sched.Ensure(scheduler.Room{Settings: open, RedisURL: redis.URL()})
 	wg.Wait()
 	for _, v := range visitors {
 		if v.err != nil {

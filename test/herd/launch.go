@@ -307,7 +307,7 @@ func Launch(ctx context.Context, spec LaunchSpec, log io.Writer) (LaunchResult, 
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); _ = sched.Start(schedCtx) }()
 	defer func() { stopSched(); <-schedDone }()
-	sched.Ensure(scheduler.Queue{Settings: s, RedisURL: redis.URL(), DrawSeed: seed})
+	sched.Ensure(scheduler.Room{Settings: s, RedisURL: redis.URL(), DrawSeed: seed})
 	q, err := store.Queue(wq.Namespace, wq.Name)
 	if err != nil {
 		return res, err
