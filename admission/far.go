@@ -39,7 +39,7 @@ type positionEngine interface {
 // farPathOpen says whether polls of this room may be answered far from the front: the room is open
 // (while a pre-queue is drawn, places are still being settled) and the engine offers snapshots.
 func (s *roomState) farPathOpen(cfg *Config, r standing) bool {
-	if _, ok := s.q.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
+	if _, ok := s.engine.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
 		return false
 	}
 	return cfg.Schedule == nil || (r.known && r.phase == phase.Open)

@@ -307,7 +307,7 @@ func (g *gate) admitAtOnce(x Exchange, cfg *Config, r standing) bool {
 	if cfg.EntryChecks.Check(entry.Input{Request: x, Visitor: visitor, Now: g.now()}, &granted) != nil {
 		return false
 	}
-	pos, err := g.q.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
+	pos, err := g.engine.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			g.redisResult(err)

@@ -95,10 +95,10 @@ func NewUnconfiguredProxy(namespace, name string, store *queue.Store, opts Optio
 	return NewProxyOn(namespace+"/"+name, q, opts), nil
 }
 
-// NewProxyOn is an unconfigured proxy of the queue named queueName (namespace/name) on engine.
-func NewProxyOn(queueName string, engine Engine, opts Options) *Proxy {
-	namespace, name, _ := strings.Cut(queueName, "/")
-	s := &roomState{queue: queueName, roomID: herdgatev1alpha1.RoomID(namespace, name), q: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
+// NewProxyOn is the room roomName (namespace/name) on engine, unconfigured.
+func NewProxyOn(roomName string, engine Engine, opts Options) *Proxy {
+	namespace, name, _ := strings.Cut(roomName, "/")
+	s := &roomState{name: roomName, roomID: herdgatev1alpha1.RoomID(namespace, name), engine: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
 		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	p := &Proxy{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
 	p.state.init(opts.Replica)

@@ -862,7 +862,7 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			p.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			room := `{waitingqueue="` + p.Queue() + `"}`
+			room := `{waitingqueue="` + p.Name() + `"}`
 			for _, want := range []string{"herdgate_proxy_config_generation" + room + " 4", "herdgate_proxy_config_refused" + room + " 1", "herdgate_proxy_config_refusals_total" + room + " 2"} {
 				if !strings.Contains(rec.Body.String(), want+"\n") {
 					t.Errorf("metrics lack %q", want)

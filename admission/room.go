@@ -20,8 +20,8 @@ import (
 // health, draining, its metrics, and what the replica keeps in memory between its calls to Redis.
 type roomState struct {
 	cfg     atomic.Pointer[Config]
-	queue   string // namespace/name
-	q       Engine
+	name    string // namespace/name
+	engine  Engine
 	plans   *queue.PlanCache
 	metrics *metrics
 	log     logr.Logger
@@ -53,14 +53,14 @@ func (s *roomState) SetConfig(cfg *Config) {
 	if cfg.PageProblem != nil {
 		s.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
 	}
-	if d, ok := s.q.(durableEngine); ok {
+	if d, ok := s.engine.(durableEngine); ok {
 		var wait time.Duration
 		if cfg.Replicated {
 			wait = queue.DefaultReplicaWait
 		}
 		d.SetReplicated(wait)
 	}
-	if l, ok := s.q.(laneEngine); ok {
+	if l, ok := s.engine.(laneEngine); ok {
 		// The derivation checked the names the engine checks.
 		if err := l.SetLanes(cfg.LaneNames()); err != nil {
 			s.log.Error(err, "Setting the room's lanes")
@@ -83,8 +83,8 @@ func (s *roomState) RefuseConfig(generation int64, err error) {
 	s.metrics.configRefused.Set(1)
 }
 
-// Queue names the queue the proxy serves, as namespace/name.
-func (s *roomState) Queue() string { return s.queue }
+// Name names the room, as namespace/name of its WaitingQueue.
+func (s *roomState) Name() string { return s.name }
 
 // Config returns the config in force; nil before the first valid one.
 func (s *roomState) Config() *Config { return s.cfg.Load() }
@@ -126,7 +126,7 @@ func (s *roomState) CheckRedis(ctx context.Context) error {
 // checkRedisFor is CheckRedis for the check due at moment, whose PING the rooms on the same Redis
 // share (queue.Queue.PingFor).
 func (s *roomState) checkRedisFor(ctx context.Context, moment time.Time) error {
-	err := s.q.PingFor(ctx, moment)
+	err := s.engine.PingFor(ctx, moment)
 	s.redisResult(err)
 	return err
 }

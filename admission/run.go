@@ -63,7 +63,7 @@ func (rt *replicaRuntime) reportConfig(ctx context.Context) {
 	defer t.Stop()
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := rt.q.ReportProxy(callCtx, rt.state.report(time.Now())); err != nil && ctx.Err() == nil {
+		if err := rt.engine.ReportProxy(callCtx, rt.state.report(time.Now())); err != nil && ctx.Err() == nil {
 			rt.log.V(1).Info("Reporting the config to Redis failed; will retry", "error", err.Error())
 		}
 		cancel()
@@ -97,7 +97,7 @@ func (rt *replicaRuntime) reportWorkload(ctx context.Context) {
 		r, uses := rt.workload.Take(time.Now())
 		r.Replica = replica
 		callCtx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
-		if err := rt.q.ReportWorkload(callCtx, r, uses); err != nil && ctx.Err() == nil {
+		if err := rt.engine.ReportWorkload(callCtx, r, uses); err != nil && ctx.Err() == nil {
 			rt.workload.GiveBack(uses)
 			rt.log.V(1).Info("Reporting the workload to Redis failed; will retry", "error", err.Error())
 		}
@@ -113,7 +113,7 @@ func (rt *replicaRuntime) syncSessions(ctx context.Context) error {
 	releases, renewals, seq := rt.sessions.Take()
 	callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	res, err := rt.q.Sessions(callCtx, releases, renewals, seq, replica.SessionsBatch)
+	res, err := rt.engine.Sessions(callCtx, releases, renewals, seq, replica.SessionsBatch)
 	if err != nil {
 		rt.sessions.GiveBack(releases, renewals)
 		return err
@@ -149,7 +149,7 @@ func (rt *replicaRuntime) keepSessions(ctx context.Context) {
 // and counts the queue every replica.FarSnapshotEvery while it is deeper than the exact zone, until
 // ctx ends (Run).
 func (rt *replicaRuntime) keepFarPositions(ctx context.Context) {
-	if _, ok := rt.q.(positionEngine); !ok {
+	if _, ok := rt.engine.(positionEngine); !ok {
 		return
 	}
 	for {
@@ -171,7 +171,7 @@ func (rt *replicaRuntime) keepFarPositions(ctx context.Context) {
 
 // refreshFar runs one tick of keepFarPositions.
 func (rt *replicaRuntime) refreshFar(ctx context.Context) {
-	engine, ok := rt.q.(positionEngine)
+	engine, ok := rt.engine.(positionEngine)
 	cfg := rt.cfg.Load()
 	if !ok || cfg == nil {
 		return
@@ -221,7 +221,7 @@ func sleepFor(ctx context.Context, d time.Duration) bool {
 // keepReclaiming opens a window at each failover of the room's Redis and writes back the passes seen
 // every reclaimInterval, until ctx ends.
 func (rt *replicaRuntime) keepReclaiming(ctx context.Context) {
-	engine, ok := rt.q.(reclaimEngine)
+	engine, ok := rt.engine.(reclaimEngine)
 	if !ok || engine.Failovers() == nil {
 		return
 	}
@@ -263,13 +263,13 @@ func (rt *replicaRuntime) startReclaiming(f queue.Failover) {
 	}
 	rt.reclaim.start(f.At, lifetime, recent)
 	rt.sessions.Rewind()
-	rt.log.Info("Redis failed over; writing back the passes visitors hold", "waitingqueue", rt.queue, "promoted", f.Promoted, "passes", len(recent))
+	rt.log.Info("Redis failed over; writing back the passes visitors hold", "waitingqueue", rt.name, "promoted", f.Promoted, "passes", len(recent))
 }
 
 // flushReclaims writes back the passes waiting to be; those a failed call could not write go with
 // the next.
 func (rt *replicaRuntime) flushReclaims(ctx context.Context) {
-	engine, ok := rt.q.(reclaimEngine)
+	engine, ok := rt.engine.(reclaimEngine)
 	if !ok {
 		return
 	}

@@ -26,7 +26,7 @@ type Rooms interface {
 	// sent (port and letter case included); nil when no room is served there.
 	Room(host, method, target []byte) *Proxy
 	// Named is the room namespace/name, for checks that name it (Envoy's context_extensions).
-	Named(queue string) (*Proxy, bool)
+	Named(name string) (*Proxy, bool)
 	Draining() bool
 	// Ready says the rooms serve: not draining, and with a config in force (one, for a set).
 	Ready() bool
@@ -43,8 +43,8 @@ func (p *Proxy) Room(_, _, _ []byte) *Proxy { return p }
 // Ready says p serves: it has a config and is not draining.
 func (p *Proxy) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() }
 
-// Named is p when queue names its room, or is "" (the one room there is).
-func (p *Proxy) Named(queue string) (*Proxy, bool) { return p, queue == "" || queue == p.queue }
+// Named is p when name is its room's, or is "" (the one room there is).
+func (p *Proxy) Named(name string) (*Proxy, bool) { return p, name == "" || name == p.name }
 
 // Set is the rooms of a shared proxy set (spec.proxy.shared): one server, a Proxy per room, each with
 // its own config, keys, Redis and metrics, and a request's room picked by its host and, where rooms
@@ -105,10 +105,10 @@ func (s *Set) Room(host, method, target []byte) *Proxy {
 }
 
 // Named is the room namespace/name, when the set serves it.
-func (s *Set) Named(queue string) (*Proxy, bool) {
+func (s *Set) Named(name string) (*Proxy, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rooms[queue]
+	r, ok := s.rooms[name]
 	if !ok {
 		return nil, false
 	}
@@ -169,23 +169,23 @@ func (s *Set) Log() logr.Logger { return s.log }
 func (s *Set) Add(p *Proxy, created time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.rooms[p.queue]; ok && old.stop != nil {
+	if old, ok := s.rooms[p.name]; ok && old.stop != nil {
 		old.stop()
 	}
 	r := &setRoom{proxy: p, created: created}
-	s.rooms[p.queue] = r
+	s.rooms[p.name] = r
 	if s.runCtx != nil {
 		s.start(r)
 	}
 	s.reroute()
 }
 
-// Configure applies cfg to the room queue and serves it on cfg's hosts; false when the set does not
-// serve the room.
-func (s *Set) Configure(queue string, cfg *Config) bool {
+// Configure applies cfg to the room name (namespace/name) and serves it on cfg's hosts; false when the
+// set does not serve the room.
+func (s *Set) Configure(name string, cfg *Config) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rooms[queue]
+	r, ok := s.rooms[name]
 	if !ok {
 		return false
 	}
@@ -195,23 +195,23 @@ func (s *Set) Configure(queue string, cfg *Config) bool {
 	return true
 }
 
-// Remove stops serving the room queue.
-func (s *Set) Remove(queue string) {
+// Remove stops serving the room name (namespace/name).
+func (s *Set) Remove(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rooms[queue]
+	r, ok := s.rooms[name]
 	if !ok {
 		return
 	}
 	if r.stop != nil {
 		r.stop()
 	}
-	delete(s.rooms, queue)
+	delete(s.rooms, name)
 	s.reroute()
 }
 
-// Queues are the rooms the set serves, as namespace/name, sorted.
-func (s *Set) Queues() []string {
+// Names are the rooms the set serves, as namespace/name, sorted.
+func (s *Set) Names() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.rooms))
@@ -276,7 +276,7 @@ func gatherLabelled(rooms []*Proxy) ([]*dto.MetricFamily, error) {
 				byName[f.GetName()] = merged
 			}
 			for _, m := range f.Metric {
-				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(roomLabel), Value: proto.String(p.queue)})
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(roomLabel), Value: proto.String(p.name)})
 				merged.Metric = append(merged.Metric, m)
 			}
 		}

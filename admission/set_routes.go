@@ -101,7 +101,7 @@ func (s *Set) reroute() {
 		if c := a.created.Compare(b.created); c != 0 {
 			return c
 		}
-		return strings.Compare(a.proxy.queue, b.proxy.queue)
+		return strings.Compare(a.proxy.name, b.proxy.name)
 	})
 	routes := map[string]*hostRooms{}
 	for _, r := range order {
@@ -152,7 +152,7 @@ func sameRoute(hr *hostRooms, cfg *Config) string {
 			}
 			for _, theirs := range ocfg.Routes {
 				if mine.Same(theirs) {
-					return fmt.Sprintf("spec.protectedRoutes[%d]: WaitingQueue %s of the same proxy set protects the same route on host %s, and was created first", i, other.queue, hr.host)
+					return fmt.Sprintf("spec.protectedRoutes[%d]: WaitingQueue %s of the same proxy set protects the same route on host %s, and was created first", i, other.name, hr.host)
 				}
 			}
 		}

@@ -208,7 +208,7 @@ func testSharedSet(t *testing.T) {
 	if code, _, _ := ask(http.MethodPost, rooms[5].host, rooms[5].route(), admission.PassHeader, rooms[5].pass); code != http.StatusMisdirectedRequest {
 		t.Fatalf("a removed room's host: %d, want 421", code)
 	}
-	if got := len(set.Queues()); got != setRoomCount {
+	if got := len(set.Names()); got != setRoomCount {
 		t.Fatalf("the set serves %d rooms, want %d", got, setRoomCount)
 	}
 	set.StartDrain()

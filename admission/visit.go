@@ -148,14 +148,14 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, bool) {
 			granted.Limit.HeldPlace, granted.Limit.HeldLane = held, lane
 		}
 		v.laneCode = granted.LaneCode
-		pos, err = api.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
+		pos, err = api.engine.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
 	} else {
-		pos, err = api.q.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
+		pos, err = api.engine.Status(v.x.Context(), v.visitor, v.r.abandonAfter)
 		if err == nil && pos.State == queue.NotQueued {
 			// A failover may have lost the place: the visitor asks for it back, and for nothing else
 			// (docs/guides/redis.md, "Places").
 			if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); ok {
-				pos, err = api.q.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, HeldLane: lane, OnlyHeldPlace: true})
+				pos, err = api.engine.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, HeldLane: lane, OnlyHeldPlace: true})
 			}
 		}
 	}

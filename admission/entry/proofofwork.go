@@ -34,17 +34,16 @@ const (
 // difficulty, 16 random bytes), ".", a MAC of the payload.
 type ProofOfWork struct {
 	settings.ProofOfWork
-	key   []byte
-	queue string
-	rate  *entryRate
+	key  []byte
+	rate *entryRate
 }
 
-// NewProofOfWork is the proof of work of the queue queueName, whose challenges are signed with a key
-// derived from hmacKey.
-func NewProofOfWork(s settings.ProofOfWork, hmacKey []byte, queueName string) *ProofOfWork {
+// NewProofOfWork is the proof of work of the room roomName (namespace/name), whose challenges are
+// signed with a key derived from hmacKey.
+func NewProofOfWork(s settings.ProofOfWork, hmacKey []byte, roomName string) *ProofOfWork {
 	m := hmac.New(sha256.New, hmacKey)
-	m.Write([]byte("herdgate proof-of-work key\x00" + queueName))
-	return &ProofOfWork{ProofOfWork: s, key: m.Sum(nil), queue: queueName, rate: &entryRate{}}
+	m.Write([]byte("herdgate proof-of-work key\x00" + roomName))
+	return &ProofOfWork{ProofOfWork: s, key: m.Sum(nil), rate: &entryRate{}}
 }
 
 // Challenge is a proof-of-work challenge, the answer of GET /.herdgate/challenge.

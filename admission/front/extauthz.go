@@ -36,16 +36,16 @@ var ownRequestHeaders = []string{"x-herdgate-pass", "herdgate-place", "x-herdgat
 // ExtAuthz answers Envoy's Authorization/Check for the queues its proxies serve.
 type ExtAuthz struct {
 	authv3.UnimplementedAuthorizationServer
-	// Queue finds the proxy of a queue (namespace/name); "" asks for the one queue a single-queue
-	// service serves.
-	Queue func(name string) (*admission.Proxy, bool)
+	// Room finds a room by its name (namespace/name); "" asks for the one room a service of a
+	// single room serves.
+	Room func(name string) (*admission.Proxy, bool)
 }
 
 // Check judges the request Envoy describes.
 func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	attrs := req.GetAttributes()
 	h := attrs.GetRequest().GetHttp()
-	p, ok := e.Queue(attrs.GetContextExtensions()[QueueExtension])
+	p, ok := e.Room(attrs.GetContextExtensions()[QueueExtension])
 	if !ok {
 		return denied(http.StatusServiceUnavailable, http.Header{"Content-Type": {"application/json"}},
 			[]byte(`{"error":"unknown_queue","message":"no queue of this check service is named `+QueueExtension+`"}`+"\n")), nil
@@ -203,5 +203,5 @@ func NewExtAuthzServer(e *ExtAuthz) *grpc.Server {
 	return s
 }
 
-// OneQueue serves the queue of p alone: a check naming no queue, or p's, is p's.
-func OneQueue(p *admission.Proxy) func(string) (*admission.Proxy, bool) { return p.Named }
+// OneRoom serves p's room alone: a check naming no room, or p's, is p's.
+func OneRoom(p *admission.Proxy) func(string) (*admission.Proxy, bool) { return p.Named }

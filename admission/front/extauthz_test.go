@@ -33,13 +33,13 @@ func grpcCheck(t *testing.T) (authv3.AuthorizationClient, *admission.Proxy) {
 	} {
 		wq := b.UpstreamURL("http://workload.internal:8080").Obj()
 		p, _ := admissiontest.NewRoom(wq.Namespace+"/"+wq.Name, admissiontest.Config(t, wq), admission.Options{})
-		proxies[p.Queue()] = p
+		proxies[p.Name()] = p
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewExtAuthzServer(&ExtAuthz{Queue: func(name string) (*admission.Proxy, bool) {
+	server := NewExtAuthzServer(&ExtAuthz{Room: func(name string) (*admission.Proxy, bool) {
 		p, ok := proxies[name]
 		return p, ok
 	}})

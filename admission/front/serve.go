@@ -69,7 +69,7 @@ func Serve(ctx context.Context, p admission.Rooms, o ServerOptions) error {
 		})
 	}
 	if o.ExtAuthzListener != nil {
-		grpcServer := NewExtAuthzServer(&ExtAuthz{Queue: p.Named})
+		grpcServer := NewExtAuthzServer(&ExtAuthz{Room: p.Named})
 		g.Go(func() error { return grpcServer.Serve(o.ExtAuthzListener) })
 		g.Go(func() error {
 			<-gctx.Done()

@@ -265,7 +265,7 @@ func extAuthzOf(t *testing.T, queue func(string) (*admission.Proxy, bool)) authv
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewExtAuthzServer(&ExtAuthz{Queue: queue})
+	server := NewExtAuthzServer(&ExtAuthz{Room: queue})
 	go func() { _ = server.Serve(ln) }()
 	t.Cleanup(server.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -35,7 +35,7 @@ type SetWatchOptions struct {
 
 // WatchSet serves, in set, the WaitingQueues of namespace that name the shared proxy set name
 // (spec.proxy.shared): a room that joins is added, one that leaves removed, and each room's changes
-// applied live as WatchQueue does for a proxy of its own. A room whose values are not mounted yet
+// applied live as WatchRoom does for a proxy of its own. A room whose values are not mounted yet
 // (the kubelet copies a changed Secret within a minute or so) waits, its generation refused with the
 // reason, until they are. WatchSet returns when ctx ends, or with an error when the watch cannot be
 // set up.
@@ -130,19 +130,19 @@ func (w *setWatch) member(wq *herdgatev1alpha1.WaitingQueue) (*setMember, error)
 	if err != nil {
 		return nil, err
 	}
-	queueName := wq.Namespace + "/" + wq.Name
+	roomName := wq.Namespace + "/" + wq.Name
 	room := wq.Name
 	m := &setMember{uid: wq.UID, redisURL: redisURL, proxy: p}
 	m.watch = queueWatch{key: types.NamespacedName{Namespace: wq.Namespace, Name: wq.Name}, read: w.read, opts: WatchOptions{
 		HMACKey: func() ([]byte, error) { return w.value(room, herdgatev1alpha1.SecretHMACKey) },
 		Values:  func(key string) ([]byte, error) { return w.value(room, key) },
-		Apply:   func(cfg *admission.Config) { w.set.Configure(queueName, cfg) },
+		Apply:   func(cfg *admission.Config) { w.set.Configure(roomName, cfg) },
 		Refuse:  p.RefuseConfig,
-		Log:     w.opts.Log.WithValues("waitingqueue", queueName),
+		Log:     w.opts.Log.WithValues("waitingqueue", roomName),
 	}}
 	w.set.Add(p, wq.CreationTimestamp.Time)
 	w.rooms[wq.Name] = m
-	w.opts.Log.Info("The room joined the proxy set", "waitingqueue", queueName)
+	w.opts.Log.Info("The room joined the proxy set", "waitingqueue", roomName)
 	return m, nil
 }
 

@@ -25,10 +25,10 @@ import (
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
-// DefaultResync is how often WatchQueue rebuilds the config without a change, to pick up a new key.
+// DefaultResync is how often WatchRoom rebuilds the config without a change, to pick up a new key.
 const DefaultResync = 30 * time.Second
 
-// WatchOptions configure WatchQueue.
+// WatchOptions configure WatchRoom.
 type WatchOptions struct {
 	// HMACKey returns the queue's HMAC key; it is read again for every config built. KeyFile reads it
 	// from the file the operator's Deployment mounts from the queue's Secret.
@@ -58,12 +58,12 @@ func KeyFile(path string) func() ([]byte, error) {
 	}
 }
 
-// WatchQueue watches one WaitingQueue (by name only: the proxy's Role allows nothing else) and
+// WatchRoom watches one WaitingQueue (by name only: the proxy's Role allows nothing else) and
 // hands Apply a fresh admission.Config whenever it or the key changes. A change that does not make a valid
 // config goes to Refuse, and the last good config stays; a proxy whose first config is refused
-// keeps waiting for a valid one rather than exiting. WatchQueue returns when ctx ends, or with an
+// keeps waiting for a valid one rather than exiting. WatchRoom returns when ctx ends, or with an
 // error when the watch cannot be set up.
-func WatchQueue(ctx context.Context, cfg *rest.Config, key types.NamespacedName, opts WatchOptions) error {
+func WatchRoom(ctx context.Context, cfg *rest.Config, key types.NamespacedName, opts WatchOptions) error {
 	c, changed, errs, err := watchQueues(ctx, cfg, key.Namespace, fields.OneTermEqualSelector("metadata.name", key.Name))
 	if err != nil {
 		return fmt.Errorf("watching WaitingQueue %s: %w", key, err)

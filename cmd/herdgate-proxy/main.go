@@ -228,7 +228,7 @@ func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store
 		return badFlag(log, "flag --waitingqueue: %v", err)
 	}
 	return serveWatched(ctx, proxy, serve, func(ctx context.Context) error {
-		return host.WatchQueue(ctx, restCfg, key, host.WatchOptions{
+		return host.WatchRoom(ctx, restCfg, key, host.WatchOptions{
 			HMACKey: host.KeyFile(f.hmacKeyFile), Apply: proxy.SetConfig, Refuse: proxy.RefuseConfig, Log: log,
 			// The operator mounts the copies of the values the queue refers to beside the key.
 			Values: admission.SecretFiles(filepath.Dir(f.hmacKeyFile)),

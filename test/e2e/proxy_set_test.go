@@ -158,7 +158,7 @@ func TestAProxySetServesItsRoomsUnderItsAccount(t *testing.T) {
 		code, body := do(http.MethodGet, "room-a.shop.example", "/.herdgate/status")
 		return code == http.StatusMisdirectedRequest && strings.Contains(body, `"error":"unknown_host"`)
 	})
-	if got := set.Queues(); strings.Join(got, ",") != ns+"/room-b,"+ns+"/room-c" {
+	if got := set.Names(); strings.Join(got, ",") != ns+"/room-b,"+ns+"/room-c" {
 		t.Fatalf("the set serves %v", got)
 	}
 

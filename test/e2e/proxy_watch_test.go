@@ -88,7 +88,7 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := host.WatchQueue(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
+		err := host.WatchRoom(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
 			HMACKey: host.KeyFile(keyFile),
 			Apply: func(c *admission.Config) {
 				mu.Lock()
@@ -99,7 +99,7 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 			Log:    ctrl.Log.WithName("proxy"),
 		})
 		if err != nil && ctx.Err() == nil {
-			t.Errorf("WatchQueue: %v", err)
+			t.Errorf("WatchRoom: %v", err)
 		}
 	}()
 	defer func() { cancel(); <-done }()
@@ -171,7 +171,7 @@ func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.Waitin
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_ = host.WatchQueue(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
+		_ = host.WatchRoom(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
 			HMACKey: host.KeyFile(keyFile), Apply: p.SetConfig, Refuse: p.RefuseConfig, Resync: 200 * time.Millisecond, Log: log,
 		})
 	})
