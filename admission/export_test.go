@@ -33,26 +33,26 @@ func (fc *FileConfig) Values() SecretValues { return fc.values() }
 // PassDecision is a protected request's decision with a valid pass.
 func PassDecision(p pass.Pass) Decision { return Decision{class: "protected", pass: p, hasPass: true} }
 
-func (p *Proxy) AfterUpstream(d Decision, status int, release string) {
+func (p *Room) AfterUpstream(d Decision, status int, release string) {
 	p.gate.afterUpstream(d, status, release)
 }
-func (p *Proxy) SyncSessions(ctx context.Context) error { return p.runtime.syncSessions(ctx) }
-func (p *Proxy) KeepSessions(ctx context.Context)       { p.runtime.keepSessions(ctx) }
-func (p *Proxy) RefreshFar(ctx context.Context)         { p.runtime.refreshFar(ctx) }
-func (p *Proxy) KeepFarPositions(ctx context.Context)   { p.runtime.keepFarPositions(ctx) }
-func (p *Proxy) ReportWorkload(ctx context.Context)     { p.runtime.reportWorkload(ctx) }
-func (p *Proxy) ReportConfig(ctx context.Context)       { p.runtime.reportConfig(ctx) }
+func (p *Room) SyncSessions(ctx context.Context) error { return p.runtime.syncSessions(ctx) }
+func (p *Room) KeepSessions(ctx context.Context)       { p.runtime.keepSessions(ctx) }
+func (p *Room) RefreshFar(ctx context.Context)         { p.runtime.refreshFar(ctx) }
+func (p *Room) KeepFarPositions(ctx context.Context)   { p.runtime.keepFarPositions(ctx) }
+func (p *Room) ReportWorkload(ctx context.Context)     { p.runtime.reportWorkload(ctx) }
+func (p *Room) ReportConfig(ctx context.Context)       { p.runtime.reportConfig(ctx) }
 
 // ReportAt is the report the replica would send at now (the checks' rate measured since the last).
-func (p *Proxy) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }
-func (p *Proxy) Sessions() *replica.Sessions              { return p.sessions }
-func (p *Proxy) FarPositions() *replica.FarPositions      { return p.far }
-func (p *Proxy) WorkloadMeter() *replica.WorkloadMeter    { return p.workload }
+func (p *Room) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }
+func (p *Room) Sessions() *replica.Sessions              { return p.sessions }
+func (p *Room) FarPositions() *replica.FarPositions      { return p.far }
+func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
-func (p *Proxy) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }
+func (p *Room) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }
 
-func (p *Proxy) RedisDown() bool { return p.redisDown.Load() }
+func (p *Room) RedisDown() bool { return p.redisDown.Load() }
 
 // Reclaimer is the proxy's write-back of passes after a failover.
 type Reclaimer = reclaimer

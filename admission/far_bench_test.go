@@ -115,7 +115,7 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: abandonAfter}); err != nil {
 		b.Fatal(err)
 	}
-	p, err := admission.NewProxy(cfg, store, admission.Options{})
+	p, err := admission.NewRoom(cfg, store, admission.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 }
 
 // awaitSnapshot waits for the proxy to count the queue.
-func awaitSnapshot(b *testing.B, p *admission.Proxy) {
+func awaitSnapshot(b *testing.B, p *admission.Room) {
 	b.Helper()
 	for deadline := time.Now().Add(time.Minute); p.FarPositions().SnapshotAge(time.Now()) > replica.FarSnapshotEvery; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {

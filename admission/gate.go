@@ -31,7 +31,7 @@ const (
 	// page's redirect, a malformed request), and nothing of it reaches the upstream.
 	Answer
 	// Reserved: the path is herdgate's own (/.herdgate/…), which the room's endpoints serve
-	// (Proxy.ServeReserved); asked by a gateway, it goes on to herdgate as it is.
+	// (Room.ServeReserved); asked by a gateway, it goes on to herdgate as it is.
 	Reserved
 )
 

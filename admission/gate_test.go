@@ -38,7 +38,7 @@ func (rt *roundTrips) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // gated is a proxy behind the net/http front, whose upstream is a roundTrips.
 type gated struct {
-	*admission.Proxy
+	*admission.Room
 	front *front.NetHTTP
 }
 

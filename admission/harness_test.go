@@ -66,7 +66,7 @@ type harness struct {
 	store    *queue.Store
 	q        *queue.Queue
 	engine   *admissiontest.MemoryEngine
-	proxy    *admission.Proxy
+	proxy    *admission.Room
 	server   *httptest.Server
 	upstream *recorder
 	key      []byte
@@ -124,7 +124,7 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 		plan := admissiontest.ReferencePlan()
 		plan.AbandonAfter = harnessAbandonAfter
 		h.engine = admissiontest.NewMemoryEngine(plan)
-		h.proxy = admission.NewProxyOn(h.wq.Namespace+"/"+h.wq.Name, h.engine, proxyOptions)
+		h.proxy = admission.NewRoomOn(h.wq.Namespace+"/"+h.wq.Name, h.engine, proxyOptions)
 		h.proxy.SetConfig(cfg)
 		h.server = serveFront(t, h.proxy)
 		return h
@@ -140,7 +140,7 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if h.q, err = h.store.Queue("shop", "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if h.proxy, err = admission.NewProxy(cfg, h.store, proxyOptions); err != nil {
+	if h.proxy, err = admission.NewRoom(cfg, h.store, proxyOptions); err != nil {
 		t.Fatal(err)
 	}
 	h.server = serveFront(t, h.proxy)
@@ -149,7 +149,7 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 }
 
 // harnessFront is the server the contract tests run on: "fast" (what herdgate-proxy serves) or
-// "net/http" (the Proxy as an http.Handler, which also serves handed-over connections).
+// "net/http" (the Room as an http.Handler, which also serves handed-over connections).
 var harnessFront = "fast"
 
 // onBothFronts runs test on the fast front and on net/http.

@@ -37,8 +37,8 @@ func TestTheGateImportsNoFront(t *testing.T) {
 }
 
 // TestEachFileServesOneRole: a room's roles (the gate, the visitor API, the replica runtime) meet
-// only in Proxy, so that whoever changes one reads its files alone. No file holds methods of two
-// roles, Proxy's own methods are in proxy.go (and set.go, as one room's Rooms), and the state the
+// only in Room, so that whoever changes one reads its files alone. No file holds methods of two
+// roles, Room's own methods are in room.go (and set.go, as one room's Rooms), and the state the
 // roles share holds none of them.
 func TestEachFileServesOneRole(t *testing.T) {
 	roles := map[string]bool{"gate": true, "visitorAPI": true, "replicaRuntime": true}
@@ -65,15 +65,15 @@ func TestEachFileServesOneRole(t *testing.T) {
 				if roles[recv] {
 					inFile[recv] = true
 				}
-				if recv == "Proxy" && path != "proxy.go" && path != "set.go" {
-					t.Errorf("%s: Proxy.%s belongs in proxy.go, with the rest of the composition", path, decl.Name.Name)
+				if recv == "Room" && path != "room.go" && path != "set.go" {
+					t.Errorf("%s: Room.%s belongs in room.go, with the rest of the composition", path, decl.Name.Name)
 				}
 			case *ast.GenDecl:
 				for _, spec := range decl.Specs {
 					if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == "roomState" {
 						ast.Inspect(ts.Type, func(n ast.Node) bool {
-							if id, ok := n.(*ast.Ident); ok && (roles[id.Name] || id.Name == "Proxy") {
-								t.Errorf("%s: roomState holds a %s: the roles would reach each other around Proxy", path, id.Name)
+							if id, ok := n.(*ast.Ident); ok && (roles[id.Name] || id.Name == "Room") {
+								t.Errorf("%s: roomState holds a %s: the roles would reach each other around Room", path, id.Name)
 							}
 							return true
 						})

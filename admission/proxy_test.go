@@ -681,7 +681,7 @@ func mustURL(s string) *url.URL {
 	return u
 }
 
-// TestContractOnNetHTTP runs the contract tests again on the Proxy as an http.Handler: it serves
+// TestContractOnNetHTTP runs the contract tests again on the Room as an http.Handler: it serves
 // the connections the fast front hands over, and programs that embed the gate.
 func TestContractOnNetHTTP(t *testing.T) {
 	harnessFront = "net/http"
@@ -788,7 +788,7 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			harnessFront = front
 			defer func() { harnessFront = "fast" }()
 			h := newHarness(t, nil)
-			p, err := admission.NewUnconfiguredProxy("shop", "orders", h.store, admission.Options{Replica: "proxy-0"})
+			p, err := admission.NewUnconfiguredRoom("shop", "orders", h.store, admission.Options{Replica: "proxy-0"})
 			if err != nil {
 				t.Fatal(err)
 			}

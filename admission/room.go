@@ -2,166 +2,195 @@ package admission
 
 import (
 	"context"
-	"errors"
+	"math/rand/v2"
 	"net/http"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/herdgate/herdgate/admission/replica"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
-// The state a room's roles share (roomState): the config in force, Redis' health, draining.
+// The Room: what it runs on, how it is made, and its roles composed into what fronts and hosts call.
+// The state the roles share is in state.go.
 
-// roomState is what the roles of a room share: its config in force, its engine and clock, Redis'
-// health, draining, its metrics, and what the replica keeps in memory between its calls to Redis.
-type roomState struct {
-	cfg     atomic.Pointer[Config]
-	name    string // namespace/name
-	engine  Engine
-	plans   *queue.PlanCache
-	metrics *metrics
-	log     logr.Logger
-	now     func() time.Time
-	rand    capacity.Rand
-
-	redisDown atomic.Bool
-	draining  atomic.Bool
-	// redisRetryAt is when, after a failed Redis call, visitor calls try Redis again (UnixNano).
-	redisRetryAt atomic.Int64
-	state        configState
-	// What this replica keeps in memory between its calls to Redis (package replica).
-	sessions *replica.Sessions
-	workload *replica.WorkloadMeter
-	polls    replica.PollStretches
-	far      *replica.FarPositions
-	// reclaim writes back the passes visitors hold after a failover of Redis.
-	reclaim reclaimer
-	// verifier calls an external challenge's provider.
-	verifier *http.Client
-	// roomID names the room in herdgate's links where rooms share a host (RoomParam); sharesHost
-	// says the room shares one in a shared proxy set, so that its links carry it.
-	roomID     string
-	sharesHost atomic.Bool
+// Engine is what the gate needs of the queue engine. A *queue.Queue is the one it runs on; unit tests
+// give it one in memory.
+type Engine interface {
+	queue.PlanReader
+	EnterFrom(ctx context.Context, visitor string, abandonAfter time.Duration, limit queue.EntryLimit) (queue.Position, error)
+	Status(ctx context.Context, visitor string, abandonAfter time.Duration) (queue.Position, error)
+	PingFor(ctx context.Context, moment time.Time) error
+	ReportProxy(ctx context.Context, r queue.ProxyReport) error
+	ReportWorkload(ctx context.Context, r queue.WorkloadReport, uses []queue.PassUse) error
+	Sessions(ctx context.Context, releases []queue.Release, renewals []queue.Renewal, after int64, most int) (queue.SessionsResult, error)
 }
 
-// SetConfig applies a changed config to the requests that start after it.
-func (s *roomState) SetConfig(cfg *Config) {
-	if cfg.PageProblem != nil {
-		s.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
-	}
-	if d, ok := s.engine.(durableEngine); ok {
-		var wait time.Duration
-		if cfg.Replicated {
-			wait = queue.DefaultReplicaWait
-		}
-		d.SetReplicated(wait)
-	}
-	if l, ok := s.engine.(laneEngine); ok {
-		// The derivation checked the names the engine checks.
-		if err := l.SetLanes(cfg.LaneNames()); err != nil {
-			s.log.Error(err, "Setting the room's lanes")
-		}
-	}
-	s.cfg.Store(cfg)
-	s.state.applied(cfg.Generation)
-	s.metrics.configGeneration.Set(float64(cfg.Generation))
-	s.metrics.configRefused.Set(0)
+// Options tune a Room.
+type Options struct {
+	Log logr.Logger
+	// Now is the proxy's clock; nil means time.Now.
+	Now func() time.Time
+	// Rand spreads poll hints; nil means math/rand/v2.
+	Rand capacity.Rand
+	// Replica, when set, names this proxy replica (its pod) in the reports Serve writes to Redis of
+	// the config it serves or refuses, from which the manager sets the Programmed condition.
+	Replica string
 }
 
-// RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
-// config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
-func (s *roomState) RefuseConfig(generation int64, err error) {
-	if s.state.refused(generation, err.Error()) {
-		s.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
-			"generation", generation, "serving", s.state.serving())
-		s.metrics.configRefusals.Inc()
-	}
-	s.metrics.configRefused.Set(1)
+// Room is one room as a proxy replica serves it (docs/glossary.md), made of three roles over the
+// state they share (roomState):
+//   - the gate (gate.go, upstream.go) decides every request to the room's routes and says how one it
+//     lets through goes upstream;
+//   - the visitor API (endpoints.go and the files it serves from) answers herdgate's own paths,
+//     /.herdgate/*: enter, status, the waiting page;
+//   - the replica runtime (run.go) keeps the loops beside the requests: Redis' health, the reports,
+//     the sessions' sync, far positions, the write-back after a failover.
+//
+// The roles reach each other only through Room, whose methods are what fronts and hosts call (the
+// host, which feeds a room its config from Kubernetes, is package host). The fronts (package front)
+// only carry bytes: they adapt a request to an Exchange, ask Decide, forward as the Decision says and
+// report the upstream's answer through an UpstreamCall.
+type Room struct {
+	*roomState
+	gate     *gate
+	visitors *visitorAPI
+	runtime  *replicaRuntime
 }
 
-// Name names the room, as namespace/name of its WaitingQueue.
-func (s *roomState) Name() string { return s.name }
+// gate is the room's gate (glossary: gate): Decide and what follows a forward.
+type gate struct{ *roomState }
 
-// Config returns the config in force; nil before the first valid one.
-func (s *roomState) Config() *Config { return s.cfg.Load() }
+// visitorAPI answers the room's own paths under /.herdgate/.
+type visitorAPI struct{ *roomState }
 
-// configNow is the config in force: the event's running now (spec.events), or the room's own; nil
-// before the first valid one.
-func (s *roomState) configNow() *Config {
-	cfg := s.cfg.Load()
-	if cfg == nil || len(cfg.events) == 0 {
-		return cfg
+// replicaRuntime is the room's loops beside the requests (Run).
+type replicaRuntime struct{ *roomState }
+
+// NewRoom serves cfg's queue, stored in store.
+func NewRoom(cfg *Config, store *queue.Store, opts Options) (*Room, error) {
+	p, err := NewUnconfiguredRoom(cfg.Namespace, cfg.Name, store, opts)
+	if err != nil {
+		return nil, err
 	}
-	return cfg.At(s.now())
+	p.SetConfig(cfg)
+	return p, nil
 }
 
-// redisRetryAfterError is how long, after a Redis call failed, enter and status answer 503 at once
-// instead of calling: while Redis is away each call would wait out its bound, and the visitors with
-// it. The first call after it tries Redis again (and the proxy's own check every second does too).
-const redisRetryAfterError = 500 * time.Millisecond
-
-// redisResting says Redis failed a moment ago: enter and status answer 503 without calling it.
-func (s *roomState) redisResting() bool {
-	return s.redisDown.Load() && s.now().UnixNano() < s.redisRetryAt.Load()
+// NewUnconfiguredRoom serves the queue namespace/name before it has a valid config: it answers
+// healthz, fails readyz and answers everything else 503 until SetConfig, so that a proxy whose
+// first config is refused stays up, reports why, and serves as soon as a valid one comes.
+func NewUnconfiguredRoom(namespace, name string, store *queue.Store, opts Options) (*Room, error) {
+	q, err := store.Queue(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return NewRoomOn(namespace+"/"+name, q, opts), nil
 }
 
-// Draining says StartDrain was called: fronts ask their clients to close their connections.
-func (s *roomState) Draining() bool { return s.draining.Load() }
-
-// Log is the proxy's logger, for the fronts' own errors.
-func (s *roomState) Log() logr.Logger { return s.log }
-
-// StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
-func (s *roomState) StartDrain() { s.draining.Store(true) }
-
-// CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
-func (s *roomState) CheckRedis(ctx context.Context) error {
-	return s.checkRedisFor(ctx, time.Time{})
+// NewRoomOn is the room roomName (namespace/name) on engine, unconfigured.
+func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
+	namespace, name, _ := strings.Cut(roomName, "/")
+	s := &roomState{name: roomName, roomID: herdgatev1alpha1.RoomID(namespace, name), engine: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
+		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+	p := &Room{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
+	p.state.init(opts.Replica)
+	if d, ok := engine.(durableEngine); ok {
+		p.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "herdgate_proxy_redis_unacknowledged_writes_total",
+			Help: "Entries of a Replicated room (spec.redis.durability) that no replica acknowledged within the wait; they stand, and a failover may lose them.",
+		}, func() float64 { return float64(d.Unacknowledged()) }))
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.rand == nil {
+		p.rand = globalRand{}
+	}
+	return p
 }
 
-// checkRedisFor is CheckRedis for the check due at moment, whose PING the rooms on the same Redis
-// share (queue.Queue.PingFor).
-func (s *roomState) checkRedisFor(ctx context.Context, moment time.Time) error {
-	err := s.engine.PingFor(ctx, moment)
-	s.redisResult(err)
-	return err
+// laneEngine is an engine that keeps the room's metered lanes (spec.lanes).
+type laneEngine interface {
+	SetLanes(names []string) error
 }
 
-func (s *roomState) redisResult(err error) {
-	down := err != nil && !errors.Is(err, context.Canceled)
-	if down {
-		s.redisRetryAt.Store(s.now().Add(redisRetryAfterError).UnixNano())
+// durableEngine is an engine that can wait for a replica after the entries it writes
+// (spec.redis.durability).
+type durableEngine interface {
+	SetReplicated(wait time.Duration)
+	Unacknowledged() int64
+}
+
+type globalRand struct{}
+
+func (globalRand) Float64() float64 { return rand.Float64() }
+
+// MetricsHandler serves the proxy's Prometheus metrics: the room's labelled waitingqueue="namespace/name"
+// as a shared proxy set's are, so that one query finds a room's series whichever kind of proxy serves
+// it, and the process's own.
+func (p *Room) MetricsHandler() http.Handler {
+	room := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return gatherLabelled([]*Room{p}) })
+	return promhttp.HandlerFor(prometheus.Gatherers{p.metrics.process, room}, promhttp.HandlerOpts{})
+}
+
+// What fronts and hosts call: the roles, composed.
+
+// Decide is the gate, for a front: it returns whether the request goes upstream (and how), the
+// answer the gate gives it instead, or that the path is herdgate's own. escapedPath is the request
+// target's path as it came; fragment says the target carried a '#'. The decision carries the config
+// it was made under. The gate reads the request through x and writes nothing to it.
+func (p *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
+	return p.gate.decide(x, p.configNow(), escapedPath, fragment, false)
+}
+
+// DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
+// ext_authz) and forwards it itself. Nothing is handed out on the allow path, since not every
+// gateway can set a cookie on an allowed request: a browser without a pass is never admitted at once
+// (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
+// pass is not extended. An allowed request is reported with Allowed.
+func (p *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
+	d := p.gate.decide(x, p.configNow(), escapedPath, fragment, true)
+	if d.verdict != Reserved {
+		p.state.checks.Add(1) // the gateway asks: GatewayChecking
 	}
-	if s.redisDown.Swap(down) != down {
-		if down {
-			s.log.Error(err, "Redis is unreachable")
-		} else {
-			s.log.Info("Redis is reachable again")
-		}
+	return d
+}
+
+// ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
+// status, the waiting page and the room's other endpoints, under the config it was decided with.
+func (p *Room) ServeReserved(x Exchange, d Decision) {
+	if d.cfg == nil {
+		p.serveUnconfigured(x, d.canonical)
+		return
 	}
-	if down {
-		s.metrics.redisUp.Set(0)
-	} else {
-		s.metrics.redisUp.Set(1)
+	p.visitors.serveReserved(x, d.cfg, d.canonical)
+}
+
+// Allowed records a request a gateway was told it may pass: it is counted, and on a completion route
+// it ends the session, since no answer of the workload reaches the gate.
+func (p *Room) Allowed(d Decision) {
+	p.metrics.requests.WithLabelValues(d.class, "allowed").Inc()
+	if d.completion {
+		p.gate.afterUpstream(d, http.StatusOK, "")
 	}
 }
 
-// serveUnconfigured answers a request to the normalised path canonical ("" for any other) while the
-// proxy has no valid config: alive, not ready, and nothing reaches the upstream or the queue.
-func (s *roomState) serveUnconfigured(x Exchange, canonical string) {
-	switch canonical {
-	case reservedPrefix + "/healthz":
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
-	case reservedPrefix + "/readyz":
-		replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "not_configured"})
-	default:
-		s.metrics.requests.WithLabelValues("internal", "not_configured").Inc()
-		retryAfter(x, 5*time.Second)
-		replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "not_configured",
-			Message: "the waiting room has no valid configuration yet; try again shortly"})
-	}
+// BeginUpstream counts a request going upstream as d decided it.
+func (p *Room) BeginUpstream(d Decision) *UpstreamCall { return p.gate.beginUpstream(d) }
+
+// Run keeps what the proxy does beside answering requests, until ctx ends: it pings Redis every
+// redisCheckInterval (1 s when zero) for FailOpen, reports the config it serves to the manager,
+// syncs sessions, reports the workload it measured, keeps far positions and, after a failover of
+// Redis, writes back the passes visitors hold. A program that serves
+// the Room through a front of its own runs it beside.
+func (p *Room) Run(ctx context.Context, redisCheckInterval time.Duration) {
+	p.runtime.run(ctx, redisCheckInterval)
 }

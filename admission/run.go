@@ -17,7 +17,7 @@ const declaredReportInterval = time.Second
 
 // The replica runtime: the loops Run keeps beside the requests, each until its context ends.
 
-// run keeps every loop of the runtime until ctx ends (Proxy.Run).
+// run keeps every loop of the runtime until ctx ends (Room.Run).
 func (rt *replicaRuntime) run(ctx context.Context, redisCheckInterval time.Duration) {
 	if redisCheckInterval <= 0 {
 		redisCheckInterval = time.Second

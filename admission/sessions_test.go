@@ -29,7 +29,7 @@ import (
 type sessionRig struct {
 	q        *queue.Queue
 	rdb      redis.UniversalClient
-	replicas [2]*admission.Proxy
+	replicas [2]*admission.Room
 	urls     [2]string
 	cfg      *admission.Config
 }
@@ -69,7 +69,7 @@ func newSessionRig(t *testing.T, change func(*builder.QueueBuilder)) *sessionRig
 		t.Fatal(err)
 	}
 	for i := range rig.replicas {
-		if rig.replicas[i], err = admission.NewProxy(cfg, store, admission.Options{}); err != nil {
+		if rig.replicas[i], err = admission.NewRoom(cfg, store, admission.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		rig.urls[i] = serveFront(t, rig.replicas[i]).URL

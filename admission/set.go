@@ -20,33 +20,33 @@ import (
 )
 
 // Rooms is what a front serves: the room a request is for, and the state of the whole server. A
-// *Proxy is one room, whatever the host; a *Set is a shared proxy set's rooms, by host.
+// *Room is one room, whatever the host; a *Set is a shared proxy set's rooms, by host.
 type Rooms interface {
 	// Room is the room of a request with this method and target (as sent) to host, the Host header as
 	// sent (port and letter case included); nil when no room is served there.
-	Room(host, method, target []byte) *Proxy
+	Room(host, method, target []byte) *Room
 	// Named is the room namespace/name, for checks that name it (Envoy's context_extensions).
-	Named(name string) (*Proxy, bool)
+	Named(name string) (*Room, bool)
 	Draining() bool
 	// Ready says the rooms serve: not draining, and with a config in force (one, for a set).
 	Ready() bool
 	StartDrain()
 	Log() logr.Logger
 	MetricsHandler() http.Handler
-	// Run keeps what the rooms do beside answering requests until ctx ends (Proxy.Run).
+	// Run keeps what the rooms do beside answering requests until ctx ends (Room.Run).
 	Run(ctx context.Context, redisCheckInterval time.Duration)
 }
 
 // Room is p, whatever the host: a proxy of its own serves its room on any host.
-func (p *Proxy) Room(_, _, _ []byte) *Proxy { return p }
+func (p *Room) Room(_, _, _ []byte) *Room { return p }
 
 // Ready says p serves: it has a config and is not draining.
-func (p *Proxy) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() }
+func (p *Room) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() }
 
 // Named is p when name is its room's, or is "" (the one room there is).
-func (p *Proxy) Named(name string) (*Proxy, bool) { return p, name == "" || name == p.name }
+func (p *Room) Named(name string) (*Room, bool) { return p, name == "" || name == p.name }
 
-// Set is the rooms of a shared proxy set (spec.proxy.shared): one server, a Proxy per room, each with
+// Set is the rooms of a shared proxy set (spec.proxy.shared): one server, a Room each, each with
 // its own config, keys, Redis and metrics, and a request's room picked by its host and, where rooms
 // share a host, by the most specific protected route (hostRooms.pick). Two rooms may not protect the
 // same route on one host: the room created first keeps it and the other's generation is refused,
@@ -68,7 +68,7 @@ type Set struct {
 }
 
 type setRoom struct {
-	proxy   *Proxy
+	proxy   *Room
 	created time.Time
 	// hosts are the hosts of the room's config in force; conflict is the host another room holds,
 	// with the generation it was refused for.
@@ -88,7 +88,7 @@ func NewSet(log logr.Logger) *Set {
 
 // Room picks the room by host (without a port or a final dot, in any letter case) and, when rooms
 // share the host, by the request's method and target.
-func (s *Set) Room(host, method, target []byte) *Proxy {
+func (s *Set) Room(host, method, target []byte) *Room {
 	routes := *s.routes.Load()
 	host = hostOnly(host)
 	hr, ok := routes[string(host)]
@@ -105,7 +105,7 @@ func (s *Set) Room(host, method, target []byte) *Proxy {
 }
 
 // Named is the room namespace/name, when the set serves it.
-func (s *Set) Named(name string) (*Proxy, bool) {
+func (s *Set) Named(name string) (*Room, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rooms[name]
@@ -166,7 +166,7 @@ func (s *Set) Log() logr.Logger { return s.log }
 
 // Add serves p's room, created at created (which settles who holds a host both name), on the hosts
 // of its config in force: give it configs with Configure. A room the set serves already is replaced.
-func (s *Set) Add(p *Proxy, created time.Time) {
+func (s *Set) Add(p *Room, created time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.rooms[p.name]; ok && old.stop != nil {
@@ -222,7 +222,7 @@ func (s *Set) Names() []string {
 	return out
 }
 
-// Run runs every room's Proxy.Run until ctx ends, and those of rooms added meanwhile.
+// Run runs every room's Room.Run until ctx ends, and those of rooms added meanwhile.
 func (s *Set) Run(ctx context.Context, redisCheckInterval time.Duration) {
 	s.mu.Lock()
 	s.runCtx, s.interval = ctx, redisCheckInterval
@@ -252,7 +252,7 @@ const roomLabel = "waitingqueue"
 
 func (s *Set) gatherRooms() ([]*dto.MetricFamily, error) {
 	s.mu.Lock()
-	rooms := make([]*Proxy, 0, len(s.rooms))
+	rooms := make([]*Room, 0, len(s.rooms))
 	for _, r := range s.rooms {
 		rooms = append(rooms, r.proxy)
 	}
@@ -262,7 +262,7 @@ func (s *Set) gatherRooms() ([]*dto.MetricFamily, error) {
 
 // gatherLabelled gathers the rooms' series into one family per metric, each series labelled with its
 // room (roomLabel).
-func gatherLabelled(rooms []*Proxy) ([]*dto.MetricFamily, error) {
+func gatherLabelled(rooms []*Room) ([]*dto.MetricFamily, error) {
 	byName := map[string]*dto.MetricFamily{}
 	for _, p := range rooms {
 		families, err := p.metrics.roomRegistry.Gather()

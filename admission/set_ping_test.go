@@ -31,7 +31,7 @@ func TestTheRoomsOfASetShareTheirRedisChecks(t *testing.T) {
 	store := queue.NewStore(rdb, queue.StoreOptions{})
 	t.Cleanup(store.Close)
 	set := admission.NewSet(logr.Discard())
-	proxies := make([]*admission.Proxy, rooms)
+	proxies := make([]*admission.Room, rooms)
 	for i := range proxies {
 		name := fmt.Sprintf("room-%02d", i)
 		key := make([]byte, 32)

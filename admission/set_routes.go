@@ -18,7 +18,7 @@ import (
 // hostRooms are the rooms served on one host, the one created first first.
 type hostRooms struct {
 	host  string
-	rooms []*Proxy
+	rooms []*Room
 }
 
 // pick is the room of a request to a host several rooms share: the room with the most specific
@@ -26,7 +26,7 @@ type hostRooms struct {
 // another, and the room created first on a tie or when none matches. herdgate's own paths go to the
 // room their room parameter names (the waiting page and the enter links add it), else to the room of
 // the page their return parameter names.
-func (hr *hostRooms) pick(method, target string) *Proxy {
+func (hr *hostRooms) pick(method, target string) *Room {
 	p, rawQuery, _ := strings.Cut(target, "?")
 	canonical, err := route.Normalize(p)
 	if err != nil || !strings.HasPrefix(p, "/") {

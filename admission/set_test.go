@@ -218,13 +218,13 @@ func testSharedSet(t *testing.T) {
 }
 
 // addRoom adds wq's room to set with key, configured, and returns its proxy.
-func addRoom(t *testing.T, set *admission.Set, store *queue.Store, wq *herdgatev1alpha1.WaitingQueue, key []byte, created time.Time) *admission.Proxy {
+func addRoom(t *testing.T, set *admission.Set, store *queue.Store, wq *herdgatev1alpha1.WaitingQueue, key []byte, created time.Time) *admission.Room {
 	t.Helper()
 	cfg, err := admission.NewConfig(wq, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := admission.NewUnconfiguredProxy(wq.Namespace, wq.Name, store, admission.Options{Rand: fixedRand(0.5)})
+	p, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, admission.Options{Rand: fixedRand(0.5)})
 	if err != nil {
 		t.Fatal(err)
 	}

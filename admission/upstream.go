@@ -42,7 +42,7 @@ type UpstreamCall struct {
 	done     atomic.Bool
 }
 
-// beginUpstream counts a request going upstream as d decided it (Proxy.BeginUpstream).
+// beginUpstream counts a request going upstream as d decided it (Room.BeginUpstream).
 func (g *gate) beginUpstream(d Decision) *UpstreamCall {
 	c := &UpstreamCall{g: g, d: d, start: time.Now(), inFlight: g.metrics.upstreamGauge(d.class), measured: d.class == "protected"}
 	c.inFlight.Inc()

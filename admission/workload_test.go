@@ -93,7 +93,7 @@ func TestAReplicaReportsItsWorkloadToRedis(t *testing.T) {
 	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
 	})
-	p, err := admission.NewProxy(h.proxy.Config(), h.store, admission.Options{Replica: "proxy-7"})
+	p, err := admission.NewRoom(h.proxy.Config(), h.store, admission.Options{Replica: "proxy-7"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,9 +37,9 @@ func Config(tb testing.TB, wq *herdgatev1alpha1.WaitingQueue) *admission.Config 
 // NewRoom is the room name (namespace/name) as a proxy replica serves it, in process, on a memory
 // engine that publishes ReferencePlan: a room whose decisions need no Redis. It serves cfg; with a
 // nil cfg it is as a proxy is before its first valid config.
-func NewRoom(name string, cfg *admission.Config, opts admission.Options) (*admission.Proxy, *MemoryEngine) {
+func NewRoom(name string, cfg *admission.Config, opts admission.Options) (*admission.Room, *MemoryEngine) {
 	engine := NewMemoryEngine(ReferencePlan())
-	p := admission.NewProxyOn(name, engine, opts)
+	p := admission.NewRoomOn(name, engine, opts)
 	if cfg != nil {
 		p.SetConfig(cfg)
 	}

@@ -108,7 +108,7 @@ func onlyValue(x admission.Exchange, name string) string {
 
 // check answers a gateway's check through x, the exchange of the check request itself; target is
 // what follows CheckPath in the check's target when that is "/" and more (see checkedRequestOf).
-func check(p *admission.Proxy, x admission.Exchange, target string) {
+func check(p *admission.Room, x admission.Exchange, target string) {
 	req, ok := checkedRequestOf(x, target)
 	if !ok {
 		admission.ReplyError(x, http.StatusBadRequest, "bad_check",

@@ -20,7 +20,7 @@ import (
 
 // checked is a proxy on the in-memory engine whose visitors say who they are in X-User-Id, with the
 // checkout pages protected, and the net/http front that answers its checks.
-func checked(t testing.TB) (*admission.Proxy, *admissiontest.MemoryEngine, http.Handler) {
+func checked(t testing.TB) (*admission.Room, *admissiontest.MemoryEngine, http.Handler) {
 	t.Helper()
 	wq := builder.Queue("shop", "orders").UID("uid-1").UpstreamURL("http://orders.internal:8080").Identity("X-User-Id").
 		Routes(builder.Route("/checkout", true, "GET"), builder.Route("/api/v1/orders", false, "POST")).Obj()

@@ -38,7 +38,7 @@ type ExtAuthz struct {
 	authv3.UnimplementedAuthorizationServer
 	// Room finds a room by its name (namespace/name); "" asks for the one room a service of a
 	// single room serves.
-	Room func(name string) (*admission.Proxy, bool)
+	Room func(name string) (*admission.Room, bool)
 }
 
 // Check judges the request Envoy describes.
@@ -204,4 +204,4 @@ func NewExtAuthzServer(e *ExtAuthz) *grpc.Server {
 }
 
 // OneRoom serves p's room alone: a check naming no room, or p's, is p's.
-func OneRoom(p *admission.Proxy) func(string) (*admission.Proxy, bool) { return p.Named }
+func OneRoom(p *admission.Room) func(string) (*admission.Room, bool) { return p.Named }

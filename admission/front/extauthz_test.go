@@ -24,9 +24,9 @@ import (
 
 // grpcCheck serves ext_authz for two queues of the in-memory engine on a loopback port: shop/orders
 // protects /checkout, shop/tickets /tickets and is Closed. It returns a client and shop/orders' proxy.
-func grpcCheck(t *testing.T) (authv3.AuthorizationClient, *admission.Proxy) {
+func grpcCheck(t *testing.T) (authv3.AuthorizationClient, *admission.Room) {
 	t.Helper()
-	proxies := map[string]*admission.Proxy{}
+	proxies := map[string]*admission.Room{}
 	for _, b := range []*builder.QueueBuilder{
 		builder.Queue("shop", "orders").UID("uid-1").Routes(builder.Route("/checkout", true, "GET"), builder.Route("/api/v1/orders", false, "POST")),
 		builder.Queue("shop", "tickets").UID("uid-2").Routes(builder.Route("/tickets", true, "GET")).Mode(herdgatev1alpha1.ModeClosed),
@@ -39,7 +39,7 @@ func grpcCheck(t *testing.T) (authv3.AuthorizationClient, *admission.Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewExtAuthzServer(&ExtAuthz{Room: func(name string) (*admission.Proxy, bool) {
+	server := NewExtAuthzServer(&ExtAuthz{Room: func(name string) (*admission.Room, bool) {
 		p, ok := proxies[name]
 		return p, ok
 	}})

@@ -31,7 +31,7 @@ const escalatedBodyLimit = 1 << 20
 // requests to the gate and what the gate lets through to the upstream on fasthttp, whose per-request
 // cost is a fraction of net/http's (the gate sits in every request of the workload). A connection that asks for a protocol upgrade
 // (WebSocket) is handed over, with the request already read, to a net/http server running the same
-// Proxy, which stays in charge of it until it closes.
+// Room, which stays in charge of it until it closes.
 type Fast struct {
 	rooms  admission.Rooms
 	server *fasthttp.Server
@@ -56,7 +56,7 @@ type FastOptions struct {
 	UpstreamTransport http.RoundTripper
 }
 
-// NewFast is the visitor-facing server of rooms: one Proxy, or a shared set's.
+// NewFast is the visitor-facing server of rooms: one Room, or a shared set's.
 func NewFast(rooms admission.Rooms, o FastOptions) *Fast {
 	f := &Fast{rooms: rooms, handover: newHandoverListener()}
 	f.server = &fasthttp.Server{
@@ -124,12 +124,12 @@ func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
 
 // decided is a request's room and the gate's decision, made before its 100 Continue.
 type decided struct {
-	p *admission.Proxy
+	p *admission.Room
 	d admission.Decision
 }
 
 // decide asks the gate of the request's room about it.
-func (f *Fast) decide(ctx *fasthttp.RequestCtx, p *admission.Proxy) admission.Decision {
+func (f *Fast) decide(ctx *fasthttp.RequestCtx, p *admission.Room) admission.Decision {
 	target := ctx.Request.Header.RequestURI()
 	return p.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 }
@@ -183,7 +183,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 
 // carry carries out the gate's decision: the request goes upstream, gets the gate's answer, or is
 // served by the room as herdgate's own.
-func (f *Fast) carry(ctx *fasthttp.RequestCtx, p *admission.Proxy, d admission.Decision) {
+func (f *Fast) carry(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.Decision) {
 	switch d.Verdict() {
 	case admission.Forward:
 		f.forward(ctx, p, d)
@@ -225,7 +225,7 @@ func (f *Fast) badRequest(ctx *fasthttp.RequestCtx, err error) {
 // forward carries the request upstream as the forwarding policy says and streams the answer back.
 // The visitor's request and response objects travel upstream and back themselves: no copy of headers
 // or body, and a small body goes in the same write as its headers.
-func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Proxy, d admission.Decision) {
+func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.Decision) {
 	up := f.client(d.Config().Upstream)
 	req := &ctx.Request
 	fw := d.Forwarding(fastExchange{ctx}, admission.Inbound{

@@ -1,6 +1,6 @@
 // Package front holds the proxy's fronts: the servers that carry visitors' requests to the gate
 // (package admission) and forward what it lets through. A front adapts a request to an
-// admission.Exchange, asks Proxy.Decide, and carries out the Decision: it forwards as the Decision
+// admission.Exchange, asks Room.Decide, and carries out the Decision: it forwards as the Decision
 // says and reports the upstream's answer or failure through an admission.UpstreamCall, writes the
 // gate's Reply, or has the room serve herdgate's own path; it decides nothing itself. Fast, on fasthttp,
 // is the one herdgate-proxy serves; NetHTTP carries the connections Fast hands over for a protocol

@@ -39,7 +39,7 @@ func configOf(t *testing.T, upstream string, generation int64) *admission.Config
 	return cfg
 }
 
-func proxyOn(t *testing.T, cfg *admission.Config) *admission.Proxy {
+func proxyOn(t *testing.T, cfg *admission.Config) *admission.Room {
 	t.Helper()
 	p, _ := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
 	return p

@@ -10,7 +10,7 @@ import (
 
 // serveFast serves p with the fast front on a loopback port until the test ends; it returns the
 // front's base URL.
-func serveFast(tb testing.TB, p *admission.Proxy) string {
+func serveFast(tb testing.TB, p *admission.Room) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

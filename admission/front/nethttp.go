@@ -31,7 +31,7 @@ func NewNetHTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
 // NetHTTP is the net/http front: an http.Handler that decides through the gate and forwards with
 // net/http's reverse proxy. It carries the connections the fast front hands over for a protocol
 // upgrade (WebSocket), and serves programs that embed the gate in a net/http server (which then run
-// Proxy.Run beside it).
+// Room.Run beside it).
 type NetHTTP struct {
 	rooms admission.Rooms
 	rp    *httputil.ReverseProxy
@@ -43,7 +43,7 @@ type NetHTTPOptions struct {
 	UpstreamTransport http.RoundTripper
 }
 
-// NewNetHTTP is the net/http front of rooms: one Proxy, or a shared set's.
+// NewNetHTTP is the net/http front of rooms: one Room, or a shared set's.
 func NewNetHTTP(rooms admission.Rooms, o NetHTTPOptions) *NetHTTP {
 	h := &NetHTTP{rooms: rooms}
 	transport := o.UpstreamTransport

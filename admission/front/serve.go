@@ -33,7 +33,7 @@ type ServerOptions struct {
 	Log       logr.Logger
 }
 
-// Serve runs the rooms (one Proxy, or a shared set's) until ctx ends, then drains: readyz fails for
+// Serve runs the rooms (one Room, or a shared set's) until ctx ends, then drains: readyz fails for
 // DrainDelay, the servers stop accepting and wait up to ShutdownTimeout for requests in flight.
 func Serve(ctx context.Context, p admission.Rooms, o ServerOptions) error {
 	errLog := log.New(logrWriter{o.Log}, "", 0)

@@ -18,7 +18,7 @@ type verdict struct {
 
 // judge asks the gate of p about the request x describes, whose path is path (as it came) and
 // whose target carried a '#' when fragment, and records an allowed one.
-func judge(p *admission.Proxy, x admission.Exchange, path string, fragment bool) verdict {
+func judge(p *admission.Room, x admission.Exchange, path string, fragment bool) verdict {
 	d := p.DecideForGateway(x, path, fragment)
 	v := verdict{kind: d.Verdict(), reply: d.Reply()}
 	if v.kind == admission.Forward {

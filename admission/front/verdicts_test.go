@@ -47,7 +47,7 @@ type seen struct {
 // checkedRoom is a room behind every check: the HTTP check on the fast front (on loopback), and
 // Envoy's gRPC ext_authz.
 type checkedRoom struct {
-	proxy *admission.Proxy
+	proxy *admission.Room
 	http  string
 }
 
@@ -89,7 +89,7 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 		}
 		rooms[name] = &checkedRoom{proxy: p, http: serveFast(t, p)}
 	}
-	grpcClient := extAuthzOf(t, func(name string) (*admission.Proxy, bool) {
+	grpcClient := extAuthzOf(t, func(name string) (*admission.Room, bool) {
 		r, ok := rooms[strings.TrimPrefix(name, "shop/")]
 		if !ok {
 			return nil, false
@@ -259,7 +259,7 @@ func roomName(rooms map[string]*checkedRoom, r *checkedRoom) string {
 }
 
 // extAuthzOf serves Envoy's ext_authz for the rooms queue finds, on loopback, and returns a client.
-func extAuthzOf(t *testing.T, queue func(string) (*admission.Proxy, bool)) authv3.AuthorizationClient {
+func extAuthzOf(t *testing.T, queue func(string) (*admission.Room, bool)) authv3.AuthorizationClient {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

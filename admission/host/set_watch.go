@@ -66,7 +66,7 @@ type setWatch struct {
 type setMember struct {
 	uid      types.UID
 	redisURL string
-	proxy    *admission.Proxy
+	proxy    *admission.Room
 	watch    queueWatch
 }
 
@@ -126,7 +126,7 @@ func (w *setWatch) member(wq *herdgatev1alpha1.WaitingQueue) (*setMember, error)
 	if err != nil {
 		return nil, fmt.Errorf("the room's Redis URL: %w", err)
 	}
-	p, err := admission.NewUnconfiguredProxy(wq.Namespace, wq.Name, store, w.opts.Proxy)
+	p, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, w.opts.Proxy)
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serveSet(ctx, f, key, serve, log)
 	}
 	if fileCfg != nil {
-		p, err := admission.NewProxy(fileCfg, store, admission.Options{Log: log})
+		p, err := admission.NewRoom(fileCfg, store, admission.Options{Log: log})
 		if err != nil {
 			return usage("flag --config: %v", err)
 		}
@@ -223,7 +223,7 @@ func watchAndServe(ctx context.Context, f flags, key types.NamespacedName, store
 	if restCfg == nil {
 		return code
 	}
-	proxy, err := admission.NewUnconfiguredProxy(key.Namespace, key.Name, store, admission.Options{Log: log, Replica: f.replica})
+	proxy, err := admission.NewUnconfiguredRoom(key.Namespace, key.Name, store, admission.Options{Log: log, Replica: f.replica})
 	if err != nil {
 		return badFlag(log, "flag --waitingqueue: %v", err)
 	}

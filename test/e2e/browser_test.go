@@ -158,7 +158,7 @@ func serveQueue(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue
 }
 
 // serveQueueProxy is serveQueue that also returns the proxy, for tests that apply a new config.
-func serveQueueProxy(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue.Queue, *admission.Proxy) {
+func serveQueueProxy(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *queue.Queue, *admission.Room) {
 	t.Helper()
 	secret := &corev1.Secret{}
 	if err := k8sClient.Get(context.Background(), types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret); err != nil {
@@ -169,7 +169,7 @@ func serveQueueProxy(t *testing.T, wq *herdgatev1alpha1.WaitingQueue) (string, *
 		t.Fatal(err)
 	}
 	store := newStore(t)
-	proxy, err := admission.NewProxy(cfg, store, admission.Options{Log: ctrl.Log.WithName("proxy")})
+	proxy, err := admission.NewRoom(cfg, store, admission.Options{Log: ctrl.Log.WithName("proxy")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func BenchmarkSolveInTheBrowser(b *testing.B) {
 	defer rdb.Close()
 	store := queue.NewStore(rdb, queue.StoreOptions{})
 	defer store.Close()
-	proxy, err := admission.NewProxy(cfg, store, admission.Options{})
+	proxy, err := admission.NewRoom(cfg, store, admission.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func newStore(t *testing.T) *queue.Store {
 
 // serveFront serves p on the front herdgate-proxy runs, on a loopback port, until the test ends, and
 // returns its base URL.
-func serveFront(t *testing.T, p *admission.Proxy) string {
+func serveFront(t *testing.T, p *admission.Room) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

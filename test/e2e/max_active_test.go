@@ -70,7 +70,7 @@ func startCapRig(t *testing.T, name string, maxActive int32, releases bool) *cap
 			}
 			_ = rig.q.Delete(context.Background())
 		}
-		p, err := admission.NewProxy(cfg, store, admission.Options{Log: logr.Discard()})
+		p, err := admission.NewRoom(cfg, store, admission.Options{Log: logr.Discard()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -155,11 +155,11 @@ func TestProxyWatchesItsQueueWithTheOperatorsRBAC(t *testing.T) {
 
 // servingProxy runs a whole proxy as herdgate-proxy --waitingqueue does, under the proxy's account,
 // and returns its address.
-func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, keyFile, replica string) (*admission.Proxy, string) {
+func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, keyFile, replica string) (*admission.Room, string) {
 	t.Helper()
 	store := newStore(t)
 	log := ctrl.Log.WithName(replica)
-	p, err := admission.NewUnconfiguredProxy(wq.Namespace, wq.Name, store, admission.Options{Log: log, Replica: replica})
+	p, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, admission.Options{Log: log, Replica: replica})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func startSafetyNet(t *testing.T, name string, upstreamURL string) *safetyNet {
 			}
 			_ = s.q.Delete(context.Background())
 		}
-		p, err := admission.NewProxy(cfg, store, admission.Options{})
+		p, err := admission.NewRoom(cfg, store, admission.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,7 +121,7 @@ func runDrill(t *testing.T, name, url string, lagged bool, primary primaryOf) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	var replicas []string
-	var proxies []*admission.Proxy
+	var proxies []*admission.Room
 	var q *queue.Queue
 	var watches []*queue.FailoverWatch
 	for i := range 2 {
@@ -139,7 +139,7 @@ func runDrill(t *testing.T, name, url string, lagged bool, primary primaryOf) {
 				t.Fatal(err)
 			}
 		}
-		p, err := admission.NewProxy(cfg, store, admission.Options{Log: logr.Discard(), Replica: fmt.Sprintf("proxy-%d", i)})
+		p, err := admission.NewRoom(cfg, store, admission.Options{Log: logr.Discard(), Replica: fmt.Sprintf("proxy-%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -471,7 +471,7 @@ func releasedPassTaken(ctx context.Context, replica, visitor, pass string) bool 
 }
 
 // proxyCounter sums a counter over the proxies' series, those with label = value when label is set.
-func proxyCounter(t *testing.T, proxies []*admission.Proxy, name, label, value string) float64 {
+func proxyCounter(t *testing.T, proxies []*admission.Room, name, label, value string) float64 {
 	t.Helper()
 	var sum float64
 	for _, p := range proxies {

@@ -167,7 +167,7 @@ func newWorkloadRig(ctx context.Context, name string, mode herdgatev1alpha1.Capa
 		return rig, err
 	}
 	for _, replica := range []string{"herd-proxy-a", "herd-proxy-b"} {
-		proxy, err := admission.NewProxy(cfg, store, admission.Options{Replica: replica})
+		proxy, err := admission.NewRoom(cfg, store, admission.Options{Replica: replica})
 		if err != nil {
 			return rig, err
 		}

@@ -116,7 +116,7 @@ func runOne(ctx context.Context, spec RunSpec, name string, store *queue.Store, 
 	if err != nil {
 		return RunResult{}, err
 	}
-	proxy, err := admission.NewProxy(cfg, store, admission.Options{})
+	proxy, err := admission.NewRoom(cfg, store, admission.Options{})
 	if err != nil {
 		return RunResult{}, err
 	}

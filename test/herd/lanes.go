@@ -139,7 +139,7 @@ func Lanes(ctx context.Context, spec LanesSpec, log io.Writer) (LanesResult, err
 	if err != nil {
 		return res, err
 	}
-	proxy, err := admission.NewProxy(cfg, store, admission.Options{})
+	proxy, err := admission.NewRoom(cfg, store, admission.Options{})
 	if err != nil {
 		return res, err
 	}

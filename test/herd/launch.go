@@ -280,7 +280,7 @@ func Launch(ctx context.Context, spec LaunchSpec, log io.Writer) (LaunchResult, 
 	if err != nil {
 		return res, err
 	}
-	proxy, err := admission.NewProxy(cfg, store, admission.Options{})
+	proxy, err := admission.NewRoom(cfg, store, admission.Options{})
 	if err != nil {
 		return res, err
 	}
