@@ -22,7 +22,7 @@ func TestAnEventChangesTheRoomsPageAndNotice(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(t0.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	h := newHarnessWith(t, harnessOptions{now: now}, func(wq *herdgatev1alpha1.WaitingQueue) {
+	h := newHarnessWith(t, harnessOptions{now: now, memory: true}, func(wq *herdgatev1alpha1.WaitingQueue) {
 		sale := builder.Event("sale", t0.Add(time.Hour), t0.Add(2*time.Hour))
 		sale.Page = &herdgatev1alpha1.EventPage{Message: ptr.To("The sale is on: two tickets each")}
 		*wq = *builder.From(wq).PageMessage("Welcome").Events(sale).Obj()

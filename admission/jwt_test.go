@@ -138,7 +138,7 @@ func TestNoJWKSWithoutPublicKeys(t *testing.T) {
 		"HMAC passes":  {"", nil},
 		"HS256 passes": {hs256, jwtQueue(herdgatev1alpha1.PassAlgorithmHS256)},
 	} {
-		h := newHarnessWith(t, harnessOptions{passKeys: opts.keys}, opts.change)
+		h := newHarnessWith(t, harnessOptions{passKeys: opts.keys, memory: true}, opts.change)
 		r := h.visitor().do(http.MethodGet, "/.herdgate/jwks.json", nil)
 		if r.StatusCode != http.StatusNotFound || r.json(t)["error"] != "no_public_keys" {
 			t.Errorf("%s: jwks.json answered %d %s", name, r.StatusCode, r.body)

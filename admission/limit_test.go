@@ -124,7 +124,7 @@ func testEntriesPerClientAreLimited(t *testing.T) {
 func TestTheUpstreamLearnsTheClientATrustedProxyNames(t *testing.T) {
 	onBothFronts(t, func(t *testing.T) {
 		up := startRawUpstream(t)
-		h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+		h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Upstream.URL = ptr.To(up.URL())
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8"}}
 		})
