@@ -44,7 +44,8 @@ type positionBody struct {
 	// is computed from (herd verify-shuffle).
 	Arrival int64 `json:"arrival,omitempty"`
 	// Lane is the metered lane the visitor waits in (spec.lanes); position and queueDepth are then
-	// its place in the lane and the lane's length. Unset in the main queue.
+	// its place in the lane and the lane's length; in the pre-queue, the lane the draw places the
+	// visitor in. Unset in the main queue.
 	Lane string `json:"lane,omitempty"`
 	// Pass and PassExpiresAt are set when Admitted; the pass is also set as the herdgate_pass cookie.
 	Pass          string     `json:"pass,omitempty"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -205,5 +206,35 @@ func TestALaneVisitorGetsBackItsLanePlace(t *testing.T) {
 	}
 	if n, err := h.redisClient().ZCard(t.Context(), prefix+":q").Result(); err != nil || n != 3 {
 		t.Fatalf("the main queue holds %d (%v), want the 3 ahead only", n, err)
+	}
+}
+
+// TestAPreQueueVisitorIsToldItsLane: before a scheduled opening a visitor who joins a lane takes a
+// pre-queue place like anyone, and its answers name the lane the draw will place it in, on entering
+// and on coming back; a visitor of the main queue is told no lane.
+func TestAPreQueueVisitorIsToldItsLane(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		withLanes(wq)
+		*wq = *builder.From(wq).Schedule(time.Now().Add(-time.Minute), time.Now().Add(time.Hour), time.Time{}).Obj()
+	})
+	h.proxy.ReadPlansFresh(h.q)
+	h.publishPhase(phase.PreQueue)
+	vip, plain := h.visitor(), h.visitor()
+	vip.header.Set("X-Member-Tier", vipValue)
+	for i, c := range []struct {
+		who  string
+		v    *visitor
+		lane any
+	}{{"a vip", vip, "vip"}, {"a main-queue visitor", plain, nil}} {
+		for _, when := range []string{"entering", "coming back"} {
+			res := c.v.enter()
+			body := res.json(t)
+			if res.StatusCode != http.StatusOK || body["phase"] != string(phase.PreQueue) || body["arrival"] != float64(i+1) {
+				t.Fatalf("%s %s in the pre-queue: %d %s; want its pre-queue place %d", c.who, when, res.StatusCode, res.body, i+1)
+			}
+			if body["lane"] != c.lane {
+				t.Errorf("%s %s in the pre-queue: lane %v, want %v", c.who, when, body["lane"], c.lane)
+			}
+		}
 	}
 }

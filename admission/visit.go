@@ -300,7 +300,7 @@ func (api *visitorAPI) replyPreQueued(v *visit, pos queue.Position) {
 	if api.pollTooEarly(v.x, v.class, v.enter, pos, shortest) {
 		return
 	}
-	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, NextPollMs: hint.Milliseconds(), scheduleTimes: api.scheduleTimes(v.cfg)}
+	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, Lane: pos.Lane, NextPollMs: hint.Milliseconds(), scheduleTimes: api.scheduleTimes(v.cfg)}
 	outcome := "pre_queued"
 	if drawing {
 		body.Phase, outcome = phase.Opening, "drawing"

@@ -34,16 +34,29 @@ func TestTheDrawPlacesEachVisitorInItsLane(t *testing.T) {
 		for _, lane := range []string{"", "members", "presale"} {
 			v := fmt.Sprintf("%s-%04d", map[string]string{"": "a", "members": "m", "presale": "p"}[lane], i)
 			p, err := q.EnterFrom(ctx, v, drawAbandon, EntryLimit{Lane: lane})
-			if err != nil || p.State != PreQueued || p.Arrival != int64(len(visitors)+1) {
-				t.Fatalf("Enter(%s, lane %q) in the pre-queue = %+v, %v; want PreQueued at arrival %d", v, lane, p, err, len(visitors)+1)
+			if err != nil || p.State != PreQueued || p.Arrival != int64(len(visitors)+1) || p.Lane != lane {
+				t.Fatalf("Enter(%s, lane %q) in the pre-queue = %+v, %v; want PreQueued in its lane at arrival %d", v, lane, p, err, len(visitors)+1)
 			}
 			laneOf[v] = lane
 			visitors = append(visitors, v)
 		}
 	}
-	// The room drops presale before it opens: those visitors wait in the main queue.
+	// Coming back or polling, a pre-queue visitor is told the lane it joined.
+	if p, err := q.EnterFrom(ctx, "m-0003", drawAbandon, EntryLimit{}); err != nil || p.State != PreQueued || p.Lane != "members" {
+		t.Fatalf("m-0003 entering again = %+v, %v; want PreQueued in members", p, err)
+	}
+	if p := mustStatus(t, q, "p-0003"); p.State != PreQueued || p.Lane != "presale" || p.Arrival != 12 {
+		t.Fatalf("Status(p-0003) in the pre-queue = %+v; want PreQueued in presale at arrival 12", p)
+	}
+	// The room drops presale before it opens: those visitors wait in the main queue, and are told so.
 	if err := q.SetLanes([]string{"members"}); err != nil {
 		t.Fatal(err)
+	}
+	if p := mustStatus(t, q, "p-0003"); p.State != PreQueued || p.Lane != "" {
+		t.Fatalf("Status(p-0003) once presale is dropped = %+v; want PreQueued in the main queue", p)
+	}
+	if p := mustStatus(t, q, "m-0003"); p.State != PreQueued || p.Lane != "members" {
+		t.Fatalf("Status(m-0003) in the pre-queue = %+v; want PreQueued in members", p)
 	}
 
 	st, err := q.BeginDraw(ctx, time.UnixMilli(time.Now().UnixMilli()), phase.Open)

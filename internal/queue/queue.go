@@ -280,7 +280,8 @@ type Position struct {
 	// lost it (EntryLimit.HeldPlace).
 	Restored bool
 	// Lane is the lane the visitor waits in, when Waiting: "" for the main queue. Position and
-	// Depth are then its place in the lane and the lane's length.
+	// Depth are then its place in the lane and the lane's length. When PreQueued it is the lane the
+	// draw places the visitor in.
 	Lane string
 	// Shadow says the visitor holds a shadow place, when Waiting: one no tick admits. Position and
 	// Depth read as a place behind everyone waiting in the main queue.
@@ -349,7 +350,7 @@ func (o visitorOp) script() *redis.Script {
 // single-use tokens, which the script may touch and so declares.
 func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []string {
 	if o != opEnter {
-		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow}, q.laneKeys(lanes)...)
+		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes}, q.laneKeys(lanes)...)
 	}
 	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes}
 	keys = append(keys, q.laneKeys(lanes)...)
@@ -612,7 +613,11 @@ func decodePosition(res []int64, lanes []string) (Position, error) {
 		if len(res) < 4 {
 			return bad()
 		}
-		return Position{State: PreQueued, Phase: phase.PreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}, nil
+		p := Position{State: PreQueued, Phase: phase.PreQueue, Arrival: res[1], Depth: res[2], Now: time.UnixMilli(res[3]), PreviousPoll: previous(4)}
+		if len(res) > 5 {
+			p.Lane = laneName(lanes, res[5])
+		}
+		return p, nil
 	case Drawing:
 		return Position{State: Drawing, Phase: phase.Opening, Now: time.UnixMilli(res[1]), PreviousPoll: previous(2)}, nil
 	case RateLimited:

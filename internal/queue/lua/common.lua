@@ -137,6 +137,23 @@ local function in_lanes(lanes, visitor)
   return nil
 end
 
+-- pre_lane is the lane number (in the list of keys lanes, 1 for the first) that visitor's pre-queue
+-- place joins at the draw, as the pre-queue's lanes hash records it by name; 0 for the main queue,
+-- and for a lane the room no longer has.
+local function pre_lane(pre_lanes_key, wait_key, lanes, visitor)
+  local name = redis.call('HGET', pre_lanes_key, visitor)
+  if not name then
+    return 0
+  end
+  local key = wait_key .. ':' .. name
+  for i, k in ipairs(lanes) do
+    if k == key then
+      return i
+    end
+  end
+  return 0
+end
+
 -- fresh_reports reads a hash of replica reports stamped "reportedAtMs|report", returns {replica1,
 -- report1, …} of those reported at or after oldest (ms), and deletes the older ones: replicas that
 -- are gone.

@@ -25,7 +25,8 @@
 -- {2, position, depth, now, 0, seq, lane} for one waiting with its place known (in its lane, 0 being
 -- the main queue; -1 for a shadow place, which reads as a place behind everyone waiting), {3, phase,
 -- now} for one turned
--- away, {4, arrival, preQueueDepth, now} for one holding a pre-queue place, {5, now} for one
+-- away, {4, arrival, preQueueDepth, now, 0, lane} for one holding a pre-queue place (lane as for 2;
+-- a shadow place gives no lane), {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
 -- (1-based index in its list) that another visitor entered with (nothing was taken), {8, position,
@@ -339,7 +340,7 @@ local function enter(visitor, client, tokens, held, lane)
       local block, off = seen_slot(arrival)
       touch_seen(seen_key, block, off, now_s)
       if phase == PHASE_PREQUEUE then
-        return '4', arrival, int(pre_depth), now_s
+        return '4', arrival, int(pre_depth), now_s, '0', int(pre_lane(pre_lanes_key, KEYS[1], lanes, visitor))
       end
       return '5', now_s
     end
@@ -407,6 +408,7 @@ local function enter(visitor, client, tokens, held, lane)
     if lane_key then
       -- The draw orders the pre-queue as one, and places each visitor in the lane it joined here.
       redis.call('HSET', pre_lanes_key, visitor, string.sub(lane_key, #KEYS[1] + 2))
+      return '4', seq_s, int(pre_depth), now_s, '0', int(lane)
     end
     return '4', seq_s, int(pre_depth), now_s
   end

@@ -1,14 +1,14 @@
 -- Status reports where visitors stand and refreshes their last-seen times. The proxy sends the polls
 -- that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set, KEYS[2] totals hash, KEYS[3] plan hash, KEYS[4] pre-queue set, KEYS[5] draw
--- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow set, KEYS[9..] the lanes'
--- waiting sets
+-- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow set, KEYS[9] the
+-- pre-queue's lanes (hash), KEYS[10..] the lanes' waiting sets
 -- ARGV[1] abandon-after ms, ARGV[2..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
 -- holding a pass, {2, position, depth, now, previousPoll, seq, lane} when waiting with its place known
 -- (position and depth in its lane, lane 0 being the main queue; -1 for a shadow place, read as a
 -- place behind everyone waiting in the main queue),
--- {4, arrival, preQueueDepth, now, previousPoll} when holding a pre-queue place, {5, now,
+-- {4, arrival, preQueueDepth, now, previousPoll, lane} when holding a pre-queue place (lane as for 2), {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local abandon_ms = tonumber(ARGV[1])
 local seen_key = KEYS[6]
@@ -37,7 +37,7 @@ local depth_s = int(depth + (pre_depth or 0))
 -- The lanes' sets, searched after the main queue's (common.lua, in_lanes).
 local shadow_key = KEYS[8]
 local lanes = {}
-for i = 9, #KEYS do
+for i = 10, #KEYS do
   lanes[#lanes + 1] = KEYS[i]
 end
 
@@ -99,7 +99,7 @@ for i = 2, #ARGV do
       local seen = slot_time(times, off)
       call('HSET', seen_key, block, with_time(times, off, now_s))
       if phase == PHASE_PREQUEUE then
-        n = add_reply(parts, n, '4', arrival, int(pre_depth), now_s, seen or '0')
+        n = add_reply(parts, n, '4', arrival, int(pre_depth), now_s, seen or '0', int(pre_lane(KEYS[9], wait_key, lanes, visitor)))
       else
         n = add_reply(parts, n, '5', now_s, seen or '0')
       end
