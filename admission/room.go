@@ -100,21 +100,21 @@ func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 	namespace, name, _ := strings.Cut(roomName, "/")
 	s := &roomState{name: roomName, roomID: herdgatev1alpha1.RoomID(namespace, name), engine: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
 		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
-	p := &Room{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
-	p.state.init(opts.Replica)
+	r := &Room{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
+	r.state.init(opts.Replica)
 	if d, ok := engine.(durableEngine); ok {
-		p.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		r.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "herdgate_proxy_redis_unacknowledged_writes_total",
 			Help: "Entries of a Replicated room (spec.redis.durability) that no replica acknowledged within the wait; they stand, and a failover may lose them.",
 		}, func() float64 { return float64(d.Unacknowledged()) }))
 	}
-	if p.now == nil {
-		p.now = time.Now
+	if r.now == nil {
+		r.now = time.Now
 	}
-	if p.rand == nil {
-		p.rand = globalRand{}
+	if r.rand == nil {
+		r.rand = globalRand{}
 	}
-	return p
+	return r
 }
 
 // laneEngine is an engine that keeps the room's metered lanes (spec.lanes).
@@ -136,9 +136,9 @@ func (globalRand) Float64() float64 { return rand.Float64() }
 // MetricsHandler serves the proxy's Prometheus metrics: the room's labelled waitingqueue="namespace/name"
 // as a shared proxy set's are, so that one query finds a room's series whichever kind of proxy serves
 // it, and the process's own.
-func (p *Room) MetricsHandler() http.Handler {
-	room := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return gatherLabelled([]*Room{p}) })
-	return promhttp.HandlerFor(prometheus.Gatherers{p.metrics.process, room}, promhttp.HandlerOpts{})
+func (r *Room) MetricsHandler() http.Handler {
+	room := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return gatherLabelled([]*Room{r}) })
+	return promhttp.HandlerFor(prometheus.Gatherers{r.metrics.process, room}, promhttp.HandlerOpts{})
 }
 
 // What fronts and hosts call: the roles, composed.
@@ -147,8 +147,8 @@ func (p *Room) MetricsHandler() http.Handler {
 // answer the gate gives it instead, or that the path is herdgate's own. escapedPath is the request
 // target's path as it came; fragment says the target carried a '#'. The decision carries the config
 // it was made under. The gate reads the request through x and writes nothing to it.
-func (p *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
-	return p.gate.decide(x, p.configNow(), escapedPath, fragment, false)
+func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
+	return r.gate.decide(x, r.configNow(), escapedPath, fragment, false)
 }
 
 // DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
@@ -156,41 +156,41 @@ func (p *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 // gateway can set a cookie on an allowed request: a browser without a pass is never admitted at once
 // (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
 // pass is not extended. An allowed request is reported with Allowed.
-func (p *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
-	d := p.gate.decide(x, p.configNow(), escapedPath, fragment, true)
+func (r *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
+	d := r.gate.decide(x, r.configNow(), escapedPath, fragment, true)
 	if d.verdict != Reserved {
-		p.state.checks.Add(1) // the gateway asks: GatewayChecking
+		r.state.checks.Add(1) // the gateway asks: GatewayChecking
 	}
 	return d
 }
 
 // ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
 // status, the waiting page and the room's other endpoints, under the config it was decided with.
-func (p *Room) ServeReserved(x Exchange, d Decision) {
+func (r *Room) ServeReserved(x Exchange, d Decision) {
 	if d.cfg == nil {
-		p.serveUnconfigured(x, d.canonical)
+		r.serveUnconfigured(x, d.canonical)
 		return
 	}
-	p.visitors.serveReserved(x, d.cfg, d.canonical)
+	r.visitors.serveReserved(x, d.cfg, d.canonical)
 }
 
 // Allowed records a request a gateway was told it may pass: it is counted, and on a completion route
 // it ends the session, since no answer of the workload reaches the gate.
-func (p *Room) Allowed(d Decision) {
-	p.metrics.requests.WithLabelValues(d.class, "allowed").Inc()
+func (r *Room) Allowed(d Decision) {
+	r.metrics.requests.WithLabelValues(d.class, "allowed").Inc()
 	if d.completion {
-		p.gate.afterUpstream(d, http.StatusOK, "")
+		r.gate.afterUpstream(d, http.StatusOK, "")
 	}
 }
 
 // BeginUpstream counts a request going upstream as d decided it.
-func (p *Room) BeginUpstream(d Decision) *UpstreamCall { return p.gate.beginUpstream(d) }
+func (r *Room) BeginUpstream(d Decision) *UpstreamCall { return r.gate.beginUpstream(d) }
 
 // Run keeps what the proxy does beside answering requests, until ctx ends: it pings Redis every
 // redisCheckInterval (1 s when zero) for FailOpen, reports the config it serves to the manager,
 // syncs sessions, reports the workload it measured, keeps far positions and, after a failover of
 // Redis, writes back the passes visitors hold. A program that serves
 // the Room through a front of its own runs it beside.
-func (p *Room) Run(ctx context.Context, redisCheckInterval time.Duration) {
-	p.runtime.run(ctx, redisCheckInterval)
+func (r *Room) Run(ctx context.Context, redisCheckInterval time.Duration) {
+	r.runtime.run(ctx, redisCheckInterval)
 }

@@ -37,14 +37,14 @@ type Rooms interface {
 	Run(ctx context.Context, redisCheckInterval time.Duration)
 }
 
-// Room is p, whatever the host: a proxy of its own serves its room on any host.
-func (p *Room) Room(_, _, _ []byte) *Room { return p }
+// Room is r, whatever the host: a proxy of its own serves its room on any host.
+func (r *Room) Room(_, _, _ []byte) *Room { return r }
 
-// Ready says p serves: it has a config and is not draining.
-func (p *Room) Ready() bool { return p.cfg.Load() != nil && !p.draining.Load() }
+// Ready says r serves: it has a config and is not draining.
+func (r *Room) Ready() bool { return r.cfg.Load() != nil && !r.draining.Load() }
 
-// Named is p when name is its room's, or is "" (the one room there is).
-func (p *Room) Named(name string) (*Room, bool) { return p, name == "" || name == p.name }
+// Named is r when name is its room's, or is "" (the one room there is).
+func (r *Room) Named(name string) (*Room, bool) { return r, name == "" || name == r.name }
 
 // Set is the rooms of a shared proxy set (spec.proxy.shared): one server, a Room each, each with
 // its own config, keys, Redis and metrics, and a request's room picked by its host and, where rooms
