@@ -16,13 +16,17 @@ const liveNotifyInterval = 10 * time.Second
 
 // notify tells the reconciler that the snapshot changed, at most once per statsInterval (unless the
 // room just fell asleep: it ticks again only when it wakes), and at most once per
-// liveNotifyInterval when only live figures changed.
+// liveNotifyInterval when only live figures changed. A read that finds the figures as they were is
+// no change.
 func (r *runner) notify(st *tickState, now time.Time) {
 	if r.s.notify == nil {
 		return
 	}
 	snap := r.snapshot()
-	snap.LastTick = time.Time{} // moves every tick; not worth a status write
+	// When the last tick ran and when the figures were read move with the clock alone: news is a
+	// figure or a state that changed, and a room at rest tells nothing
+	// (docs/architecture.md, "What the manager writes").
+	snap.LastTick, snap.StatsAt = time.Time{}, time.Time{}
 	drained := st.drainedNow
 	st.drainedNow = false
 	if reflect.DeepEqual(snap, st.notified) || (now.Before(st.notifyAt) && !drained) {
@@ -42,7 +46,7 @@ func (r *runner) notify(st *tickState, now time.Time) {
 func withoutLiveFigures(s Snapshot) Snapshot {
 	// Whether anybody waits, holds a pass or sits in the pre-queue is told at once: a room that
 	// drains or fills shows it within a tick, not a live interval later.
-	s.Depth, s.Active, s.PreQueued, s.StatsAt = min(s.Depth, 1), min(s.Active, 1), min(s.PreQueued, 1), time.Time{}
+	s.Depth, s.Active, s.PreQueued = min(s.Depth, 1), min(s.Active, 1), min(s.PreQueued, 1)
 	s.AdmittedPerSecond, s.ReleasedPerSecond = "", ""
 	s.Polling = Polling{Fits: s.Polling.Fits}
 	if s.Workload != nil {

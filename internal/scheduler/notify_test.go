@@ -116,3 +116,49 @@ func TestARoomThatDrainsSaysSoAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestARoomAtRestTellsNothing: a room nobody waits in wakes every idle sleep and reads its
+// figures, which stay as they were; a read that changes nothing is no news, so the reconciler,
+// which writes status for news, hears nothing of it, however long the room rests.
+func TestARoomAtRestTellsNothing(t *testing.T) {
+	var mu sync.Mutex
+	told := 0
+	toldSoFar := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return told
+	}
+	h := newHarness(t, WithNotify(func(types.NamespacedName) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		told++
+		return true
+	}))
+	h.s.Ensure(h.queue("resting", builder.Queue("", "")))
+	if r := h.mustStep(100 * time.Millisecond); !r.Result.Asleep {
+		t.Fatal("a room nobody waits in stayed awake")
+	}
+	// The first figures are news: let them be told.
+	for range 3 * int(defaultIdleSleep/time.Second) {
+		h.step(time.Second)
+	}
+	settled := toldSoFar()
+	if settled == 0 {
+		t.Fatal("the room never told the reconciler of its first figures")
+	}
+	first, _ := h.s.Snapshot(types.UID("resting"))
+	wakes := 0
+	for range 30 * int(defaultIdleSleep/time.Second) { // thirty idle sleeps
+		if _, ok := h.step(time.Second); ok {
+			wakes++
+		}
+	}
+	last, _ := h.s.Snapshot(types.UID("resting"))
+	if wakes < 25 || !last.StatsAt.After(first.StatsAt) {
+		t.Fatalf("the resting room woke %d times and read its figures at %s, then %s; want a wake and a read every idle sleep",
+			wakes, first.StatsAt, last.StatsAt)
+	}
+	if n := toldSoFar(); n != settled {
+		t.Fatalf("over %d wakes that found nothing new the room told the reconciler %d times", wakes, n-settled)
+	}
+}
