@@ -34,6 +34,24 @@ func (r *WaitingQueueReconciler) holdLiveStatus(before, wq *herdgatev1alpha1.Wai
 	return due
 }
 
+// dateLiveFigures keeps the liveFiguresTime written last when the figures are the ones written with
+// it: a read that finds nothing new is no change, and an idle room's status is never written for
+// the clock alone (docs/architecture.md, "What the manager writes").
+func dateLiveFigures(before, wq *herdgatev1alpha1.WaitingQueue) {
+	if before.Status.LiveFiguresTime != nil && equality.Semantic.DeepEqual(liveFigures(before.Status), liveFigures(wq.Status)) {
+		wq.Status.LiveFiguresTime = before.Status.LiveFiguresTime.DeepCopy()
+	}
+}
+
+// liveFigures is the part of st that liveFiguresTime dates.
+func liveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1.WaitingQueueStatus {
+	return herdgatev1alpha1.WaitingQueueStatus{
+		QueueDepth: st.QueueDepth, ActiveVisitors: st.ActiveVisitors, PreQueueDepth: st.PreQueueDepth,
+		AdmittedPerSecond: st.AdmittedPerSecond, ReleasedPerSecond: st.ReleasedPerSecond, GatewayChecksPerSecond: st.GatewayChecksPerSecond,
+		Polling: st.Polling, Workload: st.Workload, Lanes: st.Lanes,
+	}
+}
+
 // withoutLiveFigures is st without the figures that change with every stats read.
 func withoutLiveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1.WaitingQueueStatus {
 	out := *st.DeepCopy()

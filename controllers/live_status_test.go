@@ -58,3 +58,34 @@ func TestLiveFiguresAreWrittenAtMostEveryInterval(t *testing.T) {
 		t.Fatal("live figures due were held")
 	}
 }
+
+// TestLiveFiguresTimeMovesOnlyWithAFigure: a read that finds the figures as written keeps the time
+// written with them, whatever else changes; a figure that changes brings its read's time.
+func TestLiveFiguresTimeMovesOnlyWithAFigure(t *testing.T) {
+	written := &herdgatev1alpha1.WaitingQueue{}
+	written.Status.QueueDepth, written.Status.AdmittedPerSecond = 0, "0"
+	written.Status.LiveFiguresTime = &metav1.Time{Time: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	readAt := metav1.NewTime(written.Status.LiveFiguresTime.Add(10 * time.Minute))
+	for _, tc := range []struct {
+		name   string
+		change func(*herdgatev1alpha1.WaitingQueueStatus)
+		moves  bool
+	}{
+		{"nothing", func(*herdgatev1alpha1.WaitingQueueStatus) {}, false},
+		{"a condition", func(st *herdgatev1alpha1.WaitingQueueStatus) { st.ObservedGeneration = 2 }, false},
+		{"the depth", func(st *herdgatev1alpha1.WaitingQueueStatus) { st.QueueDepth = 3 }, true},
+		{"the admission rate", func(st *herdgatev1alpha1.WaitingQueueStatus) { st.AdmittedPerSecond = "1.4" }, true},
+		{"a lane", func(st *herdgatev1alpha1.WaitingQueueStatus) {
+			st.Lanes = []herdgatev1alpha1.LaneStatus{{Name: "main", Depth: 1}}
+		}, true},
+		{"the gateway checks", func(st *herdgatev1alpha1.WaitingQueueStatus) { st.GatewayChecksPerSecond = "2" }, true},
+	} {
+		wq := written.DeepCopy()
+		tc.change(&wq.Status)
+		wq.Status.LiveFiguresTime = readAt.DeepCopy()
+		dateLiveFigures(written, wq)
+		if moved := wq.Status.LiveFiguresTime.Equal(&readAt); moved != tc.moves {
+			t.Errorf("a read that changed %s: liveFiguresTime %s, moved %t; want moved %t", tc.name, wq.Status.LiveFiguresTime, moved, tc.moves)
+		}
+	}
+}

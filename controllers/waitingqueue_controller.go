@@ -164,6 +164,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.setStatus(wq, cur, snap, nil)
 	r.setDrawStatus(ctx, wq, s, snap, seed)
 	r.setProgrammed(wq, applyErr, snap)
+	dateLiveFigures(before, wq)
 	hold := r.holdLiveStatus(before, wq)
 	if err := r.patchStatus(ctx, before, wq); err != nil {
 		return ctrl.Result{}, err

@@ -95,8 +95,11 @@ type WaitingQueueStatus struct {
 	// liveFiguresTime is when the scheduler read the live figures of this status from Redis:
 	// queueDepth, activeVisitors, preQueueDepth, the rates and the lanes'. A busy room reads them
 	// every 2 seconds and writes them at most every 10; a room nobody waits in reads them when it
-	// wakes, at least every 10 seconds. Whether anybody waits, holds a pass or sits in the
-	// pre-queue is written as soon as it changes; a room that drains shows queueDepth 0 at once.
+	// wakes, at least every 10 seconds. Figures read again unchanged are not written again, so
+	// this is when they last changed: a room at rest keeps the time it came to rest, and its
+	// figures hold as long as RedisAvailable is True. Whether anybody waits, holds a pass or sits
+	// in the pre-queue is written as soon as it changes; a room that drains shows queueDepth 0 at
+	// once.
 	// +optional
 	LiveFiguresTime *metav1.Time `json:"liveFiguresTime,omitempty"`
 

@@ -112,12 +112,13 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	return nil
 }
 
-// figuresAge says how old the live figures are, the way kubectl writes an age.
+// figuresAge says since when the live figures are as shown, the way kubectl writes an age: the
+// manager writes them when they change, not when they are read again unchanged.
 func figuresAge(st herdgatev1alpha1.WaitingQueueStatus, now time.Time) string {
 	if st.LiveFiguresTime == nil {
 		return ""
 	}
-	return " (read " + duration.HumanDuration(now.Sub(st.LiveFiguresTime.Time)) + " ago)"
+	return " (since " + duration.HumanDuration(now.Sub(st.LiveFiguresTime.Time)) + " ago)"
 }
 
 // enforcement says who enforces the room and, for a gateway, whether it asks the check.

@@ -66,7 +66,7 @@ func TestStatusSaysHowOldTheFiguresAre(t *testing.T) {
 	if err := writeStatus(&out, wq); err != nil {
 		t.Fatal(err)
 	}
-	if want := "Queue:         120 waiting; 40 holding a pass (read 12s ago)\n"; !strings.Contains(out.String(), want) {
+	if want := "Queue:         120 waiting; 40 holding a pass (since 12s ago)\n"; !strings.Contains(out.String(), want) {
 		t.Fatalf("status without %q:\n%s", want, out.String())
 	}
 }
