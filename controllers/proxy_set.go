@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -134,8 +135,13 @@ func (r *WaitingQueueReconciler) ensureInSet(ctx context.Context, wq *herdgatev1
 	return r.applySet(ctx, wq.Namespace, set)
 }
 
-// applySet applies the objects of set for its members, or deletes them when none is left.
+// applySet applies the objects of set for its members, or deletes them when none is left. The rooms
+// of one set are reconciled by several workers at once, so one applies the set at a time: each from
+// the members it lists then, the last from the latest.
 func (r *WaitingQueueReconciler) applySet(ctx context.Context, namespace, set string) error {
+	lock, _ := r.setLocks.LoadOrStore(namespace+"/"+set, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
 	members, err := r.setMembers(ctx, namespace, set)
 	if err != nil {
 		return err

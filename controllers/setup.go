@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -39,7 +40,15 @@ type Options struct {
 	// GatewayCheckGrace is how long a Gateway room admits visitors without a gateway check before
 	// GatewayChecking turns False; 0 means 30 s, three of the proxies' report intervals.
 	GatewayCheckGrace time.Duration
+	// MaxConcurrentReconciles is how many rooms are reconciled at once; 0 means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
 }
+
+// DefaultMaxConcurrentReconciles is how many rooms the manager reconciles at once unless told
+// otherwise: a reconcile mostly waits for the API server, so a few workers keep up with a thousand
+// rooms created at once on two cores (docs/performance.md, "A thousand rooms on one manager").
+const DefaultMaxConcurrentReconciles = 8
 
 // Setup registers the scheduler and the WaitingQueue reconciler with mgr. The scheduler tells the
 // reconciler of a queue whose observed state changed through the notification function handed in
@@ -70,31 +79,37 @@ func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
 		ProxyImage:        opts.ProxyImage,
 		GatewayCheckGrace: opts.GatewayCheckGrace,
 	}
-	if err := r.SetupWithManager(mgr, changed); err != nil {
+	workers := opts.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = DefaultMaxConcurrentReconciles
+	}
+	if err := r.SetupWithManager(mgr, changed, workers); err != nil {
 		return nil, err
 	}
 	return sched, nil
 }
 
-// SetupWithManager wires the reconciler's watches. Secrets are not watched: the manager may not
-// list or watch them, so a queue is reconciled every
-// minute or more (secretResync) to notice changed Secrets.
-func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-chan event.GenericEvent) error {
-	return ctrl.NewControllerManagedBy(mgr).
+// SetupWithManager wires the reconciler's watches, with workers reconciling rooms at once. Secrets
+// are not watched: the manager may not list or watch them, so a queue is reconciled every minute or
+// more (secretResync) to notice changed Secrets. Rooms are queued by priority (priority.go).
+func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-chan event.GenericEvent, workers int) error {
+	owned := func() handler.EventHandler {
+		return handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &herdgatev1alpha1.WaitingQueue{}, handler.OnlyControllerOwner())
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("waitingqueue").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		// Own status writes change neither generation nor finalizers: they do not come back here.
-		For(&herdgatev1alpha1.WaitingQueue{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, finalizersChanged()))).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
-		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		Watches(&herdgatev1alpha1.WaitingQueue{}, roomEvents{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, finalizersChanged())))
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{},
+		&rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}} {
+		b = b.Watches(obj, owned())
+	}
+	return b.
 		// A shared proxy set's Deployment has no controller: its rooms hear of its pods by its label.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.roomsOfSet)).
-		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(changed, roomEvents{})).
 		Complete(r)
 }
 

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,40 +96,67 @@ var _ = BeforeSuite(func() {
 	startManager(ctx, managerOptions{namespaces: []string{mainNamespace}, onTick: ticks.add, restConfig: managerCfg})
 })
 
-// managerWrites counts the main manager's writes to the API server.
-var managerWrites = &writeCounter{}
+// managerWrites counts the main manager's requests to the API server.
+var managerWrites = &requestLog{}
 
-// writeCounter counts the writes (any request but a read) a client sends, by method and path.
-type writeCounter struct {
+// requestLog counts the requests a client sends, by method and path, and can hold each back for a
+// while, as a loaded API server answers late.
+type requestLog struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// sent are the requests, oldest first, as "METHOD path".
+	sent []string
+	// delay holds every request back this long (nanoseconds) before it is sent.
+	delay atomic.Int64
 }
 
-func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+func (c *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			c.mu.Lock()
-			if c.counts == nil {
-				c.counts = map[string]int{}
-			}
-			c.counts[r.Method+" "+r.URL.Path]++
-			c.mu.Unlock()
+		c.mu.Lock()
+		if c.counts == nil {
+			c.counts = map[string]int{}
+		}
+		c.counts[r.Method+" "+r.URL.Path]++
+		c.sent = append(c.sent, r.Method+" "+r.URL.Path)
+		c.mu.Unlock()
+		if d := time.Duration(c.delay.Load()); d > 0 {
+			time.Sleep(d)
 		}
 		return rt.RoundTrip(r)
 	})
 }
 
-// of is how many writes went to paths under prefix so far.
-func (c *writeCounter) of(prefix string) map[string]int {
+// of is how many writes (any request but a read) went to paths under prefix so far.
+func (c *requestLog) of(prefix string) map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]int{}
 	for k, n := range c.counts {
-		if _, path, _ := strings.Cut(k, " "); strings.HasPrefix(path, prefix) {
+		if method, path, _ := strings.Cut(k, " "); method != http.MethodGet && method != http.MethodHead && strings.HasPrefix(path, prefix) {
 			out[k] = n
 		}
 	}
 	return out
+}
+
+// requests are the requests sent so far, oldest first, as "METHOD path".
+func (c *requestLog) requests() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sent)
+}
+
+// count is how many requests of method went to paths under prefix so far.
+func (c *requestLog) count(method, prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.counts {
+		if m, path, _ := strings.Cut(k, " "); m == method && strings.HasPrefix(path, prefix) {
+			n += v
+		}
+	}
+	return n
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -167,6 +196,10 @@ type managerOptions struct {
 	redisURL       string
 	// restConfig is the identity the manager runs as; nil means the suite's administrator.
 	restConfig *rest.Config
+	// scheduler adds options to the scheduler (a clock of the spec's own).
+	scheduler []scheduler.Option
+	// workers is how many rooms the manager reconciles at once; 0 means the manager's default.
+	workers int
 }
 
 // startManager runs a manager with the herdgate controllers until ctx ends; it returns when the
@@ -202,7 +235,7 @@ func startManager(ctx context.Context, o managerOptions) (stopped <-chan struct{
 		url = redisSrv.URL()
 	}
 	_, err = controllers.Setup(mgr, controllers.Options{RedisURL: url, ProxyImage: proxyImage, GatewayCheckGrace: 3 * time.Second,
-		Scheduler: []scheduler.Option{scheduler.WithTickObserver(o.onTick)}})
+		Scheduler: append([]scheduler.Option{scheduler.WithTickObserver(o.onTick)}, o.scheduler...), MaxConcurrentReconciles: o.workers})
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan struct{})
 	go func() {

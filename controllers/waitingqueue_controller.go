@@ -77,6 +77,8 @@ type WaitingQueueReconciler struct {
 	liveWritten sync.Map // types.UID → time.Time
 	// derived are the queues' settings by generation (derive).
 	derived sync.Map // types.UID → derivedSettings
+	// setLocks hold one apply of a shared proxy set's objects at a time, by namespace/set (applySet).
+	setLocks sync.Map // string → *sync.Mutex
 	// beaconChains are the beacons' chains read so far, by address and chain hash (draw.go).
 	beaconChains sync.Map // beaconKey → beacon.Chain
 	// BeaconHTTP reads the beacons' chains; nil means a client with a short timeout.
@@ -119,7 +121,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	s, err := r.derive(wq)
 	if err != nil {
 		r.setNotAccepted(wq, err)
-		return ctrl.Result{RequeueAfter: r.secretResync()}, r.patchStatus(ctx, before, wq)
+		return requeueAfter(r.secretResync()), r.patchStatus(ctx, before, wq)
 	}
 	r.setCondition(wq, herdgatev1alpha1.ConditionAccepted, metav1.ConditionTrue, herdgatev1alpha1.ReasonAccepted,
 		"the spec passes the checks the admission proxy runs")
@@ -131,7 +133,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.Scheduler.Remove(wq.UID)
 		r.setStatus(wq, cur, nil, err)
 		r.setProgrammed(wq, nil, nil)
-		return ctrl.Result{RequeueAfter: failingResync}, r.patchStatus(ctx, before, wq)
+		return requeueAfter(failingResync), r.patchStatus(ctx, before, wq)
 	}
 	refs, refErr := r.referencedValues(ctx, wq, s)
 	if refErr != nil && !errors.As(refErr, new(errSecretValue)) {
@@ -171,7 +173,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if errors.As(applyErr, new(errSecretValue)) {
 		// Waiting for a Secret the user makes: looked at again soon, without backoff.
-		return ctrl.Result{RequeueAfter: failingResync}, nil
+		return requeueAfter(failingResync), nil
 	}
 	if applyErr != nil && !apierrors.IsInvalid(applyErr) && !apierrors.IsBadRequest(applyErr) {
 		// Transient (a conflict, a timeout, a missing permission being fixed): retry with backoff.
@@ -179,10 +181,10 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, applyErr
 	}
 	if snap != nil && snap.RedisError != "" {
-		return ctrl.Result{RequeueAfter: failingResync}, nil
+		return requeueAfter(failingResync), nil
 	}
 	if hold > 0 {
-		return ctrl.Result{RequeueAfter: hold}, nil
+		return requeueAfter(hold), nil
 	}
 	resync := r.secretResync()
 	if due := r.gatewayCheckDue(wq); due > 0 && due < resync {
@@ -192,7 +194,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// The calendar turns there: the status, and the next draw's seed, follow.
 		resync = edge.Sub(r.now()) + time.Second
 	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	return requeueAfter(resync), nil
 }
 
 // inForce is the settings the room runs with: the event the scheduler last ticked, or, before it

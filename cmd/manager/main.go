@@ -60,6 +60,7 @@ func run(args []string, stderr io.Writer) int {
 		namespaces      string
 		apiQPS          float64
 		apiBurst        int
+		workers         int
 	)
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -77,6 +78,8 @@ func run(args []string, stderr io.Writer) int {
 	// takes a handful of writes, and every queue is re-read every minute (docs/guides/operations.md).
 	fs.Float64Var(&apiQPS, "kube-api-qps", 50, "requests per second the manager sends the API server at most, on average")
 	fs.IntVar(&apiBurst, "kube-api-burst", 100, "requests the manager may send the API server at once above --kube-api-qps")
+	fs.IntVar(&workers, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
+		"how many WaitingQueues the manager reconciles at once; a reconcile mostly waits for the API server")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -95,6 +98,10 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if apiBurst < 1 {
 		fmt.Fprintf(stderr, "flag --kube-api-burst: %d is not a positive number of requests\n", apiBurst)
+		return 2
+	}
+	if workers < 1 {
+		fmt.Fprintf(stderr, "flag --max-concurrent-reconciles: %d is not a positive number of workers\n", workers)
 		return 2
 	}
 	watched, err := parseNamespaces(namespaces)
@@ -137,7 +144,8 @@ func run(args []string, stderr io.Writer) int {
 		log.Error(err, "Creating the manager")
 		return 1
 	}
-	if _, err := controllers.Setup(mgr, controllers.Options{RedisURL: redisURL, ProxyImage: proxyImage, RedisClient: clientOpts}); err != nil {
+	if _, err := controllers.Setup(mgr, controllers.Options{RedisURL: redisURL, ProxyImage: proxyImage, RedisClient: clientOpts,
+		MaxConcurrentReconciles: workers}); err != nil {
 		log.Error(err, "Setting up the controllers")
 		return 1
 	}
@@ -145,7 +153,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Error(err, "Adding the health and readiness checks")
 		return 1
 	}
-	log.Info("Starting the manager", "leaderElection", leaderElect, "proxyImage", proxyImage, "namespaces", namespaces)
+	log.Info("Starting the manager", "leaderElection", leaderElect, "proxyImage", proxyImage, "namespaces", namespaces, "workers", workers)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Running the manager")
 		return 1

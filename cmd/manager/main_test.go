@@ -32,6 +32,7 @@ func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
 		{"no API rate", []string{"--proxy-image=x", "--kube-api-qps=0"}, "flag --kube-api-qps: 0 is not a positive rate"},
 		{"an API rate that is no number", []string{"--proxy-image=x", "--kube-api-qps=fast"}, "kube-api-qps"},
 		{"no API burst", []string{"--proxy-image=x", "--kube-api-burst=-1"}, "flag --kube-api-burst: -1 is not a positive number of requests"},
+		{"no workers", []string{"--proxy-image=x", "--max-concurrent-reconciles=0"}, "flag --max-concurrent-reconciles: 0 is not a positive number of workers"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

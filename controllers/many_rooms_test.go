@@ -1,0 +1,172 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/scheduler"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// Decision 22: an idle room writes nothing, and a new room is reconciled as soon as a worker is free,
+// however many rooms requeue (docs/architecture.md, "What the manager writes").
+var _ = Describe("Many rooms", func() {
+	It("writes nothing for a room nobody visits, however often it wakes and reads its figures", func() {
+		const namespace = "rooms-at-rest"
+		createNamespace(namespace)
+		clock := clocktesting.NewFakeClock(time.Now())
+		requests := &requestLog{}
+		rc := rest.CopyConfig(cfg)
+		rc.Wrap(requests.wrap)
+		wakes := &tickLog{}
+		managerCtx, stopManager := context.WithCancel(ctx)
+		stopped := startManager(managerCtx, managerOptions{namespaces: []string{namespace}, restConfig: rc, onTick: wakes.add,
+			scheduler: []scheduler.Option{scheduler.WithClock(clock)}})
+		DeferCleanup(func() { stopManager(); <-stopped })
+		// The scheduler's time runs fifty times as fast as the reconciler's: a second every 20 ms.
+		stopClock := driveClock(clock, time.Second, 20*time.Millisecond)
+		DeferCleanup(stopClock)
+
+		wq := sampleQueue(namespace, "resting")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { deleteAndWait(wq) })
+		Eventually(func(g Gomega) {
+			g.Expect(condition(wq, herdgatev1alpha1.ConditionAdmitting)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(get(wq).Status.LiveFiguresTime).NotTo(BeNil())
+		}, timeout, interval).Should(Succeed())
+		By("letting the room come to rest")
+		writes := func() int {
+			n := 0
+			for _, c := range requests.of("/") {
+				n += c
+			}
+			return n
+		}
+		Eventually(writes, timeout, interval).Should(stableFor(3*time.Second), "the manager kept writing for a room nobody visits")
+
+		By("watching it over more than two of the reconciler's live-figure intervals")
+		written, woken := requests.of("/"), len(wakes.of(keyOf(wq)))
+		Consistently(func() map[string]int { return requests.of("/") }, 22*time.Second, 500*time.Millisecond).Should(Equal(written),
+			"a room nobody visits was written")
+		// Fifty times 22 s of the scheduler's time: the room woke and read its figures every idle sleep.
+		Expect(len(wakes.of(keyOf(wq))) - woken).To(BeNumerically(">=", 50), "the resting room did not wake")
+	})
+
+	It("reconciles a new room before the requeues of two hundred busy ones", func() {
+		const namespace, busyRooms = "rooms-behind-busy", 200
+		createNamespace(namespace)
+		requests := &requestLog{}
+		rc := rest.CopyConfig(cfg)
+		rc.QPS, rc.Burst = 1000, 2000
+		rc.Wrap(requests.wrap)
+		managerCtx, stopManager := context.WithCancel(ctx)
+		// One worker: the order the queue gives is all that decides who waits.
+		stopped := startManager(managerCtx, managerOptions{namespaces: []string{namespace}, restConfig: rc, workers: 1})
+		DeferCleanup(func() { stopManager(); <-stopped })
+
+		By("making rooms whose Redis Secret is missing: each is looked at again every 5 s")
+		for i := range busyRooms {
+			busy := builder.Queue(namespace, fmt.Sprintf("busy-%03d", i)).Redis("missing-redis", "url").Obj()
+			Expect(k8sClient.Create(ctx, busy)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			list := &herdgatev1alpha1.WaitingQueueList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+			failing := 0
+			for _, wq := range list.Items {
+				if c := apimeta.FindStatusCondition(wq.Status.Conditions, herdgatev1alpha1.ConditionRedisAvailable); c != nil && c.Status == metav1.ConditionFalse {
+					failing++
+				}
+			}
+			g.Expect(failing).To(Equal(busyRooms))
+		}, 2*timeout, interval).Should(Succeed())
+		missing := fmt.Sprintf("GET /api/v1/namespaces/%s/secrets/missing-redis", namespace)
+
+		By("answering the manager late, so that their requeues come faster than one worker takes them")
+		requests.delay.Store(int64(40 * time.Millisecond))
+		DeferCleanup(func() { requests.delay.Store(0) })
+		backlog := requests.count("GET", "/api/v1/namespaces/"+namespace+"/secrets/missing-redis")
+		Eventually(func() int {
+			return requests.count("GET", "/api/v1/namespaces/"+namespace+"/secrets/missing-redis") - backlog
+		}, timeout, interval).Should(BeNumerically(">=", busyRooms), "the busy rooms were not looked at again")
+
+		newcomer := sampleQueue(namespace, "newcomer")
+		Expect(k8sClient.Create(ctx, newcomer)).To(Succeed())
+		DeferCleanup(func() { requests.delay.Store(0); deleteAndWait(newcomer) })
+		Eventually(func(g Gomega) {
+			st := get(newcomer).Status
+			g.Expect(st.Plan).NotTo(BeNil())
+			g.Expect(st.ObservedGeneration).To(Equal(get(newcomer).Generation))
+		}, 2*timeout, interval).Should(Succeed())
+
+		// From the newcomer's first request (its finalizer) to its first status, the one worker may
+		// finish the busy room it holds, and nothing more.
+		sent := requests.requests()
+		room := fmt.Sprintf("/namespaces/%s/waitingqueues/newcomer", namespace)
+		first := slices.IndexFunc(sent, func(r string) bool { return strings.HasSuffix(r, room) })
+		status := slices.IndexFunc(sent, func(r string) bool { return r == "PATCH /apis/herdgate.io/v1alpha1"+room+"/status" })
+		Expect(first).To(BeNumerically(">=", 0))
+		Expect(status).To(BeNumerically(">", first))
+		between := 0
+		for _, r := range sent[first:status] {
+			if r == missing {
+				between++
+			}
+		}
+		Expect(between).To(BeNumerically("<=", 2), "the busy rooms were reconciled %d times while the new room waited", between)
+	})
+})
+
+// driveClock steps clock by step every real interval until the returned function is called.
+func driveClock(clock *clocktesting.FakeClock, step, every time.Duration) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				clock.Step(step)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// stableFor matches a value that stayed the same over d of polls: it remembers the value and when
+// it last changed.
+func stableFor(d time.Duration) OmegaMatcher {
+	var last any
+	var since time.Time
+	return WithTransform(func(v any) bool {
+		if since.IsZero() || fmt.Sprint(v) != fmt.Sprint(last) {
+			last, since = v, time.Now()
+		}
+		return time.Since(since) >= d
+	}, BeTrue())
+}
+
+// deleteAndWait deletes a room and waits until its finalizer let it go.
+func deleteAndWait(wq *herdgatev1alpha1.WaitingQueue) {
+	GinkgoHelper()
+	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{}))
+	}, timeout, interval).Should(BeTrue())
+}
