@@ -77,6 +77,8 @@ type WaitingQueueReconciler struct {
 	liveWritten sync.Map // types.UID → time.Time
 	// derived are the queues' settings by generation (derive).
 	derived sync.Map // types.UID → derivedSettings
+	// secretReads are what each room's last reconcile read of its Secrets, until its resync.
+	secretReads sync.Map // types.UID → secretRead
 	// setLocks hold one apply of a shared proxy set's objects at a time, by namespace/set (applySet).
 	setLocks sync.Map // string → *sync.Mutex
 	// beaconChains are the beacons' chains read so far, by address and chain hash (draw.go).
@@ -128,18 +130,25 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// The settings in force: an event's while the scheduler ticks one (spec.events).
 	cur := inForce(s, snapshotPtr(r.Scheduler.Snapshot(wq.UID)), r.now())
 	setPlanStatus(wq, cur)
-	redisURL, err := r.redisURL(ctx, wq)
-	if err != nil {
-		r.Scheduler.Remove(wq.UID)
-		r.setStatus(wq, cur, nil, err)
-		r.setProgrammed(wq, nil, nil)
-		return requeueAfter(failingResync), r.patchStatus(ctx, before, wq)
+	// The Secrets the room refers to, as read at its last resync, or read now (secret_reads.go).
+	read, fresh := r.lastRead(wq)
+	r.secretReads.Delete(wq.UID)
+	var refErr error
+	if !fresh {
+		if read.redisURL, err = r.redisURL(ctx, wq); err != nil {
+			r.Scheduler.Remove(wq.UID)
+			r.setStatus(wq, cur, nil, err)
+			r.setProgrammed(wq, nil, nil)
+			return requeueAfter(failingResync), r.patchStatus(ctx, before, wq)
+		}
+		read.refs, refErr = r.referencedValues(ctx, wq, s)
+		if refErr != nil && !errors.As(refErr, new(errSecretValue)) {
+			return ctrl.Result{}, fmt.Errorf("reading the Secrets the spec refers to: %w", refErr)
+		}
+		read.at, read.spread = r.now(), rand.Float64()
 	}
-	refs, refErr := r.referencedValues(ctx, wq, s)
-	if refErr != nil && !errors.As(refErr, new(errSecretValue)) {
-		return ctrl.Result{}, fmt.Errorf("reading the Secrets the spec refers to: %w", refErr)
-	}
-	secret, applyErr := r.ensureSecret(ctx, wq, s, redisURL, refs)
+	redisURL := read.redisURL
+	secret, applyErr := r.ensureSecret(ctx, wq, s, redisURL, read.refs, read.secret)
 	seed := secret.seed
 	if applyErr != nil {
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
@@ -171,6 +180,11 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.patchStatus(ctx, before, wq); err != nil {
 		return ctrl.Result{}, err
 	}
+	if applyErr == nil && (snap == nil || snap.RedisError == "") {
+		// Anything failing reads again at its retry: a value being fixed, a Redis URL rotated.
+		read.secret = secret.secret
+		r.rememberRead(wq, read)
+	}
 	if errors.As(applyErr, new(errSecretValue)) {
 		// Waiting for a Secret the user makes: looked at again soon, without backoff.
 		return requeueAfter(failingResync), nil
@@ -186,7 +200,8 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if hold > 0 {
 		return requeueAfter(hold), nil
 	}
-	resync := r.secretResync()
+	// The resync, when the Secrets are read again.
+	resync := max(time.Second, r.readDue(read).Sub(r.now()))
 	if due := r.gatewayCheckDue(wq); due > 0 && due < resync {
 		resync = due // GatewayChecking turns False then, unless a check comes
 	}
@@ -215,8 +230,14 @@ func inForce(s *settings.Settings, snap *scheduler.Snapshot, now time.Time) *set
 // many queues that their resyncs would read more than secretResyncReads Secrets a second; a tenth
 // more or less at random, so that queues made together do not resync together.
 func (r *WaitingQueueReconciler) secretResync() time.Duration {
+	return r.resyncAfter(rand.Float64())
+}
+
+// resyncAfter is the resync at spread, the room's place in the spread of a tenth either way (0 to
+// 1): a room keeps its place while the rooms' count, and so the resync, grows.
+func (r *WaitingQueueReconciler) resyncAfter(spread float64) time.Duration {
 	d := max(minSecretResync, time.Duration(r.Scheduler.Len())*time.Second/secretResyncReads)
-	return d + time.Duration((rand.Float64()-0.5)*0.2*float64(d))
+	return d + time.Duration((spread-0.5)*0.2*float64(d))
 }
 
 func (r *WaitingQueueReconciler) now() time.Time {
@@ -238,6 +259,7 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	r.applied.forget(wq.UID)
 	r.liveWritten.Delete(wq.UID)
 	r.derived.Delete(wq.UID)
+	r.secretReads.Delete(wq.UID)
 
 	err := r.deleteRedisKeys(ctx, wq)
 	if err != nil {

@@ -168,15 +168,21 @@ func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alp
 //
 // With JWT passes it also keeps their keys (rotatePassKeys), returned in secretState.passKeys and
 // mounted too.
-func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, redisURL string, refs map[string][]byte) (secretState, error) {
+//
+// known is the Secret as the last reconcile left it (secretRead), nil to read it.
+func (r *WaitingQueueReconciler) ensureSecret(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings, redisURL string, refs map[string][]byte, known *corev1.Secret) (secretState, error) {
 	newKey := func() ([]byte, error) {
 		key := make([]byte, 32)
 		_, err := rand.Read(key)
 		return key, err
 	}
 	var st secretState
-	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
+	var err error
+	secret := known.DeepCopy()
+	if secret == nil {
+		secret = &corev1.Secret{}
+		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, secret)
+	}
 	if apierrors.IsNotFound(err) {
 		key, err := newKey()
 		if err != nil {
