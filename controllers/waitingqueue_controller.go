@@ -150,6 +150,12 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	redisURL := read.redisURL
 	secret, applyErr := r.ensureSecret(ctx, wq, s, redisURL, read.refs, read.secret)
 	seed := secret.seed
+	if s.NextOpening(r.now()) == nil || seed != nil {
+		// A scheduled queue runs only with the seed of its draw; without the Secret it waits. The
+		// scheduler starts before the proxy's objects are applied, so that a new room's first tick
+		// comes while they are, and its first status says it admits.
+		r.Scheduler.Ensure(scheduler.Room{Settings: s, RedisURL: redisURL, DrawSeed: seed})
+	}
 	if applyErr != nil {
 		applyErr = fmt.Errorf("ensuring the Secret %s: %w", wq.SecretName(), applyErr)
 	} else if err := r.publishPassKeys(ctx, wq, secret.passKeys, secret.passKeysKept); err != nil {
@@ -160,11 +166,6 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// The proxies keep the values copied last, or refuse the spec until the value comes.
 		applyErr = refErr
 	}
-	if s.NextOpening(r.now()) == nil || seed != nil {
-		// A scheduled queue runs only with the seed of its draw; without the Secret it waits.
-		r.Scheduler.Ensure(scheduler.Room{Settings: s, RedisURL: redisURL, DrawSeed: seed})
-	}
-
 	if err := r.observeProxy(ctx, wq); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the proxy Deployment: %w", err)
 	}
