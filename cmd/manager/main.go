@@ -74,10 +74,13 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.StringVar(&pprofAddr, "pprof-bind-address", "", "address that serves Go's /debug/pprof/ profiles; empty disables it")
 	fs.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces whose WaitingQueues the manager serves, watching and caching only them (default: every namespace)")
-	// client-go's own defaults (20/30) hold back a manager with hundreds of queues: each new queue
-	// takes a handful of writes, and every queue is re-read every minute (docs/guides/operations.md).
-	fs.Float64Var(&apiQPS, "kube-api-qps", 50, "requests per second the manager sends the API server at most, on average")
-	fs.IntVar(&apiBurst, "kube-api-burst", 100, "requests the manager may send the API server at once above --kube-api-qps")
+	// client-go's own defaults (20/30) hold back a manager with many rooms: each new room takes about
+	// a dozen requests, two of them to WaitingQueues, and at 50 a second a thousand rooms made at
+	// once waited 40 s for the WaitingQueue client alone
+	// (docs/performance.md, "A thousand rooms on one manager"). The API server's priority and
+	// fairness keeps it safe from a higher rate.
+	fs.Float64Var(&apiQPS, "kube-api-qps", 200, "requests per second the manager sends the API server at most, on average, for each kind")
+	fs.IntVar(&apiBurst, "kube-api-burst", 400, "requests the manager may send the API server at once above --kube-api-qps")
 	fs.IntVar(&workers, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
 		"how many WaitingQueues the manager reconciles at once; a reconcile mostly waits for the API server")
 	zapOpts := zap.Options{}
