@@ -203,14 +203,16 @@ bench-scheduler: toolchain ## Run ten reference queues for 30 s, 300 idle rooms 
 
 MANAGER_LOAD_PHASE ?= 30s
 # bench-rooms: the room counts reached one after the other, how long each is watched idle and busy, and
-# a commit whose manager is measured the same way first (none by default), at its own counts, and a
-# directory for CPU profiles of the manager over each window (none by default).
-BENCH_ROOMS_LEVELS ?= 10,100,1000,3000
-BENCH_ROOMS_IDLE ?= 60s
+# a commit whose manager is measured the same way first (none by default), at its own counts, a
+# directory for CPU profiles of the manager over each window (none by default), and more flags for
+# this build's manager (none by default).
+BENCH_ROOMS_LEVELS ?= 100,1000,10000
+BENCH_ROOMS_IDLE ?= 4m
 BENCH_ROOMS_BUSY ?= 30s
 BENCH_ROOMS_BASELINE ?=
-BENCH_ROOMS_BASELINE_LEVELS ?= 10,100,1000
+BENCH_ROOMS_BASELINE_LEVELS ?= 100,1000
 BENCH_ROOMS_PROFILES ?=
+BENCH_ROOMS_MANAGER_ARGS ?=
 
 .PHONY: bench-manager
 bench-manager: toolchain ## Run the manager beside the largest plans for two phases; report memory, CPU and tick lag.
@@ -219,7 +221,7 @@ bench-manager: toolchain ## Run the manager beside the largest plans for two pha
 		./test/e2e -args -manager-load.phase=$(MANAGER_LOAD_PHASE) | grep -E '^\s+\||RSS|^(--- |ok|FAIL)'
 
 .PHONY: bench-rooms
-bench-rooms: toolchain ## Run the manager at 10 to 3,000 rooms (envtest), idle and a tenth busy; BENCH_ROOMS_BASELINE=<commit> measures that one first.
+bench-rooms: toolchain ## Run the manager at 100, 1,000 and 10,000 rooms (envtest): made at once, idle, a tenth busy (at most 100); BENCH_ROOMS_BASELINE=<commit> measures that one first.
 	@mkdir -p $(ARTIFACTS)
 	go build -o $(LOCALBIN)/bench-rooms/manager ./cmd/manager
 	go build -o $(LOCALBIN)/bench-rooms/herdgate-proxy ./cmd/herdgate-proxy
@@ -228,7 +230,7 @@ bench-rooms: toolchain ## Run the manager at 10 to 3,000 rooms (envtest), idle a
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/rooms --manager=$(LOCALBIN)/bench-rooms/manager --proxy=$(LOCALBIN)/bench-rooms/herdgate-proxy \
 		$(if $(BENCH_ROOMS_BASELINE),--baseline=$(LOCALBIN)/bench-rooms/manager-baseline --baseline-levels=$(BENCH_ROOMS_BASELINE_LEVELS)) \
 		--levels=$(BENCH_ROOMS_LEVELS) --idle=$(BENCH_ROOMS_IDLE) --busy=$(BENCH_ROOMS_BUSY) --out=$(ARTIFACTS)/bench-rooms.md \
-		$(if $(BENCH_ROOMS_PROFILES),--profiles=$(BENCH_ROOMS_PROFILES))
+		$(if $(BENCH_ROOMS_PROFILES),--profiles=$(BENCH_ROOMS_PROFILES)) $(if $(BENCH_ROOMS_MANAGER_ARGS),--manager-args="$(BENCH_ROOMS_MANAGER_ARGS)")
 
 .PHONY: bench-pow
 bench-pow: toolchain ## Time the proof of work at each difficulty: Go (API clients) beside the waiting page in headless Chromium.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -34,11 +36,14 @@ const namespace = "rooms"
 type plan struct {
 	label      string
 	managerBin string
-	proxyBin   string
-	levels     []int
-	idle, busy time.Duration
-	// busyShare of the rooms are made busy at each level (at least one).
+	// managerArgs are more flags for the manager.
+	managerArgs []string
+	proxyBin    string
+	levels      []int
+	idle, busy  time.Duration
+	// busyShare of the rooms are made busy at each level (at least one, at most busyMax).
 	busyShare float64
+	busyMax   int
 	// settle is how long a level waits after its new rooms show a plan before the idle window.
 	settle time.Duration
 	// modeChanges is how many mode changes are timed to a busy room's proxy; none skips the proxy.
@@ -51,11 +56,15 @@ type plan struct {
 
 // level is what one room count measured.
 type level struct {
-	label      string
-	rooms      int
-	toPlan     time.Duration // for the rooms this level added
-	idle, busy window
-	busyRooms  []string
+	label string
+	rooms int
+	added int // rooms this level made, at once
+	// toPlan is how long until every room showed its plan (status.plan at its generation), toAdmit
+	// until every room admitted (the Admitting condition True at its generation).
+	toPlan, toAdmit time.Duration
+	// create is the window from making the rooms to every room showing a plan.
+	create, idle, busy window
+	busyRooms          []string
 	// ran dry: busy rooms that had nobody left waiting at the end of the busy window.
 	ranDry int
 	// target is what the busy rooms' plans admit over the busy window.
@@ -67,15 +76,18 @@ type level struct {
 // run is one manager with a control plane and a Redis of its own.
 type run struct {
 	plan
-	cp      *controlplane.ControlPlane
-	admin   client.Client
-	redis   *testenv.Redis
-	store   *queue.Store
-	rdb     redis.UniversalClient
-	sampler *sampler
-	dir     string
-	kubecfg string
-	rooms   []string
+	cp    *controlplane.ControlPlane
+	admin client.Client
+	// watched holds the rooms as a watch keeps them, until stopWatch.
+	watched   cache.Cache
+	stopWatch context.CancelFunc
+	redis     *testenv.Redis
+	store     *queue.Store
+	rdb       redis.UniversalClient
+	sampler   *sampler
+	dir       string
+	kubecfg   string
+	rooms     []string
 }
 
 func (p plan) logf(format string, a ...any) {
@@ -115,9 +127,18 @@ func (r *run) start(ctx context.Context) error {
 	// the bench's limit, not the manager's.
 	cfg := rest.CopyConfig(r.cp.Config)
 	cfg.QPS, cfg.Burst = 2000, 4000
+	bench := &requestCounter{}
+	cfg.Wrap(bench.wrap)
 	if r.admin, err = client.New(cfg, client.Options{Scheme: r.cp.Scheme}); err != nil {
 		return err
 	}
+	if r.watched, err = cache.New(cfg, cache.Options{Scheme: r.cp.Scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}}); err != nil {
+		return err
+	}
+	// The watch ends before the control plane stops: an open one holds up the API server's shutdown.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	r.stopWatch = stopWatch
+	go func() { _ = r.watched.Start(watchCtx) }()
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -155,10 +176,10 @@ func (r *run) start(ctx context.Context) error {
 		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
 		pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", pprofPort)
 	}
-	if procs.manager, err = r.startProcess(ctx, "manager", r.managerBin, args...); err != nil {
+	if procs.manager, err = r.startProcess(ctx, "manager", r.managerBin, append(args, r.managerArgs...)...); err != nil {
 		return err
 	}
-	r.sampler = &sampler{procs: procs, rdb: r.rdb, api: clientset, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), pprofURL: pprofURL}
+	r.sampler = &sampler{procs: procs, rdb: r.rdb, api: clientset, bench: bench, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), pprofURL: pprofURL}
 	return waitFor(ctx, 30*time.Second, "the manager's metrics", func() (bool, error) {
 		_, err := scrape(ctx, r.sampler.metricsURL)
 		return err == nil, nil
@@ -187,6 +208,9 @@ func (r *run) startProcess(_ context.Context, name, bin string, args ...string) 
 }
 
 func (r *run) stop() error {
+	if r.stopWatch != nil {
+		r.stopWatch()
+	}
 	processesToStop.Range(func(k, _ any) bool {
 		cmd := k.(*exec.Cmd)
 		_ = cmd.Process.Kill()
@@ -214,21 +238,40 @@ func (r *run) stop() error {
 func roomName(i int) string { return fmt.Sprintf("room-%05d", i) }
 
 func (r *run) level(ctx context.Context, n int) (level, error) {
-	l := level{label: r.label, rooms: n}
-	added := n - len(r.rooms)
-	r.logf("making %d rooms (%d in all)", added, n)
+	l := level{label: r.label, rooms: n, added: n - len(r.rooms)}
+	r.logf("making %d rooms (%d in all)", l.added, n)
+	before, err := r.sampler.take(ctx)
+	if err != nil {
+		return l, err
+	}
 	began := time.Now()
 	if err := r.makeRooms(ctx, n); err != nil {
 		return l, err
 	}
-	if err := waitFor(ctx, 30*time.Minute, "every room to show a plan", func() (bool, error) {
-		planned, err := r.planned(ctx)
-		return planned == n, err
+	lastLog := time.Now()
+	if err := waitForEvery(ctx, 100*time.Millisecond, 60*time.Minute, "every room to admit", func() (bool, error) {
+		planned, admitting, err := r.planned(ctx)
+		if err == nil && planned == n && l.toPlan == 0 {
+			l.toPlan = time.Since(began)
+		}
+		if err == nil && time.Since(lastLog) >= 30*time.Second {
+			r.logf("after %s, %d of %d rooms show a plan and %d admit", time.Since(began).Round(time.Second), planned, n, admitting)
+			lastLog = time.Now()
+		}
+		return admitting == n, err
 	}); err != nil {
 		return l, err
 	}
-	l.toPlan = time.Since(began)
-	r.logf("%d rooms show a plan after %s; settling for %s", n, l.toPlan.Round(time.Second), r.settle)
+	l.toAdmit = time.Since(began)
+	if err := r.logWaits(ctx); err != nil {
+		return l, err
+	}
+	after, err := r.sampler.take(ctx)
+	if err != nil {
+		return l, err
+	}
+	l.create = between(before, after)
+	r.logf("%d rooms show a plan after %s and admit after %s; settling for %s", n, l.toPlan.Round(time.Second), l.toAdmit.Round(time.Second), r.settle)
 	if err := sleep(ctx, r.settle); err != nil {
 		return l, err
 	}
@@ -244,7 +287,7 @@ func (r *run) level(ctx context.Context, n int) (level, error) {
 	if err := r.reportStatusChanges(ctx, statuses); err != nil {
 		return l, err
 	}
-	busy := max(1, int(float64(n)*r.busyShare))
+	busy := min(max(1, int(float64(n)*r.busyShare)), r.busyMax)
 	l.busyRooms = r.rooms[:busy]
 	if err := r.busyWindow(ctx, &l); err != nil {
 		return l, err
@@ -265,19 +308,57 @@ func (r *run) makeRooms(ctx context.Context, n int) error {
 	})
 }
 
-// planned counts the rooms the manager admits in.
-func (r *run) planned(ctx context.Context) (int, error) {
+// planned counts the rooms that show their plan, and those that admit, at their generation. It
+// reads them from the bench's cache, which a watch keeps: listing thousands of rooms every poll would
+// cost the API server more than the manager does.
+func (r *run) planned(ctx context.Context) (planned, admitting int, err error) {
 	list := &herdgatev1alpha1.WaitingQueueList{}
-	if err := r.admin.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return 0, err
+	if err := r.watched.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return 0, 0, err
 	}
-	n := 0
 	for _, wq := range list.Items {
-		if meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) && wq.Status.ObservedGeneration == wq.Generation {
-			n++
+		if wq.Status.ObservedGeneration != wq.Generation {
+			continue
+		}
+		if wq.Status.Plan != nil {
+			planned++
+		}
+		if meta.IsStatusConditionTrue(wq.Status.Conditions, herdgatev1alpha1.ConditionAdmitting) {
+			admitting++
 		}
 	}
-	return n, nil
+	return planned, admitting, nil
+}
+
+// logWaits logs how long after its creation each room showed its plan and admitted, by the
+// transition times of its Accepted and Admitting conditions (to the second), at the 50th, 90th and
+// 100th percentiles: who waited, and for what.
+func (r *run) logWaits(ctx context.Context) error {
+	list := &herdgatev1alpha1.WaitingQueueList{}
+	if err := r.watched.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	var planned, admitting []time.Duration
+	for _, wq := range list.Items {
+		for _, c := range wq.Status.Conditions {
+			switch c.Type {
+			case herdgatev1alpha1.ConditionAccepted:
+				planned = append(planned, c.LastTransitionTime.Sub(wq.CreationTimestamp.Time))
+			case herdgatev1alpha1.ConditionAdmitting:
+				admitting = append(admitting, c.LastTransitionTime.Sub(wq.CreationTimestamp.Time))
+			}
+		}
+	}
+	at := func(d []time.Duration, q float64) time.Duration {
+		slices.Sort(d)
+		if len(d) == 0 {
+			return 0
+		}
+		return d[min(len(d)-1, int(q*float64(len(d))))]
+	}
+	r.logf("after its creation a room showed its plan after %s / %s / %s (p50 / p90 / max), and admitted after %s / %s / %s",
+		at(planned, 0.5), at(planned, 0.9), at(planned, 1), at(admitting, 0.5), at(admitting, 0.9), at(admitting, 1))
+	return nil
 }
 
 // watch samples the world before and after d; with profiles it also profiles the manager over d,

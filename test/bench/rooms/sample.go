@@ -36,14 +36,15 @@ type sample struct {
 	// had used by then.
 	at, doneAt time.Time
 	// scrapedAt is when the manager's metrics were asked for: the moment its counters are of.
-	scrapedAt                            time.Time
-	cpu, cpuDone                         cpuUsed
-	managerRSS                           int64
-	redisCommands                        int64
-	apiWrites, apiStatusWrites, apiReads float64
-	// writesBy counts the writes by "VERB resource[/subresource]".
-	writesBy map[string]float64
-	families map[string]*dto.MetricFamily // the manager's metrics
+	scrapedAt       time.Time
+	cpu, cpuDone    cpuUsed
+	managerRSS      int64
+	redisCommands   int64
+	apiStatusWrites float64
+	// requestsBy counts the requests the API server answered, and benchBy those the bench sent, by
+	// "VERB resource[/subresource]" (watches left out: they stay open).
+	requestsBy, benchBy map[string]float64
+	families            map[string]*dto.MetricFamily // the manager's metrics
 }
 
 // cpuUsed is the CPU the processes had used so far.
@@ -53,9 +54,11 @@ type cpuUsed struct {
 
 // sampler takes samples of one manager's world.
 type sampler struct {
-	procs      processes
-	rdb        redis.UniversalClient
-	api        *kubernetes.Clientset
+	procs processes
+	rdb   redis.UniversalClient
+	api   *kubernetes.Clientset
+	// bench counts the requests of the bench's own clients.
+	bench      *requestCounter
 	metricsURL string
 	pprofURL   string // the manager's /debug/pprof, if it serves one
 }
@@ -122,24 +125,24 @@ func (s *sampler) countRequests(ctx context.Context, out *sample) error {
 	if err != nil {
 		return err
 	}
-	out.writesBy = map[string]float64{}
+	out.requestsBy = map[string]float64{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
+		verb, resource := label(m, "verb"), label(m, "resource")
+		if verb == "WATCH" || verb == "CONNECT" || resource == "" {
+			continue
+		}
+		what := verb + " " + resource
+		if sub := label(m, "subresource"); sub != "" {
+			what += "/" + sub
+		}
 		n := m.GetCounter().GetValue()
-		switch verb := label(m, "verb"); verb {
-		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
-			out.apiWrites += n
-			what := verb + " " + label(m, "resource")
-			if sub := label(m, "subresource"); sub != "" {
-				what += "/" + sub
-			}
-			out.writesBy[what] += n
-			if label(m, "resource") == "waitingqueues" && label(m, "subresource") == "status" {
-				out.apiStatusWrites += n
-			}
-		case "GET", "LIST":
-			out.apiReads += n
+		out.requestsBy[what] += n
+		if isWrite(what) && resource == "waitingqueues" && label(m, "subresource") == "status" {
+			out.apiStatusWrites += n
 		}
 	}
+	// Taken after the API server's count, so that the bench's own read of it is in neither.
+	out.benchBy = s.bench.snapshot()
 	return nil
 }
 
@@ -239,13 +242,25 @@ type window struct {
 	seconds                            float64
 	manager, redis, apiserver, etcd    float64 // share of one core
 	managerRSS                         int64   // at the end
-	redisCommands, apiWrites, apiReads float64 // per second
+	redisCommands, apiWrites, apiReads float64 // per second, the manager's
 	statusWrites                       int64   // in the whole window
+	// requests are the manager's requests per second, and requestCounts how many, by
+	// "VERB resource[/subresource]".
+	requests, requestCounts map[string]float64
 	// counted is the time between the manager's counters read at the window's start and end.
 	counted float64
 	// scrapeCPU is what the manager spent while the sample at the window's end read its metrics.
 	scrapeCPU     time.Duration
 	before, after sample
+}
+
+// requestsPerRoom is how many requests the manager sent in the window per room made.
+func (w window) requestsPerRoom(rooms int) float64 {
+	var n float64
+	for _, c := range w.requestCounts {
+		n += c
+	}
+	return n / float64(max(rooms, 1))
 }
 
 // between is the window from the end of sample a to the start of sample b, so that the CPU the
@@ -256,17 +271,31 @@ func between(a, b sample) window {
 	from, to := a.cpuDone, b.cpu
 	// Redis' and the API server's counters are read first thing in each sample.
 	read := b.at.Sub(a.at).Seconds()
-	return window{
+	w := window{
 		seconds: sec, before: a, after: b,
 		manager: share(from.manager, to.manager), redis: share(from.redis, to.redis), apiserver: share(from.apiserver, to.apiserver), etcd: share(from.etcd, to.etcd),
 		scrapeCPU:     b.cpuDone.manager - b.cpu.manager,
 		counted:       b.scrapedAt.Sub(a.scrapedAt).Seconds(),
 		managerRSS:    b.managerRSS,
 		redisCommands: float64(b.redisCommands-a.redisCommands) / read,
-		apiWrites:     (b.apiWrites - a.apiWrites) / read,
-		apiReads:      (b.apiReads - a.apiReads) / read,
 		statusWrites:  int64(math.Round(b.apiStatusWrites - a.apiStatusWrites)),
+		requests:      map[string]float64{},
+		requestCounts: map[string]float64{},
 	}
+	for what, n := range b.requestsBy {
+		// The bench's requests counted between the two reads of the server's counts.
+		d := n - a.requestsBy[what] - (b.benchBy[what] - a.benchBy[what])
+		if d < 0.5 {
+			continue
+		}
+		w.requests[what], w.requestCounts[what] = d/read, d
+		if isWrite(what) {
+			w.apiWrites += d / read
+		} else {
+			w.apiReads += d / read
+		}
+	}
+	return w
 }
 
 // reconciles is how many WaitingQueues the manager reconciled per second in the window, by
@@ -283,22 +312,47 @@ func (w window) reconciles() float64 {
 	return (total(w.after) - total(w.before)) / w.counted
 }
 
-// topWrites names the kinds of write the window saw most, with their counts.
-func (w window) topWrites(n int) string {
+// topRequests names the manager's requests the window saw most, with their rates per second; writes
+// only, or every request.
+func (w window) topRequests(n int, writesOnly bool) string {
+	type kind struct {
+		what string
+		rate float64
+	}
+	var kinds []kind
+	for what, rate := range w.requests {
+		if !writesOnly || isWrite(what) {
+			kinds = append(kinds, kind{what, rate})
+		}
+	}
+	slices.SortFunc(kinds, func(a, b kind) int { return cmp.Or(cmp.Compare(b.rate, a.rate), cmp.Compare(a.what, b.what)) })
+	var parts []string
+	for _, k := range kinds[:min(n, len(kinds))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f/s", k.what, k.rate))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// perRoom names the manager's requests in the window per room made, most first.
+func (w window) perRoom(rooms, n int) string {
+	if len(w.requestCounts) == 0 {
+		return "none"
+	}
 	type kind struct {
 		what  string
 		count float64
 	}
 	var kinds []kind
-	for what, c := range w.after.writesBy {
-		if d := c - w.before.writesBy[what]; d >= 1 {
-			kinds = append(kinds, kind{what, d})
-		}
+	for what, count := range w.requestCounts {
+		kinds = append(kinds, kind{what, count / float64(max(rooms, 1))})
 	}
-	slices.SortFunc(kinds, func(a, b kind) int { return cmp.Compare(b.count, a.count) })
+	slices.SortFunc(kinds, func(a, b kind) int { return cmp.Or(cmp.Compare(b.count, a.count), cmp.Compare(a.what, b.what)) })
 	var parts []string
 	for _, k := range kinds[:min(n, len(kinds))] {
-		parts = append(parts, fmt.Sprintf("%s %.0f", k.what, k.count))
+		parts = append(parts, fmt.Sprintf("%s %.2f", k.what, k.count))
 	}
 	return strings.Join(parts, ", ")
 }
