@@ -2,9 +2,10 @@ package admission
 
 import (
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/herdgate/herdgate/internal/capacity"
@@ -54,157 +55,103 @@ type positionBody struct {
 	scheduleTimes
 }
 
-func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) {
+// serveReserved is the answer to a request to herdgate's own path canonical, under cfg.
+func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) answer {
+	var methods []string
+	switch canonical {
+	case reservedPrefix + "/enter", reservedPrefix + "/release":
+		methods = []string{http.MethodPost}
+	case reservedPrefix + "/challenge":
+		methods = []string{http.MethodGet}
+	case reservedPrefix + "/status", reservedPrefix + "/jwks.json", reservedPrefix, page.WithoutScriptPath, reservedPrefix + "/openapi.json":
+		methods = []string{http.MethodGet, http.MethodHead}
+	}
+	var notice string
+	if canonical == reservedPrefix+"/enter" || canonical == reservedPrefix+"/status" {
+		// The operator's notice goes with every answer of enter and status, so that the waiting page
+		// shows a changed one at the next poll.
+		notice = cfg.PageMessage()
+	}
+	if methods != nil && !slices.Contains(methods, x.Method()) {
+		a := errorAnswer(http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "use " + strings.Join(methods, ", ")})
+		a.setHeader("Allow", strings.Join(methods, ", "))
+		a.notice = notice
+		return a
+	}
 	switch canonical {
 	case reservedPrefix + "/enter", reservedPrefix + "/status":
-		if notice := cfg.PageMessage(); notice != "" {
-			x = noticeExchange{x, notice}
-		}
-	}
-	switch canonical {
-	case reservedPrefix + "/enter":
-		if !allow(x, http.MethodPost) {
-			return
-		}
-		api.serveEnterOrStatus(x, cfg, true)
-	case reservedPrefix + "/status":
-		if !allow(x, http.MethodGet, http.MethodHead) {
-			return
-		}
-		api.serveEnterOrStatus(x, cfg, false)
+		a := api.enterOrStatus(x, cfg, canonical == reservedPrefix+"/enter")
+		a.notice = notice
+		return a
 	case reservedPrefix + "/challenge":
-		if !allow(x, http.MethodGet) {
-			return
-		}
-		api.serveChallenge(x, cfg)
+		return api.challenge(cfg)
 	case reservedPrefix + "/release":
-		if !allow(x, http.MethodPost) {
-			return
-		}
-		api.serveRelease(x, cfg)
+		return api.release(x, cfg)
 	case reservedPrefix + "/jwks.json":
-		if !allow(x, http.MethodGet, http.MethodHead) {
-			return
-		}
-		api.serveJWKS(x, cfg)
+		return api.jwks(cfg)
 	case reservedPrefix:
-		if !allow(x, http.MethodGet, http.MethodHead) {
-			return
-		}
-		api.metrics.requests.WithLabelValues("page", "served").Inc()
-		api.servePage(x, cfg)
+		return api.page(x, cfg).counted("page", "served")
 	case page.WithoutScriptPath:
-		if !allow(x, http.MethodGet, http.MethodHead) {
-			return
-		}
-		api.serveWithoutScript(x, cfg)
+		return api.pageWithoutScript(x, cfg)
 	case reservedPrefix + "/openapi.json":
-		if !allow(x, http.MethodGet, http.MethodHead) {
-			return
-		}
-		x.SetHeader("Cache-Control", "public, max-age=300")
-		x.Reply(http.StatusOK, "application/json", openAPIDocument)
+		a := answer{status: http.StatusOK, contentType: "application/json", raw: openAPIDocument}
+		a.setHeader("Cache-Control", "public, max-age=300")
+		return a
 	case reservedPrefix + "/healthz":
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
+		return jsonAnswer(http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
 		if api.draining.Load() {
-			replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
-			return
+			return jsonAnswer(http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		}
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ready"})
-	default:
-		api.metrics.requests.WithLabelValues("internal", "not_found").Inc()
-		replyJSON(x, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"})
+		return jsonAnswer(http.StatusOK, map[string]string{"status": "ready"})
 	}
+	return errorAnswer(http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"}).counted("internal", "not_found")
 }
 
-// noticeExchange adds the operator's notice (spec.page.message) to every JSON answer of enter and
-// status, so that the waiting page shows a changed one at the next poll.
-type noticeExchange struct {
-	Exchange
-	notice string
-}
-
-func (x noticeExchange) Reply(status int, contentType string, body []byte) {
-	if contentType == "application/json" && len(body) > 1 && body[0] == '{' {
-		n, _ := json.Marshal(x.notice)
-		out := make([]byte, 0, len(body)+len(n)+12)
-		out = append(append(append(out, `{"notice":`...), n...), ',')
-		if body[1] == '}' {
-			out = out[:len(out)-1]
-		}
-		body = append(out, body[1:]...)
-	}
-	x.Exchange.Reply(status, contentType, body)
-}
-
-func allow(x Exchange, methods ...string) bool {
-	for _, m := range methods {
-		if x.Method() == m {
-			return true
-		}
-	}
-	x.SetHeader("Allow", joinMethods(methods))
-	replyJSON(x, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "use " + joinMethods(methods)})
-	return false
-}
-
-func joinMethods(m []string) string {
-	out := m[0]
-	for _, x := range m[1:] {
-		out += ", " + x
-	}
-	return out
-}
-
-// pollTooEarly answers a status poll that came sooner than tooEarlyShare of shortest, the shortest
-// interval the visitor could have been told (the rest is room for network jitter), with 429.
-func (api *visitorAPI) pollTooEarly(x Exchange, class string, enter bool, pos queue.Position, shortest time.Duration) bool {
+// tooEarly is the answer to a status poll that came sooner than tooEarlyShare of shortest, the
+// shortest interval the visitor could have been told (the rest is room for network jitter): 429.
+// ok is false for a poll in time.
+func (api *visitorAPI) tooEarly(class string, enter bool, pos queue.Position, shortest time.Duration) (a answer, ok bool) {
 	if enter || pos.PreviousPoll.IsZero() {
-		return false
+		return a, false
 	}
 	allowed := time.Duration(tooEarlyShare * float64(shortest))
 	if gap := pos.Now.Sub(pos.PreviousPoll); gap >= allowed {
-		return false
+		return a, false
 	}
 	// This poll counts as the visitor's sign of life, so the next one is allowed a whole interval
 	// after it: a client that waits as told is answered.
 	api.metrics.tooEarly.Inc()
-	api.metrics.requests.WithLabelValues(class, "too_early").Inc()
-	retryAfter(x, allowed)
-	replyJSON(x, http.StatusTooManyRequests, errorBody{
+	return errorAnswer(http.StatusTooManyRequests, errorBody{
 		Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
 		RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
-	})
-	return true
+	}).retry(allowed).counted(class, "too_early"), true
 }
 
-// replyQueueing answers a visitor who is not through yet (a position, a pre-queue place, a place
-// kept in a closed room, an admission valid in a moment) with body: 200, or the room's
+// queueing is the answer to a visitor who is not through yet (a position, a pre-queue place, a
+// place kept in a closed room, an admission valid in a moment) with body: 200, or the room's
 // spec.page.queueingStatusCode with Retry-After, the time until the next poll in whole seconds.
-func replyQueueing(x Exchange, cfg *Config, body positionBody) {
-	status := http.StatusOK
+func queueing(cfg *Config, body positionBody, class, outcome string) answer {
+	a := jsonAnswer(http.StatusOK, body).counted(class, outcome)
 	if pg := cfg.Page; pg != nil && pg.QueueingStatus != 0 {
-		status = pg.QueueingStatus
-		retryAfter(x, time.Duration(body.NextPollMs)*time.Millisecond)
+		a.status = pg.QueueingStatus
+		a.retryAfter = time.Duration(body.NextPollMs) * time.Millisecond
 	}
-	replyJSON(x, status, body)
+	return a
 }
 
-// serveAdmitted answers an admitted visitor: with its pass when it is valid now, else with the time
-// until its not-before, so that the tick's jitter reaches the client.
-func (api *visitorAPI) serveAdmitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) {
-	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
-		zero := int64(0)
-		api.metrics.requests.WithLabelValues(class, "admitted_soon").Inc()
-		replyQueueing(x, cfg, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())})
-		return
-	}
-	token := api.setPassCookie(x, cfg, visitor, pos)
-	expiry := pos.Pass.Expiry.UTC()
+// admitted is the answer to an admitted visitor: with its pass when it is valid now, else with the
+// time until its not-before, so that the tick's jitter reaches the client.
+func (api *visitorAPI) admitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) answer {
 	zero := int64(0)
-	api.metrics.requests.WithLabelValues(class, "admitted").Inc()
-	replyJSON(x, http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
+	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
+		return queueing(cfg, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, class, "admitted_soon")
+	}
+	token, cookie := passCookie(x, cfg, visitor, pos)
+	expiry := pos.Pass.Expiry.UTC()
+	a := jsonAnswer(http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
+	a.setCookie(cookie)
+	return a.counted(class, "admitted")
 }
 
 // spread is d with the poll hints' random spread, so that pollers never synchronise.
@@ -221,28 +168,23 @@ func (zeroRand) Float64() float64 { return 0 }
 // published ahead of its turn (spec.pass.keyRotation, at least an hour).
 const jwksMaxAge = 5 * time.Minute
 
-// serveJWKS answers GET /.herdgate/jwks.json with the public keys of the queue's ES256 passes.
-func (api *visitorAPI) serveJWKS(x Exchange, cfg *Config) {
+// jwks answers GET /.herdgate/jwks.json with the public keys of the queue's ES256 passes.
+func (api *visitorAPI) jwks(cfg *Config) answer {
 	if cfg.JWKS == nil {
-		api.metrics.requests.WithLabelValues("internal", "not_found").Inc()
-		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_public_keys",
-			Message: "this queue's passes are not signed with public keys: see spec.pass.format and spec.pass.algorithm"})
-		return
+		return errorAnswer(http.StatusNotFound, errorBody{Error: "no_public_keys",
+			Message: "this queue's passes are not signed with public keys: see spec.pass.format and spec.pass.algorithm"}).counted("internal", "not_found")
 	}
-	api.metrics.requests.WithLabelValues("internal", "jwks").Inc()
-	x.SetHeader("Cache-Control", fmt.Sprintf("public, max-age=%d", int(jwksMaxAge/time.Second)))
-	x.Reply(http.StatusOK, "application/jwk-set+json", cfg.JWKS)
+	a := answer{status: http.StatusOK, contentType: "application/jwk-set+json", raw: cfg.JWKS}
+	a.setHeader("Cache-Control", fmt.Sprintf("public, max-age=%d", int(jwksMaxAge/time.Second)))
+	return a.counted("internal", "jwks")
 }
 
-// serveChallenge answers GET /.herdgate/challenge with a fresh proof-of-work challenge.
-func (api *visitorAPI) serveChallenge(x Exchange, cfg *Config) {
+// challenge answers GET /.herdgate/challenge with a fresh proof-of-work challenge.
+func (api *visitorAPI) challenge(cfg *Config) answer {
 	if cfg.ProofOfWork == nil {
-		api.metrics.requests.WithLabelValues("challenge", "not_found").Inc()
-		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_challenge", Message: "this queue asks no proof of work"})
-		return
+		return errorAnswer(http.StatusNotFound, errorBody{Error: "no_challenge", Message: "this queue asks no proof of work"}).counted("challenge", "not_found")
 	}
 	c := cfg.ProofOfWork.Issue(api.now())
 	api.metrics.difficulty.Set(float64(c.Difficulty))
-	api.metrics.requests.WithLabelValues("challenge", "issued").Inc()
-	replyJSON(x, http.StatusOK, c)
+	return jsonAnswer(http.StatusOK, c).counted("challenge", "issued")
 }

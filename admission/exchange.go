@@ -2,12 +2,8 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
-	"html"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"time"
 )
 
 // Exchange is one request and its answer, whichever transport carries it. The gate's decisions
@@ -36,30 +32,4 @@ type Exchange interface {
 	SetCookie(c *http.Cookie)
 	// Reply sends the status and body; for HEAD requests the server drops the body.
 	Reply(status int, contentType string, body []byte)
-}
-
-// replyJSON answers with body as JSON, never cached.
-func replyJSON(x Exchange, status int, body any) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
-	}
-	x.SetHeader("Cache-Control", "no-store")
-	x.Reply(status, "application/json", append(b, '\n'))
-}
-
-// replyRedirect sends a browser to location with 303 See Other.
-func replyRedirect(x Exchange, location string) {
-	x.SetHeader("Location", location)
-	x.Reply(http.StatusSeeOther, "text/html; charset=utf-8", []byte(`<a href="`+html.EscapeString(location)+`">See Other</a>.`+"\n"))
-}
-
-func retryAfter(x Exchange, d time.Duration) {
-	x.SetHeader("Retry-After", strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10))
-}
-
-// ReplyError answers x with status and the JSON body of every error answer: an error code and,
-// when not empty, a message. Fronts answer their own refusals (a malformed request, a panic) with it.
-func ReplyError(x Exchange, status int, code, message string) {
-	replyJSON(x, status, errorBody{Error: code, Message: message})
 }

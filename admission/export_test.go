@@ -46,7 +46,7 @@ func (p *Room) ReportConfig(ctx context.Context)       { p.runtime.reportConfig(
 // ReportAt is the report the replica would send at now (the checks' rate measured since the last).
 func (p *Room) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }
 func (p *Room) Sessions() *replica.Sessions              { return p.sessions }
-func (p *Room) FarPositions() *replica.FarPositions      { return p.far }
+func (p *Room) FarPositions() *replica.FarPositions      { return p.farPositions }
 func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.

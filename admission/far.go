@@ -65,11 +65,6 @@ func (api *visitorAPI) heldPlace(x Exchange, cfg *Config, visitor string) (int64
 	return cfg.Signer.VerifyHeldPlace(token, visitor)
 }
 
-// setPlace gives a waiting visitor its place, as a cookie and in the answer.
-func (api *visitorAPI) setPlace(x Exchange, cfg *Config, visitor string, seq int64) string {
-	return giveToken(x, cfg, cfg.Signer.Place(visitor, seq))
-}
-
 // shadowPlace is the place a visitor of the shadow queue holds: its arrival number, signed as any
 // place is, but for the visitor marked as shadowed (visitor IDs hold no NUL), so that it reads like
 // a place and no proxy ever takes it for one: it brings nothing back after a failover, and its
@@ -86,28 +81,27 @@ func heldToken(x Exchange, cfg *Config) string {
 	return roomCookie(x, cfg.Cookies.Place, PlaceCookie)
 }
 
-// giveToken sets a place token as the visitor's cookie, and returns it for the answer.
-func giveToken(x Exchange, cfg *Config, token string) string {
-	x.SetCookie(&http.Cookie{
+// placeCookie is the cookie that holds a place token.
+func placeCookie(x Exchange, cfg *Config, token string) *http.Cookie {
+	return &http.Cookie{
 		Name: cfg.Cookies.Place, Value: token, Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
-	})
-	return token
+	}
 }
 
-// serveFar answers a waiting visitor's status poll from the proxy's snapshot, when it can; false
-// means to ask Redis.
-func (api *visitorAPI) serveFar(x Exchange, cfg *Config, r standing, visitor string, seq int64) bool {
+// far answers a waiting visitor's status poll from the proxy's snapshot, when it can; false means
+// to ask Redis.
+func (api *visitorAPI) far(x Exchange, cfg *Config, r standing, visitor string, seq int64) (answer, bool) {
 	now := api.now()
-	a, ok := api.far.Bound(visitor, seq, cfg.ExactPositions, now)
+	a, ok := api.farPositions.Bound(visitor, seq, cfg.ExactPositions, now)
 	if !ok {
-		return false
+		return answer{}, false
 	}
 	stretch := api.stretch(cfg, r, a.Depth)
 	if !a.Previous.IsZero() {
 		shortest := capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, zeroRand{})
-		if api.pollTooEarly(x, "status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest) {
-			return true
+		if early, ok := api.tooEarly("status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest); ok {
+			return early, true
 		}
 	}
 	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: api.scheduleTimes(cfg)}
@@ -119,9 +113,7 @@ func (api *visitorAPI) serveFar(x Exchange, cfg *Config, r standing, visitor str
 		body.EstimatedWaitSeconds = &s
 	}
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
-	api.metrics.requests.WithLabelValues("status", "waiting_far").Inc()
-	replyQueueing(x, cfg, body)
-	return true
+	return queueing(cfg, body, "status", "waiting_far"), true
 }
 
 // stretch is the poll interval of visitors far from the front of a queue of depth, under cfg's

@@ -82,91 +82,52 @@ func (d Decision) Config() *Config { return d.cfg }
 // Path is the request's normalised path, as its routes were matched.
 func (d Decision) Path() string { return d.canonical }
 
-// decide is the gate. It reads the request through x and writes what it answers (or adds to the
-// upstream's answer) into the decision's Reply; checking says a gateway asks (DecideForGateway).
-func (g *gate) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) Decision {
-	w := &replyWriter{Exchange: x}
-	d, forward := g.judge(w, cfg, escapedPath, fragment, checking)
-	d.reply = w.reply
+// decide is the gate. It reads the request through x and returns its decision, and the answer it
+// gives a request it does not let through, or what it adds to the upstream's answer on a Forward
+// (a pass handed out at once or extended); checking says a gateway asks (DecideForGateway).
+func (g *gate) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (Decision, answer) {
+	d, a, forward := g.judge(x, cfg, escapedPath, fragment, checking)
 	if !forward && d.verdict != Reserved {
 		d.verdict = Answer
-		d.reply.mustRefuse()
 	}
-	return d
+	return d, a
 }
 
-// mustRefuse makes an answer of the gate's a refusal, whatever it wrote: a gate that answers a
-// request it does not let through with a 2xx (or with nothing) must never read as an allow to a
-// gateway.
-func (r *Reply) mustRefuse() {
-	switch {
-	case r.Status == 0:
-		r.Status, r.ContentType, r.Body = http.StatusServiceUnavailable, "application/json",
-			[]byte(`{"error":"unavailable","message":"the waiting room gave no answer; try again shortly"}`+"\n")
-	case r.Status < 300:
-		r.Status, r.ContentType, r.Body = http.StatusInternalServerError, "application/json", []byte(`{"error":"internal"}`+"\n")
-	}
-}
-
-// replyWriter is the request as the gate reads it, with what the gate writes kept in a Reply.
-type replyWriter struct {
-	Exchange
-	reply Reply
-}
-
-func (w *replyWriter) SetHeader(name, value string) {
-	if w.reply.Header == nil {
-		w.reply.Header = http.Header{}
-	}
-	w.reply.Header.Set(name, value)
-}
-
-func (w *replyWriter) SetCookie(c *http.Cookie) { w.reply.Cookies = append(w.reply.Cookies, c) }
-
-func (w *replyWriter) Reply(status int, contentType string, body []byte) {
-	w.reply.Status, w.reply.ContentType, w.reply.Body = status, contentType, body
-}
-
-// judge makes the gate's decision: it answers through x what the gate answers itself (a bad path, a
-// protected route without a valid pass), says Reserved of herdgate's own paths, and otherwise
-// returns how to forward.
-func (g *gate) judge(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, forward bool) {
+// judge makes the gate's decision: the answer the gate gives itself (a bad path, a protected route
+// without a valid pass), Reserved for herdgate's own paths, and otherwise how to forward, with what
+// it adds to the upstream's answer.
+func (g *gate) judge(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, a answer, forward bool) {
 	if cfg == nil {
 		if canonical, err := route.Normalize(escapedPath); err == nil && !fragment && isReserved(canonical) {
 			// The probes and the page's endpoints answer for themselves that there is no config.
-			return Decision{verdict: Reserved, canonical: canonical}, false
+			return Decision{verdict: Reserved, canonical: canonical}, a, false
 		}
-		g.serveUnconfigured(x, "")
-		return d, false
+		return d, unconfigured(""), false
 	}
 	if strings.EqualFold(x.Method(), http.MethodConnect) {
 		// A gateway in front of one workload tunnels nothing.
-		g.metrics.requests.WithLabelValues("open", "method_not_allowed").Inc()
-		replyJSON(x, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "CONNECT is not served"})
-		return d, false
+		return d, errorAnswer(http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "CONNECT is not served"}).
+			counted("open", "method_not_allowed"), false
 	}
 	if cfg.IdentityHeader != "" && x.HeaderCount(cfg.IdentityHeader) > 1 {
 		// Which of two identities a hop behind us would pick is anybody's guess: refuse both.
-		g.metrics.requests.WithLabelValues("open", "bad_identity").Inc()
-		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: "the identity header " + cfg.IdentityHeader + " is repeated", Header: cfg.IdentityHeader})
-		return d, false
+		return d, errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_identity", Message: "the identity header " + cfg.IdentityHeader + " is repeated", Header: cfg.IdentityHeader}).
+			counted("open", "bad_identity"), false
 	}
 	canonical, err := route.Normalize(escapedPath)
 	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
 	if err != nil || fragment {
-		g.replyBadPath(x)
-		return d, false
+		return d, badPath(), false
 	}
 	if isReserved(canonical) {
-		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}, false
+		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}, a, false
 	}
 	if !checking && cfg.Enforcement == herdgatev1alpha1.EnforcementGateway {
 		// The gateway forwards to the workload; a request reaching herdgate's front outside its own
 		// paths took a wrong turn, and passing it on would skip whatever the gateway does.
-		g.metrics.requests.WithLabelValues("open", "not_forwarded").Inc()
-		replyJSON(x, http.StatusMisdirectedRequest, errorBody{Error: "not_forwarded",
-			Message: "this room is enforced by the gateway (spec.enforcement: Gateway): herdgate serves /.herdgate/ only"})
-		return d, false
+		return d, errorAnswer(http.StatusMisdirectedRequest, errorBody{Error: "not_forwarded",
+			Message: "this room is enforced by the gateway (spec.enforcement: Gateway): herdgate serves /.herdgate/ only"}).
+			counted("open", "not_forwarded"), false
 	}
 	host := route.HostOf(x.Host())
 	d = Decision{cfg: cfg, canonical: canonical, class: routeClassOf(cfg, x, host, canonical), checking: checking}
@@ -175,8 +136,8 @@ func (g *gate) judge(x Exchange, cfg *Config, escapedPath string, fragment, chec
 			// A bypass lane: no pass, no queue, whatever the mode.
 			g.metrics.bypassed.WithLabelValues(lane).Inc()
 			d.class = "bypass"
-		} else if !g.admit(x, cfg, &d) {
-			return d, false
+		} else if a, forward = g.admit(x, cfg, &d); !forward {
+			return d, a, false
 		}
 	}
 	d.completion = matchesAny(cfg.CompletionRoutes, x.Method(), host, canonical)
@@ -185,7 +146,7 @@ func (g *gate) judge(x Exchange, cfg *Config, escapedPath string, fragment, chec
 		// request carried, to check it should the answer say so.
 		d.presented = presentedOf(x, cfg)
 	}
-	return d, true
+	return d, a, true
 }
 
 // bypassLane is the first bypass lane the request to a protected route takes, or "".
@@ -198,32 +159,28 @@ func bypassLane(x Exchange, cfg *Config, canonical string) string {
 	return out.Bypass
 }
 
-func (g *gate) replyBadPath(x Exchange) {
-	g.metrics.requests.WithLabelValues("open", "bad_path").Inc()
-	replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"})
+// badPath is the answer to a request whose path cannot be normalised.
+func badPath() answer {
+	return errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"}).counted("open", "bad_path")
 }
 
-// admit decides whether a request to a protected route may pass, and answers it when not. A valid
-// pass goes into d.
-func (g *gate) admit(x Exchange, cfg *Config, d *Decision) bool {
+// admit decides whether a request to a protected route may pass: the answer when not, and on a
+// pass what is added to the upstream's answer. A valid pass goes into d.
+func (g *gate) admit(x Exchange, cfg *Config, d *Decision) (answer, bool) {
 	canonical := d.canonical
 	switch cfg.Mode {
 	case herdgatev1alpha1.ModePassthrough:
 		g.metrics.requests.WithLabelValues("protected", "passthrough").Inc()
-		return true
+		return answer{}, true
 	case herdgatev1alpha1.ModeClosed:
 		if isBrowserPage(x) {
-			g.redirectToPage(x, canonical, "closed")
-		} else {
-			g.replyClosed(x, cfg, "protected")
+			return toPage(x, canonical, "closed"), false
 		}
-		return false
+		return closed(cfg, "protected"), false
 	}
-	visitor, _ := g.identify(x, cfg, false)
+	visitor, _, _ := identify(x, cfg, false)
 	if cfg.IdentityHeader != "" && queue.ValidateVisitorID(visitor) != nil {
-		g.metrics.requests.WithLabelValues("protected", "identity_required").Inc()
-		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader})
-		return false
+		return errorAnswer(http.StatusUnauthorized, errorBody{Error: "identity_required", Header: cfg.IdentityHeader}).counted("protected", "identity_required"), false
 	}
 	token := passToken(x, cfg)
 	now := g.now()
@@ -235,48 +192,56 @@ func (g *gate) admit(x Exchange, cfg *Config, d *Decision) bool {
 			g.metrics.firstUse.Observe(max(0, now.Sub(verified.NotBefore).Seconds()))
 		}
 		g.reclaim.saw(verified, now)
+		var slid answer
 		if cfg.Sliding && !d.checking {
-			g.slide(x, cfg, verified, now)
+			g.slide(&slid, x, cfg, verified, now)
 		}
-		return true
+		return slid, true
 	}
 	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && g.redisDown.Load() && cfg.phaseAt(now) == phase.Open {
 		// Never before the schedule opens the room, nor after it closes.
 		g.metrics.failOpen.Inc()
 		g.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
-		return true
+		return answer{}, true
 	}
 	r := g.standing(x.Context(), cfg)
 	browser := isBrowserPage(x)
-	if browser && r.phase == phase.Open && r.known && !d.checking && g.admitAtOnce(x, cfg, r) {
-		return true
+	var minted []*http.Cookie
+	if browser && r.phase == phase.Open && r.known && !d.checking {
+		at, ok := g.admitAtOnce(x, cfg, r)
+		if ok {
+			return at, true
+		}
+		// A browser that entered nothing still keeps the identity it was given: the waiting page enters it.
+		minted = at.cookies
 	}
-	x.SetHeader("X-Herdgate-Pass-Result", string(result))
+	a := g.refusal(x, cfg, r, canonical, browser)
+	a.cookies = append(minted, a.cookies...)
+	a.setHeader("X-Herdgate-Pass-Result", string(result))
+	return a, false
+}
+
+// refusal is the answer to a request to a protected route without a valid pass.
+func (g *gate) refusal(x Exchange, cfg *Config, r standing, canonical string, browser bool) answer {
 	switch {
 	case r.beforeOpening():
 		if browser {
-			g.redirectToPage(x, canonical, "not_open")
-		} else {
-			g.replyNotOpen(x, cfg, r, "protected")
+			return toPage(x, canonical, "not_open")
 		}
-		return false
+		return g.notOpen(cfg, r, "protected")
 	case r.phase == phase.Closed && !browser:
-		g.replyScheduleClosed(x, cfg, "protected")
-		return false
+		return g.scheduleClosed(cfg, "protected")
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
-		g.redirectToPage(x, canonical, "redirected")
-		return false
+		return toPage(x, canonical, "redirected")
 	}
-	g.metrics.requests.WithLabelValues("protected", "pass_required").Inc()
-	replyJSON(x, http.StatusForbidden, errorBody{Error: "pass_required", Enter: g.enterLink()})
-	return false
+	return errorAnswer(http.StatusForbidden, errorBody{Error: "pass_required", Enter: g.enterLink()}).counted("protected", "pass_required")
 }
 
 // slide extends a Sliding pass that has used half its time: to ttl from now, up to maxSession after
 // its not-before time. The visitor gets the new pass as a cookie and in the pass header of the
-// response; its slot in Redis follows at the next sync.
-func (g *gate) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time) {
+// response, which a adds; its slot in Redis follows at the next sync.
+func (g *gate) slide(a *answer, x Exchange, cfg *Config, verified pass.Pass, now time.Time) {
 	if verified.Expiry.Sub(now) > cfg.PassTTL/2 {
 		return
 	}
@@ -289,7 +254,9 @@ func (g *gate) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time)
 		return
 	}
 	pos := queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: verified.NotBefore, Expiry: expiry}}
-	x.SetHeader(PassHeader, g.setPassCookie(x, cfg, verified.Visitor, pos))
+	token, cookie := passCookie(x, cfg, verified.Visitor, pos)
+	a.setCookie(cookie)
+	a.setHeader(PassHeader, token)
 	g.sessions.Renew(verified, expiry)
 }
 
@@ -298,29 +265,37 @@ func (g *gate) slide(x Exchange, cfg *Config, verified pass.Pass, now time.Time)
 // never sees the waiting page. Otherwise it holds a place, which the waiting page then shows. The
 // entry checks apply as to any enter: a browser without what they ask for (an invitation, a proof of
 // work) enters nothing and goes to the waiting page, which asks for it.
-func (g *gate) admitAtOnce(x Exchange, cfg *Config, r standing) bool {
-	visitor, ok := g.identify(x, cfg, true)
+//
+// It returns what is added to the upstream's answer, or, when the browser is not admitted, the
+// cookies the waiting page needs (a visitor cookie minted here).
+func (g *gate) admitAtOnce(x Exchange, cfg *Config, r standing) (answer, bool) {
+	var a answer
+	visitor, minted, ok := identify(x, cfg, true)
+	if minted != nil {
+		a.setCookie(minted)
+	}
 	if !ok || queue.ValidateVisitorID(visitor) != nil {
-		return false
+		return a, false
 	}
 	var granted entry.Outcome
 	if cfg.EntryChecks.Check(entry.Input{Request: x, Visitor: visitor, Now: g.now()}, &granted) != nil {
-		return false
+		return a, false
 	}
 	pos, err := g.engine.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			g.redisResult(err)
 		}
-		return false
+		return a, false
 	}
 	g.redisResult(nil)
 	if pos.State != queue.Admitted || pos.Pass.NotBefore.After(pos.Now) {
-		return false
+		return a, false
 	}
-	g.setPassCookie(x, cfg, visitor, pos)
+	_, cookie := passCookie(x, cfg, visitor, pos)
+	a.setCookie(cookie)
 	g.metrics.requests.WithLabelValues("protected", "admitted_at_once").Inc()
-	return true
+	return a, true
 }
 
 // isBrowserPage: a GET or HEAD that asks for HTML, which a browser sends to show a page.
@@ -329,14 +304,13 @@ func isBrowserPage(x Exchange) bool {
 	return (method == http.MethodGet || method == http.MethodHead) && strings.Contains(x.Header("Accept"), "text/html")
 }
 
-// redirectToPage sends a browser to the waiting page, which brings it back to canonical.
-func (g *gate) redirectToPage(x Exchange, canonical, outcome string) {
+// toPage sends a browser to the waiting page, which brings it back to canonical.
+func toPage(x Exchange, canonical, outcome string) answer {
 	target := canonical
 	if q := x.RawQuery(); q != "" {
 		target += "?" + q
 	}
-	g.metrics.requests.WithLabelValues("protected", outcome).Inc()
-	replyRedirect(x, reservedPrefix+"/?return="+url.QueryEscape(target))
+	return redirect(reservedPrefix+"/?return="+url.QueryEscape(target)).counted("protected", outcome)
 }
 
 // errorBody is the JSON of every error answer.

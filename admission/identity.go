@@ -64,26 +64,25 @@ func roomCookie(x Exchange, name, base string) string {
 	return x.Cookie(base)
 }
 
-// identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie. When
-// mint is set and the visitor has no cookie yet, it issues one. It is the one place that tells who a
-// visitor is, for passes, enter and status alike.
-func (s *roomState) identify(x Exchange, cfg *Config, mint bool) (string, bool) {
+// identify returns the visitor: the trusted header's value, or the ID of a valid visitor cookie.
+// When mint is set and the visitor has no cookie yet, it issues one, returned as minted for the
+// answer to set. It is the one place that tells who a visitor is, for passes, enter and status alike.
+func identify(x Exchange, cfg *Config, mint bool) (visitor string, minted *http.Cookie, ok bool) {
 	if cfg.IdentityHeader != "" {
 		v := x.Header(cfg.IdentityHeader)
-		return v, v != ""
+		return v, nil, v != ""
 	}
 	if id, ok := visitorOfCookie(cfg, roomCookie(x, cfg.Cookies.Visitor, VisitorCookie)); ok {
-		return id, true
+		return id, nil, true
 	}
 	if !mint {
-		return "", false
+		return "", nil, false
 	}
 	id, cookie := cfg.Signer.NewVisitorCookie()
-	x.SetCookie(&http.Cookie{
+	return id, &http.Cookie{
 		Name: cfg.Cookies.Visitor, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
-	})
-	return id, true
+	}, true
 }
 
 // visitorOfCookie is the visitor a visitor cookie names, when the cookie is one this queue signed.
@@ -146,12 +145,11 @@ func (s *roomState) verifyPass(cfg *Config, token, visitor string, now time.Time
 	return verified, result
 }
 
-// setPassCookie signs the visitor's pass and sets it as the pass cookie; it returns the pass.
-func (s *roomState) setPassCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) string {
+// passCookie signs the visitor's pass, and returns it and the pass cookie that holds it.
+func passCookie(x Exchange, cfg *Config, visitor string, pos queue.Position) (string, *http.Cookie) {
 	token := cfg.Passes.Issue(visitor, pos.Pass.NotBefore, pos.Pass.Expiry)
-	x.SetCookie(&http.Cookie{
+	return token, &http.Cookie{
 		Name: cfg.Cookies.Pass, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: x.Secure(), MaxAge: max(1, int(pos.Pass.Expiry.Sub(pos.Now)/time.Second)),
-	})
-	return token
+	}
 }

@@ -1,10 +1,8 @@
 package admission
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/herdgate/herdgate/internal/page"
@@ -18,43 +16,58 @@ import (
 // refreshes poll the visitor's status, so a load sooner than allowed is answered 429 as a poll is,
 // keeping the place. An admitted visitor gets its pass cookie and goes back to the page it asked for.
 
-// serveWithoutScript answers a load of the page without JavaScript.
-func (api *visitorAPI) serveWithoutScript(x Exchange, cfg *Config) {
+// pageWithoutScript answers a load of the page without JavaScript.
+func (api *visitorAPI) pageWithoutScript(x Exchange, cfg *Config) answer {
 	query, _ := url.ParseQuery(x.RawQuery())
 	ret, carried := safeReturn(query.Get("return")), page.CarriedOf(query)
-	a := &recordedAnswer{Exchange: x, carried: carried}
-	if _, known := api.identify(x, cfg, false); known && query.Get("poll") != "" {
-		api.serveEnterOrStatus(a, cfg, false)
+	req := carriedRequest{Exchange: x, carried: carried}
+	var asked []answer
+	if _, _, known := identify(x, cfg, false); known && query.Get("poll") != "" {
+		asked = append(asked, api.enterOrStatus(req, cfg, false))
 	}
-	if a.status == 0 || a.status == http.StatusNotFound {
-		*a = recordedAnswer{Exchange: x, carried: carried}
-		api.serveEnterOrStatus(a, cfg, true)
+	if len(asked) == 0 || asked[0].status == 0 || asked[0].status == http.StatusNotFound {
+		asked = append(asked, api.enterOrStatus(req, cfg, true))
 	}
-	var pos positionBody
-	var e errorBody
-	_ = json.Unmarshal(a.body, &pos)
-	_ = json.Unmarshal(a.body, &e)
+	a := asked[len(asked)-1]
+	pos, e := bodiesOf(a)
+	var out answer
 	if a.status == http.StatusOK && e.Error == "" && pos.Admitted {
 		// The pass cookie is set: back to the page the visitor asked for.
-		api.metrics.requests.WithLabelValues("page", "admitted_without_script").Inc()
-		x.SetHeader("Cache-Control", "no-store")
-		replyRedirect(x, ret)
-		return
+		out = redirect(ret).counted("page", "admitted_without_script")
+		out.setHeader("Cache-Control", "no-store")
+	} else {
+		st, refresh := api.stateWithoutScript(cfg, a, pos, e)
+		d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
+		d.Phase = st.Phase
+		d.WithoutScript(st, refresh, page.WithoutScriptURL(ret, carried, true))
+		out = api.renderPage(cfg, d, a.status).counted("page", "without_script")
+		out.retryAfter = a.retryAfter
 	}
-	st, refresh := api.stateWithoutScript(cfg, a, pos, e)
-	if v := a.header.Get("Retry-After"); v != "" {
-		x.SetHeader("Retry-After", v)
+	// What enter and status said is counted as theirs, and the cookies they set go to the visitor.
+	for _, was := range asked {
+		out.cookies = append(out.cookies, was.cookies...)
+		out.alsoCounted = append(out.alsoCounted, [2]string{was.class, was.outcome})
 	}
-	api.metrics.requests.WithLabelValues("page", "without_script").Inc()
-	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
-	d.Phase = st.Phase
-	d.WithoutScript(st, refresh, page.WithoutScriptURL(ret, carried, true))
-	api.renderPage(x, cfg, d, a.status)
+	return out
+}
+
+// bodiesOf is what the page without JavaScript reads of an answer of enter or status: its position,
+// or its error.
+func bodiesOf(a answer) (positionBody, errorBody) {
+	switch b := a.body.(type) {
+	case positionBody:
+		return b, errorBody{}
+	case errorBody:
+		return positionBody{}, b
+	case notOpenBody:
+		return positionBody{}, errorBody{Error: b.Error, Message: b.Message, Phase: b.Phase, Enter: b.Enter, RetryAfterMs: b.RetryAfterMs}
+	}
+	return positionBody{}, errorBody{}
 }
 
 // stateWithoutScript is what the page without JavaScript shows of the answer a, and when it
 // refreshes (0: it does not, the visitor has something to do first).
-func (api *visitorAPI) stateWithoutScript(cfg *Config, a *recordedAnswer, pos positionBody, e errorBody) (page.State, time.Duration) {
+func (api *visitorAPI) stateWithoutScript(cfg *Config, a answer, pos positionBody, e errorBody) (page.State, time.Duration) {
 	st := page.State{Phase: pos.Phase, Position: pos.Position, Depth: pos.QueueDepth, Bound: pos.PositionIsBound}
 	if sc := cfg.Schedule; sc != nil {
 		st.OpensAt, st.PreQueueFrom, st.ClosesAt = sc.OpensAt, sc.PreQueueFrom, sc.ClosesAt
@@ -63,7 +76,7 @@ func (api *visitorAPI) stateWithoutScript(cfg *Config, a *recordedAnswer, pos po
 		wait := time.Duration(*pos.EstimatedWaitSeconds) * time.Second
 		st.EstimatedWait = &wait
 	}
-	retry := a.retryAfter(2 * time.Second)
+	retry := retryOf(a, 2*time.Second)
 	switch e.Error {
 	case "":
 		return st, time.Duration(pos.NextPollMs) * time.Millisecond
@@ -76,7 +89,7 @@ func (api *visitorAPI) stateWithoutScript(cfg *Config, a *recordedAnswer, pos po
 		return st, min(retry, maxNotOpenRetry)
 	case "closed":
 		st.Phase = phase.Closed
-		return st, a.retryAfter(time.Minute)
+		return st, retryOf(a, time.Minute)
 	case "lane_code_invalid", "lane_code_expired", "lane_code_used", "lane_code_wrong_queue", "lane_code_not_yet_valid":
 		st.Phase, st.Title, st.Summary = api.pagePhase(cfg), "titleLaneCode", "summaryLaneCode"
 		return st, 0
@@ -101,42 +114,30 @@ func (api *visitorAPI) stateWithoutScript(cfg *Config, a *recordedAnswer, pos po
 	return st, 5 * time.Second
 }
 
-// recordedAnswer is the request of the page without JavaScript as enter and status see it, with
-// their answer kept for the page: the invitation and lane code of the page's address stand in for
-// their headers, and the cookies they set go to the visitor.
-type recordedAnswer struct {
-	Exchange
-	carried page.Carried
-	status  int
-	header  http.Header
-	body    []byte
+// retryOf is the answer's Retry-After as the visitor reads it (whole seconds), or otherwise when it
+// has none.
+func retryOf(a answer, otherwise time.Duration) time.Duration {
+	if a.retryAfter <= 0 {
+		return otherwise
+	}
+	return max(time.Second, (a.retryAfter+time.Second-1)/time.Second*time.Second)
 }
 
-func (a *recordedAnswer) Header(name string) string {
-	v := a.Exchange.Header(name)
+// carriedRequest is the request of the page without JavaScript as enter and status see it: the
+// invitation and lane code of the page's address stand in for their headers.
+type carriedRequest struct {
+	Exchange
+	carried page.Carried
+}
+
+func (r carriedRequest) Header(name string) string {
+	v := r.Exchange.Header(name)
 	switch {
 	case v != "":
 	case name == InvitationHeader:
-		v = a.carried.Invitation
+		v = r.carried.Invitation
 	case name == LaneCodeHeader:
-		v = a.carried.LaneCode
+		v = r.carried.LaneCode
 	}
 	return v
-}
-
-func (a *recordedAnswer) SetHeader(name, value string) {
-	if a.header == nil {
-		a.header = http.Header{}
-	}
-	a.header.Set(name, value)
-}
-
-func (a *recordedAnswer) Reply(status int, _ string, body []byte) { a.status, a.body = status, body }
-
-// retryAfter is the answer's Retry-After, or otherwise when it has none.
-func (a *recordedAnswer) retryAfter(otherwise time.Duration) time.Duration {
-	if s, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return otherwise
 }

@@ -46,20 +46,20 @@ func safeReturn(raw string) string {
 	return raw
 }
 
-// servePage renders the waiting page: the site's template when the queue has one, else the built-in
-// page, in the visitor's language. A browser without JavaScript is sent on to the page that works
+// page is the waiting page: the site's template when the queue has one, else the built-in page,
+// in the visitor's language. A browser without JavaScript is sent on to the page that works
 // without it (nojs.go).
-func (api *visitorAPI) servePage(x Exchange, cfg *Config) {
+func (api *visitorAPI) page(x Exchange, cfg *Config) answer {
 	query, _ := url.ParseQuery(x.RawQuery())
 	ret := safeReturn(query.Get("return"))
 	d := pageFor(page.Language(x.Header("Accept-Language")), ret, cfg)
 	d.Phase = api.pagePhase(cfg)
 	d.SendWithoutScript(page.WithoutScriptURL(ret, page.CarriedOf(query), false))
-	api.renderPage(x, cfg, d, http.StatusOK)
+	return api.renderPage(cfg, d, http.StatusOK)
 }
 
-// renderPage answers x with the page rendered with d, and status.
-func (api *visitorAPI) renderPage(x Exchange, cfg *Config, d page.Data, status int) {
+// renderPage is the answer of the page rendered with d, and status.
+func (api *visitorAPI) renderPage(cfg *Config, d page.Data, status int) answer {
 	t := page.Builtin()
 	if cfg.PageTemplate != nil {
 		t = cfg.PageTemplate
@@ -69,17 +69,17 @@ func (api *visitorAPI) renderPage(x Exchange, cfg *Config, d page.Data, status i
 		// The template rendered for every phase when it was checked; fall back to the built-in page.
 		api.log.Error(err, "Rendering the waiting page's template failed; serving the built-in page")
 		if body, err = page.Builtin().Render(d); err != nil {
-			replyJSON(x, http.StatusInternalServerError, errorBody{Error: "internal", Message: "rendering the waiting page failed"})
-			return
+			return errorAnswer(http.StatusInternalServerError, errorBody{Error: "internal", Message: "rendering the waiting page failed"})
 		}
 	}
-	x.SetHeader("Cache-Control", "no-store")
-	x.SetHeader("Content-Security-Policy", page.Policy(body))
-	x.SetHeader("Content-Language", d.Lang)
-	x.SetHeader("Vary", "Accept-Language")
-	x.SetHeader("X-Content-Type-Options", "nosniff")
-	x.SetHeader("Referrer-Policy", "no-referrer")
-	x.Reply(status, "text/html; charset=utf-8", body)
+	a := answer{status: status, contentType: "text/html; charset=utf-8", raw: body}
+	a.setHeader("Cache-Control", "no-store")
+	a.setHeader("Content-Security-Policy", page.Policy(body))
+	a.setHeader("Content-Language", d.Lang)
+	a.setHeader("Vary", "Accept-Language")
+	a.setHeader("X-Content-Type-Options", "nosniff")
+	a.setHeader("Referrer-Policy", "no-referrer")
+	return a
 }
 
 // pagePhase is the room's phase by the proxy's clock, without asking Redis.

@@ -98,24 +98,23 @@ func (c *Config) fromEarlierOpening(p pass.Pass) bool {
 	return p.NotBefore.Before(c.Schedule.PassesFrom())
 }
 
-// replyNotOpen answers a visitor who came before the room opened: 403 not_open, with the schedule,
-// and, once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask
-// again: at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not
-// all come in the same millisecond.
-func (s *roomState) replyNotOpen(x Exchange, cfg *Config, r standing, class string) {
+// notOpen answers a visitor who came before the room opened: 403 not_open, with the schedule, and,
+// once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask again:
+// at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not all
+// come in the same millisecond.
+func (s *roomState) notOpen(cfg *Config, r standing, class string) answer {
 	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: s.scheduleTimes(cfg)}
+	var wait time.Duration
 	if r.phase == phase.PreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
 		body.Enter = s.enterLink()
 	} else {
 		body.Message = "the room opens at opensAt; the pre-queue opens at preQueueFrom"
-		wait := cfg.Schedule.PreQueueFrom.Sub(s.now()) + time.Duration(s.rand.Float64()*float64(r.pollMin))
+		wait = cfg.Schedule.PreQueueFrom.Sub(s.now()) + time.Duration(s.rand.Float64()*float64(r.pollMin))
 		wait = min(max(wait, r.pollMin), maxNotOpenRetry)
-		retryAfter(x, wait)
 		body.RetryAfterMs = wait.Milliseconds()
 	}
-	s.metrics.requests.WithLabelValues(class, "not_open").Inc()
-	replyJSON(x, http.StatusForbidden, body)
+	return jsonAnswer(http.StatusForbidden, body).retry(wait).counted(class, "not_open")
 }
 
 // notOpenBody is the 403 of a room that has not opened.
@@ -128,22 +127,19 @@ type notOpenBody struct {
 	scheduleTimes
 }
 
-// replyScheduleClosed answers a newcomer after closesAt: 503 closed. The room does not reopen by itself,
+// scheduleClosed answers a newcomer after closesAt: 503 closed. The room does not reopen by itself,
 // so the Retry-After every 503 carries is the longest the proxy tells anyone to wait: a schedule moved
 // or a next launch reaches the client by then.
-func (s *roomState) replyScheduleClosed(x Exchange, cfg *Config, class string) {
-	s.metrics.requests.WithLabelValues(class, "closed").Inc()
-	retryAfter(x, maxNotOpenRetry)
-	replyJSON(x, http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: s.scheduleTimes(cfg),
+func (s *roomState) scheduleClosed(cfg *Config, class string) answer {
+	return jsonAnswer(http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: s.scheduleTimes(cfg),
 		RetryAfterMs: maxNotOpenRetry.Milliseconds(),
-		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"})
+		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"}).
+		retry(maxNotOpenRetry).counted(class, "closed")
 }
 
-// replyClosed answers a request the closed room turns away: 503, to try again after the longest poll
+// closed answers a request the closed room turns away: 503, to try again after the longest poll
 // interval.
-func (s *roomState) replyClosed(x Exchange, cfg *Config, class string) {
-	s.metrics.requests.WithLabelValues(class, "closed").Inc()
-	retryAfter(x, cfg.PollMax)
-	replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phase.Closed,
-		Message: "the waiting room is closed for now; places already taken are kept"})
+func closed(cfg *Config, class string) answer {
+	return errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "closed", Phase: phase.Closed,
+		Message: "the waiting room is closed for now; places already taken are kept"}).retry(cfg.PollMax).counted(class, "closed")
 }

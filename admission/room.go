@@ -99,7 +99,7 @@ func NewUnconfiguredRoom(namespace, name string, store *queue.Store, opts Option
 func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 	namespace, name, _ := strings.Cut(roomName, "/")
 	s := &roomState{name: roomName, roomID: herdgatev1alpha1.RoomID(namespace, name), engine: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), far: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
+		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), farPositions: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
 	r := &Room{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
 	r.state.init(opts.Replica)
 	if d, ok := engine.(durableEngine); ok {
@@ -148,7 +148,9 @@ func (r *Room) MetricsHandler() http.Handler {
 // target's path as it came; fragment says the target carried a '#'. The decision carries the config
 // it was made under. The gate reads the request through x and writes nothing to it.
 func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
-	return r.gate.decide(x, r.configNow(), escapedPath, fragment, false)
+	d, a := r.gate.decide(x, r.configNow(), escapedPath, fragment, false)
+	d.reply = replyOf(a, d.verdict == Answer, r.metrics)
+	return d
 }
 
 // DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
@@ -157,7 +159,8 @@ func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 // (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
 // pass is not extended. An allowed request is reported with Allowed.
 func (r *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
-	d := r.gate.decide(x, r.configNow(), escapedPath, fragment, true)
+	d, a := r.gate.decide(x, r.configNow(), escapedPath, fragment, true)
+	d.reply = replyOf(a, d.verdict == Answer, r.metrics)
 	if d.verdict != Reserved {
 		r.state.checks.Add(1) // the gateway asks: GatewayChecking
 	}
@@ -168,10 +171,10 @@ func (r *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) D
 // status, the waiting page and the room's other endpoints, under the config it was decided with.
 func (r *Room) ServeReserved(x Exchange, d Decision) {
 	if d.cfg == nil {
-		r.serveUnconfigured(x, d.canonical)
+		render(x, unconfigured(d.canonical), r.metrics)
 		return
 	}
-	r.visitors.serveReserved(x, d.cfg, d.canonical)
+	render(x, r.visitors.serveReserved(x, d.cfg, d.canonical), r.metrics)
 }
 
 // Allowed records a request a gateway was told it may pass: it is counted, and on a completion route

@@ -179,21 +179,21 @@ func (rt *replicaRuntime) refreshFar(ctx context.Context) {
 	r := rt.standing(ctx, cfg)
 	callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	pending := rt.far.TakePending()
+	pending := rt.farPositions.TakePending()
 	for start := 0; start < len(pending); start += farBatchMost {
 		batch := pending[start:min(len(pending), start+farBatchMost)]
 		res, err := engine.SeenBatch(callCtx, batch, r.abandonAfter)
 		if err != nil {
-			rt.far.GiveBack(pending[start:])
+			rt.farPositions.GiveBack(pending[start:])
 			if ctx.Err() == nil {
 				rt.log.V(1).Info("Recording far visitors' signs of life failed; will retry", "visitors", len(pending)-start, "error", err.Error())
 			}
 			return
 		}
-		rt.far.Recorded(batch, res, rt.now())
+		rt.farPositions.Recorded(batch, res, rt.now())
 		rt.metrics.farSigns.Add(float64(len(batch)))
 	}
-	if now := rt.now(); rt.farPathOpen(cfg, r) && rt.far.SnapshotDue(cfg.ExactPositions, now) {
+	if now := rt.now(); rt.farPathOpen(cfg, r) && rt.farPositions.SnapshotDue(cfg.ExactPositions, now) {
 		snap, err := engine.RankSnapshot(callCtx, farSnapshotPerCall)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -201,7 +201,7 @@ func (rt *replicaRuntime) refreshFar(ctx context.Context) {
 			}
 			return
 		}
-		rt.far.SetSnapshot(snap, now)
+		rt.farPositions.SetSnapshot(snap, now)
 		rt.metrics.farSnapshots.Inc()
 	}
 }

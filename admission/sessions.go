@@ -23,37 +23,31 @@ func (d Decision) Session() string {
 	return d.cfg.Signer.Session(d.pass)
 }
 
-// serveRelease ends the session a handle names, for the workload's own servers: the release header's
+// release ends the session a handle names, for the workload's own servers: the release header's
 // equivalent where no answer of the workload reaches herdgate. It is authenticated by the queue's
 // release key, compared in constant time.
-func (api *visitorAPI) serveRelease(x Exchange, cfg *Config) {
+func (api *visitorAPI) release(x Exchange, cfg *Config) answer {
 	if cfg.releaseKey == nil {
-		api.metrics.requests.WithLabelValues("internal", "not_found").Inc()
-		replyJSON(x, http.StatusNotFound, errorBody{Error: "no_release_key", Message: "this queue has no spec.pass.releaseKeySecretRef"})
-		return
+		return errorAnswer(http.StatusNotFound, errorBody{Error: "no_release_key", Message: "this queue has no spec.pass.releaseKeySecretRef"}).counted("internal", "not_found")
 	}
 	token, ok := strings.CutPrefix(x.Header("Authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(token), cfg.releaseKey) != 1 {
-		api.metrics.requests.WithLabelValues("internal", "release_unauthorized").Inc()
-		x.SetHeader("WWW-Authenticate", `Bearer realm="herdgate release"`)
-		replyJSON(x, http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "send the queue's release key as Authorization: Bearer <key>"})
-		return
+		a := errorAnswer(http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "send the queue's release key as Authorization: Bearer <key>"})
+		a.setHeader("WWW-Authenticate", `Bearer realm="herdgate release"`)
+		return a.counted("internal", "release_unauthorized")
 	}
 	session := x.Header(SessionHeader)
 	if session == "" || x.HeaderCount(SessionHeader) != 1 {
-		api.metrics.requests.WithLabelValues("internal", "release_bad_request").Inc()
-		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "send the Herdgate-Session header the visitor's request carried, once"})
-		return
+		return errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_request", Message: "send the Herdgate-Session header the visitor's request carried, once"}).
+			counted("internal", "release_bad_request")
 	}
 	handle, ok := cfg.Signer.VerifySession(session)
 	if !ok {
-		api.metrics.requests.WithLabelValues("internal", "release_bad_session").Inc()
-		replyJSON(x, http.StatusUnprocessableEntity, errorBody{Error: "bad_session", Message: "the session handle is not one this queue signed"})
-		return
+		return errorAnswer(http.StatusUnprocessableEntity, errorBody{Error: "bad_session", Message: "the session handle is not one this queue signed"}).
+			counted("internal", "release_bad_session")
 	}
 	if api.now().Before(handle.Expiry) {
 		api.sessions.Release(handle)
 	}
-	api.metrics.requests.WithLabelValues("internal", "released").Inc()
-	replyJSON(x, http.StatusOK, map[string]bool{"released": true})
+	return jsonAnswer(http.StatusOK, map[string]bool{"released": true}).counted("internal", "released")
 }

@@ -147,18 +147,21 @@ func (s *Set) Ready() bool {
 // the kubelet sends to the pod's own address, and 421 with a JSON body for anything else, as for a
 // request that reached a server not configured for its host.
 func ServeUnrouted(rooms Rooms, x Exchange, escapedPath string) {
+	render(x, unrouted(rooms, escapedPath), nil)
+}
+
+// unrouted is the answer of ServeUnrouted.
+func unrouted(rooms Rooms, escapedPath string) answer {
 	switch canonical, _ := route.Normalize(escapedPath); canonical {
 	case reservedPrefix + "/healthz":
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
+		return jsonAnswer(http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
 		if !rooms.Ready() {
-			replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "not_ready"})
-			return
+			return jsonAnswer(http.StatusServiceUnavailable, map[string]string{"status": "not_ready"})
 		}
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ready"})
-	default:
-		ReplyError(x, http.StatusMisdirectedRequest, "unknown_host", "no waiting room of this proxy set is served on the request's host")
+		return jsonAnswer(http.StatusOK, map[string]string{"status": "ready"})
 	}
+	return errorAnswer(http.StatusMisdirectedRequest, errorBody{Error: "unknown_host", Message: "no waiting room of this proxy set is served on the request's host"})
 }
 
 // Log is the set's logger.

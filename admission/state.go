@@ -34,10 +34,10 @@ type roomState struct {
 	redisRetryAt atomic.Int64
 	state        configState
 	// What this replica keeps in memory between its calls to Redis (package replica).
-	sessions *replica.Sessions
-	workload *replica.WorkloadMeter
-	polls    replica.PollStretches
-	far      *replica.FarPositions
+	sessions     *replica.Sessions
+	workload     *replica.WorkloadMeter
+	polls        replica.PollStretches
+	farPositions *replica.FarPositions
 	// reclaim writes back the passes visitors hold after a failover of Redis.
 	reclaim reclaimer
 	// verifier calls an external challenge's provider.
@@ -150,18 +150,15 @@ func (s *roomState) redisResult(err error) {
 	}
 }
 
-// serveUnconfigured answers a request to the normalised path canonical ("" for any other) while the
+// unconfigured answers a request to the normalised path canonical ("" for any other) while the
 // proxy has no valid config: alive, not ready, and nothing reaches the upstream or the queue.
-func (s *roomState) serveUnconfigured(x Exchange, canonical string) {
+func unconfigured(canonical string) answer {
 	switch canonical {
 	case reservedPrefix + "/healthz":
-		replyJSON(x, http.StatusOK, map[string]string{"status": "ok"})
+		return jsonAnswer(http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
-		replyJSON(x, http.StatusServiceUnavailable, map[string]string{"status": "not_configured"})
-	default:
-		s.metrics.requests.WithLabelValues("internal", "not_configured").Inc()
-		retryAfter(x, 5*time.Second)
-		replyJSON(x, http.StatusServiceUnavailable, errorBody{Error: "not_configured",
-			Message: "the waiting room has no valid configuration yet; try again shortly"})
+		return jsonAnswer(http.StatusServiceUnavailable, map[string]string{"status": "not_configured"})
 	}
+	return errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "not_configured",
+		Message: "the waiting room has no valid configuration yet; try again shortly"}).retry(5*time.Second).counted("internal", "not_configured")
 }

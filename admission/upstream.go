@@ -81,27 +81,25 @@ func (c *UpstreamCall) Answered(status int, release string) {
 // too.
 func (c *UpstreamCall) Failed(x Exchange, err error) {
 	c.finish(upstreamFault(err, 0))
-	c.g.upstreamFailed(x, err, c.d)
+	render(x, c.g.upstreamFailed(err, c.d), c.g.metrics)
 }
 
 // End ends a call the front gave up on without an answer or a failure; it counts nothing more.
 func (c *UpstreamCall) End() { c.finish(false) }
 
-// upstreamFailed answers a request the upstream did not answer, or whose body the visitor spoilt.
-func (g *gate) upstreamFailed(x Exchange, err error, d Decision) {
+// upstreamFailed is the answer to a request the upstream did not answer, or whose body the visitor
+// spoilt; none when the visitor went away.
+func (g *gate) upstreamFailed(err error, d Decision) answer {
 	if errors.Is(err, context.Canceled) {
-		return // the visitor went away
+		return answer{}
 	}
 	if errors.Is(err, ErrVisitorBody) {
-		g.metrics.requests.WithLabelValues("open", "bad_body").Inc()
-		replyJSON(x, http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"})
-		return
+		return errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_request", Message: "the request body is malformed"}).counted("open", "bad_body")
 	}
 	kind, message := upstreamErrorKind(err)
 	g.log.Error(err, "Forwarding upstream failed", "path", d.canonical, "kind", kind)
-	g.metrics.requests.WithLabelValues(d.class, "upstream_error").Inc()
 	g.metrics.upstreamErrors.WithLabelValues(d.class, kind).Inc()
-	replyJSON(x, http.StatusBadGateway, errorBody{Error: "upstream_unavailable", Message: message})
+	return errorAnswer(http.StatusBadGateway, errorBody{Error: "upstream_unavailable", Message: message}).counted(d.class, "upstream_error")
 }
 
 // upstreamFault tells whether the upstream failed a request: it gave no answer (but for the visitor

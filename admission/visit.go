@@ -23,7 +23,7 @@ const (
 	LaneCodeHeader          = entry.LaneCodeHeader
 )
 
-// visit is one enter or status call on its way through serveEnterOrStatus.
+// visit is one enter or status call on its way through enterOrStatus.
 type visit struct {
 	x     Exchange
 	cfg   *Config
@@ -35,100 +35,107 @@ type visit struct {
 	visitor string
 	// laneCode is entry.Outcome.LaneCode of an enter: which of its tokens is a lane code's use.
 	laneCode int
+	// cookies are what the answer sets whatever it says: a visitor cookie an enter minted.
+	cookies []*http.Cookie
 }
 
-// serveEnterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status: the mode's and the
+// answer is a, with the cookies the visit set on its way.
+func (v *visit) answer(a answer) answer {
+	a.cookies = append(v.cookies, a.cookies...)
+	return a
+}
+
+// enterOrStatus answers POST /.herdgate/enter and GET /.herdgate/status: the mode's and the
 // schedule's answers first, then who asks, then the answer far from the front (the proxy's alone)
-// or the engine's, and one reply per state the engine tells.
-func (api *visitorAPI) serveEnterOrStatus(x Exchange, cfg *Config, enter bool) {
+// or the engine's, and one answer per state the engine tells.
+func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer {
 	v := &visit{x: x, cfg: cfg, enter: enter, class: "status"}
 	if enter {
 		v.class = "enter"
 	}
-	if api.modeAnswers(v) {
-		return
+	if a, ok := api.modeAnswer(v); ok {
+		return a
 	}
 	v.r = api.standing(x.Context(), cfg)
-	if api.scheduleAnswers(v) || !api.identifyVisit(v) {
-		return
+	if a, ok := api.scheduleAnswer(v); ok {
+		return a
+	}
+	if a, ok := api.identifyVisit(v); !ok {
+		return a
 	}
 	if !enter && api.farPathOpen(cfg, v.r) {
 		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
-		if seq, ok := api.place(x, cfg, v.visitor); ok && api.serveFar(x, cfg, v.r, v.visitor, seq) {
-			return
+		if seq, ok := api.place(x, cfg, v.visitor); ok {
+			if a, ok := api.far(x, cfg, v.r, v.visitor, seq); ok {
+				return a
+			}
 		}
 	}
-	if pos, ok := api.askEngine(v); ok {
-		api.replyPosition(v, pos)
+	pos, a, ok := api.askEngine(v)
+	if !ok {
+		return v.answer(a)
 	}
+	return v.answer(api.position(v, pos))
 }
 
-// modeAnswers answers for a room its mode switched off or closed to newcomers.
-func (api *visitorAPI) modeAnswers(v *visit) bool {
+// modeAnswer answers for a room its mode switched off or closed to newcomers.
+func (api *visitorAPI) modeAnswer(v *visit) (answer, bool) {
 	switch v.cfg.Mode {
 	case herdgatev1alpha1.ModePassthrough:
 		// The room is switched off: nobody needs a pass, so everybody is through.
 		zero := int64(0)
-		api.metrics.requests.WithLabelValues(v.class, "passthrough").Inc()
-		replyJSON(v.x, http.StatusOK, positionBody{Admitted: true, Phase: phase.Passthrough, EstimatedWaitSeconds: &zero})
-		return true
+		return jsonAnswer(http.StatusOK, positionBody{Admitted: true, Phase: phase.Passthrough, EstimatedWaitSeconds: &zero}).counted(v.class, "passthrough"), true
 	case herdgatev1alpha1.ModeClosed:
 		if v.enter {
-			api.replyClosed(v.x, v.cfg, v.class)
-			return true
+			return closed(v.cfg, v.class), true
 		}
 	}
-	return false
+	return answer{}, false
 }
 
-// scheduleAnswers answers an enter the schedule settles without the engine.
-func (api *visitorAPI) scheduleAnswers(v *visit) bool {
+// scheduleAnswer answers an enter the schedule settles without the engine.
+func (api *visitorAPI) scheduleAnswer(v *visit) (answer, bool) {
 	if !v.enter || v.cfg.Schedule == nil {
-		return false
+		return answer{}, false
 	}
 	switch {
 	case v.r.phase == phase.Scheduled && v.cfg.phaseAt(api.now()) == phase.Scheduled:
 		// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
-		api.replyNotOpen(v.x, v.cfg, v.r, v.class)
-		return true
+		return api.notOpen(v.cfg, v.r, v.class), true
 	case !v.r.known:
 		// The scheduler has not published this schedule's phase yet; the engine would take the
 		// visitor as if the room had no schedule.
-		api.metrics.requests.WithLabelValues(v.class, "starting").Inc()
-		retryAfter(v.x, time.Second)
-		replyJSON(v.x, http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: v.r.phase,
-			Message: "the waiting room is getting ready; try again shortly"})
-		return true
+		return errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "queue_starting", Phase: v.r.phase,
+			Message: "the waiting room is getting ready; try again shortly"}).retry(time.Second).counted(v.class, "starting"), true
 	}
-	return false
+	return answer{}, false
 }
 
 // identifyVisit finds who asks (an enter may mint a visitor cookie), or answers that it cannot.
-func (api *visitorAPI) identifyVisit(v *visit) bool {
-	visitor, ok := api.identify(v.x, v.cfg, v.enter)
+func (api *visitorAPI) identifyVisit(v *visit) (answer, bool) {
+	visitor, minted, ok := identify(v.x, v.cfg, v.enter)
 	if ok {
 		v.visitor = visitor
-		return true
+		if minted != nil {
+			v.cookies = append(v.cookies, minted)
+		}
+		return answer{}, true
 	}
-	api.metrics.requests.WithLabelValues(v.class, "identity_required").Inc()
 	if v.cfg.IdentityHeader != "" {
-		replyJSON(v.x, http.StatusUnauthorized, errorBody{Error: "identity_required", Header: v.cfg.IdentityHeader})
-		return false
+		return errorAnswer(http.StatusUnauthorized, errorBody{Error: "identity_required", Header: v.cfg.IdentityHeader}).counted(v.class, "identity_required"), false
 	}
 	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.enterLink()}
 	if v.cfg.Schedule != nil {
 		body.Phase = v.r.phase
 	}
-	replyJSON(v.x, http.StatusNotFound, body)
-	return false
+	return errorAnswer(http.StatusNotFound, body).counted(v.class, "identity_required"), false
 }
 
-// askEngine runs the entry checks of an enter, then asks the engine where the visitor stands; it
-// answers what stops it (a refused entry, a bad identity, Redis away).
-func (api *visitorAPI) askEngine(v *visit) (queue.Position, bool) {
+// askEngine runs the entry checks of an enter, then asks the engine where the visitor stands; when
+// something stops it (a refused entry, a bad identity, Redis away) it returns the answer to give.
+func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
 	if api.redisResting() {
-		api.replyUnavailable(v)
-		return queue.Position{}, false
+		return queue.Position{}, unavailable(v.class), false
 	}
 	var pos queue.Position
 	var err error
@@ -136,9 +143,7 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, bool) {
 		var granted entry.Outcome
 		if refused := v.cfg.EntryChecks.Check(entry.Input{Request: v.x, Visitor: v.visitor, Now: api.now()}, &granted); refused != nil {
 			if !refused.Failed || v.cfg.Shadow == nil || !v.cfg.Shadow.ChallengeFailed {
-				api.metrics.requests.WithLabelValues(v.class, refused.Code).Inc()
-				replyJSON(v.x, refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link})
-				return pos, false
+				return pos, errorAnswer(refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link}).counted(v.class, refused.Code), false
 			}
 			// A failed challenge enters the shadow queue: the answer reads like any place, so a bot
 			// learns nothing to retry with (docs/guides/entry-control.md, "The shadow queue").
@@ -161,73 +166,65 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, bool) {
 	}
 	switch {
 	case errors.Is(err, queue.ErrInvalidVisitor):
-		api.metrics.requests.WithLabelValues(v.class, "bad_identity").Inc()
-		replyJSON(v.x, http.StatusBadRequest, errorBody{Error: "bad_identity", Message: err.Error()})
-		return pos, false
+		return pos, errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_identity", Message: err.Error()}).counted(v.class, "bad_identity"), false
 	case errors.Is(err, context.Canceled):
-		return pos, false
+		return pos, answer{}, false
 	case err != nil:
 		api.redisResult(err)
-		api.replyUnavailable(v)
-		return pos, false
+		return pos, unavailable(v.class), false
 	}
 	api.redisResult(nil)
-	return pos, true
+	return pos, answer{}, true
 }
 
-func (api *visitorAPI) replyUnavailable(v *visit) {
-	api.metrics.requests.WithLabelValues(v.class, "unavailable").Inc()
-	retryAfter(v.x, 2*time.Second)
-	replyJSON(v.x, http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"})
+// unavailable is the answer while Redis is away.
+func unavailable(class string) answer {
+	return errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "queue_unavailable", Message: "the queue is unreachable; try again shortly"}).
+		retry(2*time.Second).counted(class, "unavailable")
 }
 
-// replyPosition answers with where the engine says the visitor stands.
-func (api *visitorAPI) replyPosition(v *visit, pos queue.Position) {
+// position is the answer that says where the engine says the visitor stands.
+func (api *visitorAPI) position(v *visit, pos queue.Position) answer {
 	if v.cfg.Mode == herdgatev1alpha1.ModeClosed && pos.State != queue.NotQueued {
 		// The poll kept the visitor's place; the room is closed to everyone, pass holders included.
-		api.metrics.requests.WithLabelValues(v.class, "closed").Inc()
-		replyQueueing(v.x, v.cfg, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase.Closed,
-			NextPollMs: api.spread(v.r.pollMax).Milliseconds()})
-		return
+		return queueing(v.cfg, positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: phase.Closed,
+			NextPollMs: api.spread(v.r.pollMax).Milliseconds()}, v.class, "closed")
 	}
 	switch pos.State {
 	case queue.TokenSpent:
-		api.replyTokenSpent(v, pos)
+		return api.tokenSpent(v, pos)
 	case queue.RateLimited:
 		// The client took its burst of places: it may come back when it has earned one.
-		api.metrics.requests.WithLabelValues(v.class, "rate_limited").Inc()
-		retryAfter(v.x, pos.RetryAfter)
-		replyJSON(v.x, http.StatusTooManyRequests, errorBody{Error: "too_many_entries",
-			Message: "this address took its share of places; try again later", RetryAfterMs: max(1, pos.RetryAfter.Milliseconds())})
+		return errorAnswer(http.StatusTooManyRequests, errorBody{Error: "too_many_entries",
+			Message: "this address took its share of places; try again later", RetryAfterMs: max(1, pos.RetryAfter.Milliseconds())}).
+			retry(pos.RetryAfter).counted(v.class, "rate_limited")
 	case queue.NotQueued:
-		api.replyNotQueued(v, pos)
+		return api.notQueued(v, pos)
 	case queue.TurnedAway:
 		if pos.Phase == phase.Closed {
-			api.replyScheduleClosed(v.x, v.cfg, v.class)
-			return
+			return api.scheduleClosed(v.cfg, v.class)
 		}
 		v.r.phase = pos.Phase
-		api.replyNotOpen(v.x, v.cfg, v.r, v.class)
+		return api.notOpen(v.cfg, v.r, v.class)
 	case queue.PreQueued, queue.Drawing:
-		api.replyPreQueued(v, pos)
+		return api.preQueued(v, pos)
 	case queue.Admitted:
-		api.serveAdmitted(v.x, v.cfg, v.class, v.visitor, pos, api.visitPhase(v))
-	case queue.Waiting:
-		api.replyWaiting(v, pos)
+		return api.admitted(v.x, v.cfg, v.class, v.visitor, pos, api.visitPhase(v))
 	}
+	return api.waiting(v, pos)
 }
 
-// replyShadowed answers a visitor holding a shadow place as one waiting behind everyone: the same
-// body, polls, Retry-After and place as such a visitor gets, but the place is one no proxy takes
-// back (shadowPlace), and its polls are always Redis's (which are exact, and so bounds too).
-func (api *visitorAPI) replyShadowed(v *visit, pos queue.Position) {
+// shadowed answers a visitor holding a shadow place as one waiting behind everyone: the same body,
+// polls, Retry-After and place as such a visitor gets, but the place is one no proxy takes back
+// (shadowPlace), and its polls are always Redis's (which are exact, and so bounds too).
+func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 	r := v.r
 	if len(v.cfg.Lanes) > 0 {
 		r.plan = r.plan.Share(v.cfg.laneShare(""))
 	}
 	stretch := api.stretch(v.cfg, r, pos.Depth)
-	if api.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
-		return
+	if a, early := api.tooEarly(v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})); early {
+		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: api.scheduleTimes(v.cfg)}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
@@ -237,20 +234,20 @@ func (api *visitorAPI) replyShadowed(v *visit, pos queue.Position) {
 	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
 	if pos.Seq > 0 {
 		// As a main-queue place reads: far from the front, a poll that brings the place is answered
-		// from the snapshot (serveFar) while there is a fresh one, as a bound without the place; any
+		// from the snapshot (far) while there is a fresh one, as a bound without the place; any
 		// other far answer comes from Redis with the place, and near the front the place comes once.
 		far := pos.Position > v.cfg.ExactPositions && api.farPathOpen(v.cfg, r)
 		token := shadowPlace(v.cfg, v.visitor, pos.Seq)
 		held := heldToken(v.x, v.cfg) == token
 		switch {
-		case far && held && !v.enter && api.far.SnapshotAge(api.now()) <= replica.FarSnapshotMaxAge:
+		case far && held && !v.enter && api.farPositions.SnapshotAge(api.now()) <= replica.FarSnapshotMaxAge:
 			body.PositionIsBound = true
 		case far || !held:
-			body.Place = giveToken(v.x, v.cfg, token)
+			body.Place = token
+			v.cookies = append(v.cookies, placeCookie(v.x, v.cfg, token))
 		}
 	}
-	api.metrics.requests.WithLabelValues(v.class, "shadowed").Inc()
-	replyQueueing(v.x, v.cfg, body)
+	return queueing(v.cfg, body, v.class, "shadowed")
 }
 
 // visitPhase is the phase told to a visitor the engine placed.
@@ -265,8 +262,8 @@ func (api *visitorAPI) visitPhase(v *visit) phase.Phase {
 	return v.r.phase
 }
 
-// replyTokenSpent answers an entry whose single-use invitation or solution entered another visitor.
-func (api *visitorAPI) replyTokenSpent(v *visit, pos queue.Position) {
+// tokenSpent answers an entry whose single-use invitation or solution entered another visitor.
+func (api *visitorAPI) tokenSpent(v *visit, pos queue.Position) answer {
 	body := errorBody{Error: "invitation_used", Message: "the invitation entered another visitor already", Header: InvitationHeader}
 	switch {
 	case v.laneCode > 0 && pos.Token == v.laneCode-1:
@@ -277,12 +274,10 @@ func (api *visitorAPI) replyTokenSpent(v *visit, pos queue.Position) {
 			body.Header = ChallengeResponseHeader
 		}
 	}
-	api.metrics.requests.WithLabelValues(v.class, body.Error).Inc()
-	replyJSON(v.x, http.StatusConflict, body)
+	return errorAnswer(http.StatusConflict, body).counted(v.class, body.Error)
 }
 
-func (api *visitorAPI) replyNotQueued(v *visit, pos queue.Position) {
-	api.metrics.requests.WithLabelValues(v.class, "not_queued").Inc()
+func (api *visitorAPI) notQueued(v *visit, pos queue.Position) answer {
 	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.enterLink()}
 	if v.cfg.Schedule != nil {
 		// The engine's phase is the freshest, once the scheduler has published this schedule.
@@ -291,28 +286,26 @@ func (api *visitorAPI) replyNotQueued(v *visit, pos queue.Position) {
 			body.Phase = pos.Phase
 		}
 	}
-	replyJSON(v.x, http.StatusNotFound, body)
+	return errorAnswer(http.StatusNotFound, body).counted(v.class, "not_queued")
 }
 
-func (api *visitorAPI) replyPreQueued(v *visit, pos queue.Position) {
+func (api *visitorAPI) preQueued(v *visit, pos queue.Position) answer {
 	drawing := pos.State == queue.Drawing
 	hint, shortest := api.preQueuePoll(v.r, drawing)
-	if api.pollTooEarly(v.x, v.class, v.enter, pos, shortest) {
-		return
+	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
+		return a
 	}
 	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, Lane: pos.Lane, NextPollMs: hint.Milliseconds(), scheduleTimes: api.scheduleTimes(v.cfg)}
 	outcome := "pre_queued"
 	if drawing {
 		body.Phase, outcome = phase.Opening, "drawing"
 	}
-	api.metrics.requests.WithLabelValues(v.class, outcome).Inc()
-	replyQueueing(v.x, v.cfg, body)
+	return queueing(v.cfg, body, v.class, outcome)
 }
 
-func (api *visitorAPI) replyWaiting(v *visit, pos queue.Position) {
+func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	if pos.Shadow {
-		api.replyShadowed(v, pos)
-		return
+		return api.shadowed(v, pos)
 	}
 	r := v.r
 	if pos.Lane != "" {
@@ -323,12 +316,12 @@ func (api *visitorAPI) replyWaiting(v *visit, pos queue.Position) {
 		r.plan = r.plan.Share(v.cfg.laneShare(""))
 	}
 	if pos.Lane == "" {
-		api.far.NoteDepth(pos.Depth)
+		api.farPositions.NoteDepth(pos.Depth)
 	}
 	// The shortest interval this visitor could have been told.
 	stretch := api.stretch(v.cfg, r, pos.Depth)
-	if api.pollTooEarly(v.x, v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})) {
-		return
+	if a, early := api.tooEarly(v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})); early {
+		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: api.scheduleTimes(v.cfg)}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
@@ -343,21 +336,23 @@ func (api *visitorAPI) replyWaiting(v *visit, pos queue.Position) {
 		// the front the place is sent once, far from it with every answer.
 		far := pos.Position > v.cfg.ExactPositions && api.farPathOpen(v.cfg, r)
 		if held, ok := api.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
-			body.Place = api.setPlace(v.x, v.cfg, v.visitor, pos.Seq)
+			body.Place = v.cfg.Signer.Place(v.visitor, pos.Seq)
 		}
 	case pos.Seq > 0:
 		// A lane's visitor polls Redis (its lane is short), and its place names the lane, which a
 		// failover that lost the place gives it back in.
 		if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); !ok || held != pos.Seq || lane != pos.Lane {
-			body.Place = giveToken(v.x, v.cfg, v.cfg.Signer.LanePlace(v.visitor, pos.Lane, pos.Seq))
+			body.Place = v.cfg.Signer.LanePlace(v.visitor, pos.Lane, pos.Seq)
 		}
+	}
+	if body.Place != "" {
+		v.cookies = append(v.cookies, placeCookie(v.x, v.cfg, body.Place))
 	}
 	outcome := "waiting"
 	if pos.Restored {
 		outcome = "restored"
 	}
-	api.metrics.requests.WithLabelValues(v.class, outcome).Inc()
-	replyQueueing(v.x, v.cfg, body)
+	return queueing(v.cfg, body, v.class, outcome)
 }
 
 // preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting
