@@ -6,8 +6,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
+	"github.com/herdgate/herdgate/admission/replica"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/page"
 	"github.com/herdgate/herdgate/internal/phase"
@@ -23,6 +27,24 @@ var openAPIDocument []byte
 
 // OpenAPIDocument is the OpenAPI 3.1 description of the visitor API the proxy serves.
 func OpenAPIDocument() []byte { return openAPIDocument }
+
+// visitorAPI answers the room's own paths under /.herdgate/: enter and status through the engine,
+// far from the front from the replica's far positions, the waiting page, release, JWKS, challenges.
+type visitorAPI struct {
+	engine       Engine
+	standing     *standings
+	redis        *redisHealth
+	links        *links
+	sessions     *replica.Sessions
+	farPositions *replica.FarPositions
+	polls        *replica.PollStretches
+	// draining is the room's: readyz fails once it drains.
+	draining *atomic.Bool
+	metrics  *metrics
+	log      logr.Logger
+	now      func() time.Time
+	rand     capacity.Rand
+}
 
 // positionBody is the answer of enter and status.
 type positionBody struct {

@@ -45,14 +45,16 @@ func (p *Room) ReportConfig(ctx context.Context)       { p.runtime.reportConfig(
 
 // ReportAt is the report the replica would send at now (the checks' rate measured since the last).
 func (p *Room) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }
-func (p *Room) Sessions() *replica.Sessions              { return p.sessions }
-func (p *Room) FarPositions() *replica.FarPositions      { return p.farPositions }
-func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.workload }
+func (p *Room) Sessions() *replica.Sessions              { return p.runtime.sessions }
+func (p *Room) FarPositions() *replica.FarPositions      { return p.runtime.farPositions }
+func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.runtime.workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
-func (p *Room) ReadPlansFresh(engine queue.PlanReader) { p.plans = queue.NewPlanCache(engine, 0) }
+func (p *Room) ReadPlansFresh(engine queue.PlanReader) {
+	p.standing.plans = queue.NewPlanCache(engine, 0)
+}
 
-func (p *Room) RedisDown() bool { return p.redisDown.Load() }
+func (p *Room) RedisDown() bool { return p.redis.isDown() }
 
 // Reclaimer is the proxy's write-back of passes after a failover.
 type Reclaimer = reclaimer

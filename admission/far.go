@@ -38,8 +38,8 @@ type positionEngine interface {
 
 // farPathOpen says whether polls of this room may be answered far from the front: the room is open
 // (while a pre-queue is drawn, places are still being settled) and the engine offers snapshots.
-func (s *roomState) farPathOpen(cfg *Config, r standing) bool {
-	if _, ok := s.engine.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
+func farPathOpen(engine Engine, cfg *Config, r standing) bool {
+	if _, ok := engine.(positionEngine); !ok || cfg.ExactPositions <= 0 || cfg.Mode != herdgatev1alpha1.ModeQueue {
 		return false
 	}
 	return cfg.Schedule == nil || (r.known && r.phase == phase.Open)
@@ -104,7 +104,7 @@ func (api *visitorAPI) far(x Exchange, cfg *Config, r standing, visitor string, 
 			return early, true
 		}
 	}
-	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: api.scheduleTimes(cfg)}
+	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: scheduleTimesOf(cfg, now)}
 	if cfg.Schedule != nil {
 		body.Phase = r.phase
 	}
@@ -118,7 +118,7 @@ func (api *visitorAPI) far(x Exchange, cfg *Config, r standing, visitor string, 
 
 // stretch is the poll interval of visitors far from the front of a queue of depth, under cfg's
 // budget and the room's plan.
-func (s *roomState) stretch(cfg *Config, r standing, depth int64) time.Duration {
+func (api *visitorAPI) stretch(cfg *Config, r standing, depth int64) time.Duration {
 	b := capacity.PollBudget{PerSecond: cfg.PollBudget.PerSecond, MinInterval: r.pollMin, MaxInterval: r.pollMax, AbandonAfter: r.abandonAfter}
-	return s.polls.Stretch(b, r.plan, depth)
+	return api.polls.Stretch(b, r.plan, depth)
 }

@@ -3,6 +3,11 @@ package admission
 import (
 	"context"
 
+	"github.com/go-logr/logr"
+
+	"github.com/herdgate/herdgate/admission/replica"
+	"github.com/herdgate/herdgate/internal/capacity"
+
 	"errors"
 	"net/http"
 	"net/url"
@@ -20,6 +25,23 @@ import (
 
 // The proxy's own paths live under this prefix and never reach the upstream.
 const reservedPrefix = "/.herdgate"
+
+// gate is the room's gate (glossary: gate): Decide and what follows a forward. It checks passes
+// against the sessions this replica knows ended, meters the protected requests, notes the passes a
+// failover may have lost, and admits a browser at once through the engine.
+type gate struct {
+	engine   Engine
+	standing *standings
+	redis    *redisHealth
+	links    *links
+	sessions *replica.Sessions
+	workload *replica.WorkloadMeter
+	reclaim  *reclaimer
+	metrics  *metrics
+	log      logr.Logger
+	now      func() time.Time
+	rand     capacity.Rand
+}
 
 // Verdict is what the gate decided of a request.
 type Verdict uint8
@@ -198,13 +220,13 @@ func (g *gate) admit(x Exchange, cfg *Config, d *Decision) (answer, bool) {
 		}
 		return slid, true
 	}
-	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && g.redisDown.Load() && cfg.phaseAt(now) == phase.Open {
+	if cfg.FailurePolicy == herdgatev1alpha1.FailOpen && g.redis.isDown() && cfg.phaseAt(now) == phase.Open {
 		// Never before the schedule opens the room, nor after it closes.
 		g.metrics.failOpen.Inc()
 		g.log.V(1).Info("Redis is unreachable: letting a protected request through (FailOpen)", "path", canonical)
 		return answer{}, true
 	}
-	r := g.standing(x.Context(), cfg)
+	r := g.standing.of(x.Context(), cfg)
 	browser := isBrowserPage(x)
 	var minted []*http.Cookie
 	if browser && r.phase == phase.Open && r.known && !d.checking {
@@ -228,14 +250,14 @@ func (g *gate) refusal(x Exchange, cfg *Config, r standing, canonical string, br
 		if browser {
 			return toPage(x, canonical, "not_open")
 		}
-		return g.notOpen(cfg, r, "protected")
+		return notOpen(cfg, r, "protected", g.now(), g.rand.Float64(), g.links.enter())
 	case r.phase == phase.Closed && !browser:
-		return g.scheduleClosed(cfg, "protected")
+		return scheduleClosed(cfg, "protected", g.now())
 	case browser:
 		// A browser goes to the waiting page, which shows its place, the opening or the closed room.
 		return toPage(x, canonical, "redirected")
 	}
-	return errorAnswer(http.StatusForbidden, errorBody{Error: "pass_required", Enter: g.enterLink()}).counted("protected", "pass_required")
+	return errorAnswer(http.StatusForbidden, errorBody{Error: "pass_required", Enter: g.links.enter()}).counted("protected", "pass_required")
 }
 
 // slide extends a Sliding pass that has used half its time: to ttl from now, up to maxSession after
@@ -284,11 +306,11 @@ func (g *gate) admitAtOnce(x Exchange, cfg *Config, r standing) (answer, bool) {
 	pos, err := g.engine.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			g.redisResult(err)
+			g.redis.result(err)
 		}
 		return a, false
 	}
-	g.redisResult(nil)
+	g.redis.result(nil)
 	if pos.State != queue.Admitted || pos.Pass.NotBefore.After(pos.Now) {
 		return a, false
 	}

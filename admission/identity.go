@@ -2,6 +2,7 @@ package admission
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -32,11 +33,19 @@ const (
 // herdgatev1alpha1.RoomID, where rooms share a host in a shared proxy set.
 const RoomParam = "room"
 
-// enterLink is where a visitor enters the room: with the room parameter where the room shares its
-// host.
-func (s *roomState) enterLink() string {
-	if s.sharesHost.Load() {
-		return reservedPrefix + "/enter?" + RoomParam + "=" + s.roomID
+// links make the room's links to its own paths: where rooms share a host in a shared proxy set,
+// they name the room (RoomParam).
+type links struct {
+	// roomID names the room in them (herdgatev1alpha1.RoomID); sharesHost says the room shares its
+	// host now (the set's routing sets it).
+	roomID     string
+	sharesHost atomic.Bool
+}
+
+// enter is where a visitor enters the room.
+func (l *links) enter() string {
+	if l.sharesHost.Load() {
+		return reservedPrefix + "/enter?" + RoomParam + "=" + l.roomID
 	}
 	return reservedPrefix + "/enter"
 }
@@ -122,22 +131,22 @@ func presentedOf(x Exchange, cfg *Config) presentedPass {
 
 // verifyPresented checks a pass kept by the gate as admit would have: for its visitor, at now, not
 // released, and issued for the opening in force.
-func (s *roomState) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
+func (g *gate) verifyPresented(cfg *Config, pp presentedPass, now time.Time) (pass.Pass, bool) {
 	visitor := pp.identity
 	if cfg.IdentityHeader == "" {
 		visitor, _ = visitorOfCookie(cfg, pp.identity)
 	}
-	verified, result := s.verifyPass(cfg, pp.token, visitor, now)
+	verified, result := g.verifyPass(cfg, pp.token, visitor, now)
 	return verified, result == pass.Valid
 }
 
 // verifyPass is the one check of a pass: its MAC, its visitor and times, then whether its session
 // ended and whether it belongs to the opening in force.
-func (s *roomState) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
+func (g *gate) verifyPass(cfg *Config, token, visitor string, now time.Time) (pass.Pass, pass.Result) {
 	verified, result := cfg.Passes.Verify(token, visitor, now)
 	switch {
 	case result != pass.Valid:
-	case s.sessions.IsRevoked(verified):
+	case g.sessions.IsRevoked(verified):
 		result = pass.Released
 	case cfg.fromEarlierOpening(verified):
 		result = pass.EarlierOpening

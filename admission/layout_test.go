@@ -38,47 +38,24 @@ func TestTheGateImportsNoFront(t *testing.T) {
 
 // TestEachFileServesOneRole: a room's roles (the gate, the visitor API, the replica runtime) meet
 // only in Room, so that whoever changes one reads its files alone. No file holds methods of two
-// roles, Room's own methods are in room.go (and set.go, as one room's Rooms), and the state the
-// roles share holds none of them.
+// roles, and Room's own methods are in room.go (and set.go, as one room's Rooms).
 func TestEachFileServesOneRole(t *testing.T) {
-	roles := map[string]bool{"gate": true, "visitorAPI": true, "replicaRuntime": true}
-	fset := token.NewFileSet()
-	paths, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pkg := parsePackage(t)
 	seen := map[string]bool{}
-	for _, path := range paths {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for path, f := range pkg.files {
 		inFile := map[string]bool{}
 		for _, decl := range f.Decls {
-			switch decl := decl.(type) {
-			case *ast.FuncDecl:
-				recv := receiverType(decl)
-				seen[recv] = true
-				if roles[recv] {
-					inFile[recv] = true
-				}
-				if recv == "Room" && path != "room.go" && path != "set.go" {
-					t.Errorf("%s: Room.%s belongs in room.go, with the rest of the composition", path, decl.Name.Name)
-				}
-			case *ast.GenDecl:
-				for _, spec := range decl.Specs {
-					if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == "roomState" {
-						ast.Inspect(ts.Type, func(n ast.Node) bool {
-							if id, ok := n.(*ast.Ident); ok && (roles[id.Name] || id.Name == "Room") {
-								t.Errorf("%s: roomState holds a %s: the roles would reach each other around Room", path, id.Name)
-							}
-							return true
-						})
-					}
-				}
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			recv := receiverType(fn)
+			seen[recv] = true
+			if roles[recv] {
+				inFile[recv] = true
+			}
+			if recv == "Room" && path != "room.go" && path != "set.go" {
+				t.Errorf("%s: Room.%s belongs in room.go, with the rest of the composition", path, fn.Name.Name)
 			}
 		}
 		if len(inFile) > 1 {
@@ -90,6 +67,114 @@ func TestEachFileServesOneRole(t *testing.T) {
 			t.Errorf("no methods of %s found: the test no longer sees the roles", role)
 		}
 	}
+}
+
+// TestEachRoleHoldsWhatItUses: a role holds its collaborators as named fields, each one it uses,
+// and embeds nothing, so that a shared bag of state cannot come back and a feature has to say which
+// role it grows. A field no method of the role reads fails, as does an embedded one, and a role
+// that holds another role or the Room.
+func TestEachRoleHoldsWhatItUses(t *testing.T) {
+	pkg := parsePackage(t)
+	for role := range roles {
+		st, ok := pkg.types[role].(*ast.StructType)
+		if !ok {
+			t.Errorf("no struct type %s found: the test no longer sees the roles", role)
+			continue
+		}
+		used := pkg.fieldsUsed(role)
+		for _, field := range st.Fields.List {
+			if len(field.Names) == 0 {
+				t.Errorf("%s embeds %s: a role holds what it uses by name", role, typeText(field.Type))
+				continue
+			}
+			ast.Inspect(field.Type, func(n ast.Node) bool {
+				if id, ok := n.(*ast.Ident); ok && (roles[id.Name] || id.Name == "Room") {
+					t.Errorf("%s holds a %s: the roles would reach each other around Room", role, id.Name)
+				}
+				return true
+			})
+			for _, name := range field.Names {
+				if !used[name.Name] {
+					t.Errorf("%s holds %s, which none of its methods uses: give it to the role that does", role, name.Name)
+				}
+			}
+		}
+	}
+}
+
+// roles are the roles of a Room.
+var roles = map[string]bool{"gate": true, "visitorAPI": true, "replicaRuntime": true}
+
+// parsedPackage is the package's files but its tests, and its types by name.
+type parsedPackage struct {
+	files map[string]*ast.File
+	types map[string]ast.Expr
+}
+
+func parsePackage(t *testing.T) parsedPackage {
+	t.Helper()
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := parsedPackage{files: map[string]*ast.File{}, types: map[string]ast.Expr{}}
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg.files[path] = f
+		for _, decl := range f.Decls {
+			if gd, ok := decl.(*ast.GenDecl); ok {
+				for _, spec := range gd.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok {
+						pkg.types[ts.Name.Name] = ts.Type
+					}
+				}
+			}
+		}
+	}
+	return pkg
+}
+
+// fieldsUsed are the names selected on the receiver in the methods of typ: recv.name.
+func (p parsedPackage) fieldsUsed(typ string) map[string]bool {
+	used := map[string]bool{}
+	for _, f := range p.files {
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || receiverType(fn) != typ || fn.Body == nil || len(fn.Recv.List[0].Names) == 0 {
+				continue
+			}
+			recv := fn.Recv.List[0].Names[0].Name
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == recv {
+						used[sel.Sel.Name] = true
+					}
+				}
+				return true
+			})
+		}
+	}
+	return used
+}
+
+// typeText writes a type expression for a message.
+func typeText(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return "*" + typeText(e.X)
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return typeText(e.X) + "." + e.Sel.Name
+	}
+	return "a field"
 }
 
 // receiverType is the name of a method's receiver type; "" for a function.

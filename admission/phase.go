@@ -8,6 +8,7 @@ import (
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/phase"
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // maxNotOpenRetry bounds how long a visitor who came before the pre-queue is told to wait before
@@ -27,8 +28,15 @@ type standing struct {
 	known bool
 }
 
-// room reads the published plan (cached for planTTL) and tells the room's phase from it.
-func (s *roomState) standing(ctx context.Context, cfg *Config) standing {
+// standings tells a room's standing: it reads the plan the scheduler published (cached for
+// planTTL) and tells the room's phase from it.
+type standings struct {
+	plans *queue.PlanCache
+	now   func() time.Time
+}
+
+// of is the room's standing under cfg.
+func (s *standings) of(ctx context.Context, cfg *Config) standing {
 	r := standing{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: phase.Open, known: true}
 	published, err := s.plans.Get(ctx)
 	if err == nil {
@@ -70,7 +78,8 @@ type scheduleTimes struct {
 	OpensInMs    int64      `json:"opensInMs,omitempty"`
 }
 
-func (s *roomState) scheduleTimes(c *Config) scheduleTimes {
+// scheduleTimesOf are c's schedule's instants at now.
+func scheduleTimesOf(c *Config, now time.Time) scheduleTimes {
 	sc := c.Schedule
 	if sc == nil {
 		return scheduleTimes{}
@@ -83,7 +92,7 @@ func (s *roomState) scheduleTimes(c *Config) scheduleTimes {
 		return &t
 	}
 	st := scheduleTimes{PreQueueFrom: utc(sc.PreQueueFrom), OpensAt: utc(sc.OpensAt), ClosesAt: utc(sc.ClosesAt)}
-	if left := sc.OpensAt.Sub(s.now()); left > 0 {
+	if left := sc.OpensAt.Sub(now); left > 0 {
 		st.OpensInMs = max(1, left.Milliseconds())
 	}
 	return st
@@ -98,19 +107,19 @@ func (c *Config) fromEarlierOpening(p pass.Pass) bool {
 	return p.NotBefore.Before(c.Schedule.PassesFrom())
 }
 
-// notOpen answers a visitor who came before the room opened: 403 not_open, with the schedule, and,
-// once the pre-queue is open, where to take a place. Before the pre-queue it says when to ask again:
-// at preQueueFrom, spread over the shortest poll interval so that the pages of a crowd do not all
-// come in the same millisecond.
-func (s *roomState) notOpen(cfg *Config, r standing, class string) answer {
-	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: s.scheduleTimes(cfg)}
+// notOpen answers a visitor who came before the room opened, at now: 403 not_open, with the
+// schedule, and, once the pre-queue is open, where to take a place (enter). Before the pre-queue it
+// says when to ask again: at preQueueFrom, spread (by spread, 0 to 1) over the shortest poll
+// interval so that the pages of a crowd do not all come in the same millisecond.
+func notOpen(cfg *Config, r standing, class string, now time.Time, spread float64, enter string) answer {
+	body := notOpenBody{Error: "not_open", Phase: r.phase, scheduleTimes: scheduleTimesOf(cfg, now)}
 	var wait time.Duration
 	if r.phase == phase.PreQueue {
 		body.Message = "the room opens at opensAt; take a pre-queue place now: the order of the pre-queue is drawn at opening, arriving early wins nothing"
-		body.Enter = s.enterLink()
+		body.Enter = enter
 	} else {
 		body.Message = "the room opens at opensAt; the pre-queue opens at preQueueFrom"
-		wait = cfg.Schedule.PreQueueFrom.Sub(s.now()) + time.Duration(s.rand.Float64()*float64(r.pollMin))
+		wait = cfg.Schedule.PreQueueFrom.Sub(now) + time.Duration(spread*float64(r.pollMin))
 		wait = min(max(wait, r.pollMin), maxNotOpenRetry)
 		body.RetryAfterMs = wait.Milliseconds()
 	}
@@ -130,8 +139,8 @@ type notOpenBody struct {
 // scheduleClosed answers a newcomer after closesAt: 503 closed. The room does not reopen by itself,
 // so the Retry-After every 503 carries is the longest the proxy tells anyone to wait: a schedule moved
 // or a next launch reaches the client by then.
-func (s *roomState) scheduleClosed(cfg *Config, class string) answer {
-	return jsonAnswer(http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: s.scheduleTimes(cfg),
+func scheduleClosed(cfg *Config, class string, now time.Time) answer {
+	return jsonAnswer(http.StatusServiceUnavailable, notOpenBody{Error: "closed", Phase: phase.Closed, scheduleTimes: scheduleTimesOf(cfg, now),
 		RetryAfterMs: maxNotOpenRetry.Milliseconds(),
 		Message:      "the waiting room closed at closesAt and takes no new visitors; those already in the queue are still admitted"}).
 		retry(maxNotOpenRetry).counted(class, "closed")

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,8 +46,7 @@ type Options struct {
 	Replica string
 }
 
-// Room is one room as a proxy replica serves it (docs/glossary.md), made of three roles over the
-// state they share (roomState):
+// Room is one room as a proxy replica serves it (docs/glossary.md), made of three roles:
 //   - the gate (gate.go, upstream.go) decides every request to the room's routes and says how one it
 //     lets through goes upstream;
 //   - the visitor API (endpoints.go and the files it serves from) answers herdgate's own paths,
@@ -54,25 +54,31 @@ type Options struct {
 //   - the replica runtime (run.go) keeps the loops beside the requests: Redis' health, the reports,
 //     the sessions' sync, far positions, the write-back after a failover.
 //
-// The roles reach each other only through Room, whose methods are what fronts and hosts call (the
-// host, which feeds a room its config from Kubernetes, is package host). The fronts (package front)
-// only carry bytes: they adapt a request to an Exchange, ask Decide, forward as the Decision says and
-// report the upstream's answer through an UpstreamCall.
+// Each role holds what it uses, and nothing else: the engine, the room's Redis health (health.go),
+// its standing (phase.go), its links (identity.go), and the replica's memory between its calls to
+// Redis (package replica), each a type with its own state. The roles reach each other only through
+// Room, whose methods are what fronts and hosts call (the host, which feeds a room its config from
+// Kubernetes, is package host). The fronts (package front) only carry bytes: they adapt a request to
+// an Exchange, ask Decide, forward as the Decision says and report the upstream's answer through an
+// UpstreamCall.
 type Room struct {
-	*roomState
+	name string // namespace/name
+	cfg  atomic.Pointer[Config]
+	// state is what this replica serves and refused, reported to the manager (report.go).
+	state    configState
+	engine   Engine
+	standing *standings
+	redis    *redisHealth
+	links    *links
+	metrics  *metrics
+	log      logr.Logger
+	now      func() time.Time
+	draining atomic.Bool
+
 	gate     *gate
 	visitors *visitorAPI
 	runtime  *replicaRuntime
 }
-
-// gate is the room's gate (glossary: gate): Decide and what follows a forward.
-type gate struct{ *roomState }
-
-// visitorAPI answers the room's own paths under /.herdgate/.
-type visitorAPI struct{ *roomState }
-
-// replicaRuntime is the room's loops beside the requests (Run).
-type replicaRuntime struct{ *roomState }
 
 // NewRoom serves cfg's queue, stored in store.
 func NewRoom(cfg *Config, store *queue.Store, opts Options) (*Room, error) {
@@ -98,9 +104,26 @@ func NewUnconfiguredRoom(namespace, name string, store *queue.Store, opts Option
 // NewRoomOn is the room roomName (namespace/name) on engine, unconfigured.
 func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 	namespace, name, _ := strings.Cut(roomName, "/")
-	s := &roomState{name: roomName, roomID: herdgatev1alpha1.RoomID(namespace, name), engine: engine, plans: queue.NewPlanCache(engine, planTTL), metrics: newMetrics(), log: opts.Log, now: opts.Now, rand: opts.Rand,
-		sessions: replica.NewSessions(), workload: replica.NewWorkloadMeter(), farPositions: replica.NewFarPositions(), verifier: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}}
-	r := &Room{roomState: s, gate: &gate{s}, visitors: &visitorAPI{s}, runtime: &replicaRuntime{s}}
+	now, rnd := opts.Now, opts.Rand
+	if now == nil {
+		now = time.Now
+	}
+	if rnd == nil {
+		rnd = globalRand{}
+	}
+	m := newMetrics()
+	r := &Room{name: roomName, engine: engine, metrics: m, log: opts.Log, now: now,
+		standing: &standings{plans: queue.NewPlanCache(engine, planTTL), now: now},
+		redis:    &redisHealth{now: now, log: opts.Log, up: m.redisUp},
+		links:    &links{roomID: herdgatev1alpha1.RoomID(namespace, name)},
+	}
+	sessions, workload, farPositions, reclaim := replica.NewSessions(), replica.NewWorkloadMeter(), replica.NewFarPositions(), &reclaimer{}
+	r.gate = &gate{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions, workload: workload,
+		reclaim: reclaim, metrics: m, log: opts.Log, now: now, rand: rnd}
+	r.visitors = &visitorAPI{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions,
+		farPositions: farPositions, polls: &replica.PollStretches{}, draining: &r.draining, metrics: m, log: opts.Log, now: now, rand: rnd}
+	r.runtime = &replicaRuntime{name: roomName, cfg: &r.cfg, state: &r.state, engine: engine, standing: r.standing, redis: r.redis,
+		sessions: sessions, workload: workload, farPositions: farPositions, reclaim: reclaim, metrics: m, log: opts.Log, now: now}
 	r.state.init(opts.Replica)
 	if d, ok := engine.(durableEngine); ok {
 		r.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -108,13 +131,85 @@ func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 			Help: "Entries of a Replicated room (spec.redis.durability) that no replica acknowledged within the wait; they stand, and a failover may lose them.",
 		}, func() float64 { return float64(d.Unacknowledged()) }))
 	}
-	if r.now == nil {
-		r.now = time.Now
-	}
-	if r.rand == nil {
-		r.rand = globalRand{}
-	}
 	return r
+}
+
+// SetConfig applies a changed config to the requests that start after it.
+func (r *Room) SetConfig(cfg *Config) {
+	if cfg.PageProblem != nil {
+		r.log.Error(cfg.PageProblem, "Serving the built-in waiting page in place of the queue's template")
+	}
+	if d, ok := r.engine.(durableEngine); ok {
+		var wait time.Duration
+		if cfg.Replicated {
+			wait = queue.DefaultReplicaWait
+		}
+		d.SetReplicated(wait)
+	}
+	if l, ok := r.engine.(laneEngine); ok {
+		// The derivation checked the names the engine checks.
+		if err := l.SetLanes(cfg.LaneNames()); err != nil {
+			r.log.Error(err, "Setting the room's lanes")
+		}
+	}
+	r.cfg.Store(cfg)
+	r.state.applied(cfg.Generation)
+	r.metrics.configGeneration.Set(float64(cfg.Generation))
+	r.metrics.configRefused.Set(0)
+}
+
+// RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
+// config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
+func (r *Room) RefuseConfig(generation int64, err error) {
+	if r.state.refused(generation, err.Error()) {
+		r.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
+			"generation", generation, "serving", r.state.serving())
+		r.metrics.configRefusals.Inc()
+	}
+	r.metrics.configRefused.Set(1)
+}
+
+// Name names the room, as namespace/name of its WaitingQueue.
+func (r *Room) Name() string { return r.name }
+
+// Config returns the config in force; nil before the first valid one.
+func (r *Room) Config() *Config { return r.cfg.Load() }
+
+// configNow is the config in force: the event's running now (spec.events), or the room's own; nil
+// before the first valid one.
+func (r *Room) configNow() *Config {
+	cfg := r.cfg.Load()
+	if cfg == nil || len(cfg.events) == 0 {
+		return cfg
+	}
+	return cfg.At(r.now())
+}
+
+// Draining says StartDrain was called: fronts ask their clients to close their connections.
+func (r *Room) Draining() bool { return r.draining.Load() }
+
+// Log is the proxy's logger, for the fronts' own errors.
+func (r *Room) Log() logr.Logger { return r.log }
+
+// StartDrain makes readyz fail, so that load balancers stop sending new visitors before shutdown.
+func (r *Room) StartDrain() { r.draining.Store(true) }
+
+// CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
+func (r *Room) CheckRedis(ctx context.Context) error {
+	return r.runtime.checkRedisFor(ctx, time.Time{})
+}
+
+// unconfigured answers a request to the normalised path canonical ("" for any other) while the
+// proxy has no valid config: alive, not ready, and nothing reaches the upstream or the queue.
+func unconfigured(canonical string) answer {
+	switch canonical {
+	case reservedPrefix + "/healthz":
+		return jsonAnswer(http.StatusOK, map[string]string{"status": "ok"})
+	case reservedPrefix + "/readyz":
+		return jsonAnswer(http.StatusServiceUnavailable, map[string]string{"status": "not_configured"})
+	}
+	return errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "not_configured",
+		Message: "the waiting room has no valid configuration yet; try again shortly"}).retry(5*time.Second).counted("internal", "not_configured")
 }
 
 // laneEngine is an engine that keeps the room's metered lanes (spec.lanes).

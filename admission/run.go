@@ -3,7 +3,10 @@ package admission
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 
@@ -16,6 +19,33 @@ import (
 const declaredReportInterval = time.Second
 
 // The replica runtime: the loops Run keeps beside the requests, each until its context ends.
+
+// replicaRuntime is the room's loops beside the requests (Run): it reports the config it serves and
+// what it measured, syncs the sessions, keeps far positions, checks Redis and, after a failover,
+// writes back the passes visitors hold.
+type replicaRuntime struct {
+	name         string
+	cfg          *atomic.Pointer[Config]
+	state        *configState
+	engine       Engine
+	standing     *standings
+	redis        *redisHealth
+	sessions     *replica.Sessions
+	workload     *replica.WorkloadMeter
+	farPositions *replica.FarPositions
+	reclaim      *reclaimer
+	metrics      *metrics
+	log          logr.Logger
+	now          func() time.Time
+}
+
+// checkRedisFor pings Redis for the check due at moment, whose PING the rooms on the same Redis
+// share (queue.Queue.PingFor), and records whether it answered.
+func (rt *replicaRuntime) checkRedisFor(ctx context.Context, moment time.Time) error {
+	err := rt.engine.PingFor(ctx, moment)
+	rt.redis.result(err)
+	return err
+}
 
 // run keeps every loop of the runtime until ctx ends (Room.Run).
 func (rt *replicaRuntime) run(ctx context.Context, redisCheckInterval time.Duration) {
@@ -176,7 +206,7 @@ func (rt *replicaRuntime) refreshFar(ctx context.Context) {
 	if !ok || cfg == nil {
 		return
 	}
-	r := rt.standing(ctx, cfg)
+	r := rt.standing.of(ctx, cfg)
 	callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	pending := rt.farPositions.TakePending()
@@ -193,7 +223,7 @@ func (rt *replicaRuntime) refreshFar(ctx context.Context) {
 		rt.farPositions.Recorded(batch, res, rt.now())
 		rt.metrics.farSigns.Add(float64(len(batch)))
 	}
-	if now := rt.now(); rt.farPathOpen(cfg, r) && rt.farPositions.SnapshotDue(cfg.ExactPositions, now) {
+	if now := rt.now(); farPathOpen(rt.engine, cfg, r) && rt.farPositions.SnapshotDue(cfg.ExactPositions, now) {
 		snap, err := engine.RankSnapshot(callCtx, farSnapshotPerCall)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -36,7 +36,7 @@ func (hr *hostRooms) pick(method, target string) *Room {
 		values, _ := url.ParseQuery(rawQuery)
 		if id := values.Get(RoomParam); id != "" {
 			for _, r := range hr.rooms {
-				if r.roomID == id {
+				if r.links.roomID == id {
 					return r
 				}
 			}
@@ -133,7 +133,7 @@ func (s *Set) reroute() {
 		for _, h := range r.hosts {
 			shared = shared || len(routes[h].rooms) > 1
 		}
-		r.proxy.sharesHost.Store(shared)
+		r.proxy.links.sharesHost.Store(shared)
 	}
 	s.routes.Store(&routes)
 }

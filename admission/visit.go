@@ -56,14 +56,14 @@ func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer
 	if a, ok := api.modeAnswer(v); ok {
 		return a
 	}
-	v.r = api.standing(x.Context(), cfg)
+	v.r = api.standing.of(x.Context(), cfg)
 	if a, ok := api.scheduleAnswer(v); ok {
 		return a
 	}
 	if a, ok := api.identifyVisit(v); !ok {
 		return a
 	}
-	if !enter && api.farPathOpen(cfg, v.r) {
+	if !enter && farPathOpen(api.engine, cfg, v.r) {
 		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
 		if seq, ok := api.place(x, cfg, v.visitor); ok {
 			if a, ok := api.far(x, cfg, v.r, v.visitor, seq); ok {
@@ -101,7 +101,7 @@ func (api *visitorAPI) scheduleAnswer(v *visit) (answer, bool) {
 	switch {
 	case v.r.phase == phase.Scheduled && v.cfg.phaseAt(api.now()) == phase.Scheduled:
 		// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
-		return api.notOpen(v.cfg, v.r, v.class), true
+		return notOpen(v.cfg, v.r, v.class, api.now(), api.rand.Float64(), api.links.enter()), true
 	case !v.r.known:
 		// The scheduler has not published this schedule's phase yet; the engine would take the
 		// visitor as if the room had no schedule.
@@ -124,7 +124,7 @@ func (api *visitorAPI) identifyVisit(v *visit) (answer, bool) {
 	if v.cfg.IdentityHeader != "" {
 		return errorAnswer(http.StatusUnauthorized, errorBody{Error: "identity_required", Header: v.cfg.IdentityHeader}).counted(v.class, "identity_required"), false
 	}
-	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.enterLink()}
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.links.enter()}
 	if v.cfg.Schedule != nil {
 		body.Phase = v.r.phase
 	}
@@ -134,7 +134,7 @@ func (api *visitorAPI) identifyVisit(v *visit) (answer, bool) {
 // askEngine runs the entry checks of an enter, then asks the engine where the visitor stands; when
 // something stops it (a refused entry, a bad identity, Redis away) it returns the answer to give.
 func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
-	if api.redisResting() {
+	if api.redis.resting() {
 		return queue.Position{}, unavailable(v.class), false
 	}
 	var pos queue.Position
@@ -170,10 +170,10 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
 	case errors.Is(err, context.Canceled):
 		return pos, answer{}, false
 	case err != nil:
-		api.redisResult(err)
+		api.redis.result(err)
 		return pos, unavailable(v.class), false
 	}
-	api.redisResult(nil)
+	api.redis.result(nil)
 	return pos, answer{}, true
 }
 
@@ -202,10 +202,10 @@ func (api *visitorAPI) position(v *visit, pos queue.Position) answer {
 		return api.notQueued(v, pos)
 	case queue.TurnedAway:
 		if pos.Phase == phase.Closed {
-			return api.scheduleClosed(v.cfg, v.class)
+			return scheduleClosed(v.cfg, v.class, api.now())
 		}
 		v.r.phase = pos.Phase
-		return api.notOpen(v.cfg, v.r, v.class)
+		return notOpen(v.cfg, v.r, v.class, api.now(), api.rand.Float64(), api.links.enter())
 	case queue.PreQueued, queue.Drawing:
 		return api.preQueued(v, pos)
 	case queue.Admitted:
@@ -226,7 +226,7 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 	if a, early := api.tooEarly(v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})); early {
 		return a
 	}
-	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: api.scheduleTimes(v.cfg)}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
@@ -236,7 +236,7 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 		// As a main-queue place reads: far from the front, a poll that brings the place is answered
 		// from the snapshot (far) while there is a fresh one, as a bound without the place; any
 		// other far answer comes from Redis with the place, and near the front the place comes once.
-		far := pos.Position > v.cfg.ExactPositions && api.farPathOpen(v.cfg, r)
+		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
 		token := shadowPlace(v.cfg, v.visitor, pos.Seq)
 		held := heldToken(v.x, v.cfg) == token
 		switch {
@@ -278,7 +278,7 @@ func (api *visitorAPI) tokenSpent(v *visit, pos queue.Position) answer {
 }
 
 func (api *visitorAPI) notQueued(v *visit, pos queue.Position) answer {
-	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.enterLink()}
+	body := errorBody{Error: "not_queued", Message: "enter the queue first", Enter: api.links.enter()}
 	if v.cfg.Schedule != nil {
 		// The engine's phase is the freshest, once the scheduler has published this schedule.
 		body.Phase = v.r.phase
@@ -295,7 +295,7 @@ func (api *visitorAPI) preQueued(v *visit, pos queue.Position) answer {
 	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
 		return a
 	}
-	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, Lane: pos.Lane, NextPollMs: hint.Milliseconds(), scheduleTimes: api.scheduleTimes(v.cfg)}
+	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, Lane: pos.Lane, NextPollMs: hint.Milliseconds(), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
 	outcome := "pre_queued"
 	if drawing {
 		body.Phase, outcome = phase.Opening, "drawing"
@@ -323,7 +323,7 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	if a, early := api.tooEarly(v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})); early {
 		return a
 	}
-	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: api.scheduleTimes(v.cfg)}
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
 	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
@@ -334,7 +334,7 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 		// Every waiting visitor of the main queue holds its place: far from the front its polls are
 		// answered without Redis, and after a failover that lost the place it brings it back. Near
 		// the front the place is sent once, far from it with every answer.
-		far := pos.Position > v.cfg.ExactPositions && api.farPathOpen(v.cfg, r)
+		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
 		if held, ok := api.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
 			body.Place = v.cfg.Signer.Place(v.visitor, pos.Seq)
 		}
