@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,7 +64,35 @@ var _ = Describe("Many rooms", func() {
 		Consistently(func() map[string]int { return requests.of("/") }, 22*time.Second, 500*time.Millisecond).Should(Equal(written),
 			"a room nobody visits was written")
 		// Fifty times 22 s of the scheduler's time: the room woke and read its figures every idle sleep.
-		Expect(len(wakes.of(keyOf(wq))) - woken).To(BeNumerically(">=", 50), "the resting room did not wake")
+		Expect(len(wakes.of(keyOf(wq)))-woken).To(BeNumerically(">=", 50), "the resting room did not wake")
+
+		By("having written each status as a whole: Ready names just the conditions that are not True")
+		patches := requests.statusPatchesOf(fmt.Sprintf("/apis/herdgate.io/v1alpha1/namespaces/%s/waitingqueues/%s/status", namespace, wq.Name))
+		Expect(patches).NotTo(BeEmpty())
+		for i, body := range patches {
+			var patch struct {
+				Status struct {
+					Conditions []metav1.Condition `json:"conditions"`
+				} `json:"status"`
+			}
+			Expect(json.Unmarshal(body, &patch)).To(Succeed())
+			var notTrue []string
+			var ready *metav1.Condition
+			for _, c := range patch.Status.Conditions {
+				switch {
+				case c.Type == herdgatev1alpha1.ConditionReady:
+					ready = &c
+				case c.Status != metav1.ConditionTrue && c.Type != herdgatev1alpha1.ConditionWithinPollBudget && c.Type != herdgatev1alpha1.ConditionOpen:
+					notTrue = append(notTrue, c.Type)
+				}
+			}
+			if ready == nil {
+				continue // a patch of live figures alone
+			}
+			for _, held := range strings.FieldsFunc(strings.TrimPrefix(ready.Message, "not true: "), func(r rune) bool { return r == '[' || r == ']' || r == ' ' }) {
+				Expect(notTrue).To(ContainElement(held), "status write %d says Ready waits for %s, which it writes True: %s", i+1, held, body)
+			}
+		}
 	})
 
 	It("reconciles a new room before the requeues of two hundred busy ones", func() {

@@ -106,6 +106,8 @@ type requestLog struct {
 	counts map[string]int
 	// sent are the requests, oldest first, as "METHOD path".
 	sent []string
+	// statusPatches are the bodies of the status patches sent, by path.
+	statusPatches map[string][][]byte
 	// delay holds every request back this long (nanoseconds) before it is sent.
 	delay atomic.Int64
 }
@@ -118,6 +120,15 @@ func (c *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		c.counts[r.Method+" "+r.URL.Path]++
 		c.sent = append(c.sent, r.Method+" "+r.URL.Path)
+		if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/status") && r.GetBody != nil {
+			if body, err := r.GetBody(); err == nil {
+				b, _ := io.ReadAll(body)
+				if c.statusPatches == nil {
+					c.statusPatches = map[string][][]byte{}
+				}
+				c.statusPatches[r.URL.Path] = append(c.statusPatches[r.URL.Path], b)
+			}
+		}
 		c.mu.Unlock()
 		if d := time.Duration(c.delay.Load()); d > 0 {
 			time.Sleep(d)
@@ -144,6 +155,13 @@ func (c *requestLog) requests() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.sent)
+}
+
+// statusPatchesOf are the bodies of the status patches sent to path, oldest first.
+func (c *requestLog) statusPatchesOf(path string) [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.statusPatches[path])
 }
 
 // count is how many requests of method went to paths under prefix so far.

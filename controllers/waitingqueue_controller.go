@@ -139,6 +139,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.Scheduler.Remove(wq.UID)
 			r.setStatus(wq, cur, nil, err)
 			r.setProgrammed(wq, nil, nil)
+			r.setReady(wq)
 			return requeueAfter(failingResync), r.patchStatus(ctx, before, wq)
 		}
 		read.refs, refErr = r.referencedValues(ctx, wq, s)
@@ -176,6 +177,7 @@ func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.setStatus(wq, cur, snap, nil)
 	r.setDrawStatus(ctx, wq, s, snap, seed)
 	r.setProgrammed(wq, applyErr, snap)
+	r.setReady(wq)
 	dateLiveFigures(before, wq)
 	hold := r.holdLiveStatus(before, wq)
 	if err := r.patchStatus(ctx, before, wq); err != nil {

@@ -195,7 +195,6 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	r.setWorkload(wq, s, snap)
 	r.setPolling(wq, s, snap)
 	r.setGatewayChecking(wq, s, snap)
-	r.setReady(wq)
 }
 
 // setOpen says whether the protected routes are open; the reason is the room's phase: the mode's,
@@ -265,7 +264,8 @@ func (r *WaitingQueueReconciler) setDrawStatus(ctx context.Context, wq *herdgate
 	wq.Status.Seed = revealed
 }
 
-// setReady sums the other conditions up.
+// setReady sums the other conditions up: it comes last, once every other condition is set, or a
+// new room's first status would say it is held back by conditions it does not have yet.
 func (r *WaitingQueueReconciler) setReady(wq *herdgatev1alpha1.WaitingQueue) {
 	ready, why := true, []string{}
 	for _, t := range []string{herdgatev1alpha1.ConditionAccepted, herdgatev1alpha1.ConditionProgrammed,
