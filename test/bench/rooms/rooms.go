@@ -249,7 +249,9 @@ func (r *run) level(ctx context.Context, n int) (level, error) {
 		return l, err
 	}
 	lastLog := time.Now()
-	if err := waitForEvery(ctx, 100*time.Millisecond, 60*time.Minute, "every room to admit", func() (bool, error) {
+	// Polled every 100 ms for up to a thousand rooms, and less often beyond: each poll reads them all.
+	every := max(100*time.Millisecond, time.Duration(n/10)*time.Millisecond)
+	if err := waitForEvery(ctx, every, 60*time.Minute, "every room to admit", func() (bool, error) {
 		planned, admitting, err := r.planned(ctx)
 		if err == nil && planned == n && l.toPlan == 0 {
 			l.toPlan = time.Since(began)
@@ -313,7 +315,8 @@ func (r *run) makeRooms(ctx context.Context, n int) error {
 // cost the API server more than the manager does.
 func (r *run) planned(ctx context.Context) (planned, admitting int, err error) {
 	list := &herdgatev1alpha1.WaitingQueueList{}
-	if err := r.watched.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	// Read in place: a copy of ten thousand rooms every poll would cost more than the manager does.
+	if err := r.watched.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, 0, err
 	}
 	for _, wq := range list.Items {
