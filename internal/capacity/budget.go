@@ -127,19 +127,23 @@ func (b PollBudget) Rate(p Plan, depth int64, stretch time.Duration) float64 {
 // half of their estimated wait instead, up to stretch (Stretch's), so that the queue's polls fit the
 // budget and nobody misses a turn. The hint keeps its spread and never goes below minInterval.
 func BudgetedPollHint(p Plan, position int64, minInterval, maxInterval, stretch time.Duration, r Rand) time.Duration {
+	return SpreadPollHint(BudgetedPollBase(p, position, minInterval, maxInterval, stretch), minInterval, r)
+}
+
+// BudgetedPollBase is BudgetedPollHint before its spread: a caller that needs both the hint and the
+// shortest hint it could have given (SpreadPollHint at 0) works it out once.
+func BudgetedPollBase(p Plan, position int64, minInterval, maxInterval, stretch time.Duration) time.Duration {
 	if stretch <= maxInterval {
-		return PollHint(p, position, minInterval, maxInterval, r)
+		return pollBase(p, position, minInterval, maxInterval)
 	}
-	base := minInterval
-	if position > p.FrontBatch() {
-		wait, ok := p.EstimatedWait(position)
-		if !ok {
-			wait = -1
-		}
-		base = budgetedBase(maxInterval, stretch, wait)
+	if position <= p.FrontBatch() {
+		return minInterval
 	}
-	spread := 1 - PollSpread + 2*PollSpread*r.Float64()
-	return max(time.Duration(float64(base)*spread), minInterval)
+	wait, ok := p.EstimatedWait(position)
+	if !ok {
+		wait = -1
+	}
+	return budgetedBase(maxInterval, stretch, wait)
 }
 
 // budgetedBase is the hint before spread of a visitor beyond the front whose estimated wait is wait

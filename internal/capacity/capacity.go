@@ -305,6 +305,11 @@ const PollSpread = 0.2
 // one batch of the front poll every minInterval; the others every 500 ms per second of estimated
 // wait, at most maxInterval. The result is spread by ±20 % with r, and never below minInterval.
 func PollHint(p Plan, position int64, minInterval, maxInterval time.Duration, r Rand) time.Duration {
+	return SpreadPollHint(pollBase(p, position, minInterval, maxInterval), minInterval, r)
+}
+
+// pollBase is PollHint before its spread.
+func pollBase(p Plan, position int64, minInterval, maxInterval time.Duration) time.Duration {
 	base := maxInterval
 	if position <= p.FrontBatch() {
 		base = minInterval
@@ -314,9 +319,14 @@ func PollHint(p Plan, position int64, minInterval, maxInterval time.Duration, r 
 			base = time.Duration(seconds) * 500 * time.Millisecond
 		}
 	}
+	return base
+}
+
+// SpreadPollHint spreads a hint's base by ±PollSpread with r, never below minInterval: r at 0 gives
+// the shortest hint the base gives.
+func SpreadPollHint(base, minInterval time.Duration, r Rand) time.Duration {
 	spread := 1 - PollSpread + 2*PollSpread*r.Float64()
-	hint := time.Duration(float64(base) * spread)
-	return max(hint, minInterval)
+	return max(time.Duration(float64(base)*spread), minInterval)
 }
 
 func gcd(a, b int64) int64 {
