@@ -15,7 +15,6 @@ import (
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/page"
 	"github.com/herdgate/herdgate/internal/phase"
-	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // openAPIDocument describes what the proxy answers under /.herdgate/ (OpenAPI 3.1), served at
@@ -128,52 +127,6 @@ func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) 
 		return jsonAnswer(http.StatusOK, map[string]string{"status": "ready"})
 	}
 	return errorAnswer(http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"}).counted("internal", "not_found")
-}
-
-// tooEarly is the answer to a status poll that came sooner than tooEarlyShare of shortest, the
-// shortest interval the visitor could have been told (the rest is room for network jitter): 429.
-// ok is false for a poll in time.
-func (api *visitorAPI) tooEarly(class string, enter bool, pos queue.Position, shortest time.Duration) (a answer, ok bool) {
-	if enter || pos.PreviousPoll.IsZero() {
-		return a, false
-	}
-	allowed := time.Duration(tooEarlyShare * float64(shortest))
-	if gap := pos.Now.Sub(pos.PreviousPoll); gap >= allowed {
-		return a, false
-	}
-	// This poll counts as the visitor's sign of life, so the next one is allowed a whole interval
-	// after it: a client that waits as told is answered.
-	api.metrics.tooEarly.Inc()
-	return errorAnswer(http.StatusTooManyRequests, errorBody{
-		Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
-		RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
-	}).retry(allowed).counted(class, "too_early"), true
-}
-
-// queueing is the answer to a visitor who is not through yet (a position, a pre-queue place, a
-// place kept in a closed room, an admission valid in a moment) with body: 200, or the room's
-// spec.page.queueingStatusCode with Retry-After, the time until the next poll in whole seconds.
-func queueing(cfg *Config, body positionBody, class, outcome string) answer {
-	a := jsonAnswer(http.StatusOK, body).counted(class, outcome)
-	if pg := cfg.Page; pg != nil && pg.QueueingStatus != 0 {
-		a.status = pg.QueueingStatus
-		a.retryAfter = time.Duration(body.NextPollMs) * time.Millisecond
-	}
-	return a
-}
-
-// admitted is the answer to an admitted visitor: with its pass when it is valid now, else with the
-// time until its not-before, so that the tick's jitter reaches the client.
-func (api *visitorAPI) admitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) answer {
-	zero := int64(0)
-	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
-		return queueing(cfg, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, class, "admitted_soon")
-	}
-	token, cookie := passCookie(x, cfg, visitor, pos)
-	expiry := pos.Pass.Expiry.UTC()
-	a := jsonAnswer(http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
-	a.setCookie(cookie)
-	return a.counted(class, "admitted")
 }
 
 // spread is d with the poll hints' random spread, so that pollers never synchronise.

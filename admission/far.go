@@ -45,40 +45,12 @@ func farPathOpen(engine Engine, cfg *Config, r standing) bool {
 	return cfg.Schedule == nil || (r.known && r.phase == phase.Open)
 }
 
-// place returns the sequence in the visitor's place, from the header or the cookie, when it is one
-// this queue signed for this visitor.
-func (api *visitorAPI) place(x Exchange, cfg *Config, visitor string) (int64, bool) {
-	token := heldToken(x, cfg)
-	if token == "" || len(token) > maxCookieValue {
-		return 0, false
-	}
-	return cfg.Signer.VerifyPlace(token, visitor)
-}
-
-// heldPlace returns the sequence and lane ("" for the main queue) of the place the visitor brings,
-// when it is one this queue signed for this visitor: what a failover may have lost.
-func (api *visitorAPI) heldPlace(x Exchange, cfg *Config, visitor string) (int64, string, bool) {
-	token := heldToken(x, cfg)
-	if token == "" || len(token) > maxCookieValue {
-		return 0, "", false
-	}
-	return cfg.Signer.VerifyHeldPlace(token, visitor)
-}
-
 // shadowPlace is the place a visitor of the shadow queue holds: its arrival number, signed as any
 // place is, but for the visitor marked as shadowed (visitor IDs hold no NUL), so that it reads like
 // a place and no proxy ever takes it for one: it brings nothing back after a failover, and its
 // polls are never answered from the far path.
 func shadowPlace(cfg *Config, visitor string, seq int64) string {
 	return cfg.Signer.Place(visitor+"\x00shadow", seq)
-}
-
-// heldToken is the place token the visitor sent, as it sent it.
-func heldToken(x Exchange, cfg *Config) string {
-	if token := x.Header(PlaceHeader); token != "" {
-		return token
-	}
-	return roomCookie(x, cfg.Cookies.Place, PlaceCookie)
 }
 
 // placeCookie is the cookie that holds a place token.
@@ -91,15 +63,14 @@ func placeCookie(x Exchange, cfg *Config, token string) *http.Cookie {
 
 // far answers a waiting visitor's status poll from the proxy's snapshot, when it can; false means
 // to ask Redis.
-func (api *visitorAPI) far(x Exchange, cfg *Config, r standing, visitor string, seq int64) (answer, bool) {
+func (api *visitorAPI) far(cfg *Config, r standing, visitor string, seq int64) (answer, bool) {
 	now := api.now()
 	a, ok := api.farPositions.Bound(visitor, seq, cfg.ExactPositions, now)
 	if !ok {
 		return answer{}, false
 	}
-	stretch := api.stretch(cfg, r, a.Depth)
+	base, shortest := api.pollBase(cfg, r, a.Position, a.Depth)
 	if !a.Previous.IsZero() {
-		shortest := capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, zeroRand{})
 		if early, ok := api.tooEarly("status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest); ok {
 			return early, true
 		}
@@ -112,7 +83,7 @@ func (api *visitorAPI) far(x Exchange, cfg *Config, r standing, visitor string, 
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
-	body.NextPollMs = capacity.BudgetedPollHint(r.plan, a.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
+	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	return queueing(cfg, body, "status", "waiting_far"), true
 }
 

@@ -244,7 +244,7 @@ func (r *Room) MetricsHandler() http.Handler {
 // it was made under. The gate reads the request through x and writes nothing to it.
 func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 	d, a := r.gate.decide(x, r.configNow(), escapedPath, fragment, false)
-	d.reply = replyOf(a, d.verdict == Answer, r.metrics)
+	r.keepReply(&d, a)
 	return d
 }
 
@@ -255,11 +255,19 @@ func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 // pass is not extended. An allowed request is reported with Allowed.
 func (r *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
 	d, a := r.gate.decide(x, r.configNow(), escapedPath, fragment, true)
-	d.reply = replyOf(a, d.verdict == Answer, r.metrics)
+	r.keepReply(&d, a)
 	if d.verdict != Reserved {
 		r.state.checks.Add(1) // the gateway asks: GatewayChecking
 	}
 	return d
+}
+
+// keepReply puts the gate's answer a into d as the Reply its front writes; a forward or a path of
+// herdgate's own that the gate adds nothing to has none.
+func (r *Room) keepReply(d *Decision, a answer) {
+	if d.verdict == Answer || a.status != 0 || a.cookies != nil || a.header != nil {
+		d.reply = replyOf(a, d.verdict == Answer, r.metrics)
+	}
 }
 
 // ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,

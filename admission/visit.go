@@ -37,6 +37,17 @@ type visit struct {
 	laneCode int
 	// cookies are what the answer sets whatever it says: a visitor cookie an enter minted.
 	cookies []*http.Cookie
+	// place is the place the visitor brings, once read (held).
+	place *heldPlace
+}
+
+// held is the place the visitor brings, read and verified once for the visit.
+func (v *visit) held() heldPlace {
+	if v.place == nil {
+		h := heldPlaceOf(v.x, v.cfg, v.visitor)
+		v.place = &h
+	}
+	return *v.place
 }
 
 // answer is a, with the cookies the visit set on its way.
@@ -65,8 +76,8 @@ func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer
 	}
 	if !enter && farPathOpen(api.engine, cfg, v.r) {
 		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
-		if seq, ok := api.place(x, cfg, v.visitor); ok {
-			if a, ok := api.far(x, cfg, v.r, v.visitor, seq); ok {
+		if h := v.held(); h.mainQueue() {
+			if a, ok := api.far(cfg, v.r, v.visitor, h.seq); ok {
 				return a
 			}
 		}
@@ -149,8 +160,8 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
 			// learns nothing to retry with (docs/guides/entry-control.md, "The shadow queue").
 			granted.Limit.Shadow = true
 		}
-		if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); ok {
-			granted.Limit.HeldPlace, granted.Limit.HeldLane = held, lane
+		if h := v.held(); h.ok {
+			granted.Limit.HeldPlace, granted.Limit.HeldLane = h.seq, h.lane
 		}
 		v.laneCode = granted.LaneCode
 		pos, err = api.engine.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, granted.Limit)
@@ -159,8 +170,8 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
 		if err == nil && pos.State == queue.NotQueued {
 			// A failover may have lost the place: the visitor asks for it back, and for nothing else
 			// (docs/guides/redis.md, "Places").
-			if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); ok {
-				pos, err = api.engine.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: held, HeldLane: lane, OnlyHeldPlace: true})
+			if h := v.held(); h.ok {
+				pos, err = api.engine.EnterFrom(v.x.Context(), v.visitor, v.r.abandonAfter, queue.EntryLimit{HeldPlace: h.seq, HeldLane: h.lane, OnlyHeldPlace: true})
 			}
 		}
 	}
@@ -175,6 +186,82 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
 	}
 	api.redis.result(nil)
 	return pos, answer{}, true
+}
+
+// heldPlace is the place a visitor brings: its token as sent, and, when the token is one this
+// queue signed for this visitor, its sequence and lane ("" for the main queue). A visit reads it
+// once, since verifying it is an HMAC (visit.held).
+type heldPlace struct {
+	token string
+	seq   int64
+	lane  string
+	ok    bool
+}
+
+// heldPlaceOf reads and verifies the place x brings for visitor.
+func heldPlaceOf(x Exchange, cfg *Config, visitor string) heldPlace {
+	h := heldPlace{token: heldToken(x, cfg)}
+	if h.token != "" && len(h.token) <= maxCookieValue {
+		h.seq, h.lane, h.ok = cfg.Signer.VerifyHeldPlace(h.token, visitor)
+	}
+	return h
+}
+
+// mainQueue says the place is one of the main queue: its sequence is what far positions bound.
+func (h heldPlace) mainQueue() bool { return h.ok && h.lane == "" }
+
+// heldToken is the place token the visitor sent, as it sent it.
+func heldToken(x Exchange, cfg *Config) string {
+	if token := x.Header(PlaceHeader); token != "" {
+		return token
+	}
+	return roomCookie(x, cfg.Cookies.Place, PlaceCookie)
+}
+
+// tooEarly is the answer to a status poll that came sooner than tooEarlyShare of shortest, the
+// shortest interval the visitor could have been told (the rest is room for network jitter): 429.
+// ok is false for a poll in time.
+func (api *visitorAPI) tooEarly(class string, enter bool, pos queue.Position, shortest time.Duration) (a answer, ok bool) {
+	if enter || pos.PreviousPoll.IsZero() {
+		return a, false
+	}
+	allowed := time.Duration(tooEarlyShare * float64(shortest))
+	if gap := pos.Now.Sub(pos.PreviousPoll); gap >= allowed {
+		return a, false
+	}
+	// This poll counts as the visitor's sign of life, so the next one is allowed a whole interval
+	// after it: a client that waits as told is answered.
+	api.metrics.tooEarly.Inc()
+	return errorAnswer(http.StatusTooManyRequests, errorBody{
+		Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
+		RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
+	}).retry(allowed).counted(class, "too_early"), true
+}
+
+// queueing is the answer to a visitor who is not through yet (a position, a pre-queue place, a
+// place kept in a closed room, an admission valid in a moment) with body: 200, or the room's
+// spec.page.queueingStatusCode with Retry-After, the time until the next poll in whole seconds.
+func queueing(cfg *Config, body positionBody, class, outcome string) answer {
+	a := jsonAnswer(http.StatusOK, body).counted(class, outcome)
+	if pg := cfg.Page; pg != nil && pg.QueueingStatus != 0 {
+		a.status = pg.QueueingStatus
+		a.retryAfter = time.Duration(body.NextPollMs) * time.Millisecond
+	}
+	return a
+}
+
+// admitted is the answer to an admitted visitor: with its pass when it is valid now, else with the
+// time until its not-before, so that the tick's jitter reaches the client.
+func (api *visitorAPI) admitted(x Exchange, cfg *Config, class, visitor string, pos queue.Position, phase phase.Phase) answer {
+	zero := int64(0)
+	if wait := pos.Pass.NotBefore.Sub(pos.Now); wait > 0 {
+		return queueing(cfg, positionBody{EstimatedWaitSeconds: &zero, Phase: phase, NextPollMs: max(1, (wait + time.Millisecond - 1).Milliseconds())}, class, "admitted_soon")
+	}
+	token, cookie := passCookie(x, cfg, visitor, pos)
+	expiry := pos.Pass.Expiry.UTC()
+	a := jsonAnswer(http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
+	a.setCookie(cookie)
+	return a.counted(class, "admitted")
 }
 
 // unavailable is the answer while Redis is away.
@@ -222,8 +309,8 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 	if len(v.cfg.Lanes) > 0 {
 		r.plan = r.plan.Share(v.cfg.laneShare(""))
 	}
-	stretch := api.stretch(v.cfg, r, pos.Depth)
-	if a, early := api.tooEarly(v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})); early {
+	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth)
+	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
 		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
@@ -231,14 +318,14 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
-	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
+	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	if pos.Seq > 0 {
 		// As a main-queue place reads: far from the front, a poll that brings the place is answered
 		// from the snapshot (far) while there is a fresh one, as a bound without the place; any
 		// other far answer comes from Redis with the place, and near the front the place comes once.
 		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
 		token := shadowPlace(v.cfg, v.visitor, pos.Seq)
-		held := heldToken(v.x, v.cfg) == token
+		held := v.held().token == token
 		switch {
 		case far && held && !v.enter && api.farPositions.SnapshotAge(api.now()) <= replica.FarSnapshotMaxAge:
 			body.PositionIsBound = true
@@ -319,8 +406,8 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 		api.farPositions.NoteDepth(pos.Depth)
 	}
 	// The shortest interval this visitor could have been told.
-	stretch := api.stretch(v.cfg, r, pos.Depth)
-	if a, early := api.tooEarly(v.class, v.enter, pos, capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, zeroRand{})); early {
+	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth)
+	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
 		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
@@ -328,20 +415,20 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 		s := int64(wait / time.Second)
 		body.EstimatedWaitSeconds = &s
 	}
-	body.NextPollMs = capacity.BudgetedPollHint(r.plan, pos.Position, r.pollMin, r.pollMax, stretch, api.rand).Milliseconds()
+	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	switch {
 	case pos.Seq > 0 && pos.Lane == "":
 		// Every waiting visitor of the main queue holds its place: far from the front its polls are
 		// answered without Redis, and after a failover that lost the place it brings it back. Near
 		// the front the place is sent once, far from it with every answer.
 		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
-		if held, ok := api.place(v.x, v.cfg, v.visitor); far || !ok || held != pos.Seq {
+		if h := v.held(); far || !h.mainQueue() || h.seq != pos.Seq {
 			body.Place = v.cfg.Signer.Place(v.visitor, pos.Seq)
 		}
 	case pos.Seq > 0:
 		// A lane's visitor polls Redis (its lane is short), and its place names the lane, which a
 		// failover that lost the place gives it back in.
-		if held, lane, ok := api.heldPlace(v.x, v.cfg, v.visitor); !ok || held != pos.Seq || lane != pos.Lane {
+		if h := v.held(); !h.ok || h.seq != pos.Seq || h.lane != pos.Lane {
 			body.Place = v.cfg.Signer.LanePlace(v.visitor, pos.Lane, pos.Seq)
 		}
 	}
@@ -353,6 +440,13 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 		outcome = "restored"
 	}
 	return queueing(v.cfg, body, v.class, outcome)
+}
+
+// pollBase is the poll hint of a visitor waiting at position in a queue of depth before its spread,
+// and the shortest hint it gives (what a poll is held to: tooEarly).
+func (api *visitorAPI) pollBase(cfg *Config, r standing, position, depth int64) (base, shortest time.Duration) {
+	base = capacity.BudgetedPollBase(r.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, r, depth))
+	return base, capacity.SpreadPollHint(base, r.pollMin, zeroRand{})
 }
 
 // preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting
