@@ -265,7 +265,7 @@ func (r *run) level(ctx context.Context, n int) (level, error) {
 		return l, err
 	}
 	l.toAdmit = time.Since(began)
-	if err := r.logWaits(ctx); err != nil {
+	if err := r.logWaits(ctx, r.rooms[n-l.added:]); err != nil {
 		return l, err
 	}
 	after, err := r.sampler.take(ctx)
@@ -333,16 +333,23 @@ func (r *run) planned(ctx context.Context) (planned, admitting int, err error) {
 	return planned, admitting, nil
 }
 
-// logWaits logs how long after its creation each room showed its plan and admitted, by the
+// logWaits logs how long after its creation each of rooms showed its plan and admitted, by the
 // transition times of its Accepted and Admitting conditions (to the second), at the 50th, 90th and
 // 100th percentiles: who waited, and for what.
-func (r *run) logWaits(ctx context.Context) error {
+func (r *run) logWaits(ctx context.Context, rooms []string) error {
 	list := &herdgatev1alpha1.WaitingQueueList{}
-	if err := r.watched.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := r.watched.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return err
+	}
+	made := map[string]bool{}
+	for _, name := range rooms {
+		made[name] = true
 	}
 	var planned, admitting []time.Duration
 	for _, wq := range list.Items {
+		if !made[wq.Name] {
+			continue
+		}
 		for _, c := range wq.Status.Conditions {
 			switch c.Type {
 			case herdgatev1alpha1.ConditionAccepted:
