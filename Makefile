@@ -226,7 +226,7 @@ bench-rooms: toolchain ## Run the manager at 100, 1,000 and 10,000 rooms (envtes
 	go build -o $(LOCALBIN)/bench-rooms/manager ./cmd/manager
 	go build -o $(LOCALBIN)/bench-rooms/herdgate-proxy ./cmd/herdgate-proxy
 	$(if $(BENCH_ROOMS_BASELINE),hack/build-at.sh $(BENCH_ROOMS_BASELINE) ./cmd/manager $(LOCALBIN)/bench-rooms/manager-baseline)
-	@echo "[bench-rooms] about 30 minutes for the default counts, plus the baseline's; progress on stderr, report in $(ARTIFACTS)/bench-rooms.md"
+	@echo "[bench-rooms] about an hour for the default counts (ten minutes at 1,000 alone), plus the baseline's; progress on stderr, report in $(ARTIFACTS)/bench-rooms.md"
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go run ./test/bench/rooms --manager=$(LOCALBIN)/bench-rooms/manager --proxy=$(LOCALBIN)/bench-rooms/herdgate-proxy \
 		$(if $(BENCH_ROOMS_BASELINE),--baseline=$(LOCALBIN)/bench-rooms/manager-baseline --baseline-levels=$(BENCH_ROOMS_BASELINE_LEVELS)) \
 		--levels=$(BENCH_ROOMS_LEVELS) --idle=$(BENCH_ROOMS_IDLE) --busy=$(BENCH_ROOMS_BUSY) --out=$(ARTIFACTS)/bench-rooms.md \
