@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -140,6 +142,22 @@ type AdmitResult struct {
 	// FailedOver says that the call found another primary than AdmitRequest.Primary, and did
 	// nothing: a failover, which the scheduler pauses the room for (docs/guides/redis.md).
 	FailedOver bool
+	// Fronts tell how the front of each of the room's queues moved: the main queue's first, then
+	// the lanes' in the order of AdmitRequest.Lanes.
+	Fronts []FrontMove
+}
+
+// FrontMove is what one tick did at the front of one queue (capacity.FrontMeter takes it in).
+type FrontMove struct {
+	// Head is the arrival at the queue's front when the tick began to take from it; -1 when it took
+	// nobody from it.
+	Head int64
+	// Admitted is how many the tick admitted from the queue.
+	Admitted int64
+	// Emptied says the tick took the queue's last place.
+	Emptied bool
+	// Depth is the places left in the queue after the tick.
+	Depth int64
 }
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
@@ -228,7 +246,15 @@ func parseAdmitReply(raw []any) (AdmitResult, error) {
 	res.Asleep = asleep == 1
 	res.Sequence, _ = raw[4].(int64)
 	res.Primary, _ = raw[5].(string)
-	rest := raw[6:]
+	if len(raw) < 7 {
+		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
+	}
+	fronts, _ := raw[6].(string)
+	var err error
+	if res.Fronts, err = parseFronts(fronts); err != nil {
+		return AdmitResult{}, err
+	}
+	rest := raw[7:]
 	if len(rest)%4 != 0 {
 		return AdmitResult{}, fmt.Errorf("unexpected admit reply %v", raw)
 	}
@@ -241,6 +267,29 @@ func parseAdmitReply(raw []any) (AdmitResult, error) {
 		res.Admitted = append(res.Admitted, AdmittedVisitor{ID: id, Pass: Pass{time.UnixMilli(nb), time.UnixMilli(exp)}, Arrival: arrival})
 	}
 	return res, nil
+}
+
+// parseFronts reads the admit script's fronts: "head:admitted:emptied:depth" for each queue,
+// separated by spaces.
+func parseFronts(s string) ([]FrontMove, error) {
+	fields := strings.Fields(s)
+	out := make([]FrontMove, 0, len(fields))
+	for _, f := range fields {
+		parts := strings.Split(f, ":")
+		if len(parts) != 4 {
+			return nil, fmt.Errorf("unexpected front %q in the admit reply", f)
+		}
+		var nums [3]int64
+		for i, k := range []int{0, 1, 3} {
+			n, err := strconv.ParseInt(parts[k], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("unexpected front %q in the admit reply", f)
+			}
+			nums[i] = n
+		}
+		out = append(out, FrontMove{Head: nums[0], Admitted: nums[1], Emptied: parts[2] == "1", Depth: nums[2]})
+	}
+	return out, nil
 }
 
 // LastTick is the TickID of the last tick the queue ran (the scheduler's grid point in Unix

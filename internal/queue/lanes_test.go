@@ -24,6 +24,7 @@ func TestLanes(t *testing.T) {
 			t.Run("nobody is admitted at once while a lane has visitors", func(t *testing.T) { testLaneStopsInstantAdmission(t, b) })
 			t.Run("a code of several uses enters that many visitors", func(t *testing.T) { testLaneCodeUses(t, b) })
 			t.Run("silent lane visitors never take a slot", func(t *testing.T) { testLaneSilence(t, b) })
+			t.Run("a tick tells how each lane's front moved", func(t *testing.T) { testLaneFronts(t, b) })
 		})
 	}
 }
@@ -69,9 +70,13 @@ func testLaneWaiting(t *testing.T, b backend) {
 	enterAll(t, q, visitorIDs("a", 3)...)
 	enterLane(t, q, "members", visitorIDs("m", 2)...)
 	enterLane(t, q, "nosuchlane", "x-0000")
+	first, err := q.Status(ctx, "m-0000", longAbandon)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := q.Status(ctx, "m-0001", longAbandon)
-	if err != nil || p.State != Waiting || p.Lane != "members" || p.Position != 2 || p.Depth != 2 {
-		t.Fatalf("a members visitor's status = %+v, %v; want 2 of 2 in members", p, err)
+	if err != nil || p.State != Waiting || p.Lane != "members" || p.Position != 2 || p.Depth != 2 || p.Front != first.Seq {
+		t.Fatalf("a members visitor's status = %+v, %v; want 2 of 2 in members, behind the lane's front at %d", p, err, first.Seq)
 	}
 	p, err = q.Status(ctx, "x-0000", longAbandon)
 	if err != nil || p.Lane != "" || p.Position != 4 || p.Depth != 4 {
@@ -259,5 +264,39 @@ func TestRetiredLanesJoinTheMainQueue(t *testing.T) {
 	}
 	if retired, err := q.ReconcileLanes(ctx, []string{"presale"}); err != nil || len(retired) != 0 {
 		t.Fatalf("no change: retired %v, %v", retired, err)
+	}
+}
+
+func testLaneFronts(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := laneQueue(t, b)
+	enterAll(t, q, visitorIDs("a", 20)...)
+	enterLane(t, q, "members", visitorIDs("m", 2)...)
+	seqOf := func(key, visitor string) int64 {
+		t.Helper()
+		s, err := b.rdb.ZScore(ctx, key, visitor).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(s)
+	}
+	mainHead, membersHead := seqOf(q.keys.wait, "a-0000"), seqOf(q.laneKey("members"), "m-0000")
+	// Ten a tick: members takes 2 of its 20 %, and runs empty; presale has nobody and takes nothing.
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 10, PassTTL: passTTL, AbandonAfter: longAbandon, Lanes: twoLanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []FrontMove{{Head: mainHead, Admitted: 8, Depth: 12}, {Head: membersHead, Admitted: 2, Emptied: true}, {Head: -1}}
+	if diff := cmp.Diff(want, res.Fronts); diff != "" {
+		t.Fatalf("fronts (-want +got):\n%s", diff)
+	}
+	res, err = q.Admit(ctx, AdmitRequest{TickID: 2, Limit: 20, PassTTL: passTTL, AbandonAfter: longAbandon, Lanes: twoLanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The main queue's visitors entered one after the other: its front moved on by the eight taken.
+	want = []FrontMove{{Head: mainHead + 8, Admitted: 12, Emptied: true}, {Head: -1}, {Head: -1}}
+	if diff := cmp.Diff(want, res.Fronts); diff != "" {
+		t.Fatalf("fronts (-want +got):\n%s", diff)
 	}
 }

@@ -279,6 +279,9 @@ type Position struct {
 	// Restored says that the visitor, Waiting, re-entered at the place it held before a failover
 	// lost it (EntryLimit.HeldPlace).
 	Restored bool
+	// Front is the arrival at the front of the visitor's queue (its lane's), when Waiting: the
+	// arrivals from it to Seq are what the visitor waits behind; 0 when unknown.
+	Front int64
 	// Lane is the lane the visitor waits in, when Waiting: "" for the main queue. Position and
 	// Depth are then its place in the lane and the lane's length. When PreQueued it is the lane the
 	// draw places the visitor in.
@@ -602,6 +605,9 @@ func decodePosition(res []int64, lanes []string) (Position, error) {
 		}
 		if len(res) > 6 {
 			p.Lane, p.Shadow = laneName(lanes, res[6]), res[6] == -1
+		}
+		if len(res) > 7 {
+			p.Front = res[7]
 		}
 		return p, nil
 	case TurnedAway:

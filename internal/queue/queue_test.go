@@ -208,6 +208,7 @@ func TestEngine(t *testing.T) {
 			t.Run("a cap on active passes, released and renewed sessions", func(t *testing.T) { testMaxActiveAndSessions(t, b) })
 			t.Run("status", func(t *testing.T) { testStatus(t, b) })
 			t.Run("a status batch answers each visitor as if it came alone", func(t *testing.T) { testStatusBatch(t, b) })
+			t.Run("enter and status tell the arrival at the queue's front", func(t *testing.T) { testFront(t, b) })
 			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
 			t.Run("an expired pass sends the visitor to the back", func(t *testing.T) { testPassExpiry(t, b) })
 			t.Run("abandoned visitors never take a slot", func(t *testing.T) { testAbandoned(t, b) })
@@ -726,6 +727,48 @@ func testStatus(t *testing.T, b backend) {
 // testStatusBatch sends 1,204 polls in one script call, among them a silent visitor twice (the first
 // poll drops it, so the second must find it gone) and one visitor twice (the second poll sees the
 // first as its previous poll).
+func testFront(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	ids := visitorIDs("f", 5)
+	var seqs []int64
+	for _, id := range ids {
+		p, err := q.Enter(ctx, id, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Front != seqs0(seqs, p.Seq) {
+			t.Fatalf("Enter(%s) = %+v; want the front at the first arrival", id, p)
+		}
+		seqs = append(seqs, p.Seq)
+	}
+	p, err := q.Status(ctx, ids[3], time.Minute)
+	if err != nil || p.Front != seqs[0] || p.Seq != seqs[3] {
+		t.Fatalf("Status = %+v, %v; want the front at %d", p, err, seqs[0])
+	}
+	// The front moves with a tick, and past a visitor who went silent.
+	silence(t, q, ids[2], 2*time.Minute)
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 2, PassTTL: passTTL, AbandonAfter: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	p, err = q.Status(ctx, ids[4], time.Minute)
+	if err != nil || p.Front != seqs[3] || p.Position != 2 {
+		t.Fatalf("after a tick Status = %+v, %v; want position 2 behind the front at %d", p, err, seqs[3])
+	}
+	p, err = q.Enter(ctx, "f-late", time.Minute)
+	if err != nil || p.Front != seqs[3] || p.Position != 3 {
+		t.Fatalf("a new place = %+v, %v; want position 3 behind the front at %d", p, err, seqs[3])
+	}
+}
+
+// seqs0 is the first of seqs, or seq when there is none yet.
+func seqs0(seqs []int64, seq int64) int64 {
+	if len(seqs) == 0 {
+		return seq
+	}
+	return seqs[0]
+}
+
 func testStatusBatch(t *testing.T, b backend) {
 	ctx := context.Background()
 	q := queueOn(t, b)
@@ -874,9 +917,18 @@ func testAbandoned(t *testing.T, b backend) {
 	for _, i := range []int{0, 2, 4} {
 		silence(t, q, ids[i], 2*abandonAfter)
 	}
+	first, err := b.rdb.ZScore(ctx, q.keys.wait, ids[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 3, PassTTL: passTTL, AbandonAfter: abandonAfter})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The front was at the first arrival when the tick began, and moved past six places for three
+	// admissions: what the scheduler measures its advance with.
+	if diff := cmp.Diff([]FrontMove{{Head: int64(first), Admitted: 3, Depth: 4}}, res.Fronts); diff != "" {
+		t.Fatalf("fronts (-want +got):\n%s", diff)
 	}
 	var got []string
 	for _, a := range res.Admitted {

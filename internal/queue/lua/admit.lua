@@ -24,12 +24,17 @@
 -- replication id of the primary the last tick ran on ("": unknown), ARGV[17] the lanes as
 -- "name:percent" separated by spaces ("" for none): each lane's share of every tick's batch, the
 -- main queue taking the rest (see the lanes below)
--- Returns {1, now, abandoned, asleep, sequence, primary, id1, notBefore1, expiry1, arrival1, id2, ...},
+-- Returns {1, now, abandoned, asleep, sequence, primary, fronts, id1, notBefore1, expiry1, arrival1, id2, ...},
 -- {0, now, lastTick, primary} when this tick id was already run, or {2, now, primary} when the
 -- primary is not the one the last tick ran on: a failover, which may have lost admissions the
 -- proxies have yet to write back, so nothing is done. The sequence is the last arrival given out
 -- by now, and each arrival the admitted visitor's: the scheduler times waits with them; primary is
--- this server's replication id ("" when it does not say).
+-- this server's replication id ("" when it does not say). fronts tells how each queue's front moved,
+-- the main queue first, then the lanes in the order of ARGV[17], separated by spaces:
+-- "head:admitted:emptied:depth", head being the arrival at the queue's front when the tick began to
+-- take from it (-1 when it took nobody), admitted how many it admitted from it, emptied 1 when it
+-- took the queue's last place, and depth the places left in it (the scheduler measures the front's
+-- advance and forecasts the lanes' shares with them).
 local tick = tonumber(ARGV[1])
 local ttl, abandon_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local front_budget, sweep_blocks = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -107,9 +112,11 @@ end
 
 -- The arrival sequence as of now: every visitor who took a place so far has an arrival up to it.
 local sequence = tonumber(redis.call('GET', KEYS[4])) or 0
-local out = {1, now, 0, 0, sequence, primary}
+local out = {1, now, 0, 0, sequence, primary, ''}
 local abandoned = 0
 local chosen, arrivals = {}, {}
+-- heads are the arrivals at the front of each set as the tick first took from it, taken by set.
+local heads, taken = {}, {}
 -- A pop that returns fewer visitors than it asked for leaves the waiting set empty.
 local drained = false
 -- take admits up to want visitors from the front of the set key, dropping the silent ones it meets
@@ -133,6 +140,9 @@ local function take(key, want, bound)
       break
     end
     budget = budget - #popped
+    if not heads[key] then
+      heads[key] = popped[1][5]
+    end
     for _, p in ipairs(popped) do
       local seen = p[4]
       if seen and earlier(seen, silent_before) then
@@ -143,6 +153,10 @@ local function take(key, want, bound)
         arrivals[#chosen] = p[5]
       end
     end
+  end
+  taken[key] = (taken[key] or 0) + got
+  if emptied then
+    taken[key .. ':emptied'] = true
   end
   return got, emptied
 end
@@ -248,6 +262,15 @@ else
   end
   chosen, arrivals = sorted_chosen, sorted_arrivals
 end
+
+local fronts = {}
+for i, key in ipairs(lane_keys) do
+  local depth = redis.call('ZCARD', key)
+  -- A pop that took exactly the last places does not know it did.
+  local emptied = taken[key .. ':emptied'] or (heads[key] and depth == 0)
+  fronts[i] = (heads[key] or '-1') .. ':' .. int(taken[key] or 0) .. ':' .. (emptied and '1' or '0') .. ':' .. int(depth)
+end
+out[7] = table.concat(fronts, ' ')
 
 -- The window is cut into one slot per admitted visitor, earliest first, and each offset falls within
 -- its own slot, drawn from a Park–Miller generator (exact in Lua's doubles: every product stays below

@@ -116,11 +116,19 @@ end
 -- turns into the batch's single reply string: the client reads one string instead of an array
 -- element and an allocation per number, and the script makes no table per visitor. Values are text
 -- (see int); n is the list's length so far, and the new length is returned.
-local reply_counts = {'0', '1', '2', '3', '4', '5', '6', '7'}
-local function add_reply(parts, n, a, b, c, d, e, f, g)
-  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0) + (f and 1 or 0) + (g and 1 or 0)
-  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6], parts[n + 7], parts[n + 8] = reply_counts[count + 1], a, b, c, d, e, f, g
+local reply_counts = {'0', '1', '2', '3', '4', '5', '6', '7', '8'}
+local function add_reply(parts, n, a, b, c, d, e, f, g, h)
+  local count = (a and 1 or 0) + (b and 1 or 0) + (c and 1 or 0) + (d and 1 or 0) + (e and 1 or 0) + (f and 1 or 0) + (g and 1 or 0) + (h and 1 or 0)
+  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4], parts[n + 5], parts[n + 6], parts[n + 7], parts[n + 8], parts[n + 9] = reply_counts[count + 1], a, b, c, d, e, f, g, h
   return n + 1 + count
+end
+
+-- front_of is the arrival at the front of the waiting set key, as text ("0" when it is empty): the
+-- proxy counts the arrivals between a visitor and its queue's front for the admissions they will
+-- take (capacity.Ahead).
+local function front_of(key)
+  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return head[2] or '0'
 end
 
 -- A room's metered lanes (spec.lanes) wait in sets of their own beside the main queue (lane 0), in

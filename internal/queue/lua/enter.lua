@@ -22,8 +22,9 @@
 -- by "@" and the lane's number when the place was in a lane) and the lane it joins when it takes a
 -- new place (0: the main queue; -1: the shadow set, whatever the phase)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
--- {2, position, depth, now, 0, seq, lane} for one waiting with its place known (in its lane, 0 being
--- the main queue; -1 for a shadow place, which reads as a place behind everyone waiting), {3, phase,
+-- {2, position, depth, now, 0, seq, lane, front} for one waiting with its place known (in its lane, 0
+-- being the main queue; -1 for a shadow place, which reads as a place behind everyone waiting; front
+-- the arrival at its lane's front, 0 for a shadow place), {3, phase,
 -- now} for one turned
 -- away, {4, arrival, preQueueDepth, now, 0, lane} for one holding a pre-queue place (lane as for 2;
 -- a shadow place gives no lane), {5, now} for one
@@ -290,7 +291,7 @@ local function enter(visitor, client, tokens, held, lane)
           -- A lane's arrival while the draw runs waits behind the lane's part of the pre-queue.
           return '5', now_s
         end
-        return '2', int(redis.call('ZRANK', key, visitor) + 1), int(redis.call('ZCARD', key)), now_s, '0', lane_seq, int(at)
+        return '2', int(redis.call('ZRANK', key, visitor) + 1), int(redis.call('ZCARD', key)), now_s, '0', lane_seq, int(at), front_of(key)
       end
       forget(key, visitor, seen_key, block, times, off)
       redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
@@ -312,7 +313,7 @@ local function enter(visitor, client, tokens, held, lane)
           return '5', now_s
         end
         local position, shadow_depth = shadow_place(visitor)
-        return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1'
+        return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1', '0'
       end
       forget(shadow_key, visitor, seen_key, block, times, off)
     end
@@ -326,7 +327,7 @@ local function enter(visitor, client, tokens, held, lane)
       if settled and tonumber(seq) > settled then
         return '5', now_s
       end
-      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s, '0', seq
+      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s, '0', seq, '0', front_of(KEYS[1])
     end
     -- Silent too long: the old place is gone, the visitor starts again at the back.
     forget(KEYS[1], visitor, seen_key, block, times, off)
@@ -383,7 +384,7 @@ local function enter(visitor, client, tokens, held, lane)
       return '4', shadow_seq, int(pre_depth), now_s
     end
     local position, shadow_depth = shadow_place(visitor)
-    return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1'
+    return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1', '0'
   end
   if wait then
     return '6', int(wait), now_s
@@ -427,7 +428,7 @@ local function enter(visitor, client, tokens, held, lane)
       return '5', now_s
     end
     local lane_depth = int(redis.call('ZCARD', lane_key))
-    return '2', lane_depth, lane_depth, now_s, '0', seq_s, int(lane)
+    return '2', lane_depth, lane_depth, now_s, '0', seq_s, int(lane), front_of(lane_key)
   end
   redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
   depth = depth + 1
@@ -439,7 +440,7 @@ local function enter(visitor, client, tokens, held, lane)
     return '5', now_s
   end
   local depth_s = int(depth)
-  return '2', depth_s, depth_s, now_s, '0', seq_s
+  return '2', depth_s, depth_s, now_s, '0', seq_s, '0', front_of(KEYS[1])
 end
 
 local parts, n = {}, 0

@@ -5,9 +5,10 @@
 -- pre-queue's lanes (hash), KEYS[10..] the lanes' waiting sets
 -- ARGV[1] abandon-after ms, ARGV[2..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
--- holding a pass, {2, position, depth, now, previousPoll, seq, lane} when waiting with its place known
--- (position and depth in its lane, lane 0 being the main queue; -1 for a shadow place, read as a
--- place behind everyone waiting in the main queue),
+-- holding a pass, {2, position, depth, now, previousPoll, seq, lane, front} when waiting with its place
+-- known (position and depth in its lane, lane 0 being the main queue; -1 for a shadow place, read as a
+-- place behind everyone waiting in the main queue; front the arrival at its lane's front, 0 for a
+-- shadow place),
 -- {4, arrival, preQueueDepth, now, previousPoll, lane} when holding a pre-queue place (lane as for 2), {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local abandon_ms = tonumber(ARGV[1])
@@ -33,6 +34,17 @@ end
 -- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
 local depth = redis.call('ZCARD', KEYS[1])
 local depth_s = int(depth + (pre_depth or 0))
+
+-- The arrival at the front of each set, read once per call and again after a removal.
+local fronts = {}
+local function front(key)
+  local f = fronts[key]
+  if not f then
+    f = front_of(key)
+    fronts[key] = f
+  end
+  return f
+end
 
 -- The lanes' sets, searched after the main queue's (common.lua, in_lanes).
 local shadow_key = KEYS[8]
@@ -62,6 +74,7 @@ for i = 2, #ARGV do
     local seen = slot_time(times, off)
     if seen and earlier(seen, silent_before) then
       forget(key, visitor, seen_key, block, times, off)
+      fronts[key] = nil
       if lane == 0 then
         depth = depth - 1
         depth_s = int(depth + (pre_depth or 0))
@@ -81,14 +94,14 @@ for i = 2, #ARGV do
         end
       elseif lane == -1 then
         -- Behind everyone waiting in the main queue: what a shadow place reads as.
-        n = add_reply(parts, n, '2', int(depth + call('ZRANK', key, visitor) + 1), int(depth + call('ZCARD', key)), now_s, seen or '0', seq, '-1')
+        n = add_reply(parts, n, '2', int(depth + call('ZRANK', key, visitor) + 1), int(depth + call('ZCARD', key)), now_s, seen or '0', seq, '-1', '0')
       elseif settled and tonumber(seq) > settled then
         -- Behind the part of the pre-queue the draw has not placed yet, in any lane.
         n = add_reply(parts, n, '5', now_s, seen or '0')
       elseif lane ~= 0 then
-        n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane))
+        n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane), front(key))
       else
-        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq)
+        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq, '0', front(wait_key))
       end
     end
   else
