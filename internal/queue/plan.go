@@ -49,6 +49,15 @@ type PublishedPlan struct {
 	// PreQueueFrom, OpensAt and ClosesAt are the room's schedule, zero without one (ClosesAt also
 	// when it does not close), to the millisecond.
 	PreQueueFrom, OpensAt, ClosesAt time.Time
+	// Forecast is the scheduler's latest measure of the room's queues, for wait estimates; nil when
+	// it has none (a publication without one keeps the last one written).
+	Forecast *Forecast
+}
+
+// SameDecision says p and o decide the same, whatever their forecasts.
+func (p PublishedPlan) SameDecision(o PublishedPlan) bool {
+	p.Forecast, o.Forecast = nil, nil
+	return p == o
 }
 
 var planFields = []string{"num", "den", "tick", "pollMin", "pollMax", "abandonAfter", "suspended"}
@@ -99,12 +108,16 @@ func (q *Queue) planArgs(p PublishedPlan) ([]any, error) {
 	if p.Suspended {
 		suspended = 1
 	}
-	return []any{
+	args := []any{
 		phase, "num", num, "den", den, "tick", int64(p.Quota.Tick()),
 		"pollMin", int64(p.PollMin), "pollMax", int64(p.PollMax), "abandonAfter", int64(p.AbandonAfter),
 		"suspended", suspended, "preQueueFrom", unixMilliOrZero(p.PreQueueFrom), "opensAt", unixMilliOrZero(p.OpensAt),
 		"closesAt", unixMilliOrZero(p.ClosesAt),
-	}, nil
+	}
+	if p.Forecast != nil {
+		args = append(args, forecastField, p.Forecast.encode())
+	}
+	return args, nil
 }
 
 // ErrNoPlan means no scheduler has published a plan for the queue yet.
@@ -112,10 +125,16 @@ var ErrNoPlan = errors.New("no plan published yet")
 
 // ReadPlan reads the published plan, or ErrNoPlan.
 func (q *Queue) ReadPlan(ctx context.Context) (PublishedPlan, error) {
-	vals, err := q.rdb.HMGet(ctx, q.keys.plan, append(slices.Clone(planFields), scheduleFields...)...).Result()
+	vals, err := q.rdb.HMGet(ctx, q.keys.plan, append(append(slices.Clone(planFields), scheduleFields...), forecastField)...).Result()
 	if err != nil {
 		return PublishedPlan{}, fmt.Errorf("reading plan of queue %s: %w", q.prefix, err)
 	}
+	// A forecast that cannot be read estimates nothing: waits are told by position, as without one.
+	var forecast *Forecast
+	if s, ok := vals[len(vals)-1].(string); ok {
+		forecast, _ = decodeForecast(s)
+	}
+	vals = vals[:len(vals)-1]
 	ints := make([]int64, len(vals))
 	for i, v := range vals {
 		s, ok := v.(string)
@@ -131,7 +150,8 @@ func (q *Queue) ReadPlan(ctx context.Context) (PublishedPlan, error) {
 		}
 	}
 	p := PublishedPlan{PollMin: time.Duration(ints[3]), PollMax: time.Duration(ints[4]), AbandonAfter: time.Duration(ints[5]), Suspended: ints[6] != 0,
-		Phase: phaseOfCode(ints[7]), PreQueueFrom: timeOrZero(ints[8]), OpensAt: timeOrZero(ints[9]), ClosesAt: timeOrZero(ints[10])}
+		Phase: phaseOfCode(ints[7]), PreQueueFrom: timeOrZero(ints[8]), OpensAt: timeOrZero(ints[9]), ClosesAt: timeOrZero(ints[10]),
+		Forecast: forecast}
 	if !p.Suspended {
 		if p.Quota, err = capacity.FromQuota(ints[0], ints[1], time.Duration(ints[2]), false); err != nil {
 			return PublishedPlan{}, fmt.Errorf("plan of queue %s: %w", q.prefix, err)

@@ -1283,6 +1283,33 @@ func testPlan(t *testing.T, b backend) {
 	if got, _ := cache.Get(ctx); got != changed {
 		t.Fatalf("PlanCache.Get after its TTL = %+v, want %+v", got, changed)
 	}
+	// A forecast rides along, and stays when a publication brings none.
+	forecast := &Forecast{At: time.UnixMilli(1_800_000_000_123), Queues: map[string]LaneForecast{
+		MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.25}, Waiting: 700, ArrivalsPerSecond: 12.5},
+		"club":   {Waiting: 3},
+	}}
+	withForecast := want
+	withForecast.Forecast = forecast
+	if err := q.PublishPlan(ctx, withForecast); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.PublishPlan(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err = q.ReadPlan(ctx)
+	if err != nil || got.Forecast == nil || !got.SameDecision(want) {
+		t.Fatalf("plan read back = %+v, %v; want %+v with its forecast", got, err, want)
+	}
+	if diff := cmp.Diff(forecast, got.Forecast); diff != "" {
+		t.Fatalf("forecast read back (-want +got):\n%s", diff)
+	}
+	// A forecast that cannot be read is none: waits are told by position.
+	if err := b.rdb.HSet(ctx, q.keys.plan, forecastField, "soon main=1,2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.ReadPlan(ctx); err != nil || got.Forecast != nil || !got.SameDecision(want) {
+		t.Fatalf("plan with a damaged forecast = %+v, %v; want the plan without one", got, err)
+	}
 	if err := q.PublishPlan(ctx, PublishedPlan{}); err == nil {
 		t.Fatal("PublishPlan accepted the zero plan")
 	}

@@ -44,9 +44,11 @@ func (st *tickState) planDue(cfg *Room, phase phase.Phase, now time.Time) *queue
 			p.ClosesAt = sc.ClosesAt.Truncate(time.Millisecond)
 		}
 	}
-	if st.published != nil && *st.published == p && now.Before(st.publishAt) {
+	forecast := st.fronts.due(now)
+	if st.published != nil && st.published.SameDecision(p) && now.Before(st.publishAt) && forecast == nil {
 		return nil
 	}
+	p.Forecast = forecast
 	return &p
 }
 
@@ -54,7 +56,11 @@ func (st *tickState) planDue(cfg *Room, phase phase.Phase, now time.Time) *queue
 // failed.
 func (r *runner) takeAfterTick(st *tickState, cfg *Room, now time.Time, a afterTick, replies queue.TickReplies) error {
 	if a.plan != nil && replies.PlanErr == nil {
+		// Each publication writes every field, the forecast's too.
 		st.published, st.publishAt = a.plan, now.Add(planRepublish)
+		if a.plan.Forecast != nil {
+			st.fronts.publishedAt = now
+		}
 	}
 	if a.observe != nil && replies.ObserveErr == nil {
 		r.takeObservation(st, cfg, now, a.workload, replies.Observation)

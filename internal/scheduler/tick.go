@@ -97,7 +97,9 @@ type tickState struct {
 	supported supportedDepth
 	// arrivals times the waits of the visitors the ticks admit.
 	arrivals arrivalClock
-	metrics  *queueMetrics
+	// fronts measure the room's queues for the forecast the proxies estimate waits with.
+	fronts  queueFronts
+	metrics *queueMetrics
 	// asleep: the last tick left nobody waiting, and the room sleeps until next unless woken.
 	asleep bool
 	// wakeAt, when set, is the end of the wake slot the sleep lasts to, where its timer fires; next
@@ -375,6 +377,7 @@ func (r *runner) takeAdmission(ctx context.Context, st *tickState, t gridTick, s
 	}
 	st.backoff = 0
 	st.metrics.admitted.Add(float64(len(res.Admitted)))
+	st.fronts.take(t.cfg.LaneNames(), t.now, res)
 	st.observeWaits(res)
 	st.workload.recordAdmitted(res)
 	st.metrics.abandoned.Add(float64(res.Abandoned))

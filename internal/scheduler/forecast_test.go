@@ -1,0 +1,51 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// A busy room publishes, with its plan, how each queue's front advances and what it holds: here the
+// main queue's and the lane's visitors entered in turn, so each front passes two arrivals for every
+// visitor it admits.
+func TestSchedulerPublishesEachQueuesFront(t *testing.T) {
+	h := newHarness(t)
+	q := h.engine("fronts")
+	if err := q.SetLanes([]string{"club"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		lane := ""
+		if i%2 == 1 {
+			lane = "club"
+		}
+		if _, err := q.EnterFrom(context.Background(), fmt.Sprintf("v%05d", i), time.Hour, queue.EntryLimit{Lane: lane}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 14 a tick, 7 for each queue.
+	h.s.Ensure(h.queue("fronts", builder.Queue("", "").Capacity(40, 200*time.Millisecond, 70).Lanes(builder.LaneByCode("club", 50, "codes", "club"))))
+	for range 12 {
+		h.mustStep(100 * time.Millisecond)
+	}
+	plan, err := publishedPlan(q, func(p queue.PublishedPlan) bool {
+		return p.Forecast != nil && p.Forecast.Queues[queue.MainLane].Advance.Known() && p.Forecast.Queues["club"].Advance.Known()
+	})
+	if err != nil || plan.Forecast == nil {
+		t.Fatalf("no forecast published: %+v, %v", plan, err)
+	}
+	for _, name := range []string{queue.MainLane, "club"} {
+		f := plan.Forecast.Queues[name]
+		if f.Advance.SeqsPerAdmission != 2 || f.Waiting <= 0 || f.Waiting >= 150 || f.ArrivalsPerSecond != 0 {
+			t.Errorf("%s: %+v; want 2 arrivals an admission, some of its 150 waiting, nobody arriving", name, f)
+		}
+	}
+	if at := plan.Forecast.At; at.Before(gridStart) || at.After(gridStart.Add(2*time.Second)) {
+		t.Errorf("the forecast is of %s, not of the ticks' clock", at)
+	}
+}
