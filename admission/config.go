@@ -60,6 +60,16 @@ type Config struct {
 	Cookies CookieNames
 	// events are the configs of the room's events (spec.events), in the order of Settings.Events.
 	events []*Config
+	// room is, in an event's config, the room's own (which holds the calendar); nil in the room's.
+	room *Config
+}
+
+// roomConfig is the room's own config, whichever event's c is.
+func (c *Config) roomConfig() *Config {
+	if c.room != nil {
+		return c.room
+	}
+	return c
 }
 
 // At is the config in force at t: the event's then (spec.events), or the room's own. Each request is
@@ -77,7 +87,7 @@ func (c *Config) At(t time.Time) *Config {
 func (c *Config) applyEvents(values SecretValues) {
 	for _, e := range c.Events {
 		ec := *c
-		ec.Settings, ec.events, ec.Quota = *e.Settings, nil, capacity.Plan{}
+		ec.Settings, ec.events, ec.room, ec.Quota = *e.Settings, nil, c, capacity.Plan{}
 		if ec.Admits() {
 			ec.Quota = ec.Effective
 		}

@@ -79,9 +79,8 @@ func (api *visitorAPI) far(cfg *Config, r standing, visitor string, seq int64) (
 	if cfg.Schedule != nil {
 		body.Phase = r.phase
 	}
-	if wait, ok := r.plan.EstimatedWait(a.Position); ok {
-		s := int64(wait / time.Second)
-		body.EstimatedWaitSeconds = &s
+	if wait, ok := api.estimatedWait(cfg, r, waitingPlace{position: a.Position, seq: seq, front: a.Front, admittedSince: a.AdmittedSince}); ok {
+		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	return queueing(cfg, body, "status", "waiting_far"), true

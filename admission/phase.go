@@ -26,6 +26,9 @@ type standing struct {
 	// it the phase comes from the proxy's clock, and a room the clock calls open is Opening: only the
 	// scheduler knows when the draw is done.
 	known bool
+	// forecast is the scheduler's latest measure of the room's queues, while fresh (estimate.go);
+	// nil otherwise.
+	forecast *queue.Forecast
 }
 
 // standings tells a room's standing: it reads the plan the scheduler published (cached for
@@ -41,6 +44,9 @@ func (s *standings) of(ctx context.Context, cfg *Config) standing {
 	published, err := s.plans.Get(ctx)
 	if err == nil {
 		r.plan = published.Quota
+		if f := published.Forecast; f != nil && s.now().Sub(f.At) <= forecastMaxAge {
+			r.forecast = f
+		}
 	}
 	sc := cfg.Schedule
 	if sc == nil {

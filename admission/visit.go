@@ -314,9 +314,8 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
-	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
-		s := int64(wait / time.Second)
-		body.EstimatedWaitSeconds = &s
+	if wait, ok := api.estimatedWait(v.cfg, v.r, waitingPlace{position: pos.Position}); ok {
+		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	if pos.Seq > 0 {
@@ -411,9 +410,9 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
-	if wait, ok := r.plan.EstimatedWait(pos.Position); ok {
-		s := int64(wait / time.Second)
-		body.EstimatedWaitSeconds = &s
+	place := waitingPlace{lane: pos.Lane, position: pos.Position, seq: pos.Seq, front: pos.Front}
+	if wait, ok := api.estimatedWait(v.cfg, v.r, place); ok {
+		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	switch {

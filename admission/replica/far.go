@@ -62,6 +62,10 @@ type FarAnswer struct {
 	Position, Depth int64
 	// Previous is when this replica last answered the visitor; zero when it does not know.
 	Previous time.Time
+	// Front is the arrival at the queue's front when the snapshot was taken, and AdmittedSince how
+	// many the queue admitted since: what a wait is estimated from (the front moved on by about the
+	// arrivals those admissions passed).
+	Front, AdmittedSince int64
 }
 
 // Bound answers the visitor waiting under seq from the snapshot, or says to ask Redis.
@@ -78,7 +82,7 @@ func (f *FarPositions) Bound(visitor string, seq int64, exactZone int64, now tim
 	if !ok || pos <= exactZone {
 		return FarAnswer{}, false
 	}
-	a := FarAnswer{Position: pos, Depth: max(pos, f.depth)}
+	a := FarAnswer{Position: pos, Depth: max(pos, f.depth), Front: max(0, f.snap.Front), AdmittedSince: max(0, f.admitted-f.snap.Admitted)}
 	if at, ok := f.answered[visitor]; ok {
 		a.Previous = at
 	} else if at, ok := f.answeredBefore[visitor]; ok {

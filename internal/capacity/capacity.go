@@ -176,6 +176,14 @@ func (p Plan) RateString() string {
 	return DecimalString(p.Rate())
 }
 
+// PerSecond is the plan's rate, visitors a second, as a float; 0 for the zero plan.
+func (p Plan) PerSecond() float64 {
+	if p.den == 0 || p.tick <= 0 {
+		return 0
+	}
+	return float64(p.num) / float64(p.den) / p.tick.Seconds()
+}
+
 // EstimatedWait is how long a visitor at the given 1-based position waits before admission:
 // ⌈position ÷ rate⌉ seconds. Position 0 (already at the gate) waits 0. When the plan admits nobody
 // the wait is unknown and ok is false. A wait beyond the largest Duration is that Duration.

@@ -1,0 +1,120 @@
+package admission
+
+import (
+	"math"
+	"time"
+
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+)
+
+// forecastMaxAge is how old the scheduler's forecast may be for a wait to be estimated from it: it
+// publishes one every second while anyone waits, so an older one is of a room that emptied, or of a
+// scheduler that is away, and waits are told from the plan alone.
+const forecastMaxAge = 10 * time.Second
+
+// forecastHorizon bounds how far ahead the room's calendar is read for an estimate.
+const forecastHorizon = 24 * time.Hour
+
+// waitingPlace is what an estimate knows of a waiting visitor's place.
+type waitingPlace struct {
+	// lane is the visitor's lane, "" for the main queue.
+	lane string
+	// position is its 1-based place in its queue (a bound from above on the far path).
+	position int64
+	// seq is its arrival and front the arrival at its queue's front; front is 0 when unknown.
+	seq, front int64
+	// admittedSince is how many the queue admitted since front was read (the far path's snapshot).
+	admittedSince int64
+}
+
+// estimatedWait is the wait a visitor at place is told, under the room's standing at now
+// (docs/architecture.md, "Wait estimates"): the admissions of its queue ahead of it, counted from
+// how the queue's front really advances, at the rate its queue gets as the room's other queues run
+// empty and the calendar turns, and then the last step, from admission to the pass's not-before
+// time. ok is false when the room admits nobody, now or ever.
+func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace) (time.Duration, bool) {
+	now := api.now()
+	name := place.lane
+	if name == "" {
+		name = queue.MainLane
+	}
+	ahead := float64(place.position)
+	if f := r.forecast; f != nil && place.front > 0 {
+		// The front moved on since it was read, by about the arrivals its admissions passed.
+		ahead = capacity.Ahead(place.position+place.admittedSince, place.seq, place.front, f.Queues[name].Advance) - float64(place.admittedSince)
+		ahead = max(ahead, min(1, float64(place.position)))
+	}
+	from := now
+	if r.forecast != nil && r.forecast.At.Before(now) {
+		from = r.forecast.At
+	}
+	rates := roomRates(cfg, r, from)
+	if len(cfg.Lanes) > 0 {
+		rates = api.queueRates(cfg, r, rates, place.lane, from)
+	}
+	wait, ok := rates.TimeFor(ahead, now)
+	if !ok {
+		return 0, false
+	}
+	return wait + cfg.Lead + cfg.JitterWindow/2, true
+}
+
+// queueRates is the rate of the visitor's queue (lane; "" for the main queue) within the room's
+// rates: forecast from the queues' loads as the others run empty, or, without a forecast, its share
+// of the room's rate as if every queue stayed busy.
+func (api *visitorAPI) queueRates(cfg *Config, r standing, room capacity.Rates, lane string, from time.Time) capacity.Rates {
+	names := append([]string{""}, cfg.LaneNames()...)
+	own := 0
+	loads := make([]capacity.QueueLoad, len(names))
+	for i, n := range names {
+		loads[i].Weight = float64(cfg.laneShare(n))
+		if n == lane {
+			own = i
+		}
+		if r.forecast == nil {
+			// Busy for ever: each queue gets its share.
+			loads[i].Waiting = math.Inf(1)
+			continue
+		}
+		key := n
+		if key == "" {
+			key = queue.MainLane
+		}
+		q := r.forecast.Queues[key]
+		loads[i].Waiting, loads[i].ArrivalsPerSecond = float64(q.Waiting), q.ArrivalsPerSecond
+	}
+	return capacity.ShareRates(room, loads, own, from)
+}
+
+// roomRates is the room's admission rate from from on: the plan the scheduler runs now, then, at
+// each edge of the calendar ahead (spec.events), the rate of the event that starts, or the room's
+// own after one ends.
+func roomRates(cfg *Config, r standing, from time.Time) capacity.Rates {
+	room := cfg.roomConfig()
+	rates := capacity.ConstantRate(from, r.plan.PerSecond())
+	// Back from an event, the room runs its own plan: the one published now, when no event runs.
+	own := room.Quota.PerSecond()
+	if cfg == room {
+		own = r.plan.PerSecond()
+	}
+	for i := range room.Events {
+		e := &room.Events[i]
+		if !e.End.After(from) || e.From.After(from.Add(forecastHorizon)) {
+			continue
+		}
+		if e.From.After(from) {
+			rates = append(rates, capacity.RateStep{From: e.From, PerSecond: room.events[i].Quota.PerSecond()})
+		}
+		if next := i + 1; next >= len(room.Events) || room.Events[next].From.After(e.End) {
+			rates = append(rates, capacity.RateStep{From: e.End, PerSecond: own})
+		}
+	}
+	return rates
+}
+
+// waitSeconds is a wait as estimatedWaitSeconds tells it: in whole seconds, to the nearest.
+func waitSeconds(wait time.Duration) *int64 {
+	s := int64((wait + time.Second/2) / time.Second)
+	return &s
+}

@@ -1,0 +1,137 @@
+package admission_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/herdgate/herdgate/admission"
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
+	"github.com/herdgate/herdgate/test/builder"
+)
+
+// publishForecast publishes the reference plan with a forecast of the room's queues as of now, and
+// waits until the proxy's plan cache holds it.
+func (h *harness) publishForecast(queues map[string]queue.LaneForecast) {
+	h.t.Helper()
+	plan := admissionReferencePlan()
+	plan.Forecast = &queue.Forecast{At: time.Now(), Queues: queues}
+	if err := h.redisQueue().PublishPlan(context.Background(), plan); err != nil {
+		h.t.Fatal(err)
+	}
+	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
+}
+
+func admissionReferencePlan() queue.PublishedPlan {
+	return queue.PublishedPlan{Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: harnessAbandonAfter}
+}
+
+// lastStep is what every estimate adds after the admission: the lead and half the jitter window.
+func (h *harness) lastStep() time.Duration {
+	cfg := h.proxy.Config()
+	return cfg.Lead + cfg.JitterWindow/2
+}
+
+func wantSeconds(d time.Duration) float64 { return math.Round(d.Seconds()) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// TestWaitsAreEstimatedFromTheFrontsAdvance: a visitor is told the admissions ahead of it as its
+// queue's front really passes them. When the front passes two arrivals for each visitor it admits
+// (every other visitor ahead will have left by its turn), the wait is half the position's.
+func TestWaitsAreEstimatedFromTheFrontsAdvance(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range 1400 {
+		if _, err := h.q.Enter(context.Background(), fmt.Sprintf("ahead-%04d", i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := h.visitor().enter().json(t)
+	if want := wantSeconds(1401*time.Second/140 + h.lastStep()); body["position"] != 1401.0 || body["estimatedWaitSeconds"] != want {
+		t.Fatalf("enter at 1401 before any forecast = %v; want %v s (position ÷ 140/s)", body, want)
+	}
+	h.publishForecast(map[string]queue.LaneForecast{queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 2}, Waiting: 1401}})
+	v := h.visitor()
+	body = v.enter().json(t)
+	// 1401 arrivals between the front and this one: 1 + 1401 ÷ 2 admissions.
+	if want := wantSeconds(seconds((1+1401.0/2)/140) + h.lastStep()); body["position"] != 1402.0 || body["estimatedWaitSeconds"] != want {
+		t.Fatalf("enter at 1402 with the front passing 2 arrivals an admission = %v; want %v s", body, want)
+	}
+	// A forecast the scheduler stopped writing is not used.
+	plan := admissionReferencePlan()
+	plan.Forecast = &queue.Forecast{At: time.Now().Add(-time.Minute), Queues: map[string]queue.LaneForecast{queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 2}}}}
+	if err := h.q.PublishPlan(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
+	if body := h.visitor().enter().json(t); body["estimatedWaitSeconds"] != wantSeconds(1403*time.Second/140+h.lastStep()) {
+		t.Fatalf("enter at 1403 with a stale forecast = %v; want position ÷ 140/s", body)
+	}
+}
+
+// TestAMainQueueVisitorIsToldTheShareAnEmptyLaneGivesBack: a lane with nobody waiting and nobody
+// arriving takes none of the rate, so the main queue's visitors are told the whole of it; while the
+// lane is busy for good, their share.
+func TestAMainQueueVisitorIsToldTheShareAnEmptyLaneGivesBack(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, withLanes)
+	h.fillAhead(279)
+	// Members take 20 % and vip 10 %: the main queue 70 % of 140 a second while both lanes wait.
+	h.publishForecast(map[string]queue.LaneForecast{
+		queue.MainLane: {Waiting: 280}, "members": {Waiting: 1_000_000, ArrivalsPerSecond: 100}, "vip": {Waiting: 1_000_000, ArrivalsPerSecond: 100},
+	})
+	if body := h.visitor().enter().json(t); body["position"] != 280.0 || body["estimatedWaitSeconds"] != wantSeconds(280*time.Second/98+h.lastStep()) {
+		t.Fatalf("enter at 280 beside busy lanes = %v; want 280 ÷ 98/s", body)
+	}
+	h.publishForecast(map[string]queue.LaneForecast{queue.MainLane: {Waiting: 281}, "members": {}, "vip": {}})
+	if body := h.visitor().enter().json(t); body["position"] != 281.0 || body["estimatedWaitSeconds"] != wantSeconds(281*time.Second/140+h.lastStep()) {
+		t.Fatalf("enter at 281 beside empty lanes = %v; want 281 ÷ 140/s", body)
+	}
+	// Members drain in 2 s (56 waiting at 28 a second), then the main queue gets 90 % of the rate.
+	h.publishForecast(map[string]queue.LaneForecast{queue.MainLane: {Waiting: 282}, "members": {Waiting: 56}, "vip": {Waiting: 1_000_000, ArrivalsPerSecond: 100}})
+	want := 2*time.Second + seconds((282-2*98.0)/126)
+	if body := h.visitor().enter().json(t); body["position"] != 282.0 || math.Abs(body["estimatedWaitSeconds"].(float64)-wantSeconds(want+h.lastStep())) > 1 {
+		t.Fatalf("enter at 282 beside a lane that drains = %v; want about %v", body, want+h.lastStep())
+	}
+}
+
+// TestAnEstimateCrossesTheCalendarsEdges: an event of the room's calendar that halves its capacity
+// is in the wait of a visitor who will still be waiting when it starts, and so is the room's own
+// capacity when it ends.
+func TestAnEstimateCrossesTheCalendarsEdges(t *testing.T) {
+	t0 := time.Now().Truncate(time.Second)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	h := newHarnessWith(t, harnessOptions{now: now}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		// 140 a second; 70 during the sale, from 2 s to 6 s from now.
+		sale := builder.Event("sale", t0.Add(2*time.Second), t0.Add(6*time.Second))
+		sale.Capacity = &herdgatev1alpha1.EventCapacity{PoolSize: ptr.To[int32](20)}
+		*wq = *builder.From(wq).Events(sale).Obj()
+	})
+	h.fillAhead(700)
+	// 280 before the sale, 280 during it, the last 141 after it.
+	want := 2*time.Second + 4*time.Second + seconds(141.0/140)
+	if body := h.visitor().enter().json(t); body["position"] != 701.0 || body["estimatedWaitSeconds"] != wantSeconds(want+h.lastStep()) {
+		t.Fatalf("enter at 701 before a sale that halves the rate = %v; want %v", body, want+h.lastStep())
+	}
+	// During the sale the scheduler publishes the sale's plan: 70 a second until its end, 3 s away,
+	// then 140.
+	clock.Store(t0.Add(3 * time.Second).UnixNano())
+	sale := admissionReferencePlan()
+	sale.Quota = mustQuota(7)
+	if err := h.q.PublishPlan(context.Background(), sale); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
+	want = 3*time.Second + seconds((702-210)/140.0)
+	if body := h.visitor().enter().json(t); body["position"] != 702.0 || body["estimatedWaitSeconds"] != wantSeconds(want+h.lastStep()) {
+		t.Fatalf("enter at 702 during the sale = %v; want %v", body, want+h.lastStep())
+	}
+}
