@@ -52,6 +52,9 @@ type positionBody struct {
 	// EstimatedWaitSeconds is null while no scheduler has published a plan (or it admits nobody).
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds"`
 	NextPollMs           int64  `json:"nextPollMs"`
+	// CapacityChanged is set when the room's capacity changed since the visitor's previous poll:
+	// the estimated wait follows the new capacity, so a page can say why it moved.
+	CapacityChanged bool `json:"capacityChanged,omitempty"`
 	// PositionIsBound is set when the position comes from the proxy's snapshot of the queue, far
 	// from the front: it is never below the exact position (far.go).
 	PositionIsBound bool `json:"positionIsBound,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,5 +134,49 @@ func TestAnEstimateCrossesTheCalendarsEdges(t *testing.T) {
 	want = 3*time.Second + seconds((702-210)/140.0)
 	if body := h.visitor().enter().json(t); body["position"] != 702.0 || body["estimatedWaitSeconds"] != wantSeconds(want+h.lastStep()) {
 		t.Fatalf("enter at 702 during the sale = %v; want %v", body, want+h.lastStep())
+	}
+}
+
+// TestAPollTimedUnderThePlanBeforeACutIsInTime: a visitor told when to poll under one plan polls
+// as told after the scheduler cut the plan, which makes the proxy give longer intervals: the poll
+// is answered, not refused as too early. A poll that comes far too soon still is.
+func TestAPollTimedUnderThePlanBeforeACutIsInTime(t *testing.T) {
+	h := newHarness(t, nil)
+	// 3 s of wait at 140 a second: a hint of 1.5 s ± 20 %.
+	h.fillAhead(419)
+	v := h.visitor()
+	body := v.enter().json(t)
+	hint := time.Duration(body["nextPollMs"].(float64)) * time.Millisecond
+	if body["position"] != 420.0 || hint < 1200*time.Millisecond || hint > 1800*time.Millisecond {
+		t.Fatalf("enter at 420 = %v; want a hint of 1.5 s ± 20 %%", body)
+	}
+	hasty := h.visitor()
+	hasty.enter()
+	cut := admissionReferencePlan()
+	cut.Quota = mustQuota(7)
+	if err := h.q.PublishPlan(context.Background(), cut); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(max(hint, admission.PlanTTL+100*time.Millisecond))
+	// At 70 a second the wait is 6 s, and the shortest hint 2.4 s: a poll 1.2 s after the last
+	// one would be too early for a visitor told under the cut plan.
+	res := v.status()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("a poll as told under the plan before the cut: %d %s", res.StatusCode, res.body)
+	}
+	body = res.json(t)
+	if body["capacityChanged"] != true {
+		t.Fatalf("the first answer after the cut = %v; want it to say the capacity changed", body)
+	}
+	hint = time.Duration(body["nextPollMs"].(float64)) * time.Millisecond
+	if res := hasty.status(); res.StatusCode != http.StatusOK {
+		t.Fatalf("a second visitor's poll as told: %d %s", res.StatusCode, res.body)
+	}
+	if res := hasty.status(); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a poll right after the last one: %d %s; want 429", res.StatusCode, res.body)
+	}
+	time.Sleep(hint)
+	if body := v.status().json(t); body["capacityChanged"] != nil {
+		t.Fatalf("a poll after the answer that told the change = %v; want no capacityChanged", body)
 	}
 }

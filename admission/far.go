@@ -69,7 +69,7 @@ func (api *visitorAPI) far(cfg *Config, r standing, visitor string, seq int64) (
 	if !ok {
 		return answer{}, false
 	}
-	base, shortest := api.pollBase(cfg, r, a.Position, a.Depth)
+	base, shortest := api.pollBase(cfg, r, a.Position, a.Depth, a.Previous)
 	if !a.Previous.IsZero() {
 		if early, ok := api.tooEarly("status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest); ok {
 			return early, true
@@ -82,6 +82,7 @@ func (api *visitorAPI) far(cfg *Config, r standing, visitor string, seq int64) (
 	if wait, ok := api.estimatedWait(cfg, r, waitingPlace{position: a.Position, seq: seq, front: a.Front, admittedSince: a.AdmittedSince}); ok {
 		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
+	body.CapacityChanged = r.capacityChangedSince(a.Previous)
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	return queueing(cfg, body, "status", "waiting_far"), true
 }

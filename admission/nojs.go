@@ -68,7 +68,7 @@ func bodiesOf(a answer) (positionBody, errorBody) {
 // stateWithoutScript is what the page without JavaScript shows of the answer a, and when it
 // refreshes (0: it does not, the visitor has something to do first).
 func (api *visitorAPI) stateWithoutScript(cfg *Config, a answer, pos positionBody, e errorBody) (page.State, time.Duration) {
-	st := page.State{Phase: pos.Phase, Position: pos.Position, Depth: pos.QueueDepth, Bound: pos.PositionIsBound}
+	st := page.State{Phase: pos.Phase, Position: pos.Position, Depth: pos.QueueDepth, Bound: pos.PositionIsBound, CapacityChanged: pos.CapacityChanged}
 	if sc := cfg.Schedule; sc != nil {
 		st.OpensAt, st.PreQueueFrom, st.ClosesAt = sc.OpensAt, sc.PreQueueFrom, sc.ClosesAt
 	}

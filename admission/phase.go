@@ -29,6 +29,29 @@ type standing struct {
 	// forecast is the scheduler's latest measure of the room's queues, while fresh (estimate.go);
 	// nil otherwise.
 	forecast *queue.Forecast
+	// planBefore is the plan before the last change this replica saw, at planChangedAt (zero when
+	// it saw none): a visitor told when to poll under it is held to what it was told.
+	planBefore    capacity.Plan
+	planChangedAt time.Time
+}
+
+// shared is the standing of one queue of the room, which takes percent of every tick's batch.
+func (r standing) shared(percent int64) standing {
+	r.plan, r.planBefore = r.plan.Share(percent), r.planBefore.Share(percent)
+	return r
+}
+
+// capacityChangedSince says the plan's rate changed since a visitor's previous poll, at
+// previousPoll: this replica saw the change after it.
+func (r standing) capacityChangedSince(previousPoll time.Time) bool {
+	return !previousPoll.IsZero() && previousPoll.Before(r.planChangedAt) && r.plan.PerSecond() != r.planBefore.PerSecond()
+}
+
+// timedUnderPlanBefore says a visitor whose previous poll was at previousPoll may have been told
+// its next under the plan before the last change: another replica may have seen the change up to
+// a plan cache's TTL later than this one.
+func (r standing) timedUnderPlanBefore(previousPoll time.Time) bool {
+	return !previousPoll.IsZero() && !r.planChangedAt.IsZero() && previousPoll.Before(r.planChangedAt.Add(planTTL))
 }
 
 // standings tells a room's standing: it reads the plan the scheduler published (cached for
@@ -41,7 +64,8 @@ type standings struct {
 // of is the room's standing under cfg.
 func (s *standings) of(ctx context.Context, cfg *Config) standing {
 	r := standing{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: phase.Open, known: true}
-	published, err := s.plans.Get(ctx)
+	published, change, err := s.plans.Read(ctx)
+	r.planBefore, r.planChangedAt = change.Before, change.At
 	if err == nil {
 		r.plan = published.Quota
 		if f := published.Forecast; f != nil && s.now().Sub(f.At) <= forecastMaxAge {

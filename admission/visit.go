@@ -307,9 +307,9 @@ func (api *visitorAPI) position(v *visit, pos queue.Position) answer {
 func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 	r := v.r
 	if len(v.cfg.Lanes) > 0 {
-		r.plan = r.plan.Share(v.cfg.laneShare(""))
+		r = r.shared(v.cfg.laneShare(""))
 	}
-	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth)
+	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth, pos.PreviousPoll)
 	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
 		return a
 	}
@@ -317,6 +317,7 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 	if wait, ok := api.estimatedWait(v.cfg, v.r, waitingPlace{position: pos.Position}); ok {
 		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
+	body.CapacityChanged = v.r.capacityChangedSince(pos.PreviousPoll)
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	if pos.Seq > 0 {
 		// As a main-queue place reads: far from the front, a poll that brings the place is answered
@@ -397,15 +398,15 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	if pos.Lane != "" {
 		// A lane's visitor is told by its lane's share of the plan: the rate its place moves at when
 		// every lane is busy, and faster when others leave theirs.
-		r.plan = r.plan.Share(v.cfg.laneShare(pos.Lane))
+		r = r.shared(v.cfg.laneShare(pos.Lane))
 	} else if len(v.cfg.Lanes) > 0 {
-		r.plan = r.plan.Share(v.cfg.laneShare(""))
+		r = r.shared(v.cfg.laneShare(""))
 	}
 	if pos.Lane == "" {
 		api.farPositions.NoteDepth(pos.Depth)
 	}
 	// The shortest interval this visitor could have been told.
-	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth)
+	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth, pos.PreviousPoll)
 	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
 		return a
 	}
@@ -414,6 +415,7 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	if wait, ok := api.estimatedWait(v.cfg, v.r, place); ok {
 		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
+	body.CapacityChanged = v.r.capacityChangedSince(pos.PreviousPoll)
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()
 	switch {
 	case pos.Seq > 0 && pos.Lane == "":
@@ -443,9 +445,17 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 
 // pollBase is the poll hint of a visitor waiting at position in a queue of depth before its spread,
 // and the shortest hint it gives (what a poll is held to: tooEarly).
-func (api *visitorAPI) pollBase(cfg *Config, r standing, position, depth int64) (base, shortest time.Duration) {
+func (api *visitorAPI) pollBase(cfg *Config, r standing, position, depth int64, previousPoll time.Time) (base, shortest time.Duration) {
 	base = capacity.BudgetedPollBase(r.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, r, depth))
-	return base, capacity.SpreadPollHint(base, r.pollMin, zeroRand{})
+	shortest = capacity.SpreadPollHint(base, r.pollMin, zeroRand{})
+	if r.timedUnderPlanBefore(previousPoll) {
+		// The visitor was told when to come back under the plan before: it is held to that.
+		before := r
+		before.plan = r.planBefore
+		b := capacity.BudgetedPollBase(before.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, before, depth))
+		shortest = min(shortest, capacity.SpreadPollHint(b, r.pollMin, zeroRand{}))
+	}
+	return base, shortest
 }
 
 // preQueuePoll is the poll hint of a visitor holding a pre-queue place (around pollMax) or waiting

@@ -56,8 +56,10 @@ type State struct {
 	// is an upper bound (far from the front).
 	Position, Depth int64
 	Bound           bool
-	// EstimatedWait is nil while no plan is published.
-	EstimatedWait *time.Duration
+	// EstimatedWait is nil while no plan is published; CapacityChanged says it follows a capacity
+	// that changed since the visitor's previous poll.
+	EstimatedWait   *time.Duration
+	CapacityChanged bool
 	// OpensAt, PreQueueFrom and ClosesAt are the schedule's times; zero when unset.
 	OpensAt, PreQueueFrom, ClosesAt time.Time
 	// Title and Summary, when set, are text keys shown in place of the state's own (a busy queue, a
@@ -107,6 +109,9 @@ func (d *Data) WithoutScript(st State, refresh time.Duration, self string) {
 			d.Progress = int(100 * (st.Depth - st.Position) / st.Depth)
 		}
 		d.Wait = waitWords(d.Lang, st.EstimatedWait)
+		if st.CapacityChanged && d.Wait != "" {
+			d.Wait += " " + t("capacityChanged")
+		}
 	default:
 		d.Position, d.Summary, d.Progress = t("positionNext"), t("summaryAlmost"), 100
 	}

@@ -147,7 +147,7 @@
       // Far from the front the proxy answers with a bound: the visitor is at most that far back.
       el("summary").textContent = t(b.positionIsBound ? "summaryLineBound" : "summaryLine", { position: b.position, depth: b.queueDepth });
       setBar(first > 1 ? Math.round(100 * (first - b.position) / (first - 1)) : 100);
-      el("wait").textContent = words(b.estimatedWaitSeconds);
+      el("wait").textContent = words(b.estimatedWaitSeconds) + (b.capacityChanged && b.estimatedWaitSeconds !== null ? " " + t("capacityChanged") : "");
     } else {
       el("position").textContent = t("positionNext");
       el("summary").textContent = t("summaryAlmost");

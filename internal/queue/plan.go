@@ -175,6 +175,15 @@ type PlanCache struct {
 	// failed and retryAt: the last read failed, and the next one waits until retryAt.
 	failed  error
 	retryAt time.Time
+	// change is the last change of the plan's quota this cache saw.
+	change PlanChange
+}
+
+// PlanChange is a change of the published quota as a PlanCache saw it: the quota before, and when
+// the cache read the new one (zero when it saw none).
+type PlanChange struct {
+	Before capacity.Plan
+	At     time.Time
 }
 
 // planRetryAfterError is how long a failed read of the plan is not tried again: every request that
@@ -194,14 +203,21 @@ func NewPlanCache(q PlanReader, ttl time.Duration) *PlanCache {
 // Get returns the plan. When Redis fails after a plan was read, it returns the last plan read with
 // the error, so the caller can keep serving on slightly stale timings.
 func (c *PlanCache) Get(ctx context.Context) (PublishedPlan, error) {
+	p, _, err := c.Read(ctx)
+	return p, err
+}
+
+// Read is Get with the last change of the quota the cache saw: a proxy holds a poll timed under
+// the quota before to the intervals it gave then.
+func (c *PlanCache) Read(ctx context.Context) (PublishedPlan, PlanChange, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	if c.valid && now.Sub(c.fetched) < c.ttl {
-		return c.plan, c.err
+		return c.plan, c.change, c.err
 	}
 	if c.failed != nil && now.Before(c.retryAt) {
-		return c.plan, c.failed
+		return c.plan, c.change, c.failed
 	}
 	// Bounded like a store's round trip: the lock is held meanwhile.
 	callCtx, cancel := context.WithTimeout(ctx, DefaultRoundTripTimeout)
@@ -209,15 +225,18 @@ func (c *PlanCache) Get(ctx context.Context) (PublishedPlan, error) {
 	cancel()
 	switch {
 	case err == nil:
+		if c.valid && c.err == nil && p.Quota != c.plan.Quota {
+			c.change = PlanChange{Before: c.plan.Quota, At: now}
+		}
 		c.plan, c.err = p, nil
 	case errors.Is(err, ErrNoPlan) || errors.Is(err, redis.Nil):
 		c.plan, c.err = PublishedPlan{}, ErrNoPlan
 	default:
 		// Keep the last good plan, and retry after a short pause rather than after a full TTL.
 		c.failed, c.retryAt = err, c.now().Add(planRetryAfterError)
-		return c.plan, err
+		return c.plan, c.change, err
 	}
 	c.failed = nil
 	c.fetched, c.valid = c.now(), true
-	return c.plan, c.err
+	return c.plan, c.change, c.err
 }
