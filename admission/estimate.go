@@ -2,9 +2,11 @@ package admission
 
 import (
 	"math"
+	"net/http"
 	"time"
 
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
@@ -117,4 +119,40 @@ func roomRates(cfg *Config, r standing, from time.Time) capacity.Rates {
 func waitSeconds(wait time.Duration) *int64 {
 	s := int64((wait + time.Second/2) / time.Second)
 	return &s
+}
+
+// EstimateCookie keeps the first wait a visitor was told for its place (pass.Told), so that the
+// replica that admits it can tell how far off it was (herdgate_proxy_wait_estimate_error_ratio).
+const EstimateCookie = "herdgate_estimate"
+
+// minJudgedWait is the shortest wait whose estimate's error is counted: below it a second's
+// rounding is most of the error.
+const minJudgedWait = 5 * time.Second
+
+// tellFirst keeps the wait told at an enter as the visitor's first for its place seq, unless the
+// visitor already holds one for it.
+func (api *visitorAPI) tellFirst(v *visit, seq int64, wait time.Duration) {
+	if told, ok := v.cfg.Signer.VerifyEstimate(roomCookie(v.x, v.cfg.Cookies.Estimate, EstimateCookie), v.visitor); ok && told.Seq == seq {
+		return
+	}
+	token := v.cfg.Signer.Estimate(v.visitor, pass.Told{Seq: seq, Entered: api.now(), Wait: wait})
+	v.cookies = append(v.cookies, &http.Cookie{
+		Name: v.cfg.Cookies.Estimate, Value: token, Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: v.x.Secure(), MaxAge: int(visitorMaxAge / time.Second),
+	})
+}
+
+// judgeEstimate counts how far off the first wait told to a visitor admitted with pass p was, and
+// returns the cookie that forgets it; nil when the visitor holds none.
+func (api *visitorAPI) judgeEstimate(x Exchange, cfg *Config, visitor string, p queue.Pass) *http.Cookie {
+	raw := roomCookie(x, cfg.Cookies.Estimate, EstimateCookie)
+	if raw == "" {
+		return nil
+	}
+	if told, ok := cfg.Signer.VerifyEstimate(raw, visitor); ok {
+		if had := p.NotBefore.Sub(told.Entered); had >= minJudgedWait {
+			api.metrics.estimateError.Observe(math.Abs(float64(told.Wait-had)) / float64(had))
+		}
+	}
+	return &http.Cookie{Name: cfg.Cookies.Estimate, Value: "", Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: x.Secure(), MaxAge: -1}
 }

@@ -180,3 +180,50 @@ func TestAPollTimedUnderThePlanBeforeACutIsInTime(t *testing.T) {
 		t.Fatalf("a poll after the answer that told the change = %v; want no capacityChanged", body)
 	}
 }
+
+// TestTheFirstWaitToldIsJudgedAtAdmission: the wait told at the first enter rides with the visitor,
+// signed; entering again keeps it; the answer that hands out the pass counts how far off it was
+// and forgets it.
+func TestTheFirstWaitToldIsJudgedAtAdmission(t *testing.T) {
+	var clock atomic.Int64
+	// The proxy's clock says the visitor entered a minute before Redis admits it.
+	clock.Store(time.Now().Add(-time.Minute).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	h := newHarnessWith(t, harnessOptions{now: now}, nil)
+	v := h.visitor()
+	res := v.enter()
+	var first string
+	for _, c := range res.Cookies() {
+		if c.Name == h.cookies().Estimate {
+			first = c.Value
+		}
+	}
+	if first == "" || res.json(t)["estimatedWaitSeconds"] == nil {
+		t.Fatalf("enter set no %s cookie: %v", h.cookies().Estimate, res.Header["Set-Cookie"])
+	}
+	clock.Add(int64(10 * time.Second))
+	for _, c := range v.enter().Cookies() {
+		if c.Name == h.cookies().Estimate {
+			t.Fatalf("entering again told the wait anew: %v", c)
+		}
+	}
+	if got := h.metric("herdgate_proxy_wait_estimate_error_ratio_count", ""); got != 0 {
+		t.Fatalf("%v estimates judged before any admission", got)
+	}
+	if len(h.admit(1, 0).Admitted) != 1 {
+		t.Fatal("the tick admitted nobody")
+	}
+	time.Sleep(550 * time.Millisecond)
+	res = v.status()
+	forgot := false
+	for _, c := range res.Cookies() {
+		forgot = forgot || (c.Name == h.cookies().Estimate && c.MaxAge < 0)
+	}
+	if body := res.json(t); body["admitted"] != true || !forgot {
+		t.Fatalf("the answer with the pass = %v, cookies %v; want the estimate forgotten", body, res.Header["Set-Cookie"])
+	}
+	// Told about half a second, had a minute: off by nearly all of it.
+	if n, over := h.metric("herdgate_proxy_wait_estimate_error_ratio_count", ""), h.metric("herdgate_proxy_wait_estimate_error_ratio_bucket", `{le="0.5"}`); n != 1 || over != 0 {
+		t.Fatalf("judged %v estimates, %v within half the wait; want 1, off by more than half", n, over)
+	}
+}

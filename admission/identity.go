@@ -51,14 +51,15 @@ func (l *links) enter() string {
 }
 
 // CookieNames are the names of a room's cookies.
-type CookieNames struct{ Pass, Visitor, Place string }
+type CookieNames struct{ Pass, Visitor, Place, Estimate string }
 
 // CookieNamesOf are the names of the cookies of the room namespace/name.
 func CookieNamesOf(namespace, name string) CookieNames {
 	return CookieNames{
-		Pass:    herdgatev1alpha1.CookieName(PassCookie, namespace, name),
-		Visitor: herdgatev1alpha1.CookieName(VisitorCookie, namespace, name),
-		Place:   herdgatev1alpha1.CookieName(PlaceCookie, namespace, name),
+		Pass:     herdgatev1alpha1.CookieName(PassCookie, namespace, name),
+		Visitor:  herdgatev1alpha1.CookieName(VisitorCookie, namespace, name),
+		Place:    herdgatev1alpha1.CookieName(PlaceCookie, namespace, name),
+		Estimate: herdgatev1alpha1.CookieName(EstimateCookie, namespace, name),
 	}
 }
 

@@ -40,6 +40,8 @@ type metrics struct {
 	// firstUse times how long admitted visitors took to come: from a pass's not-before time to its
 	// first use on this replica.
 	firstUse prometheus.Histogram
+	// estimateError is how far off the first wait told to each admitted visitor was (estimate.go).
+	estimateError prometheus.Histogram
 	// reclaimed counts the passes written back after a failover of Redis, reclaimedWaiting those of
 	// visitors the new primary still had waiting (reclaim.go).
 	reclaimed, reclaimedWaiting prometheus.Counter
@@ -63,6 +65,11 @@ func newMetrics() *metrics {
 			Help: "From a pass's not-before time to its first use on this replica, for first uses within a minute of it.",
 			// The replica tells a first use apart for a minute (replica.WorkloadMeter.Used).
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 45, 60},
+		}),
+		estimateError: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herdgate_proxy_wait_estimate_error_ratio",
+			Help:    "How far off the first wait told to each visitor this replica admitted was, as a share of the wait it had: |told − had| ÷ had, for waits of 5 s or more.",
+			Buckets: []float64{0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2},
 		}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herdgate_proxy_pass_verifications_total",
@@ -143,7 +150,7 @@ func newMetrics() *metrics {
 	m.openInFlight = m.inFlight.WithLabelValues("open")
 	m.roomRegistry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
-		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots, m.firstUse, m.reclaimed, m.reclaimedWaiting)
+		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots, m.firstUse, m.estimateError, m.reclaimed, m.reclaimedWaiting)
 	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -261,6 +261,9 @@ func (api *visitorAPI) admitted(x Exchange, cfg *Config, class, visitor string, 
 	expiry := pos.Pass.Expiry.UTC()
 	a := jsonAnswer(http.StatusOK, positionBody{EstimatedWaitSeconds: &zero, Admitted: true, Phase: phase, Pass: token, PassExpiresAt: &expiry})
 	a.setCookie(cookie)
+	if forget := api.judgeEstimate(x, cfg, visitor, pos.Pass); forget != nil {
+		a.setCookie(forget)
+	}
 	return a.counted(class, "admitted")
 }
 
@@ -414,6 +417,9 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	place := waitingPlace{lane: pos.Lane, position: pos.Position, seq: pos.Seq, front: pos.Front}
 	if wait, ok := api.estimatedWait(v.cfg, v.r, place); ok {
 		body.EstimatedWaitSeconds = waitSeconds(wait)
+		if v.enter && pos.Seq > 0 {
+			api.tellFirst(v, pos.Seq, wait)
+		}
 	}
 	body.CapacityChanged = v.r.capacityChangedSince(pos.PreviousPoll)
 	body.NextPollMs = capacity.SpreadPollHint(base, r.pollMin, api.rand).Milliseconds()

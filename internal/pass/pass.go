@@ -64,8 +64,8 @@ type Pass struct {
 type Signer struct {
 	// passPrefix and visitorPrefix open every MAC: a domain byte (so a pass MAC never verifies as a
 	// cookie MAC) and the queue UID (so another queue's pass never verifies here).
-	passPrefix, visitorPrefix, placePrefix, sessionPrefix []byte
-	scratch                                               sync.Pool // of *macScratch
+	passPrefix, visitorPrefix, placePrefix, sessionPrefix, estimatePrefix []byte
+	scratch                                                               sync.Pool // of *macScratch
 }
 
 // macScratch is one verification's working memory, pooled so that the protected path allocates
@@ -86,10 +86,11 @@ func NewSigner(queueUID string, key []byte) (*Signer, error) {
 	}
 	k := append([]byte(nil), key...)
 	s := &Signer{
-		passPrefix:    append(append([]byte{domainPass}, queueUID...), 0),
-		visitorPrefix: append(append([]byte{domainVisitor}, queueUID...), 0),
-		placePrefix:   append(append([]byte{domainPlace}, queueUID...), 0),
-		sessionPrefix: append(append([]byte{domainSession}, queueUID...), 0),
+		passPrefix:     append(append([]byte{domainPass}, queueUID...), 0),
+		visitorPrefix:  append(append([]byte{domainVisitor}, queueUID...), 0),
+		placePrefix:    append(append([]byte{domainPlace}, queueUID...), 0),
+		sessionPrefix:  append(append([]byte{domainSession}, queueUID...), 0),
+		estimatePrefix: append(append([]byte{domainEstimate}, queueUID...), 0),
 	}
 	s.scratch.New = func() any { return &macScratch{h: hmac.New(sha256.New, k)} }
 	return s, nil
@@ -109,6 +110,8 @@ const (
 	domainVisitor = 'V'
 	domainPlace   = 'Q'
 	domainSession = 'S'
+	// domainEstimate signs the first wait a visitor was told (Estimate).
+	domainEstimate = 'E'
 )
 
 // Issue signs a pass for visitor valid from notBefore to expiry.
@@ -369,4 +372,59 @@ func (s *Signer) VerifySession(handle string) (Pass, bool) {
 		Expiry:    time.UnixMilli(int64(binary.BigEndian.Uint64(raw[8:16]))),
 		Visitor:   string(raw[16:]),
 	}, true
+}
+
+// Told is the first wait a visitor was told for a place: when it entered and the wait it was told,
+// to the millisecond, kept by the visitor so that whichever replica admits it can tell how far off
+// the wait was.
+type Told struct {
+	// Seq is the place's arrival: a new place is told anew.
+	Seq     int64
+	Entered time.Time
+	Wait    time.Duration
+}
+
+// Estimate signs t for visitor, "seq.enteredMs.waitMs.mac".
+func (s *Signer) Estimate(visitor string, t Told) string {
+	text := strconv.FormatInt(t.Seq, 10) + "." + strconv.FormatInt(t.Entered.UnixMilli(), 10) + "." + strconv.FormatInt(t.Wait.Milliseconds(), 10)
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	return text + "." + base64.RawURLEncoding.EncodeToString(sc.sumInto(s.estimatePrefix, placeData(visitor, text))[:16])
+}
+
+// VerifyEstimate returns the wait told that a token this signer made for visitor says, or false.
+func (s *Signer) VerifyEstimate(token, visitor string) (Told, bool) {
+	const macLen = 22 // base64url of 16 bytes
+	if len(token) < 1+1+1+1+1+1+1+macLen || len(token) > 3*(19+1)+macLen {
+		return Told{}, false
+	}
+	text := token[:len(token)-macLen-1]
+	if token[len(text)] != '.' {
+		return Told{}, false
+	}
+	parts := strings.Split(text, ".")
+	if len(parts) != 3 {
+		return Told{}, false
+	}
+	var nums [3]int64
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != p {
+			return Told{}, false
+		}
+		nums[i] = n
+	}
+	if nums[0] == 0 || nums[1] == 0 {
+		return Told{}, false
+	}
+	var got [17]byte
+	if n, ok := decodeBase64URL(got[:], token[len(text)+1:]); !ok || n != 16 {
+		return Told{}, false
+	}
+	sc := s.scratch.Get().(*macScratch)
+	defer s.scratch.Put(sc)
+	if !hmac.Equal(sc.sumInto(s.estimatePrefix, placeData(visitor, text))[:16], got[:16]) {
+		return Told{}, false
+	}
+	return Told{Seq: nums[0], Entered: time.UnixMilli(nums[1]), Wait: time.Duration(nums[2]) * time.Millisecond}, true
 }

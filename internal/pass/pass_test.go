@@ -101,3 +101,29 @@ func TestSessionHandles(t *testing.T) {
 		}
 	}
 }
+
+func TestAToldWaitVerifiesForItsVisitorOnly(t *testing.T) {
+	s, err := NewSigner("uid-a", make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := Told{Seq: 7, Entered: time.UnixMilli(1_800_000_000_123), Wait: 42_500 * time.Millisecond}
+	token := s.Estimate("v1", told)
+	if got, ok := s.VerifyEstimate(token, "v1"); !ok || got.Seq != 7 || !got.Entered.Equal(told.Entered) || got.Wait != told.Wait {
+		t.Fatalf("VerifyEstimate = %+v, %v; want %+v", got, ok, told)
+	}
+	other, _ := NewSigner("uid-b", make([]byte, 32))
+	for name, bad := range map[string]func() (Told, bool){
+		"another visitor":       func() (Told, bool) { return s.VerifyEstimate(token, "v2") },
+		"another queue":         func() (Told, bool) { return other.VerifyEstimate(token, "v1") },
+		"a longer wait":         func() (Told, bool) { return s.VerifyEstimate(strings.Replace(token, ".42500.", ".42501.", 1), "v1") },
+		"a place token":         func() (Told, bool) { return s.VerifyEstimate(s.Place("v1", 7), "v1") },
+		"nothing":               func() (Told, bool) { return s.VerifyEstimate("", "v1") },
+		"a leading zero":        func() (Told, bool) { return s.VerifyEstimate("0"+token, "v1") },
+		"a mac that is not one": func() (Told, bool) { return s.VerifyEstimate(token[:len(token)-1]+"!", "v1") },
+	} {
+		if got, ok := bad(); ok {
+			t.Errorf("%s verified: %+v", name, got)
+		}
+	}
+}
