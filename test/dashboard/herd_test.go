@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -324,8 +325,17 @@ func runHerd(t *testing.T, proxies []string, gatewayProxy string) *herdCounts {
 }
 
 // visit enters, polls once at once (refused as too early), then as told until admitted, and orders
-// with the pass.
+// with the pass. It keeps the cookies the proxy sets, as a browser does: the wait it was told first
+// is judged at its admission.
 func visit(proxy, id string, counts *herdCounts, headers ...string) error {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Jar: jar}
+	call := func(method, url, id, pass string, headers ...string) (int, map[string]any, error) {
+		return callWith(client, method, url, id, pass, headers...)
+	}
 	code, body, err := call(http.MethodPost, proxy+"/.herdgate/enter", id, "", headers...)
 	if err != nil {
 		return err
@@ -363,6 +373,11 @@ func visit(proxy, id string, counts *herdCounts, headers ...string) error {
 
 // call sends a request as visitor id with its pass (none when ""), and headers as name, value pairs.
 func call(method, url, id, pass string, headers ...string) (int, map[string]any, error) {
+	return callWith(http.DefaultClient, method, url, id, pass, headers...)
+}
+
+// callWith is call on client.
+func callWith(client *http.Client, method, url, id, pass string, headers ...string) (int, map[string]any, error) {
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		return 0, nil, err
@@ -374,7 +389,7 @@ func call(method, url, id, pass string, headers ...string) (int, map[string]any,
 	if pass != "" {
 		req.Header.Set(admission.PassHeader, pass)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
