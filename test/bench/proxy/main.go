@@ -267,7 +267,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 
 	fmt.Fprintln(os.Stderr, "[bench-proxy] status polls through the proxy and redis-benchmark ZRANK")
-	polls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, proxy.Process.Pid, conns, rounds, d, profile)
+	polls, baselinePolls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, proxy.Process.Pid, baselinePortIf(baselinePID, baselinePort), baselinePID, conns, rounds, d, profile)
 	if err != nil {
 		return "", err
 	}
@@ -319,7 +319,16 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	perReq := func(r wrkResult, cpu time.Duration) time.Duration { return us(perRequest(cpu, r.requests)) }
 	fmt.Fprintf(&b, "| load (median run) | req/s | CPU per request: load generator | herdgate-proxy | Redis |\n| --- | ---: | ---: | ---: | ---: |\n")
 	fmt.Fprintf(&b, "| GET /.herdgate/status through herdgate-proxy | %.0f | %s (wrk) | %s | %s |\n", polls.rps, perReq(polls, polls.loadCPU), perReq(polls, polls.proxyCPU), perReq(polls, polls.redisCPU))
+	if baselinePID != 0 {
+		fmt.Fprintf(&b, "| GET /.herdgate/status through herdgate-proxy (baseline) | %.0f | %s (wrk) | %s | %s |\n", baselinePolls.rps, perReq(baselinePolls, baselinePolls.loadCPU), perReq(baselinePolls, baselinePolls.proxyCPU), perReq(baselinePolls, baselinePolls.redisCPU))
+	}
 	fmt.Fprintf(&b, "| redis-benchmark ZRANK | %.0f | %s (redis-benchmark) | – | %s |\n", zrank.rps, perReq(zrank, zrank.loadCPU), perReq(zrank, zrank.redisCPU))
+	if baselinePID != 0 {
+		fmt.Fprintf(&b, "\nStatus polls before and after, in the same rounds: req/s %.0f (baseline) and %.0f, ratio %.2f×; herdgate-proxy's CPU per poll %s and %s, ratio %.2f×; Redis' %s and %s, ratio %.2f×\n",
+			baselinePolls.rps, polls.rps, polls.rps/baselinePolls.rps,
+			perReq(baselinePolls, baselinePolls.proxyCPU), perReq(polls, polls.proxyCPU), ratioPerRequest(polls, baselinePolls, func(r wrkResult) time.Duration { return r.proxyCPU }),
+			perReq(baselinePolls, baselinePolls.redisCPU), perReq(polls, polls.redisCPU), ratioPerRequest(polls, baselinePolls, func(r wrkResult) time.Duration { return r.redisCPU }))
+	}
 	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank.rps, polls.non2xx)
 	fmt.Fprintf(&b, "herdgate-proxy ÷ nginx throughput: %.2f× (goal ≥ 0.8×)\n", saturating["herdgate-proxy"].rps/saturating["nginx proxy_pass"].rps)
 	if gatewayPID != 0 {
@@ -382,4 +391,21 @@ func waitHTTP(url string) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// baselinePortIf is the baseline proxy's port when it runs, else 0.
+func baselinePortIf(pid, port int) int {
+	if pid == 0 {
+		return 0
+	}
+	return port
+}
+
+// ratioPerRequest is after's CPU per request over before's, of the CPU cpu picks.
+func ratioPerRequest(after, before wrkResult, cpu func(wrkResult) time.Duration) float64 {
+	a, b := perRequest(cpu(after), after.requests), perRequest(cpu(before), before.requests)
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }

@@ -22,32 +22,61 @@ import (
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
-// statusVersusZrank enters visitors, then polls their status through the proxy with wrk, and runs
+// statusVersusZrank enters visitors, then polls their status through the proxy with wrk (and
+// through the baseline proxy, when baselinePort is set, in the same rounds), and runs
 // redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency; it returns the
-// median run of each, with the CPU that Redis, the proxy and the load generator spent in it.
-func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, proxyPort, proxyPID, conns, rounds int, d time.Duration, profile func(string) func() error) (wrkResult, wrkResult, error) {
+// median run of each, with the CPU that Redis, the proxy and the load generator spent in it. The
+// plan carries a forecast of the queue, written again while the polls run as a scheduler writes it,
+// so that the polls take the path of a live room's estimates.
+func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, proxyPort, proxyPID, baselinePort, baselinePID, conns, rounds int, d time.Duration, profile func(string) func() error) (polls, baselinePolls, zrank wrkResult, err error) {
 	const visitors = 100_000
 	ctx := context.Background()
 	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})
 	if err != nil {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
 	defer rdb.Close()
 	store := queue.NewStore(rdb, queue.StoreOptions{})
 	defer store.Close()
 	q, err := store.Queue("bench", "orders")
 	if err != nil {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
 	quota14, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
 	if err != nil {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
 	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
-	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: quota14,
-		PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour}); err != nil {
-		return wrkResult{}, wrkResult{}, err
+	plan := queue.PublishedPlan{Quota: quota14, PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour}
+	publish := func() error {
+		plan.Forecast = &queue.Forecast{At: time.Now(), Queues: map[string]queue.LaneForecast{
+			queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.25}, Waiting: visitors, ArrivalsPerSecond: 50},
+		}}
+		return q.PublishPlan(ctx, plan)
 	}
+	if err := publish(); err != nil {
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
+	}
+	// A forecast older than the proxies take is none: write it again while the polls run (a failed
+	// write leaves the last one, which the next write replaces).
+	forecastCtx, stopForecasts := context.WithCancel(ctx)
+	var forecasts sync.WaitGroup
+	forecasts.Go(func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-forecastCtx.Done():
+				return
+			case <-tick.C:
+				_ = publish()
+			}
+		}
+	})
+	defer func() {
+		stopForecasts()
+		forecasts.Wait()
+	}()
 	cookies := make([]string, visitors)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -66,12 +95,12 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, p
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
 	script := filepath.Join(dir, "status.lua")
 	f, err := os.Create(script)
 	if err != nil {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
 	// Visitors are polled in an order shuffled once: in arrival order, each poll would find its
 	// neighbour's records in Redis' caches, which redis-benchmark's random members do not.
@@ -102,7 +131,7 @@ request = function()
 end
 `, wrkThreads)
 	if err := w.Flush(); err != nil {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
 	f.Close()
 	// The same server, a sorted set of the same size, ZRANK of random members. The members are named
@@ -112,16 +141,26 @@ end
 		pipe.ZAdd(ctx, "zrank-baseline", redis.Z{Score: float64(i), Member: fmt.Sprintf("%012d", i)})
 		if i%5000 == 4999 {
 			if _, err := pipe.Exec(ctx); err != nil {
-				return wrkResult{}, wrkResult{}, err
+				return wrkResult{}, wrkResult{}, wrkResult{}, err
 			}
 			pipe = rdb.Pipeline()
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return wrkResult{}, wrkResult{}, err
+		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
-	var pollRuns, zrankRuns []wrkResult
+	var pollRuns, baselineRuns, zrankRuns []wrkResult
 	for round := 1; round <= rounds; round++ {
+		if baselinePort != 0 {
+			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the baseline proxy\n", round, rounds)
+			redis0, proxy0 := server.CPU(), processCPU(baselinePID)
+			polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", baselinePort), script, conns, d)
+			if err != nil {
+				return wrkResult{}, wrkResult{}, wrkResult{}, err
+			}
+			polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(baselinePID)-proxy0
+			baselineRuns = append(baselineRuns, polls)
+		}
 		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the proxy, then redis-benchmark ZRANK\n", round, rounds)
 		profiled := notProfiled
 		if round == 1 {
@@ -130,11 +169,11 @@ end
 		redis0, proxy0 := server.CPU(), processCPU(proxyPID)
 		polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
 		if err != nil {
-			return wrkResult{}, wrkResult{}, err
+			return wrkResult{}, wrkResult{}, wrkResult{}, err
 		}
 		polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(proxyPID)-proxy0
 		if err := profiled(); err != nil {
-			return wrkResult{}, wrkResult{}, err
+			return wrkResult{}, wrkResult{}, wrkResult{}, err
 		}
 		pollRuns = append(pollRuns, polls)
 		n := max(int(polls.rps*d.Seconds()), 100_000)
@@ -143,14 +182,17 @@ end
 			"-n", strconv.Itoa(n), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return wrkResult{}, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+			return wrkResult{}, wrkResult{}, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
 		}
 		zrank, err := testenv.RedisBenchmarkRate(out)
 		if err != nil {
-			return wrkResult{}, wrkResult{}, err
+			return wrkResult{}, wrkResult{}, wrkResult{}, err
 		}
 		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: server.CPU() - redis0, loadCPU: ownCPU(cmd)})
 	}
 	rps := func(r wrkResult) float64 { return r.rps }
-	return medianBy(pollRuns, rps), medianBy(zrankRuns, rps), nil
+	if len(baselineRuns) > 0 {
+		baselinePolls = medianBy(baselineRuns, rps)
+	}
+	return medianBy(pollRuns, rps), baselinePolls, medianBy(zrankRuns, rps), nil
 }
