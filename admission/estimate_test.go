@@ -58,6 +58,8 @@ func TestWaitsAreEstimatedFromTheFrontsAdvance(t *testing.T) {
 	if want := wantSeconds(1401*time.Second/140 + h.lastStep()); body["position"] != 1401.0 || body["estimatedWaitSeconds"] != want {
 		t.Fatalf("enter at 1401 before any forecast = %v; want %v s (position ÷ 140/s)", body, want)
 	}
+	// A tick that admits nobody leaves the front where it is, at the first arrival.
+	h.admit(0, 0)
 	h.publishForecast(map[string]queue.LaneForecast{queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 2}, Waiting: 1401}})
 	v := h.visitor()
 	body = v.enter().json(t)

@@ -737,36 +737,31 @@ func testFront(t *testing.T, b backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Front != seqs0(seqs, p.Seq) {
-			t.Fatalf("Enter(%s) = %+v; want the front at the first arrival", id, p)
+		if p.Front != 0 {
+			t.Fatalf("Enter(%s) before any tick = %+v; want the front unknown", id, p)
 		}
 		seqs = append(seqs, p.Seq)
 	}
-	p, err := q.Status(ctx, ids[3], time.Minute)
-	if err != nil || p.Front != seqs[0] || p.Seq != seqs[3] {
-		t.Fatalf("Status = %+v, %v; want the front at %d", p, err, seqs[0])
-	}
-	// The front moves with a tick, and past a visitor who went silent.
+	// The front is the one the last tick left, past a visitor who went silent.
 	silence(t, q, ids[2], 2*time.Minute)
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 2, PassTTL: passTTL, AbandonAfter: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	p, err = q.Status(ctx, ids[4], time.Minute)
-	if err != nil || p.Front != seqs[3] || p.Position != 2 {
+	p, err := q.Status(ctx, ids[4], time.Minute)
+	if err != nil || p.Front != seqs[3] || p.Position != 2 || p.Seq != seqs[4] {
 		t.Fatalf("after a tick Status = %+v, %v; want position 2 behind the front at %d", p, err, seqs[3])
 	}
 	p, err = q.Enter(ctx, "f-late", time.Minute)
 	if err != nil || p.Front != seqs[3] || p.Position != 3 {
 		t.Fatalf("a new place = %+v, %v; want position 3 behind the front at %d", p, err, seqs[3])
 	}
-}
-
-// seqs0 is the first of seqs, or seq when there is none yet.
-func seqs0(seqs []int64, seq int64) int64 {
-	if len(seqs) == 0 {
-		return seq
+	// A tick that empties the queue leaves no front.
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 2, Limit: 10, PassTTL: passTTL, AbandonAfter: time.Minute}); err != nil {
+		t.Fatal(err)
 	}
-	return seqs[0]
+	if p, err = q.Enter(ctx, "f-after", time.Minute); err != nil || p.Front != 0 || p.Position != 1 {
+		t.Fatalf("a place in a queue the last tick emptied = %+v, %v; want the front unknown", p, err)
+	}
 }
 
 func testStatusBatch(t *testing.T, b backend) {

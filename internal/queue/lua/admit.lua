@@ -9,7 +9,8 @@
 --
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence,
 -- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow
--- set (swept, never admitted), KEYS[9..] the waiting sets of the room's lanes, in the order of ARGV[17]
+-- set (swept, never admitted), KEYS[9] the plan hash (where the queues' fronts go for the proxies),
+-- KEYS[10..] the waiting sets of the room's lanes, in the order of ARGV[17]
 -- ARGV[1] tick id (increasing), ARGV[2] pass ttl ms, ARGV[3] abandon-after ms,
 -- ARGV[4] front budget (visitors examined beyond the limit), ARGV[5] sweep blocks,
 -- ARGV[6] limit (most visitors admitted), ARGV[7] jitter window ms, ARGV[8] lead ms,
@@ -168,7 +169,7 @@ end
 -- cannot save up a burst. Inside a lane the order is FIFO.
 local lane_keys, lane_names, weights = {KEYS[1]}, {'main'}, {0}
 for name, pct in string.gmatch(ARGV[17] or '', '([%w-]+):(%d+)') do
-  lane_keys[#lane_keys + 1] = KEYS[8 + #lane_keys]
+  lane_keys[#lane_keys + 1] = KEYS[9 + #lane_keys]
   lane_names[#lane_names + 1] = name
   weights[#weights + 1] = tonumber(pct)
   weights[1] = weights[1] + tonumber(pct)
@@ -445,5 +446,13 @@ end
 if abandoned > 0 then
   redis.call('HINCRBY', KEYS[3], 'abandoned', int(abandoned))
 end
+-- The arrival at each queue's front after the tick and its sweep goes with the phase the proxies
+-- read at every status call (status.lua): a visitor is told the admissions between it and its
+-- queue's front, and reading it there costs a status call no command of its own.
+local after = {}
+for i, key in ipairs(lane_keys) do
+  after[i] = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2] or '0'
+end
+redis.call('HSET', KEYS[9], 'fronts', table.concat(after, ' '))
 out[3] = abandoned
 return out

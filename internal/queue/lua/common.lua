@@ -123,12 +123,17 @@ local function add_reply(parts, n, a, b, c, d, e, f, g, h)
   return n + 1 + count
 end
 
--- front_of is the arrival at the front of the waiting set key, as text ("0" when it is empty): the
--- proxy counts the arrivals between a visitor and its queue's front for the admissions they will
--- take (capacity.Ahead).
-local function front_of(key)
-  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return head[2] or '0'
+-- fronts_of reads the plan hash's fronts, the arrival at each queue's front as the last tick left
+-- it (admit.lua): the main queue's at [0], lane i's at [i]; "0" when unknown. The proxy counts the
+-- arrivals between a visitor and its queue's front for the admissions they will take
+-- (capacity.Ahead).
+local function fronts_of(text)
+  local fronts, i = {}, 0
+  for f in string.gmatch(text or '', '%S+') do
+    fronts[i] = f
+    i = i + 1
+  end
+  return fronts
 end
 
 -- A room's metered lanes (spec.lanes) wait in sets of their own beside the main queue (lane 0), in

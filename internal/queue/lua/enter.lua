@@ -95,7 +95,8 @@ if old_floor > 0 then
   end
 end
 
-local plan = redis.call('HMGET', KEYS[5], 'phase', 'preQueueFrom')
+local plan = redis.call('HMGET', KEYS[5], 'phase', 'preQueueFrom', 'fronts')
+local fronts = fronts_of(plan[3])
 local phase = plan[1] or PHASE_OPEN
 -- A pass issued before the schedule's pre-queue is of an opening that is over: it counts for nothing.
 local passes_from = plan[2] or '0'
@@ -291,7 +292,7 @@ local function enter(visitor, client, tokens, held, lane)
           -- A lane's arrival while the draw runs waits behind the lane's part of the pre-queue.
           return '5', now_s
         end
-        return '2', int(redis.call('ZRANK', key, visitor) + 1), int(redis.call('ZCARD', key)), now_s, '0', lane_seq, int(at), front_of(key)
+        return '2', int(redis.call('ZRANK', key, visitor) + 1), int(redis.call('ZCARD', key)), now_s, '0', lane_seq, int(at), fronts[at] or '0'
       end
       forget(key, visitor, seen_key, block, times, off)
       redis.call('HINCRBY', KEYS[3], 'abandoned', 1)
@@ -327,7 +328,7 @@ local function enter(visitor, client, tokens, held, lane)
       if settled and tonumber(seq) > settled then
         return '5', now_s
       end
-      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s, '0', seq, '0', front_of(KEYS[1])
+      return '2', int(redis.call('ZRANK', KEYS[1], visitor) + 1), int(depth + (pre_depth or 0)), now_s, '0', seq, '0', fronts[0] or '0'
     end
     -- Silent too long: the old place is gone, the visitor starts again at the back.
     forget(KEYS[1], visitor, seen_key, block, times, off)
@@ -428,7 +429,7 @@ local function enter(visitor, client, tokens, held, lane)
       return '5', now_s
     end
     local lane_depth = int(redis.call('ZCARD', lane_key))
-    return '2', lane_depth, lane_depth, now_s, '0', seq_s, int(lane), front_of(lane_key)
+    return '2', lane_depth, lane_depth, now_s, '0', seq_s, int(lane), fronts[lane] or '0'
   end
   redis.call('ZADD', KEYS[1], 'NX', seq_s, visitor)
   depth = depth + 1
@@ -440,7 +441,7 @@ local function enter(visitor, client, tokens, held, lane)
     return '5', now_s
   end
   local depth_s = int(depth)
-  return '2', depth_s, depth_s, now_s, '0', seq_s, '0', front_of(KEYS[1])
+  return '2', depth_s, depth_s, now_s, '0', seq_s, '0', fronts[0] or '0'
 end
 
 local parts, n = {}, 0

@@ -17,7 +17,8 @@ local now = now_ms()
 -- A visitor last seen before this is silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
 
-local plan = redis.call('HMGET', KEYS[3], 'phase', 'preQueueFrom')
+local plan = redis.call('HMGET', KEYS[3], 'phase', 'preQueueFrom', 'fronts')
+local fronts = fronts_of(plan[3])
 local phase = plan[1] or PHASE_OPEN
 -- A pass issued before the schedule's pre-queue is of an opening that is over: it counts for nothing.
 local passes_from = plan[2] or '0'
@@ -34,17 +35,6 @@ end
 -- The depth is read once per call and kept current: only an abandoned visitor's removal changes it.
 local depth = redis.call('ZCARD', KEYS[1])
 local depth_s = int(depth + (pre_depth or 0))
-
--- The arrival at the front of each set, read once per call and again after a removal.
-local fronts = {}
-local function front(key)
-  local f = fronts[key]
-  if not f then
-    f = front_of(key)
-    fronts[key] = f
-  end
-  return f
-end
 
 -- The lanes' sets, searched after the main queue's (common.lua, in_lanes).
 local shadow_key = KEYS[8]
@@ -74,7 +64,6 @@ for i = 2, #ARGV do
     local seen = slot_time(times, off)
     if seen and earlier(seen, silent_before) then
       forget(key, visitor, seen_key, block, times, off)
-      fronts[key] = nil
       if lane == 0 then
         depth = depth - 1
         depth_s = int(depth + (pre_depth or 0))
@@ -99,9 +88,9 @@ for i = 2, #ARGV do
         -- Behind the part of the pre-queue the draw has not placed yet, in any lane.
         n = add_reply(parts, n, '5', now_s, seen or '0')
       elseif lane ~= 0 then
-        n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane), front(key))
+        n = add_reply(parts, n, '2', int(call('ZRANK', key, visitor) + 1), int(call('ZCARD', key)), now_s, seen or '0', seq, int(lane), fronts[lane] or '0')
       else
-        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq, '0', front(wait_key))
+        n = add_reply(parts, n, '2', int(call('ZRANK', wait_key, visitor) + 1), depth_s, now_s, seen or '0', seq, '0', fronts[0] or '0')
       end
     end
   else
