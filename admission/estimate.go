@@ -47,6 +47,15 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace
 		ahead = capacity.Ahead(place.position+place.admittedSince, place.seq, place.front, f.Queues[name].Advance) - float64(place.admittedSince)
 		ahead = max(ahead, min(1, float64(place.position)))
 	}
+	last := cfg.Lead + cfg.JitterWindow/2
+	if len(cfg.Lanes) == 0 && len(cfg.roomConfig().Events) == 0 {
+		// One queue at one rate: the common case, on every poll.
+		rate := r.plan.PerSecond()
+		if rate <= 0 {
+			return 0, false
+		}
+		return time.Duration(ahead/rate*float64(time.Second)) + last, true
+	}
 	from := now
 	if r.forecast != nil && r.forecast.At.Before(now) {
 		from = r.forecast.At
@@ -59,7 +68,7 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace
 	if !ok {
 		return 0, false
 	}
-	return wait + cfg.Lead + cfg.JitterWindow/2, true
+	return wait + last, true
 }
 
 // queueRates is the rate of the visitor's queue (lane; "" for the main queue) within the room's
