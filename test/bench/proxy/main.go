@@ -324,10 +324,10 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 	fmt.Fprintf(&b, "| redis-benchmark ZRANK | %.0f | %s (redis-benchmark) | – | %s |\n", zrank.rps, perReq(zrank, zrank.loadCPU), perReq(zrank, zrank.redisCPU))
 	if baselinePID != 0 {
-		fmt.Fprintf(&b, "\nStatus polls before and after, in the same rounds: req/s %.0f (baseline) and %.0f, ratio %.2f×; herdgate-proxy's CPU per poll %s and %s, ratio %.2f×; Redis' %s and %s, ratio %.2f×\n",
+		fmt.Fprintf(&b, "\nStatus polls before and after, in the same rounds: req/s %.0f (baseline) and %.0f, ratio %.2f×; herdgate-proxy's CPU per poll %s and %s, ratio %.2f×; Redis' %s and %s, ratio %.2f×; answered 429 (too early): %d and %d\n",
 			baselinePolls.rps, polls.rps, polls.rps/baselinePolls.rps,
 			perReq(baselinePolls, baselinePolls.proxyCPU), perReq(polls, polls.proxyCPU), ratioPerRequest(polls, baselinePolls, func(r wrkResult) time.Duration { return r.proxyCPU }),
-			perReq(baselinePolls, baselinePolls.redisCPU), perReq(polls, polls.redisCPU), ratioPerRequest(polls, baselinePolls, func(r wrkResult) time.Duration { return r.redisCPU }))
+			perReq(baselinePolls, baselinePolls.redisCPU), perReq(polls, polls.redisCPU), ratioPerRequest(polls, baselinePolls, func(r wrkResult) time.Duration { return r.redisCPU }), baselinePolls.non2xx, polls.non2xx)
 	}
 	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank.rps, polls.non2xx)
 	fmt.Fprintf(&b, "herdgate-proxy ÷ nginx throughput: %.2f× (goal ≥ 0.8×)\n", saturating["herdgate-proxy"].rps/saturating["nginx proxy_pass"].rps)

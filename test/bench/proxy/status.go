@@ -97,43 +97,33 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, p
 	for err := range errs {
 		return wrkResult{}, wrkResult{}, wrkResult{}, err
 	}
-	script := filepath.Join(dir, "status.lua")
-	f, err := os.Create(script)
-	if err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
-	}
 	// Visitors are polled in an order shuffled once: in arrival order, each poll would find its
 	// neighbour's records in Redis' caches, which redis-benchmark's random members do not.
 	mathrand.Shuffle(len(cookies), func(i, j int) { cookies[i], cookies[j] = cookies[j], cookies[i] })
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "local cookies = {")
-	for _, c := range cookies {
-		fmt.Fprintf(w, "%q,\n", admission.CookieNamesOf("bench", "orders").Visitor+"="+c)
+	script := filepath.Join(dir, "status.lua")
+	baselineScript := filepath.Join(dir, "status-baseline.lua")
+	if baselinePort == 0 {
+		if err := writeStatusScript(script, cookies); err != nil {
+			return wrkResult{}, wrkResult{}, wrkResult{}, err
+		}
+	} else {
+		// Each proxy polls visitors of its own, half the queue each, so that neither polls a visitor
+		// the other just did (which it would answer 429, a cheaper answer than a place).
+		var own, other []string
+		for i, c := range cookies {
+			if i%2 == 0 {
+				own = append(own, c)
+			} else {
+				other = append(other, c)
+			}
+		}
+		if err := writeStatusScript(script, own); err != nil {
+			return wrkResult{}, wrkResult{}, wrkResult{}, err
+		}
+		if err := writeStatusScript(baselineScript, other); err != nil {
+			return wrkResult{}, wrkResult{}, wrkResult{}, err
+		}
 	}
-	fmt.Fprintf(w, `}
-local threads = 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("id", threads)
-end
-local requests, last = {}, 0
-function init(args)
-  -- Every thread walks its own share of the visitors round and round: a visitor's next poll comes a
-  -- whole round later, never sooner than the proxy allows (which it would answer 429). The requests
-  -- are formatted once, so that the load generator spends its time sending, as redis-benchmark does.
-  for i = id, #cookies, %d do
-    requests[#requests + 1] = wrk.format("GET", "/.herdgate/status", { Cookie = cookies[i] })
-  end
-end
-request = function()
-  last = last %% #requests + 1
-  return requests[last]
-end
-`, wrkThreads)
-	if err := w.Flush(); err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
-	}
-	f.Close()
 	// The same server, a sorted set of the same size, ZRANK of random members. The members are named
 	// as redis-benchmark names __rand_int__ (12 zero-padded digits), so that every ZRANK finds one.
 	pipe := rdb.Pipeline()
@@ -154,7 +144,7 @@ end
 		if baselinePort != 0 {
 			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the baseline proxy\n", round, rounds)
 			redis0, proxy0 := server.CPU(), processCPU(baselinePID)
-			polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", baselinePort), script, conns, d)
+			polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", baselinePort), baselineScript, conns, d)
 			if err != nil {
 				return wrkResult{}, wrkResult{}, wrkResult{}, err
 			}
@@ -195,4 +185,43 @@ end
 		baselinePolls = medianBy(baselineRuns, rps)
 	}
 	return medianBy(pollRuns, rps), baselinePolls, medianBy(zrankRuns, rps), nil
+}
+
+// writeStatusScript writes wrk's script that polls the status of the visitors of cookies, each
+// thread walking its own share of them round and round.
+func writeStatusScript(script string, cookies []string) error {
+	f, err := os.Create(script)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "local cookies = {")
+	for _, c := range cookies {
+		fmt.Fprintf(w, "%q,\n", admission.CookieNamesOf("bench", "orders").Visitor+"="+c)
+	}
+	fmt.Fprintf(w, `}
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+local requests, last = {}, 0
+function init(args)
+  -- Every thread walks its own share of the visitors round and round: a visitor's next poll comes a
+  -- whole round later, never sooner than the proxy allows (which it would answer 429). The requests
+  -- are formatted once, so that the load generator spends its time sending, as redis-benchmark does.
+  for i = id, #cookies, %d do
+    requests[#requests + 1] = wrk.format("GET", "/.herdgate/status", { Cookie = cookies[i] })
+  end
+end
+request = function()
+  last = last %% #requests + 1
+  return requests[last]
+end
+`, wrkThreads)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	f.Close()
+	return nil
 }
