@@ -42,7 +42,9 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace
 		name = queue.MainLane
 	}
 	ahead := float64(place.position)
-	if f := r.forecast; f != nil && place.front > 0 {
+	// In a room with lanes the arrival numbers mix the queues' arrivals, and the mix at the front is
+	// not the one behind it (a lane's burst a minute ago): the places ahead count as they are.
+	if f := r.forecast; f != nil && place.front > 0 && len(cfg.Lanes) == 0 {
 		// The front moved on since it was read, by about the arrivals its admissions passed.
 		ahead = capacity.Ahead(place.position+place.admittedSince, place.seq, place.front, f.Queues[name].Advance) - float64(place.admittedSince)
 		ahead = max(ahead, min(1, float64(place.position)))

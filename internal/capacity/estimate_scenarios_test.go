@@ -208,11 +208,18 @@ func measured(r *simRoom, v *simVisitor, position int64) time.Duration {
 		loads[i] = QueueLoad{Weight: r.weights[i], ArrivalsPerSecond: r.arrivals(i)}
 		if len(q) > 0 {
 			last := q[len(q)-1]
-			loads[i].Waiting = Ahead(int64(len(q)), last.seq, q[0].seq, r.meters[i].Advance(r.now))
+			loads[i].Waiting = float64(len(q))
+			if len(r.queues) == 1 {
+				loads[i].Waiting = Ahead(int64(len(q)), last.seq, q[0].seq, r.meters[i].Advance(r.now))
+			}
 		}
 	}
 	rates := ShareRates(r.rates, loads, v.queue, r.now)
-	ahead := Ahead(position, v.seq, r.queues[v.queue][0].seq, r.meters[v.queue].Advance(r.now))
+	ahead := float64(position)
+	if len(r.queues) == 1 {
+		// As the proxy: with lanes, the arrival numbers mix the queues' arrivals.
+		ahead = Ahead(position, v.seq, r.queues[0][0].seq, r.meters[0].Advance(r.now))
+	}
 	wait, ok := rates.TimeFor(ahead, r.now)
 	if !ok {
 		return time.Duration(math.MaxInt64)
