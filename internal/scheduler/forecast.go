@@ -31,8 +31,9 @@ type queueFront struct {
 	depth int64
 	// arrivals are the visitors who entered, by second, over arrivalWindow, oldest first.
 	arrivals []arrivalBucket
-	// seen says depth was read.
-	seen bool
+	// seen says depth was read, since when the queue's arrivals are counted.
+	seen  bool
+	since time.Time
 }
 
 type arrivalBucket struct {
@@ -65,6 +66,8 @@ func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult)
 		q.meter.Tick(now, move.Head, move.Admitted, move.Emptied)
 		if q.seen {
 			q.entered(now, max(0, move.Depth-q.depth+move.Admitted))
+		} else {
+			q.since = now
 		}
 		q.depth, q.seen = move.Depth, true
 	}
@@ -86,13 +89,19 @@ func (q *queueFront) entered(at time.Time, n int64) {
 	q.arrivals = q.arrivals[i:]
 }
 
-// arrivalsPerSecond is the queue's arrival rate over the last arrivalWindow.
-func (q *queueFront) arrivalsPerSecond() float64 {
+// arrivalsPerSecond is the queue's arrival rate at now over the last arrivalWindow, or over the
+// time since its arrivals are counted when that is shorter: a room that just started is not read
+// as one that nobody enters.
+func (q *queueFront) arrivalsPerSecond(now time.Time) float64 {
 	var n int64
 	for _, b := range q.arrivals {
 		n += b.entered
 	}
-	return float64(n) / arrivalWindow.Seconds()
+	span := min(arrivalWindow, now.Sub(q.since))
+	if span <= 0 {
+		return 0
+	}
+	return float64(n) / span.Seconds()
 }
 
 // due is the forecast to publish with the tick at now: nil when one was published less than
@@ -104,7 +113,7 @@ func (f *queueFronts) due(now time.Time) *queue.Forecast {
 	out := &queue.Forecast{At: now, Queues: make(map[string]queue.LaneForecast, len(f.queues))}
 	waiting := false
 	for name, q := range f.queues {
-		out.Queues[name] = queue.LaneForecast{Advance: q.meter.Advance(now), Waiting: q.depth, ArrivalsPerSecond: q.arrivalsPerSecond()}
+		out.Queues[name] = queue.LaneForecast{Advance: q.meter.Advance(now), Waiting: q.depth, ArrivalsPerSecond: q.arrivalsPerSecond(now)}
 		waiting = waiting || q.depth > 0
 	}
 	if !waiting {

@@ -49,3 +49,25 @@ func TestSchedulerPublishesEachQueuesFront(t *testing.T) {
 		t.Errorf("the forecast is of %s, not of the ticks' clock", at)
 	}
 }
+
+// A queue's arrivals are counted from its first tick: a room that started a second ago and took in
+// sixteen visitors since is read at sixteen a second, not at a tenth of that.
+func TestAQueuesArrivalsAreReadOverTheTimeCounted(t *testing.T) {
+	var f queueFronts
+	t0 := time.Unix(1_800_000_000, 0)
+	lanes := []string{"club"}
+	tick := func(at time.Duration, mainDepth, clubDepth int64) {
+		f.take(lanes, t0.Add(at), queue.AdmitResult{Fronts: []queue.FrontMove{{Head: -1, Depth: mainDepth}, {Head: -1, Depth: clubDepth}}})
+	}
+	tick(0, 0, 150)
+	for i := 1; i <= 10; i++ {
+		tick(time.Duration(i)*100*time.Millisecond, int64(16*i/10), 150+int64(i/10))
+	}
+	got := f.due(t0.Add(time.Second))
+	if got == nil {
+		t.Fatal("no forecast while visitors wait")
+	}
+	if main, club := got.Queues[queue.MainLane], got.Queues["club"]; main.ArrivalsPerSecond != 16 || club.ArrivalsPerSecond != 1 || club.Waiting != 151 {
+		t.Fatalf("main %+v, club %+v; want 16 and 1 a second, 151 waiting in the club (its backlog is no arrival)", main, club)
+	}
+}
