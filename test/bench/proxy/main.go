@@ -103,6 +103,9 @@ waitingQueue:
   metadata: {namespace: bench, name: orders}
   spec:
     capacity: {poolSize: 40, requestLatency: 200ms}
+    # Every poll told to come back within 100 ms, and no budget to stretch it: wrk's visitors, each
+    # polled once a round of a few seconds, are never too early.
+    polling: {minInterval: 100ms, maxInterval: 100ms, budget: 10000000}
     upstream: {url: "http://127.0.0.1:%d"}
     protectedRoutes:
       - {methods: [POST], path: /api/v1/orders}
@@ -267,9 +270,23 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 
 	fmt.Fprintln(os.Stderr, "[bench-proxy] status polls through the proxy and redis-benchmark ZRANK")
-	polls, baselinePolls, zrank, err := statusVersusZrank(dir, redis, signer, proxyPort, proxy.Process.Pid, baselinePortIf(baselinePID, baselinePort), baselinePID, conns, rounds, d, profile)
+	pollers := []statusPoller{{port: proxyPort, pid: proxy.Process.Pid, room: "orders", signer: signer}}
+	if baselineBin != "" {
+		// The baseline polls a room of its own, served by a process of its own.
+		p, stop, err := startStatusBaseline(dir, baselineBin, cfg, key)
+		if err != nil {
+			return "", err
+		}
+		stops = append(stops, stop)
+		pollers = append(pollers, p)
+	}
+	all, zrank, err := statusVersusZrank(dir, redis, pollers, conns, rounds, d, profile)
 	if err != nil {
 		return "", err
+	}
+	polls, baselinePolls := all[0], wrkResult{}
+	if len(all) > 1 {
+		baselinePolls = all[1]
 	}
 
 	var b strings.Builder
@@ -393,12 +410,30 @@ func waitHTTP(url string) error {
 	}
 }
 
-// baselinePortIf is the baseline proxy's port when it runs, else 0.
-func baselinePortIf(pid, port int) int {
-	if pid == 0 {
-		return 0
+// startStatusBaseline starts the baseline proxy on the room bench/orders-b, configured as cfg says
+// for bench/orders otherwise, for the status polls.
+func startStatusBaseline(dir, bin, cfg string, key []byte) (statusPoller, func(), error) {
+	path := filepath.Join(dir, "proxy-b.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(cfg, "name: orders}", "name: orders-b}", 1)), 0o600); err != nil {
+		return statusPoller{}, nil, err
 	}
-	return port
+	port := freePort()
+	cmd := exec.Command(bin, "--config="+path, fmt.Sprintf("--listen=127.0.0.1:%d", port), "--metrics-listen=", "--pprof=false", "--drain-delay=0s", "--zap-log-level=error")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return statusPoller{}, nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	if err := waitHTTP(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/healthz", port)); err != nil {
+		stop()
+		return statusPoller{}, nil, fmt.Errorf("herdgate-proxy (baseline, status): %w", err)
+	}
+	signer, err := pass.NewSigner("file:bench/orders-b", key)
+	if err != nil {
+		stop()
+		return statusPoller{}, nil, err
+	}
+	return statusPoller{port: port, pid: cmd.Process.Pid, room: "orders-b", signer: signer}, stop, nil
 }
 
 // ratioPerRequest is after's CPU per request over before's, of the CPU cpu picks.

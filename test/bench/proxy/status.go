@@ -22,40 +22,89 @@ import (
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
-// statusVersusZrank enters visitors, then polls their status through the proxy with wrk (and
-// through the baseline proxy, when baselinePort is set, in the same rounds), and runs
-// redis-benchmark ZRANK on a sorted set of the same size, at the same concurrency; it returns the
-// median run of each, with the CPU that Redis, the proxy and the load generator spent in it. The
-// plan carries a forecast of the queue, written again while the polls run as a scheduler writes it,
-// so that the polls take the path of a live room's estimates.
-func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, proxyPort, proxyPID, baselinePort, baselinePID, conns, rounds int, d time.Duration, profile func(string) func() error) (polls, baselinePolls, zrank wrkResult, err error) {
+// statusPoller is a proxy whose status polls are measured, with the room it serves and its signer.
+type statusPoller struct {
+	port, pid int
+	room      string
+	signer    *pass.Signer
+}
+
+// statusVersusZrank enters visitors in each poller's room, then polls their status through its
+// proxy with wrk, the pollers in turn in each round, and runs redis-benchmark ZRANK on a sorted set
+// of the same size, at the same concurrency; it returns the median run of each poller and of ZRANK,
+// with the CPU that Redis, the proxy and the load generator spent in it. Each room's plan carries a
+// forecast of its queue, written again while the polls run as a scheduler writes it, so that the
+// polls take the path of a live room's estimates. A room of its own for each poller keeps them from
+// polling each other's visitors too soon (which they would answer 429).
+func statusVersusZrank(dir string, server *testenv.Redis, pollers []statusPoller, conns, rounds int, d time.Duration, profile func(string) func() error) (polls []wrkResult, zrank wrkResult, err error) {
 	const visitors = 100_000
 	ctx := context.Background()
 	rdb, err := queue.NewClient(server.URL(), queue.ClientOptions{})
 	if err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
+		return nil, wrkResult{}, err
 	}
 	defer rdb.Close()
 	store := queue.NewStore(rdb, queue.StoreOptions{})
 	defer store.Close()
-	q, err := store.Queue("bench", "orders")
-	if err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
-	}
 	quota14, err := capacity.FromQuota(14, 1, 100*time.Millisecond, false)
 	if err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
+		return nil, wrkResult{}, err
+	}
+	var queues []*queue.Queue
+	scripts := make([]string, len(pollers))
+	for k, p := range pollers {
+		q, err := store.Queue("bench", p.room)
+		if err != nil {
+			return nil, wrkResult{}, err
+		}
+		queues = append(queues, q)
+		cookies := make([]string, visitors)
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for w := range 64 {
+			wg.Go(func() {
+				for i := w; i < visitors; i += 64 {
+					id, cookie := p.signer.NewVisitorCookie()
+					cookies[i] = cookie
+					if _, err := q.Enter(ctx, id, time.Hour); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			return nil, wrkResult{}, err
+		}
+		// Visitors are polled in an order shuffled once: in arrival order, each poll would find its
+		// neighbour's records in Redis' caches, which redis-benchmark's random members do not.
+		mathrand.Shuffle(len(cookies), func(i, j int) { cookies[i], cookies[j] = cookies[j], cookies[i] })
+		scripts[k] = filepath.Join(dir, fmt.Sprintf("status-%d.lua", k))
+		if err := writeStatusScript(scripts[k], p.room, cookies); err != nil {
+			return nil, wrkResult{}, err
+		}
+		// A tick that admits nobody leaves each queue's front for the estimates.
+		if _, err := q.Admit(ctx, queue.AdmitRequest{TickID: 1, Limit: 0, PassTTL: time.Minute, AbandonAfter: time.Hour}); err != nil {
+			return nil, wrkResult{}, err
+		}
 	}
 	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
-	plan := queue.PublishedPlan{Quota: quota14, PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour}
 	publish := func() error {
-		plan.Forecast = &queue.Forecast{At: time.Now(), Queues: map[string]queue.LaneForecast{
-			queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.25}, Waiting: visitors, ArrivalsPerSecond: 50},
-		}}
-		return q.PublishPlan(ctx, plan)
+		for _, q := range queues {
+			plan := queue.PublishedPlan{Quota: quota14, PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour,
+				Forecast: &queue.Forecast{At: time.Now(), Queues: map[string]queue.LaneForecast{
+					queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.25}, Waiting: visitors, ArrivalsPerSecond: 50},
+				}}}
+			if err := q.PublishPlan(ctx, plan); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if err := publish(); err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
+		return nil, wrkResult{}, err
 	}
 	// A forecast older than the proxies take is none: write it again while the polls run (a failed
 	// write leaves the last one, which the next write replaces).
@@ -77,53 +126,6 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, p
 		stopForecasts()
 		forecasts.Wait()
 	}()
-	cookies := make([]string, visitors)
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for w := range 64 {
-		wg.Go(func() {
-			for i := w; i < visitors; i += 64 {
-				id, cookie := signer.NewVisitorCookie()
-				cookies[i] = cookie
-				if _, err := q.Enter(ctx, id, time.Hour); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
-	}
-	// Visitors are polled in an order shuffled once: in arrival order, each poll would find its
-	// neighbour's records in Redis' caches, which redis-benchmark's random members do not.
-	mathrand.Shuffle(len(cookies), func(i, j int) { cookies[i], cookies[j] = cookies[j], cookies[i] })
-	script := filepath.Join(dir, "status.lua")
-	baselineScript := filepath.Join(dir, "status-baseline.lua")
-	if baselinePort == 0 {
-		if err := writeStatusScript(script, cookies); err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, err
-		}
-	} else {
-		// Each proxy polls visitors of its own, half the queue each, so that neither polls a visitor
-		// the other just did (which it would answer 429, a cheaper answer than a place).
-		var own, other []string
-		for i, c := range cookies {
-			if i%2 == 0 {
-				own = append(own, c)
-			} else {
-				other = append(other, c)
-			}
-		}
-		if err := writeStatusScript(script, own); err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, err
-		}
-		if err := writeStatusScript(baselineScript, other); err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, err
-		}
-	}
 	// The same server, a sorted set of the same size, ZRANK of random members. The members are named
 	// as redis-benchmark names __rand_int__ (12 zero-padded digits), so that every ZRANK finds one.
 	pipe := rdb.Pipeline()
@@ -131,65 +133,59 @@ func statusVersusZrank(dir string, server *testenv.Redis, signer *pass.Signer, p
 		pipe.ZAdd(ctx, "zrank-baseline", redis.Z{Score: float64(i), Member: fmt.Sprintf("%012d", i)})
 		if i%5000 == 4999 {
 			if _, err := pipe.Exec(ctx); err != nil {
-				return wrkResult{}, wrkResult{}, wrkResult{}, err
+				return nil, wrkResult{}, err
 			}
 			pipe = rdb.Pipeline()
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return wrkResult{}, wrkResult{}, wrkResult{}, err
+		return nil, wrkResult{}, err
 	}
-	var pollRuns, baselineRuns, zrankRuns []wrkResult
+	runs := make([][]wrkResult, len(pollers))
+	var zrankRuns []wrkResult
 	for round := 1; round <= rounds; round++ {
-		if baselinePort != 0 {
-			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the baseline proxy\n", round, rounds)
-			redis0, proxy0 := server.CPU(), processCPU(baselinePID)
-			polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", baselinePort), baselineScript, conns, d)
-			if err != nil {
-				return wrkResult{}, wrkResult{}, wrkResult{}, err
+		for k, p := range pollers {
+			fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through proxy %d of %d\n", round, rounds, k+1, len(pollers))
+			profiled := notProfiled
+			if round == 1 && k == 0 {
+				profiled = profile("status")
 			}
-			polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(baselinePID)-proxy0
-			baselineRuns = append(baselineRuns, polls)
+			redis0, proxy0 := server.CPU(), processCPU(p.pid)
+			polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", p.port), scripts[k], conns, d)
+			if err != nil {
+				return nil, wrkResult{}, err
+			}
+			polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(p.pid)-proxy0
+			if err := profiled(); err != nil {
+				return nil, wrkResult{}, err
+			}
+			runs[k] = append(runs[k], polls)
 		}
-		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: status polls through the proxy, then redis-benchmark ZRANK\n", round, rounds)
-		profiled := notProfiled
-		if round == 1 {
-			profiled = profile("status")
-		}
-		redis0, proxy0 := server.CPU(), processCPU(proxyPID)
-		polls, err := wrk(fmt.Sprintf("http://127.0.0.1:%d/.herdgate/status", proxyPort), script, conns, d)
-		if err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, err
-		}
-		polls.redisCPU, polls.proxyCPU = server.CPU()-redis0, processCPU(proxyPID)-proxy0
-		if err := profiled(); err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, err
-		}
-		pollRuns = append(pollRuns, polls)
-		n := max(int(polls.rps*d.Seconds()), 100_000)
-		redis0 = server.CPU()
+		fmt.Fprintf(os.Stderr, "[bench-proxy] round %d/%d: redis-benchmark ZRANK\n", round, rounds)
+		n := max(int(runs[0][len(runs[0])-1].rps*d.Seconds()), 100_000)
+		redis0 := server.CPU()
 		cmd := exec.Command("redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(server.Port), "-c", strconv.Itoa(conns),
 			"-n", strconv.Itoa(n), "-r", strconv.Itoa(visitors), "--csv", "ZRANK", "zrank-baseline", "__rand_int__")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+			return nil, wrkResult{}, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
 		}
-		zrank, err := testenv.RedisBenchmarkRate(out)
+		rate, err := testenv.RedisBenchmarkRate(out)
 		if err != nil {
-			return wrkResult{}, wrkResult{}, wrkResult{}, err
+			return nil, wrkResult{}, err
 		}
-		zrankRuns = append(zrankRuns, wrkResult{rps: zrank, requests: int64(n), redisCPU: server.CPU() - redis0, loadCPU: ownCPU(cmd)})
+		zrankRuns = append(zrankRuns, wrkResult{rps: rate, requests: int64(n), redisCPU: server.CPU() - redis0, loadCPU: ownCPU(cmd)})
 	}
 	rps := func(r wrkResult) float64 { return r.rps }
-	if len(baselineRuns) > 0 {
-		baselinePolls = medianBy(baselineRuns, rps)
+	for _, r := range runs {
+		polls = append(polls, medianBy(r, rps))
 	}
-	return medianBy(pollRuns, rps), baselinePolls, medianBy(zrankRuns, rps), nil
+	return polls, medianBy(zrankRuns, rps), nil
 }
 
-// writeStatusScript writes wrk's script that polls the status of the visitors of cookies, each
-// thread walking its own share of them round and round.
-func writeStatusScript(script string, cookies []string) error {
+// writeStatusScript writes wrk's script that polls the status of the visitors of cookies in room,
+// each thread walking its own share of them round and round.
+func writeStatusScript(script, room string, cookies []string) error {
 	f, err := os.Create(script)
 	if err != nil {
 		return err
@@ -197,7 +193,7 @@ func writeStatusScript(script string, cookies []string) error {
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "local cookies = {")
 	for _, c := range cookies {
-		fmt.Fprintf(w, "%q,\n", admission.CookieNamesOf("bench", "orders").Visitor+"="+c)
+		fmt.Fprintf(w, "%q,\n", admission.CookieNamesOf("bench", room).Visitor+"="+c)
 	}
 	fmt.Fprintf(w, `}
 local threads = 0
