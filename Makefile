@@ -268,6 +268,10 @@ herd-adaptive: toolchain ## Run the workload's bad days (slow-down, no-shows, er
 herd-lanes: toolchain ## Run a herd into two metered lanes (20 % and 30 %) with an event of more capacity in the middle, and regenerate docs/herd/lanes.md.
 	go run ./cmd/herd lanes --out docs/herd
 
+.PHONY: herd-estimates
+herd-estimates: toolchain ## Run six crowds (a burst, no-shows, leavers, a lane, an event...) into a live room, judge every wait told, and regenerate docs/herd/estimates.md.
+	go run ./cmd/herd estimates --out docs/herd
+
 .PHONY: herd-launch
 herd-launch: toolchain ## Run a launch (2,000 in the pre-queue, the draw, maxActive 50) and regenerate docs/herd/launch.md.
 	go run ./cmd/herd launch --out docs/herd

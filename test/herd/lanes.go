@@ -2,11 +2,9 @@ package herd
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -14,12 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/golang-jwt/jwt/v5"
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
-	"github.com/herdgate/herdgate/admission/front"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -126,39 +122,12 @@ func Lanes(ctx context.Context, spec LanesSpec, log io.Writer) (LanesResult, err
 	if err != nil {
 		return res, err
 	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
 	secrets := map[string]string{herdgatev1alpha1.SecretRefKey("lanes", "members"): membersValue, herdgatev1alpha1.SecretRefKey("lanes", "presale"): presaleKey}
-	cfg, err := admission.NewConfigWithSecrets(wq, key, func(key string) ([]byte, error) {
-		v, ok := secrets[key]
-		if !ok {
-			return nil, fmt.Errorf("no value for %s", key)
-		}
-		return []byte(v), nil
-	})
+	_, base, stopServing, err := serveRoom(wq, store, secrets, log)
 	if err != nil {
 		return res, err
 	}
-	proxy, err := admission.NewRoom(cfg, store, admission.Options{})
-	if err != nil {
-		return res, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return res, err
-	}
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- front.Serve(serveCtx, proxy, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
-	}()
-	defer func() {
-		stopServing()
-		if err := <-served; err != nil {
-			fmt.Fprintln(log, "herd: stopping the proxy:", err)
-		}
-	}()
-	base := "http://" + ln.Addr().String()
+	defer stopServing()
 
 	var mu sync.Mutex
 	var reports []scheduler.TickReport
