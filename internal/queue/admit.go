@@ -83,6 +83,10 @@ type AdmitRequest struct {
 	// the rest. Limit is shared between them, credits carrying each lane's fraction of a visitor
 	// from tick to tick, and a lane with nobody waiting leaves its share to the others (admit.lua).
 	Lanes []LaneShare
+	// QuietAfter, when positive, counts the places taken off a front whose visitor was silent that
+	// long as gone quiet (FrontMove.Quiet), dropped or not: well under AbandonAfter, and above the
+	// longest a visitor polling as told is silent near the front.
+	QuietAfter time.Duration
 }
 
 // jitterSeed maps any seed onto the generator's state space, 1 … 2^31 − 2.
@@ -158,6 +162,17 @@ type FrontMove struct {
 	Emptied bool
 	// Depth is the places left in the queue after the tick.
 	Depth int64
+	// Taken is the places the tick took off the front, admitted or dropped for silence; Quiet how
+	// many of them had gone quiet (AdmitRequest.QuietAfter), and QuietPlaces a few of those.
+	Taken, Quiet int64
+	QuietPlaces  []QuietPlace
+}
+
+// QuietPlace is a place taken off a front whose visitor had gone quiet: its arrival, and how long
+// its visitor had been silent.
+type QuietPlace struct {
+	Arrival int64
+	Silence time.Duration
 }
 
 // Admit runs one tick atomically: it drops silent visitors it meets at the front, admits up to
@@ -206,7 +221,7 @@ func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err erro
 		req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
-		req.Primary, laneArg(req.Lanes),
+		req.Primary, laneArg(req.Lanes), max(0, req.QuietAfter.Milliseconds()),
 	}
 	if req.Holding {
 		args[12] = max(0, req.Through)
@@ -269,25 +284,38 @@ func parseAdmitReply(raw []any) (AdmitResult, error) {
 	return res, nil
 }
 
-// parseFronts reads the admit script's fronts: "head:admitted:emptied:depth" for each queue,
-// separated by spaces.
+// parseFronts reads the admit script's fronts, one for each queue separated by spaces:
+// "head:admitted:emptied:depth:taken:quiet:samples", samples being "arrival/silenceMs" separated by
+// commas, or "-".
 func parseFronts(s string) ([]FrontMove, error) {
 	fields := strings.Fields(s)
 	out := make([]FrontMove, 0, len(fields))
 	for _, f := range fields {
 		parts := strings.Split(f, ":")
-		if len(parts) != 4 {
+		if len(parts) != 7 {
 			return nil, fmt.Errorf("unexpected front %q in the admit reply", f)
 		}
-		var nums [3]int64
-		for i, k := range []int{0, 1, 3} {
+		var nums [5]int64
+		for i, k := range []int{0, 1, 3, 4, 5} {
 			n, err := strconv.ParseInt(parts[k], 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("unexpected front %q in the admit reply", f)
 			}
 			nums[i] = n
 		}
-		out = append(out, FrontMove{Head: nums[0], Admitted: nums[1], Emptied: parts[2] == "1", Depth: nums[2]})
+		move := FrontMove{Head: nums[0], Admitted: nums[1], Emptied: parts[2] == "1", Depth: nums[2], Taken: nums[3], Quiet: nums[4]}
+		if parts[6] != "-" {
+			for _, sample := range strings.Split(parts[6], ",") {
+				arrival, silence, ok := strings.Cut(sample, "/")
+				a, err1 := strconv.ParseInt(arrival, 10, 64)
+				ms, err2 := strconv.ParseInt(silence, 10, 64)
+				if !ok || err1 != nil || err2 != nil {
+					return nil, fmt.Errorf("unexpected front %q in the admit reply", f)
+				}
+				move.QuietPlaces = append(move.QuietPlaces, QuietPlace{Arrival: a, Silence: time.Duration(ms) * time.Millisecond})
+			}
+		}
+		out = append(out, move)
 	}
 	return out, nil
 }

@@ -282,7 +282,7 @@ func testLaneFronts(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []FrontMove{{Head: mainHead, Admitted: 8, Depth: 12}, {Head: membersHead, Admitted: 2, Emptied: true}, {Head: -1}}
+	want := []FrontMove{{Head: mainHead, Admitted: 8, Depth: 12, Taken: 8}, {Head: membersHead, Admitted: 2, Emptied: true, Taken: 2}, {Head: -1}}
 	if diff := cmp.Diff(want, res.Fronts); diff != "" {
 		t.Fatalf("fronts (-want +got):\n%s", diff)
 	}
@@ -291,7 +291,7 @@ func testLaneFronts(t *testing.T, b backend) {
 		t.Fatal(err)
 	}
 	// The main queue's visitors entered one after the other: its front moved on by the eight taken.
-	want = []FrontMove{{Head: mainHead + 8, Admitted: 12, Emptied: true}, {Head: -1}, {Head: -1}}
+	want = []FrontMove{{Head: mainHead + 8, Admitted: 12, Emptied: true, Taken: 12}, {Head: -1}, {Head: -1}}
 	if diff := cmp.Diff(want, res.Fronts); diff != "" {
 		t.Fatalf("fronts (-want +got):\n%s", diff)
 	}

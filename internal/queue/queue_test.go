@@ -916,13 +916,23 @@ func testAbandoned(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 3, PassTTL: passTTL, AbandonAfter: abandonAfter})
+	res, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 3, PassTTL: passTTL, AbandonAfter: abandonAfter, QuietAfter: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The front was at the first arrival when the tick began, and moved past six places for three
-	// admissions: what the scheduler measures its advance with.
-	if diff := cmp.Diff([]FrontMove{{Head: int64(first), Admitted: 3, Depth: 4}}, res.Fronts); diff != "" {
+	// admissions: what the scheduler measures its advance with. The three it dropped had gone quiet,
+	// silent for two minutes or a moment more; the three admitted had not.
+	quiet := res.Fronts[0].QuietPlaces
+	for i, p := range quiet {
+		if p.Silence < 2*abandonAfter || p.Silence > 2*abandonAfter+time.Minute {
+			t.Errorf("quiet place %d was silent %s; want about %s", i, p.Silence, 2*abandonAfter)
+		}
+		quiet[i].Silence = 0
+	}
+	want := []FrontMove{{Head: int64(first), Admitted: 3, Depth: 4, Taken: 6, Quiet: 3,
+		QuietPlaces: []QuietPlace{{Arrival: int64(first)}, {Arrival: int64(first) + 2}, {Arrival: int64(first) + 4}}}}
+	if diff := cmp.Diff(want, res.Fronts); diff != "" {
 		t.Fatalf("fronts (-want +got):\n%s", diff)
 	}
 	var got []string

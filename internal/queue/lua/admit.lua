@@ -24,7 +24,9 @@
 -- each tick the sleeping room's budget is refilled to, once per tick, while it sleeps, ARGV[16] the
 -- replication id of the primary the last tick ran on ("": unknown), ARGV[17] the lanes as
 -- "name:percent" separated by spaces ("" for none): each lane's share of every tick's batch, the
--- main queue taking the rest (see the lanes below)
+-- main queue taking the rest (see the lanes below), ARGV[18] quiet-after ms (0: none): a place the
+-- tick takes whose visitor was silent that long is counted as gone quiet, whether or not it was
+-- silent long enough to be dropped
 -- Returns {1, now, abandoned, asleep, sequence, primary, fronts, id1, notBefore1, expiry1, arrival1, id2, ...},
 -- {0, now, lastTick, primary} when this tick id was already run, or {2, now, primary} when the
 -- primary is not the one the last tick ran on: a failover, which may have lost admissions the
@@ -32,10 +34,13 @@
 -- by now, and each arrival the admitted visitor's: the scheduler times waits with them; primary is
 -- this server's replication id ("" when it does not say). fronts tells how each queue's front moved,
 -- the main queue first, then the lanes in the order of ARGV[17], separated by spaces:
--- "head:admitted:emptied:depth", head being the arrival at the queue's front when the tick began to
--- take from it (-1 when it took nobody), admitted how many it admitted from it, emptied 1 when it
--- took the queue's last place, and depth the places left in it (the scheduler measures the front's
--- advance and forecasts the lanes' shares with them).
+-- "head:admitted:emptied:depth:taken:quiet:samples", head being the arrival at the queue's front when
+-- the tick began to take from it (-1 when it took nobody), admitted how many it admitted from it,
+-- emptied 1 when it took the queue's last place, depth the places left in it, taken the places it
+-- took off the front (admitted or dropped), quiet how many of those had gone quiet (ARGV[18]), and
+-- samples up to QUIET_SAMPLES of them as "arrival/silenceMs" separated by commas ("-" for none):
+-- the scheduler measures the front's advance, forecasts the lanes' shares and tells how the places
+-- that go quiet are dropped with them (docs/architecture.md, "Wait estimates").
 local tick = tonumber(ARGV[1])
 local ttl, abandon_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local front_budget, sweep_blocks = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -44,6 +49,10 @@ local instant_cap, tick_ms = tonumber(ARGV[10]), tonumber(ARGV[11])
 local max_active = tonumber(ARGV[12])
 local max_seq = tonumber(ARGV[13]) or -1
 local sleep_ms, sleep_share = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0
+local quiet_ms = tonumber(ARGV[18]) or 0
+-- A few of the quiet places a queue's front takes per tick are enough to tell how long visitors
+-- stay before they go quiet; a bounded reply keeps a tick's cost its own.
+local QUIET_SAMPLES = 8
 local seen_key = KEYS[6]
 local now = now_ms()
 
@@ -116,8 +125,10 @@ local sequence = tonumber(redis.call('GET', KEYS[4])) or 0
 local out = {1, now, 0, 0, sequence, primary, ''}
 local abandoned = 0
 local chosen, arrivals = {}, {}
--- heads are the arrivals at the front of each set as the tick first took from it, taken by set.
+-- heads are the arrivals at the front of each set as the tick first took from it, taken by set;
+-- popped, quiet and samples count the places taken off each set's front and those gone quiet.
 local heads, taken = {}, {}
+local popped_of, quiet_of, samples_of = {}, {}, {}
 -- A pop that returns fewer visitors than it asked for leaves the waiting set empty.
 local drained = false
 -- take admits up to want visitors from the front of the set key, dropping the silent ones it meets
@@ -144,8 +155,17 @@ local function take(key, want, bound)
     if not heads[key] then
       heads[key] = popped[1][5]
     end
+    popped_of[key] = (popped_of[key] or 0) + #popped
     for _, p in ipairs(popped) do
       local seen = p[4]
+      if seen and quiet_ms > 0 and now - tonumber(seen) >= quiet_ms then
+        quiet_of[key] = (quiet_of[key] or 0) + 1
+        local samples = samples_of[key] or {}
+        samples_of[key] = samples
+        if #samples < QUIET_SAMPLES then
+          samples[#samples + 1] = p[5] .. '/' .. int(now - tonumber(seen))
+        end
+      end
       if seen and earlier(seen, silent_before) then
         abandoned = abandoned + 1
       else
@@ -269,7 +289,9 @@ for i, key in ipairs(lane_keys) do
   local depth = redis.call('ZCARD', key)
   -- A pop that took exactly the last places does not know it did.
   local emptied = taken[key .. ':emptied'] or (heads[key] and depth == 0)
-  fronts[i] = (heads[key] or '-1') .. ':' .. int(taken[key] or 0) .. ':' .. (emptied and '1' or '0') .. ':' .. int(depth)
+  local samples = samples_of[key]
+  fronts[i] = (heads[key] or '-1') .. ':' .. int(taken[key] or 0) .. ':' .. (emptied and '1' or '0') .. ':' .. int(depth) ..
+    ':' .. int(popped_of[key] or 0) .. ':' .. int(quiet_of[key] or 0) .. ':' .. (samples and table.concat(samples, ',') or '-')
 end
 out[7] = table.concat(fronts, ' ')
 
