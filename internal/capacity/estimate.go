@@ -21,6 +21,73 @@ func Ahead(position, seq, front int64, a Advance) float64 {
 	return math.Min(float64(position), 1+float64(seq-front)/a.SeqsPerAdmission)
 }
 
+// ArrivalLine tells when the arrival numbers between a queue's front and the last one given out
+// were given: linearly between the front's (FrontSeq, entered at FrontAt) and the last (LastSeq at
+// LastAt). Zero when unknown.
+type ArrivalLine struct {
+	FrontSeq, LastSeq int64
+	FrontAt, LastAt   time.Time
+}
+
+// Known says the line can tell.
+func (l ArrivalLine) Known() bool {
+	return !l.FrontAt.IsZero() && !l.LastAt.IsZero() && l.LastSeq >= l.FrontSeq && !l.LastAt.Before(l.FrontAt)
+}
+
+// EnteredAt is when arrival seq entered, by the line.
+func (l ArrivalLine) EnteredAt(seq int64) time.Time {
+	switch {
+	case seq <= l.FrontSeq:
+		return l.FrontAt
+	case seq >= l.LastSeq:
+		return l.LastAt
+	}
+	share := float64(seq-l.FrontSeq) / float64(l.LastSeq-l.FrontSeq)
+	return l.FrontAt.Add(time.Duration(share * float64(l.LastAt.Sub(l.FrontAt))))
+}
+
+// agingSteps is how many stretches AheadAging walks the places ahead in.
+const agingSteps = 16
+
+// AheadAging is Ahead for a queue whose visitors go quiet, as its front measured (Advance.Quiet):
+// each place ahead is dropped, costing no admission, when its visitor will have been silent for
+// abandonAfter at its turn. It walks the arrival numbers from the front to the visitor in
+// stretches; each stretch's places leave the front at the rate perSecond, at an age that the line
+// tells, and the quiet ones among them that will have been silent long enough by then are dropped.
+// While the queue's waits stay under abandonAfter nobody is dropped; when they grow past it, the
+// visitors who entered last are told of the drops ahead before the front shows them. Without what
+// it needs it is Ahead.
+func AheadAging(position, seq, front int64, a Advance, line ArrivalLine, abandonAfter time.Duration, perSecond float64, now time.Time) float64 {
+	q := a.Quiet
+	if position <= 0 || !a.Known() || !q.Known() || !line.Known() || abandonAfter <= 0 || perSecond <= 0 || seq < front {
+		return Ahead(position, seq, front, a)
+	}
+	// Once the places at the front have been waiting abandonAfter, and the front's advance was
+	// measured since, it holds the drops as they are; before, it shows none of those to come.
+	if now.Sub(line.FrontAt) >= abandonAfter+FrontWindow {
+		return Ahead(position, seq, front, a)
+	}
+	step := float64(seq-front) / agingSteps
+	places := step / q.SeqsPerPlace
+	var admissions float64
+	for i := range agingSteps {
+		mid := front + int64((float64(i)+0.5)*step)
+		turn := now.Add(time.Duration((admissions + places/2) / perSecond * float64(time.Second)))
+		dropped := q.droppedAt(turn.Sub(line.EnteredAt(mid)), abandonAfter)
+		admissions += places * (1 - dropped)
+	}
+	return math.Min(float64(position), 1+admissions)
+}
+
+// droppedAt is the share of the places taken off at age that are dropped: the quiet ones silent
+// for abandonAfter by then.
+func (q Quiet) droppedAt(age, abandonAfter time.Duration) float64 {
+	if age <= abandonAfter {
+		return 0
+	}
+	return q.Share * q.silentBeyond(abandonAfter.Seconds()/age.Seconds())
+}
+
 // RateStep is a queue's admission rate, per second, from From on.
 type RateStep struct {
 	From      time.Time

@@ -78,12 +78,12 @@ func TestAheadCountsThePlacesThatWillBeAdmitted(t *testing.T) {
 		want                 float64
 	}{
 		{"unknown advance: the position", 100, 500, 300, Advance{}, 100},
-		{"one number an admission", 100, 399, 300, Advance{1}, 100},
-		{"a third of the places ahead will go", 120, 450, 300, Advance{1.5}, 101},
-		{"never more than the position", 10, 450, 300, Advance{1.5}, 10},
-		{"the front itself", 1, 300, 300, Advance{2}, 1},
-		{"a place the front has not reached counts as its position", 5, 200, 300, Advance{2}, 5},
-		{"not waiting", 0, 300, 300, Advance{2}, 0},
+		{"one number an admission", 100, 399, 300, Advance{SeqsPerAdmission: 1}, 100},
+		{"a third of the places ahead will go", 120, 450, 300, Advance{SeqsPerAdmission: 1.5}, 101},
+		{"never more than the position", 10, 450, 300, Advance{SeqsPerAdmission: 1.5}, 10},
+		{"the front itself", 1, 300, 300, Advance{SeqsPerAdmission: 2}, 1},
+		{"a place the front has not reached counts as its position", 5, 200, 300, Advance{SeqsPerAdmission: 2}, 5},
+		{"not waiting", 0, 300, 300, Advance{SeqsPerAdmission: 2}, 0},
 	} {
 		if got := Ahead(c.position, c.seq, c.front, c.advance); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s: Ahead = %v, want %v", c.name, got, c.want)
