@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,12 +27,32 @@ type LaneForecast struct {
 	Waiting int64
 	// ArrivalsPerSecond is how many visitors entered it a second, lately.
 	ArrivalsPerSecond float64
+	// Line tells when the places from the front on entered; zero when unknown.
+	Line ForecastLine
+}
+
+// ForecastLine is a queue's arrival line (capacity.ArrivalLine) as of the forecast: the arrival at
+// the front had waited FrontAge, and LastSeq was the last arrival given out. Ages, not times, so
+// that the line reads the same on every clock.
+type ForecastLine struct {
+	FrontSeq, LastSeq int64
+	FrontAge          time.Duration
+}
+
+// At is the line as of at, the forecast's time; zero when unknown.
+func (l ForecastLine) At(at time.Time) capacity.ArrivalLine {
+	if l.FrontAge <= 0 || l.LastSeq < l.FrontSeq {
+		return capacity.ArrivalLine{}
+	}
+	return capacity.ArrivalLine{FrontSeq: l.FrontSeq, LastSeq: l.LastSeq, FrontAt: at.Add(-l.FrontAge), LastAt: at}
 }
 
 // forecastField is the plan hash's field of the forecast.
 const forecastField = "forecast"
 
-// encode is f as the plan hash holds it: "atMs name=seqsPerAdmission,waiting,arrivals ...".
+// encode is f as the plan hash holds it: "atMs name=figures ...", the figures being
+// "seqsPerAdmission,waiting,arrivals" and, once places were seen to go quiet or the front's age is
+// known, ",seqsPerPlace,quietShare,s10/s30/s50/s70/s90,frontSeq,frontAgeMs,lastSeq".
 func (f *Forecast) encode() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(f.At.UnixMilli(), 10))
@@ -40,10 +61,20 @@ func (f *Forecast) encode() string {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, name := range names {
 		q := f.Queues[name]
-		fmt.Fprintf(&b, " %s=%s,%d,%s", name, strconv.FormatFloat(q.Advance.SeqsPerAdmission, 'g', 6, 64), q.Waiting,
-			strconv.FormatFloat(q.ArrivalsPerSecond, 'g', 6, 64))
+		fmt.Fprintf(&b, " %s=%s,%d,%s", name, g(q.Advance.SeqsPerAdmission), q.Waiting, g(q.ArrivalsPerSecond))
+		quiet, line := q.Advance.Quiet, q.Line
+		if quiet == (capacity.Quiet{}) && line == (ForecastLine{}) {
+			continue
+		}
+		silences := make([]string, len(quiet.Silences))
+		for i, s := range quiet.Silences {
+			silences[i] = g(s)
+		}
+		fmt.Fprintf(&b, ",%s,%s,%s,%d,%d,%d", g(quiet.SeqsPerPlace), g(quiet.Share), strings.Join(silences, "/"),
+			line.FrontSeq, line.FrontAge.Milliseconds(), line.LastSeq)
 	}
 	return b.String()
 }
@@ -61,17 +92,59 @@ func decodeForecast(s string) (*Forecast, error) {
 	f := &Forecast{At: time.UnixMilli(at), Queues: make(map[string]LaneForecast, len(fields)-1)}
 	for _, q := range fields[1:] {
 		name, figures, ok := strings.Cut(q, "=")
-		parts := strings.Split(figures, ",")
-		if !ok || len(parts) != 3 {
-			return nil, fmt.Errorf("forecast %q: queue %q is not name=advance,waiting,arrivals", s, q)
+		lf, good := decodeLaneForecast(figures)
+		if !ok || !good {
+			return nil, fmt.Errorf("forecast %q: queue %q is not name=advance,waiting,arrivals[,perPlace,quiet,silences,frontSeq,frontAgeMs,lastSeq]", s, q)
 		}
-		d, err1 := strconv.ParseFloat(parts[0], 64)
-		w, err2 := strconv.ParseInt(parts[1], 10, 64)
-		a, err3 := strconv.ParseFloat(parts[2], 64)
-		if err1 != nil || err2 != nil || err3 != nil || d < 0 || w < 0 || a < 0 {
-			return nil, fmt.Errorf("forecast %q: queue %q is not name=advance,waiting,arrivals", s, q)
-		}
-		f.Queues[name] = LaneForecast{Advance: capacity.Advance{SeqsPerAdmission: d}, Waiting: w, ArrivalsPerSecond: a}
+		f.Queues[name] = lf
 	}
 	return f, nil
+}
+
+func decodeLaneForecast(figures string) (LaneForecast, bool) {
+	parts := strings.Split(figures, ",")
+	if len(parts) != 3 && len(parts) != 9 {
+		return LaneForecast{}, false
+	}
+	floats := func(ss ...string) ([]float64, bool) {
+		out := make([]float64, len(ss))
+		for i, x := range ss {
+			v, err := strconv.ParseFloat(x, 64)
+			if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, false
+			}
+			out[i] = v
+		}
+		return out, true
+	}
+	ints := func(ss ...string) ([]int64, bool) {
+		out := make([]int64, len(ss))
+		for i, x := range ss {
+			v, err := strconv.ParseInt(x, 10, 64)
+			if err != nil || v < 0 {
+				return nil, false
+			}
+			out[i] = v
+		}
+		return out, true
+	}
+	head, ok1 := floats(parts[0], parts[2])
+	waiting, ok2 := ints(parts[1])
+	if !ok1 || !ok2 {
+		return LaneForecast{}, false
+	}
+	lf := LaneForecast{Advance: capacity.Advance{SeqsPerAdmission: head[0]}, Waiting: waiting[0], ArrivalsPerSecond: head[1]}
+	if len(parts) == 3 {
+		return lf, true
+	}
+	quiet, ok1 := floats(parts[3], parts[4])
+	silences, ok2 := floats(strings.Split(parts[5], "/")...)
+	line, ok3 := ints(parts[6], parts[7], parts[8])
+	if !ok1 || !ok2 || !ok3 || len(silences) != len(capacity.QuietQuantiles) || quiet[1] > 1 {
+		return LaneForecast{}, false
+	}
+	lf.Advance.Quiet = capacity.Quiet{SeqsPerPlace: quiet[0], Share: quiet[1]}
+	copy(lf.Advance.Quiet.Silences[:], silences)
+	lf.Line = ForecastLine{FrontSeq: line[0], FrontAge: time.Duration(line[1]) * time.Millisecond, LastSeq: line[2]}
+	return lf, true
 }

@@ -31,4 +31,33 @@ func TestAForecastReadsBackAsWritten(t *testing.T) {
 			t.Errorf("decoded %q", bad)
 		}
 	}
+	for _, bad := range []string{"1 main=1,2,3,1,0.3,1/1/1/1", "1 main=1,2,3,1,1.5,1/1/1/1/1,5,6,7", "1 main=1,2,3,1,0.3,1/1/1/1/1,5,-6,7", "1 main=1,2,3,1"} {
+		if _, err := decodeForecast(bad); err == nil {
+			t.Errorf("decoded %q", bad)
+		}
+	}
+}
+
+func TestAForecastCarriesHowPlacesGoQuietAndWhenTheyEntered(t *testing.T) {
+	at := time.UnixMilli(1_800_000_000_500)
+	quiet := capacity.Quiet{SeqsPerPlace: 1.25, Share: 0.3, Silences: [5]float64{0.5, 0.9, 1, 1, 1}}
+	f := &Forecast{At: at, Queues: map[string]LaneForecast{
+		MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.5, Quiet: quiet}, Waiting: 400, ArrivalsPerSecond: 28,
+			Line: ForecastLine{FrontSeq: 1000, FrontAge: 8 * time.Second, LastSeq: 1400}},
+	}}
+	s := f.encode()
+	if want := "1800000000500 main=1.5,400,28,1.25,0.3,0.5/0.9/1/1/1,1000,8000,1400"; s != want {
+		t.Fatalf("encoded %q, want %q", s, want)
+	}
+	got, err := decodeForecast(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(f, got); diff != "" {
+		t.Fatalf("decoded (-want +got):\n%s", diff)
+	}
+	line := got.Queues[MainLane].Line.At(at)
+	if !line.FrontAt.Equal(at.Add(-8*time.Second)) || !line.LastAt.Equal(at) || !line.EnteredAt(1200).Equal(at.Add(-4*time.Second)) {
+		t.Errorf("arrival line %+v: the front entered 8 s before the forecast, the middle 4 s", line)
+	}
 }

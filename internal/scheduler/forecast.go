@@ -27,6 +27,11 @@ type queueFronts struct {
 
 type queueFront struct {
 	meter *capacity.FrontMeter
+	// frontSeq is the arrival at the front as the last tick that took from the queue found it, and
+	// frontAge how long it had been waiting then (0: unknown); lastSeq is the tick's last arrival
+	// given out: between them the forecast's arrival line (capacity.ArrivalLine).
+	frontSeq, lastSeq int64
+	frontAge          time.Duration
 	// depth is the places left after the last tick.
 	depth int64
 	// arrivals are the visitors who entered, by second, over arrivalWindow, oldest first.
@@ -45,7 +50,7 @@ type arrivalBucket struct {
 // visitor who entered between two ticks is in the depth the second reads, or was admitted or
 // dropped by it: the arrivals are the depth's growth and the admissions (the dropped are not
 // counted per queue, so a queue whose visitors leave is seen filling a little slower than it does).
-func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult) {
+func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult, clock *arrivalClock) {
 	if len(res.Fronts) != len(lanes)+1 {
 		return
 	}
@@ -63,7 +68,18 @@ func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult)
 			q = &queueFront{meter: capacity.NewFrontMeter()}
 		}
 		kept[name] = q
-		q.meter.Tick(now, move.Head, move.Admitted, move.Emptied)
+		q.meter.TickTaking(now, capacity.FrontTick{Head: move.Head, Admitted: move.Admitted, Taken: move.Taken, Quiet: move.Quiet,
+			Emptied: move.Emptied, Silences: silences(move.QuietPlaces, res.Now, clock)})
+		q.lastSeq = res.Sequence
+		if move.Head >= 0 {
+			q.frontSeq, q.frontAge = move.Head, 0
+			if at, ok := clock.entered(move.Head); ok {
+				q.frontAge = max(0, res.Now.Sub(at))
+			}
+		}
+		if move.Emptied || move.Depth == 0 {
+			q.frontSeq, q.frontAge = 0, 0
+		}
 		if q.seen {
 			q.entered(now, max(0, move.Depth-q.depth+move.Admitted))
 		} else {
@@ -72,6 +88,19 @@ func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult)
 		q.depth, q.seen = move.Depth, true
 	}
 	f.queues = kept
+}
+
+// silences is, for each quiet place the clock can time, the share of its age at now (Redis' clock)
+// that its visitor had been silent.
+func silences(places []queue.QuietPlace, now time.Time, clock *arrivalClock) []float64 {
+	var out []float64
+	for _, p := range places {
+		at, ok := clock.entered(p.Arrival)
+		if age := now.Sub(at); ok && age > 0 {
+			out = append(out, min(1, p.Silence.Seconds()/age.Seconds()))
+		}
+	}
+	return out
 }
 
 func (q *queueFront) entered(at time.Time, n int64) {
@@ -113,11 +142,23 @@ func (f *queueFronts) due(now time.Time) *queue.Forecast {
 	out := &queue.Forecast{At: now, Queues: make(map[string]queue.LaneForecast, len(f.queues))}
 	waiting := false
 	for name, q := range f.queues {
-		out.Queues[name] = queue.LaneForecast{Advance: q.meter.Advance(now), Waiting: q.depth, ArrivalsPerSecond: q.arrivalsPerSecond(now)}
+		lf := queue.LaneForecast{Advance: q.meter.Advance(now), Waiting: q.depth, ArrivalsPerSecond: q.arrivalsPerSecond(now)}
+		if q.frontAge > 0 && q.lastSeq >= q.frontSeq {
+			lf.Line = queue.ForecastLine{FrontSeq: q.frontSeq, FrontAge: q.frontAge, LastSeq: q.lastSeq}
+		}
+		out.Queues[name] = lf
 		waiting = waiting || q.depth > 0
 	}
 	if !waiting {
 		return nil
 	}
 	return out
+}
+
+// quietAfter is how long a visitor is silent before the admit script counts its place as gone
+// quiet (queue.AdmitRequest.QuietAfter): longer than a visitor polling as told is silent near the
+// front, where it polls about every minInterval, and well under abandonAfter, so that the places
+// that will be dropped are seen before they are.
+func quietAfter(minInterval, abandonAfter time.Duration) time.Duration {
+	return min(abandonAfter/2, max(2*time.Second, 3*minInterval))
 }

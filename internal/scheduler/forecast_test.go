@@ -57,7 +57,7 @@ func TestAQueuesArrivalsAreReadOverTheTimeCounted(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	lanes := []string{"club"}
 	tick := func(at time.Duration, mainDepth, clubDepth int64) {
-		f.take(lanes, t0.Add(at), queue.AdmitResult{Fronts: []queue.FrontMove{{Head: -1, Depth: mainDepth}, {Head: -1, Depth: clubDepth}}})
+		f.take(lanes, t0.Add(at), queue.AdmitResult{Fronts: []queue.FrontMove{{Head: -1, Depth: mainDepth}, {Head: -1, Depth: clubDepth}}}, &arrivalClock{})
 	}
 	tick(0, 0, 150)
 	for i := 1; i <= 10; i++ {
@@ -69,5 +69,43 @@ func TestAQueuesArrivalsAreReadOverTheTimeCounted(t *testing.T) {
 	}
 	if main, club := got.Queues[queue.MainLane], got.Queues["club"]; main.ArrivalsPerSecond != 16 || club.ArrivalsPerSecond != 1 || club.Waiting != 151 {
 		t.Fatalf("main %+v, club %+v; want 16 and 1 a second, 151 waiting in the club (its backlog is no arrival)", main, club)
+	}
+}
+
+// The forecast tells how long the front's place has waited and how the places taken off went quiet:
+// here three in ten never polled after entering, so they were silent for all of their age.
+func TestAForecastTellsHowTheFrontsPlacesWentQuiet(t *testing.T) {
+	var f queueFronts
+	var clock arrivalClock
+	t0 := time.Unix(1_800_000_000, 0)
+	// Ten enter a second from t0 on: arrival 10·s entered by t0 + s.
+	for s := range 40 {
+		clock.mark(int64(10*s), t0.Add(time.Duration(s)*time.Second))
+	}
+	// From t0 + 30 s, ten places a second leave the front, each 8 s after it entered.
+	var due *queue.Forecast
+	for s := 30; s < 40; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		head := int64(10 * (s - 8))
+		var quiet []queue.QuietPlace
+		for i := range int64(3) {
+			quiet = append(quiet, queue.QuietPlace{Arrival: head + i, Silence: 8 * time.Second})
+		}
+		f.take(nil, now, queue.AdmitResult{Now: now, Sequence: int64(10 * s), Fronts: []queue.FrontMove{
+			{Head: head, Admitted: 10, Taken: 10, Quiet: 3, QuietPlaces: quiet, Depth: 80}}}, &clock)
+		if d := f.due(now); d != nil {
+			due, f.publishedAt = d, now
+		}
+	}
+	if due == nil {
+		t.Fatal("no forecast while visitors wait")
+	}
+	main := due.Queues[queue.MainLane]
+	if main.Line.FrontAge < 7*time.Second || main.Line.FrontAge > 9*time.Second || main.Line.LastSeq != 390 {
+		t.Errorf("line %+v: the front waited about 8 s, and 390 was the last arrival", main.Line)
+	}
+	q := main.Advance.Quiet
+	if !q.Known() || q.Share != 0.3 || q.Silences[0] < 0.85 {
+		t.Errorf("quiet %+v: 30 %% went quiet, silent for nearly all of their age", q)
 	}
 }

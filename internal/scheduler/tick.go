@@ -279,7 +279,7 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
 			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
 			Holding: holding, Through: through, SleepFor: sleep.budget, SleepShare: int(sleep.share), Primary: st.primary,
-			Lanes: laneShares(cfg),
+			Lanes: laneShares(cfg), QuietAfter: quietAfter(cfg.PollMin, cfg.AbandonAfter),
 		},
 		Plan: after.plan, Observe: after.observe,
 	})
@@ -377,7 +377,7 @@ func (r *runner) takeAdmission(ctx context.Context, st *tickState, t gridTick, s
 	}
 	st.backoff = 0
 	st.metrics.admitted.Add(float64(len(res.Admitted)))
-	st.fronts.take(t.cfg.LaneNames(), t.now, res)
+	st.fronts.take(t.cfg.LaneNames(), t.now, res, &st.arrivals)
 	st.observeWaits(res)
 	st.workload.recordAdmitted(res)
 	st.metrics.abandoned.Add(float64(res.Abandoned))
