@@ -45,8 +45,11 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace
 	// In a room with lanes the arrival numbers mix the queues' arrivals, and the mix at the front is
 	// not the one behind it (a lane's burst a minute ago): the places ahead count as they are.
 	if f := r.forecast; f != nil && place.front > 0 && len(cfg.Lanes) == 0 {
-		// The front moved on since it was read, by about the arrivals its admissions passed.
-		ahead = capacity.Ahead(place.position+place.admittedSince, place.seq, place.front, f.Queues[name].Advance) - float64(place.admittedSince)
+		// The front moved on since it was read, by about the arrivals its admissions passed. The
+		// places ahead that will have been silent for abandonAfter at their turn are dropped then.
+		q := f.Queues[name]
+		ahead = capacity.AheadAging(place.position+place.admittedSince, place.seq, place.front, q.Advance, q.Line.At(f.At),
+			r.abandonAfter, r.plan.PerSecond(), now) - float64(place.admittedSince)
 		ahead = max(ahead, min(1, float64(place.position)))
 	}
 	last := cfg.Lead + cfg.JitterWindow/2
