@@ -98,6 +98,12 @@ func (api *visitorAPI) queueRates(cfg *Config, r standing, room capacity.Rates, 
 			key = queue.MainLane
 		}
 		q := r.forecast.Queues[key]
+		if q.Counted < queue.ArrivalsCountedEnough {
+			// Counted for a moment (the room just woke): whether it fills is not known yet, and a
+			// wait told as if it stays busy can only turn out shorter.
+			loads[i].Waiting = math.Inf(1)
+			continue
+		}
 		loads[i].Waiting, loads[i].ArrivalsPerSecond = float64(q.Waiting), q.ArrivalsPerSecond
 	}
 	return capacity.ShareRates(room, loads, own, from)

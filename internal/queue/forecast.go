@@ -25,8 +25,10 @@ type LaneForecast struct {
 	Advance capacity.Advance
 	// Waiting is how many places the queue held.
 	Waiting int64
-	// ArrivalsPerSecond is how many visitors entered it a second, lately.
+	// ArrivalsPerSecond is how many visitors entered it a second, lately, counted over Counted: a
+	// queue counted for a moment (a room that just woke) may be about to fill.
 	ArrivalsPerSecond float64
+	Counted           time.Duration
 	// Line tells when the places from the front on entered; zero when unknown.
 	Line ForecastLine
 }
@@ -47,12 +49,17 @@ func (l ForecastLine) At(at time.Time) capacity.ArrivalLine {
 	return capacity.ArrivalLine{FrontSeq: l.FrontSeq, LastSeq: l.LastSeq, FrontAt: at.Add(-l.FrontAge), LastAt: at}
 }
 
+// ArrivalsCountedEnough is how long a queue's arrivals are counted before its forecast tells
+// whether it will run empty; a queue counted for less is taken to stay busy.
+const ArrivalsCountedEnough = 5 * time.Second
+
 // forecastField is the plan hash's field of the forecast.
 const forecastField = "forecast"
 
 // encode is f as the plan hash holds it: "atMs name=figures ...", the figures being
-// "seqsPerAdmission,waiting,arrivals" and, once places were seen to go quiet or the front's age is
-// known, ",seqsPerPlace,quietShare,s10/s30/s50/s70/s90,frontSeq,frontAgeMs,lastSeq".
+// "seqsPerAdmission,waiting,arrivals,countedMs,seqsPerPlace,quietShare,s10/s30/s50/s70/s90,
+// frontSeq,frontAgeMs,lastSeq". The first three alone are a forecast of an older scheduler, whose
+// arrivals were counted long enough (UncountedArrivals).
 func (f *Forecast) encode() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(f.At.UnixMilli(), 10))
@@ -64,16 +71,13 @@ func (f *Forecast) encode() string {
 	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, name := range names {
 		q := f.Queues[name]
-		fmt.Fprintf(&b, " %s=%s,%d,%s", name, g(q.Advance.SeqsPerAdmission), q.Waiting, g(q.ArrivalsPerSecond))
 		quiet, line := q.Advance.Quiet, q.Line
-		if quiet == (capacity.Quiet{}) && line == (ForecastLine{}) {
-			continue
-		}
 		silences := make([]string, len(quiet.Silences))
 		for i, s := range quiet.Silences {
 			silences[i] = g(s)
 		}
-		fmt.Fprintf(&b, ",%s,%s,%s,%d,%d,%d", g(quiet.SeqsPerPlace), g(quiet.Share), strings.Join(silences, "/"),
+		fmt.Fprintf(&b, " %s=%s,%d,%s,%d,%s,%s,%s,%d,%d,%d", name, g(q.Advance.SeqsPerAdmission), q.Waiting, g(q.ArrivalsPerSecond),
+			max(0, q.Counted.Milliseconds()), g(quiet.SeqsPerPlace), g(quiet.Share), strings.Join(silences, "/"),
 			line.FrontSeq, line.FrontAge.Milliseconds(), line.LastSeq)
 	}
 	return b.String()
@@ -103,7 +107,7 @@ func decodeForecast(s string) (*Forecast, error) {
 
 func decodeLaneForecast(figures string) (LaneForecast, bool) {
 	parts := strings.Split(figures, ",")
-	if len(parts) != 3 && len(parts) != 9 {
+	if len(parts) != 3 && len(parts) != 10 {
 		return LaneForecast{}, false
 	}
 	floats := func(ss ...string) ([]float64, bool) {
@@ -135,14 +139,17 @@ func decodeLaneForecast(figures string) (LaneForecast, bool) {
 	}
 	lf := LaneForecast{Advance: capacity.Advance{SeqsPerAdmission: head[0]}, Waiting: waiting[0], ArrivalsPerSecond: head[1]}
 	if len(parts) == 3 {
+		lf.Counted = ArrivalsCountedEnough
 		return lf, true
 	}
-	quiet, ok1 := floats(parts[3], parts[4])
-	silences, ok2 := floats(strings.Split(parts[5], "/")...)
-	line, ok3 := ints(parts[6], parts[7], parts[8])
-	if !ok1 || !ok2 || !ok3 || len(silences) != len(capacity.QuietQuantiles) || quiet[1] > 1 {
+	counted, ok0 := ints(parts[3])
+	quiet, ok1 := floats(parts[4], parts[5])
+	silences, ok2 := floats(strings.Split(parts[6], "/")...)
+	line, ok3 := ints(parts[7], parts[8], parts[9])
+	if !ok0 || !ok1 || !ok2 || !ok3 || len(silences) != len(capacity.QuietQuantiles) || quiet[1] > 1 {
 		return LaneForecast{}, false
 	}
+	lf.Counted = time.Duration(counted[0]) * time.Millisecond
 	lf.Advance.Quiet = capacity.Quiet{SeqsPerPlace: quiet[0], Share: quiet[1]}
 	copy(lf.Advance.Quiet.Silences[:], silences)
 	lf.Line = ForecastLine{FrontSeq: line[0], FrontAge: time.Duration(line[1]) * time.Millisecond, LastSeq: line[2]}

@@ -15,7 +15,7 @@ func TestAForecastReadsBackAsWritten(t *testing.T) {
 		"club":   {Advance: capacity.Advance{SeqsPerAdmission: 3}, Waiting: 0, ArrivalsPerSecond: 0.25},
 	}}
 	s := f.encode()
-	if want := "1800000000500 club=3,0,0.25 main=1.42857,12000,140"; s != want {
+	if want := "1800000000500 club=3,0,0.25,0,0,0,0/0/0/0/0,0,0,0 main=1.42857,12000,140,0,0,0,0/0/0/0/0,0,0,0"; s != want {
 		t.Fatalf("encoded %q, want %q", s, want)
 	}
 	got, err := decodeForecast(s)
@@ -23,6 +23,11 @@ func TestAForecastReadsBackAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Queues[MainLane] = LaneForecast{Advance: capacity.Advance{SeqsPerAdmission: 1.42857}, Waiting: 12_000, ArrivalsPerSecond: 140}
+	// An older scheduler's forecast was counted long enough.
+	old, err := decodeForecast("1800000000500 main=1.5,400,28")
+	if err != nil || old.Queues[MainLane] != (LaneForecast{Advance: capacity.Advance{SeqsPerAdmission: 1.5}, Waiting: 400, ArrivalsPerSecond: 28, Counted: ArrivalsCountedEnough}) {
+		t.Errorf("an older scheduler's forecast reads %+v, %v", old, err)
+	}
 	if diff := cmp.Diff(f, got); diff != "" {
 		t.Fatalf("decoded (-want +got):\n%s", diff)
 	}
@@ -31,7 +36,8 @@ func TestAForecastReadsBackAsWritten(t *testing.T) {
 			t.Errorf("decoded %q", bad)
 		}
 	}
-	for _, bad := range []string{"1 main=1,2,3,1,0.3,1/1/1/1", "1 main=1,2,3,1,1.5,1/1/1/1/1,5,6,7", "1 main=1,2,3,1,0.3,1/1/1/1/1,5,-6,7", "1 main=1,2,3,1"} {
+	for _, bad := range []string{"1 main=1,2,3,4,1,0.3,1/1/1/1,5,6,7", "1 main=1,2,3,4,1,1.5,1/1/1/1/1,5,6,7", "1 main=1,2,3,4,1,0.3,1/1/1/1/1,5,-6,7",
+		"1 main=1,2,3,-4,1,0.3,1/1/1/1/1,5,6,7", "1 main=1,2,3,1"} {
 		if _, err := decodeForecast(bad); err == nil {
 			t.Errorf("decoded %q", bad)
 		}
@@ -42,11 +48,11 @@ func TestAForecastCarriesHowPlacesGoQuietAndWhenTheyEntered(t *testing.T) {
 	at := time.UnixMilli(1_800_000_000_500)
 	quiet := capacity.Quiet{SeqsPerPlace: 1.25, Share: 0.3, Silences: [5]float64{0.5, 0.9, 1, 1, 1}}
 	f := &Forecast{At: at, Queues: map[string]LaneForecast{
-		MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.5, Quiet: quiet}, Waiting: 400, ArrivalsPerSecond: 28,
+		MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.5, Quiet: quiet}, Waiting: 400, ArrivalsPerSecond: 28, Counted: 10 * time.Second,
 			Line: ForecastLine{FrontSeq: 1000, FrontAge: 8 * time.Second, LastSeq: 1400}},
 	}}
 	s := f.encode()
-	if want := "1800000000500 main=1.5,400,28,1.25,0.3,0.5/0.9/1/1/1,1000,8000,1400"; s != want {
+	if want := "1800000000500 main=1.5,400,28,10000,1.25,0.3,0.5/0.9/1/1/1,1000,8000,1400"; s != want {
 		t.Fatalf("encoded %q, want %q", s, want)
 	}
 	got, err := decodeForecast(s)

@@ -21,9 +21,14 @@ const arrivalWindow = 10 * time.Second
 // places it holds and how many enter it a second.
 type queueFronts struct {
 	queues map[string]*queueFront
-	// publishedAt is when the last forecast was published.
-	publishedAt time.Time
+	// publishedAt is when the last forecast was published, and tookAt when the last tick was taken in.
+	publishedAt, tookAt time.Time
 }
+
+// countGap is the longest gap between two ticks over which arrivals are still counted: a room that
+// slept skipped its ticks, and whoever entered meanwhile was admitted at once, so its queues'
+// arrivals are counted anew when it wakes.
+const countGap = time.Second
 
 type queueFront struct {
 	meter *capacity.FrontMeter
@@ -58,6 +63,8 @@ func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult,
 		f.queues = map[string]*queueFront{}
 	}
 	kept := make(map[string]*queueFront, len(res.Fronts))
+	recount := !f.tookAt.IsZero() && now.Sub(f.tookAt) > countGap
+	f.tookAt = now
 	for i, move := range res.Fronts {
 		name := queue.MainLane
 		if i > 0 {
@@ -79,6 +86,9 @@ func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult,
 		}
 		if move.Emptied || move.Depth == 0 {
 			q.frontSeq, q.frontAge = 0, 0
+		}
+		if recount {
+			q.seen, q.arrivals = false, nil
 		}
 		if q.seen {
 			q.entered(now, max(0, move.Depth-q.depth+move.Admitted))
@@ -142,7 +152,8 @@ func (f *queueFronts) due(now time.Time) *queue.Forecast {
 	out := &queue.Forecast{At: now, Queues: make(map[string]queue.LaneForecast, len(f.queues))}
 	waiting := false
 	for name, q := range f.queues {
-		lf := queue.LaneForecast{Advance: q.meter.Advance(now), Waiting: q.depth, ArrivalsPerSecond: q.arrivalsPerSecond(now)}
+		lf := queue.LaneForecast{Advance: q.meter.Advance(now), Waiting: q.depth, ArrivalsPerSecond: q.arrivalsPerSecond(now),
+			Counted: min(arrivalWindow, now.Sub(q.since))}
 		if q.frontAge > 0 && q.lastSeq >= q.frontSeq {
 			lf.Line = queue.ForecastLine{FrontSeq: q.frontSeq, FrontAge: q.frontAge, LastSeq: q.lastSeq}
 		}

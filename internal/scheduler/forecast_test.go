@@ -70,6 +70,17 @@ func TestAQueuesArrivalsAreReadOverTheTimeCounted(t *testing.T) {
 	if main, club := got.Queues[queue.MainLane], got.Queues["club"]; main.ArrivalsPerSecond != 16 || club.ArrivalsPerSecond != 1 || club.Waiting != 151 {
 		t.Fatalf("main %+v, club %+v; want 16 and 1 a second, 151 waiting in the club (its backlog is no arrival)", main, club)
 	}
+	if c := got.Queues[queue.MainLane].Counted; c != time.Second {
+		t.Errorf("arrivals counted over %s, want the second since the first tick", c)
+	}
+	// The room slept five seconds (its ticks skipped): the arrivals are counted anew from its waking.
+	tick(6*time.Second, 20, 151)
+	tick(6100*time.Millisecond, 22, 151)
+	f.publishedAt = time.Time{}
+	got = f.due(t0.Add(6100 * time.Millisecond))
+	if main := got.Queues[queue.MainLane]; main.Counted != 100*time.Millisecond || main.ArrivalsPerSecond != 20 {
+		t.Errorf("after a sleep: main %+v; want 2 arrivals counted over 100 ms", main)
+	}
 }
 
 // The forecast tells how long the front's place has waited and how the places taken off went quiet:
