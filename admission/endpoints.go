@@ -30,11 +30,13 @@ func OpenAPIDocument() []byte { return openAPIDocument }
 // visitorAPI answers the room's own paths under /.herdgate/: enter and status through the engine,
 // far from the front from the replica's far positions, the waiting page, release, JWKS, challenges.
 type visitorAPI struct {
-	engine       Engine
-	standing     *standings
-	redis        *redisHealth
-	links        *links
-	sessions     *replica.Sessions
+	engine   Engine
+	standing *standings
+	redis    *redisHealth
+	links    *links
+	sessions *replica.Sessions
+	// workload counts how far off the first waits told were, for the room's status.
+	workload     *replica.WorkloadMeter
 	farPositions *replica.FarPositions
 	polls        *replica.PollStretches
 	// draining is the room's: readyz fails once it drains.

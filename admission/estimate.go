@@ -171,7 +171,9 @@ func (api *visitorAPI) judgeEstimate(x Exchange, cfg *Config, visitor string, p 
 	}
 	if told, ok := cfg.Signer.VerifyEstimate(raw, visitor); ok {
 		if had := p.NotBefore.Sub(told.Entered); had >= minJudgedWait {
-			api.metrics.estimateError.Observe(math.Abs(float64(told.Wait-had)) / float64(had))
+			ratio := math.Abs(float64(told.Wait-had)) / float64(had)
+			api.metrics.estimateError.Observe(ratio)
+			api.workload.Judged(ratio)
 		}
 	}
 	return &http.Cookie{Name: cfg.Cookies.Estimate, Value: "", Path: reservedPrefix, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: x.Secure(), MaxAge: -1}

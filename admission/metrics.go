@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/internal/pass"
+	"github.com/herdgate/herdgate/internal/queue"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -69,7 +70,7 @@ func newMetrics() *metrics {
 		estimateError: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "herdgate_proxy_wait_estimate_error_ratio",
 			Help:    "How far off the first wait told to each visitor this replica admitted was, as a share of the wait it had: |told − had| ÷ had, for waits of 5 s or more.",
-			Buckets: []float64{0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2},
+			Buckets: queue.EstimateErrorBounds,
 		}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herdgate_proxy_pass_verifications_total",

@@ -32,16 +32,18 @@ type WorkloadMeter struct {
 	changed  time.Duration // since origin, when inFlight last changed
 	totals   queue.WorkloadReport
 	buckets  []int64
-	uses     []queue.PassUse
-	seen     map[passKey]time.Time // → its not-before time
-	prunedAt time.Time
+	// estimates count the first waits told to the visitors this replica admitted, by their error.
+	estimates []int64
+	uses      []queue.PassUse
+	seen      map[passKey]time.Time // → its not-before time
+	prunedAt  time.Time
 }
 
 func NewWorkloadMeter() *WorkloadMeter {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return &WorkloadMeter{epoch: hex.EncodeToString(b), origin: time.Now(), buckets: make([]int64, len(queue.LatencyBuckets)),
-		seen: map[passKey]time.Time{}}
+		estimates: make([]int64, len(queue.EstimateErrorBounds)+1), seen: map[passKey]time.Time{}}
 }
 
 // flightLocked adds the requests in flight since the last change to the integral.
@@ -74,6 +76,15 @@ func (m *WorkloadMeter) End(start time.Time, failed bool) {
 	}
 	m.totals.LatencyMicros += latency.Microseconds()
 	m.buckets[bucket]++
+	m.mu.Unlock()
+}
+
+// Judged counts the first wait told to a visitor admitted here, off by ratio of the wait it had: the
+// scheduler shows the recent 90th percentile in the room's status.
+func (m *WorkloadMeter) Judged(ratio float64) {
+	bucket := queue.EstimateErrorBucket(ratio)
+	m.mu.Lock()
+	m.estimates[bucket]++
 	m.mu.Unlock()
 }
 
@@ -110,6 +121,7 @@ func (m *WorkloadMeter) Take(now time.Time) (queue.WorkloadReport, []queue.PassU
 		last--
 	}
 	r.Buckets = append([]int64(nil), m.buckets[:last]...)
+	r.EstimateErrors = trimmed(m.estimates)
 	uses := m.uses
 	m.uses = nil
 	if now.Sub(m.prunedAt) >= time.Second {
@@ -149,4 +161,16 @@ func (m *WorkloadMeter) Recent() []RecentPass {
 		out = append(out, RecentPass{Visitor: k.visitor, NotBefore: nb})
 	}
 	return out
+}
+
+// trimmed is a copy of counts without its trailing zeros; nil when all are.
+func trimmed(counts []int64) []int64 {
+	last := len(counts)
+	for last > 0 && counts[last-1] == 0 {
+		last--
+	}
+	if last == 0 {
+		return nil
+	}
+	return append([]int64(nil), counts[:last]...)
 }

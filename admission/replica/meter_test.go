@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -48,5 +49,25 @@ func TestTheMeterKeepsRunningTotals(t *testing.T) {
 	}
 	if _, uses := m.Take(time.Now()); len(uses) != 0 {
 		t.Fatalf("a use reported twice: %v", uses)
+	}
+}
+
+// TestTheMeterCountsTheJudgedEstimatesByTheirError: each judged estimate lands in the bucket of its
+// relative error, one beyond the last bound for the worst, and the counts run on across takes.
+func TestTheMeterCountsTheJudgedEstimatesByTheirError(t *testing.T) {
+	m := NewWorkloadMeter()
+	if r, _ := m.Take(time.Now()); r.EstimateErrors != nil {
+		t.Fatalf("nothing judged yet, counts %v", r.EstimateErrors)
+	}
+	m.Judged(0.01)
+	m.Judged(0.12)
+	r, _ := m.Take(time.Now())
+	if want := []int64{1, 0, 0, 1}; !slices.Equal(r.EstimateErrors, want) {
+		t.Fatalf("counts %v, want %v", r.EstimateErrors, want)
+	}
+	m.Judged(5)
+	r, _ = m.Take(time.Now())
+	if want := []int64{1, 0, 0, 1, 0, 0, 0, 0, 0, 1}; !slices.Equal(r.EstimateErrors, want) {
+		t.Fatalf("counts %v, want %v", r.EstimateErrors, want)
 	}
 }

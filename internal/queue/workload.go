@@ -35,6 +35,19 @@ func LatencyBucket(d time.Duration) int {
 	return min(i, len(LatencyBuckets)-1)
 }
 
+// EstimateErrorBounds are the upper bounds of the histogram of how far off the first wait told to
+// an admitted visitor was, relative to the wait it had, that every replica keeps; an error beyond
+// the last lands in one more bucket. They match the proxy's metric
+// herdgate_proxy_wait_estimate_error_ratio, so that the status and the dashboard read alike.
+var EstimateErrorBounds = []float64{0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2}
+
+// EstimateErrorBucket is the index of the bucket a relative error falls in, len(EstimateErrorBounds)
+// beyond the last bound.
+func EstimateErrorBucket(ratio float64) int {
+	i, _ := slices.BinarySearch(EstimateErrorBounds, ratio)
+	return i
+}
+
 // UseRecordTTL is how long the record of which admitted visitors used their pass lives, per second
 // of not-before times: long enough for the scheduler to count it after the grace it gives visitors.
 const UseRecordTTL = 2 * time.Minute
@@ -58,6 +71,9 @@ type WorkloadReport struct {
 	FlightMicros int64 `json:"f"`
 	// Buckets are the running counts of the latency histogram over LatencyBuckets, trailing zeros cut.
 	Buckets []int64 `json:"b,omitempty"`
+	// EstimateErrors are the running counts of the histogram of the first waits told to the visitors
+	// it admitted, by their relative error (EstimateErrorBucket), trailing zeros cut.
+	EstimateErrors []int64 `json:"w,omitempty"`
 }
 
 // PassUse is a pass used for the first time: its not-before time's Unix second and an id of the
@@ -75,6 +91,9 @@ func (q *Queue) ReportWorkload(ctx context.Context, r WorkloadReport, uses []Pas
 	}
 	if len(r.Buckets) > len(LatencyBuckets) {
 		return fmt.Errorf("reporting to queue %s: %d latency buckets, at most %d", q.prefix, len(r.Buckets), len(LatencyBuckets))
+	}
+	if len(r.EstimateErrors) > len(EstimateErrorBounds)+1 {
+		return fmt.Errorf("reporting to queue %s: %d estimate error buckets, at most %d", q.prefix, len(r.EstimateErrors), len(EstimateErrorBounds)+1)
 	}
 	body, err := json.Marshal(r)
 	if err != nil {
