@@ -1043,7 +1043,10 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		go func() {
 			defer close(reported)
 			// 70 orders a second of 400 ms each: 28 in flight, the target, at half the plan's rate.
-			r := queue.WorkloadReport{Replica: "orders-adaptive-proxy-0", Epoch: "test", Buckets: make([]int64, queue.LatencyBucket(400*time.Millisecond)+1)}
+			// Of every ten visitors it admits, eight were told their wait within 2 %, one within 10 %
+			// and one within 15 %.
+			r := queue.WorkloadReport{Replica: "orders-adaptive-proxy-0", Epoch: "test", Buckets: make([]int64, queue.LatencyBucket(400*time.Millisecond)+1),
+				EstimateErrors: make([]int64, 4)}
 			for {
 				select {
 				case <-stop:
@@ -1055,6 +1058,9 @@ var _ = Describe("WaitingQueue reconciler", func() {
 				r.LatencyMicros += 7 * 400_000
 				r.FlightMicros += 28 * 100_000
 				r.Buckets[len(r.Buckets)-1] += 7
+				r.EstimateErrors[0] += 8
+				r.EstimateErrors[2]++
+				r.EstimateErrors[3]++
 				_ = q.ReportWorkload(ctx, r, nil)
 			}
 		}()
@@ -1079,6 +1085,8 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			g.Expect(w.LatencyP95.Duration).To(BeNumerically(">=", 400*time.Millisecond))
 			g.Expect(w.LatencyP95.Duration).To(BeNumerically("<", 440*time.Millisecond))
 			g.Expect(w.InFlight).To(Equal("28"))
+			g.Expect(w.WaitEstimatesJudged).To(BeNumerically(">=", 10))
+			g.Expect(w.WaitEstimateErrorP90Percent).To(Equal("10"))
 			rate, err := strconv.ParseFloat(w.AdmissionsPerSecond, 64)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(rate).To(BeNumerically("~", 70, 3))

@@ -11,6 +11,7 @@ import (
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
 )
@@ -50,6 +51,9 @@ func (r *WaitingQueueReconciler) setWorkload(wq *herdgatev1alpha1.WaitingQueue, 
 		if w.LatencyP50 > 0 {
 			out.LatencyP50 = &metav1.Duration{Duration: readableDuration(w.LatencyP50)}
 			out.LatencyP95 = &metav1.Duration{Duration: readableDuration(w.LatencyP95)}
+		}
+		if w.EstimatesJudged > 0 {
+			out.WaitEstimatesJudged, out.WaitEstimateErrorP90Percent = w.EstimatesJudged, errorPercent(w.EstimateErrorP90)
 		}
 		wq.Status.Workload = out
 	}
@@ -110,4 +114,13 @@ func readableDuration(d time.Duration) time.Duration {
 		unit *= 10
 	}
 	return d.Round(unit)
+}
+
+// errorPercent is a relative error's histogram bound in percent, as status.workload shows it:
+// ">200" beyond the last bound.
+func errorPercent(ratio float64) string {
+	if math.IsInf(ratio, 1) {
+		return fmt.Sprintf(">%d", int(math.Round(100*queue.EstimateErrorBounds[len(queue.EstimateErrorBounds)-1])))
+	}
+	return fmt.Sprintf("%d", int(math.Round(100*ratio)))
 }

@@ -229,6 +229,18 @@ type WorkloadStatus struct {
 	// LatencyAboveDeclared, InFlightAboveTarget, UpstreamErrors, NoShows, Recovering or Floor.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+
+	// waitEstimatesJudged is how many visitors admitted over the last 5 minutes had their first
+	// estimated wait (of 5 s or more) compared with the wait they had.
+	// +optional
+	WaitEstimatesJudged int64 `json:"waitEstimatesJudged,omitempty"`
+
+	// waitEstimateErrorP90Percent is the 90th percentile of how far off those first estimates were,
+	// relative to the waits had, in percent: the upper bound of its histogram bucket (2, 5, 10, 15,
+	// 20, 30, 50, 100 or 200), or ">200". Unset while none were judged. The proxies' metric
+	// herdgate_proxy_wait_estimate_error_ratio holds the whole histogram.
+	// +optional
+	WaitEstimateErrorP90Percent string `json:"waitEstimateErrorP90Percent,omitempty"`
 }
 
 // PollingStatus is what the poll budget does at the queue's depth.

@@ -692,6 +692,7 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Checks/s",type=string,JSONPath=`.status.gatewayChecksPerSecond`,description="Gateway rooms: checks per second the gateways asked",priority=1
 // +kubebuilder:printcolumn:name="Adapted",type=string,JSONPath=`.status.workload.reason`,description="Why an Adaptive rate differs from the plan",priority=1
 // +kubebuilder:printcolumn:name="Latency p95",type=string,JSONPath=`.status.workload.latencyP95`,description="Upstream latency of protected requests, as the proxies measure it",priority=1
+// +kubebuilder:printcolumn:name="Estimate p90",type=string,JSONPath=`.status.workload.waitEstimateErrorP90Percent`,description="How far off the first waits told were, in percent, at the 90th percentile over 5 minutes",priority=1
 // +kubebuilder:printcolumn:name="Figures",type=date,JSONPath=`.status.liveFiguresTime`,description="When the live figures (depth, active, rates) last changed",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.conditions[?(@.type=="Open")].reason`,description="Open, Passthrough or Closed"
 // +kubebuilder:printcolumn:name="Event",type=string,JSONPath=`.status.event`,description="The event of the room's calendar in force (spec.events)",priority=1

@@ -89,6 +89,9 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	if wl := st.Workload; wl != nil && wl.Reason != "" {
 		row("Adapted", "%s: admitting %s a second", wl.Reason, wl.AdmissionsPerSecond)
 	}
+	if wl := st.Workload; wl != nil && wl.WaitEstimatesJudged > 0 {
+		row("Estimates", "waits told off by at most %s %% for 9 in 10 of the %d visitors admitted over the last 5 minutes", wl.WaitEstimateErrorP90Percent, wl.WaitEstimatesJudged)
+	}
 	if st.Proxy != nil {
 		row("Proxy", "%d ready", st.Proxy.ReadyReplicas)
 	}

@@ -83,3 +83,25 @@ func TestStatusNamesTheRoomID(t *testing.T) {
 		t.Fatalf("status without %q:\n%s", want, out.String())
 	}
 }
+
+// TestStatusSaysHowFarOffTheWaitEstimatesWere: a room whose proxies judged the waits they told
+// shows the recent 90th percentile of the error; one that judged none says nothing of it.
+func TestStatusSaysHowFarOffTheWaitEstimatesWere(t *testing.T) {
+	wq := builder.Queue("shop", "orders").Obj()
+	wq.Status.Workload = &herdgatev1alpha1.WorkloadStatus{WaitEstimatesJudged: 1200, WaitEstimateErrorP90Percent: "15"}
+	var out bytes.Buffer
+	if err := writeStatus(&out, wq); err != nil {
+		t.Fatal(err)
+	}
+	if want := "waits told off by at most 15 % for 9 in 10 of the 1200 visitors admitted over the last 5 minutes"; !strings.Contains(out.String(), want) {
+		t.Fatalf("status without %q:\n%s", want, out.String())
+	}
+	wq.Status.Workload = &herdgatev1alpha1.WorkloadStatus{}
+	out.Reset()
+	if err := writeStatus(&out, wq); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "Estimates") {
+		t.Fatalf("status of a room that judged no estimate speaks of them:\n%s", out.String())
+	}
+}

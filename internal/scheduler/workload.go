@@ -21,6 +21,9 @@ const (
 	statusWindow = 5 * time.Second
 	// useJudged is how many judged seconds of admissions the no-show share is taken over.
 	useJudged = 5
+	// estimateWindow is the stretch the wait estimates' accuracy in status covers: long enough to
+	// judge a slow room's admissions, short enough to show a change within minutes.
+	estimateWindow = 5 * time.Minute
 )
 
 // Workload is what the proxy replicas measured of a queue's protected requests, merged, and the
@@ -41,6 +44,11 @@ type Workload struct {
 	// controller's reason for it, empty for a Declared queue.
 	AdmissionsPerSecond string
 	Reason              string
+	// EstimatesJudged is how many admitted visitors' first wait estimates the proxies judged over
+	// the last estimateWindow, and EstimateErrorP90 the 90th percentile of their relative error (the
+	// upper bound of its histogram bucket; +Inf beyond the last), when any were.
+	EstimatesJudged  int64
+	EstimateErrorP90 float64
 }
 
 // workloadState is what a queue's goroutine keeps between reads of the workload reports.
@@ -53,6 +61,8 @@ type workloadState struct {
 	// judged are the last judged seconds' admissions and uses.
 	judged []useCount
 	ticks  []workloadTick
+	// estimates are the reads' merged estimate error counts, kept over estimateWindow.
+	estimates []estimateTick
 
 	controller *capacity.Controller
 	limits     capacity.AdaptiveLimits
@@ -73,6 +83,12 @@ type workloadTick struct {
 	at               time.Time
 	requests, errors int64
 	buckets          []int64
+}
+
+// estimateTick is one read's merged estimate error counts.
+type estimateTick struct {
+	at     time.Time
+	counts []int64
 }
 
 // recordAdmitted notes the tick's admissions for the no-show share.
@@ -186,6 +202,7 @@ func (w *workloadState) merge(reading queue.WorkloadReading, now time.Time) capa
 	m := capacity.Measurement{}
 	t := workloadTick{at: now}
 	var latencyMicros int64
+	var estimates []int64
 	for _, rep := range reading.Reports {
 		prev, ok := w.replicas[rep.Replica]
 		cur := replicaSeen{report: rep}
@@ -204,6 +221,7 @@ func (w *workloadState) merge(reading queue.WorkloadReading, now time.Time) capa
 			m.Errors += rep.Errors - prev.report.Errors
 			latencyMicros += rep.LatencyMicros - prev.report.LatencyMicros
 			t.buckets = addBuckets(t.buckets, rep.Buckets, prev.report.Buckets)
+			estimates = addBuckets(estimates, rep.EstimateErrors, prev.report.EstimateErrors)
 		}
 		seen[rep.Replica] = cur
 	}
@@ -217,7 +235,40 @@ func (w *workloadState) merge(reading queue.WorkloadReading, now time.Time) capa
 	for len(w.ticks) > 1 && now.Sub(w.ticks[0].at) > statusWindow {
 		w.ticks = w.ticks[1:]
 	}
+	if len(estimates) > 0 {
+		w.estimates = append(w.estimates, estimateTick{at: now, counts: estimates})
+	}
+	for len(w.estimates) > 0 && now.Sub(w.estimates[0].at) > estimateWindow {
+		w.estimates = w.estimates[1:]
+	}
 	return m
+}
+
+// estimateAccuracy is how many first estimates were judged over estimateWindow and the 90th
+// percentile of their error.
+func (w *workloadState) estimateAccuracy() (judged int64, p90 float64) {
+	var counts []int64
+	for _, t := range w.estimates {
+		counts = addBuckets(counts, t.counts, nil)
+	}
+	for _, c := range counts {
+		judged += c
+	}
+	if judged == 0 {
+		return 0, 0
+	}
+	rank := int64(math.Ceil(0.9 * float64(judged)))
+	var acc int64
+	for i, c := range counts {
+		acc += c
+		if acc >= rank {
+			if i < len(queue.EstimateErrorBounds) {
+				return judged, queue.EstimateErrorBounds[i]
+			}
+			break
+		}
+	}
+	return judged, math.Inf(1)
 }
 
 // addBuckets adds cur − prev to sum, bucket by bucket.
@@ -286,6 +337,7 @@ func (r *runner) publishWorkload(st *tickState, cfg *Room, m capacity.Measuremen
 	if m.Admitted > 0 {
 		out.NoShowPercent = int32(math.Round(100 * float64(m.Admitted-m.Used) / float64(m.Admitted)))
 	}
+	out.EstimatesJudged, out.EstimateErrorP90 = w.estimateAccuracy()
 	rate := declared
 	if adaptive(cfg) {
 		rate = w.rate

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -55,5 +56,38 @@ func TestMergingTheReplicasReports(t *testing.T) {
 	}
 	if quantile(nil, 0.5) != 0 {
 		t.Fatal("a quantile of nothing is not zero")
+	}
+}
+
+// TestTheWaitEstimatesAccuracyIsReadOverMinutes: the replicas' counts of the first estimates they
+// judged are merged like their requests, and the status reads their 90th percentile over the last
+// estimateWindow, beyond which a judged estimate no longer counts.
+func TestTheWaitEstimatesAccuracyIsReadOverMinutes(t *testing.T) {
+	w := &workloadState{}
+	now := time.Unix(1000, 0)
+	rep := func(name string, elapsed time.Duration, counts ...int64) queue.WorkloadReport {
+		return queue.WorkloadReport{Replica: name, Epoch: "1", ElapsedMicros: elapsed.Microseconds(), EstimateErrors: counts}
+	}
+	read := func(at time.Duration, reports ...queue.WorkloadReport) {
+		w.merge(queue.WorkloadReading{Now: now.Add(at), Reports: reports}, now.Add(at))
+	}
+	read(0, rep("a", time.Second, 50), rep("b", time.Second, 50))
+	if judged, _ := w.estimateAccuracy(); judged != 0 {
+		t.Fatalf("baselines judged %d", judged)
+	}
+	// 80 within 2 %, 10 within 10 % and 10 within 15 %: the 90th percentile is 10 %.
+	read(time.Second, rep("a", 2*time.Second, 100, 0, 10), rep("b", 2*time.Second, 80, 0, 0, 10))
+	if judged, p90 := w.estimateAccuracy(); judged != 100 || p90 != 0.1 {
+		t.Fatalf("judged %d, p90 %v; want 100 and 0.1", judged, p90)
+	}
+	// Later, one replica judged 50 beyond every bound: they are the 90th percentile now.
+	read(2*time.Second, rep("a", 3*time.Second, 100, 0, 10, 0, 0, 0, 0, 0, 0, 50), rep("b", 3*time.Second, 80, 0, 0, 10))
+	if judged, p90 := w.estimateAccuracy(); judged != 150 || !math.IsInf(p90, 1) {
+		t.Fatalf("judged %d, p90 %v; want 150 and beyond the last bound", judged, p90)
+	}
+	// Five minutes on, what was judged then is forgotten.
+	read(estimateWindow+3*time.Second, rep("a", estimateWindow, 100, 0, 10, 0, 0, 0, 0, 0, 0, 50), rep("b", estimateWindow, 81, 0, 0, 10))
+	if judged, p90 := w.estimateAccuracy(); judged != 1 || p90 != 0.02 {
+		t.Fatalf("judged %d, p90 %v; want the 1 judged since, within 2 %%", judged, p90)
 	}
 }
