@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"math"
 	"net/http"
 	"time"
@@ -46,10 +47,10 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace
 	// not the one behind it (a lane's burst a minute ago): the places ahead count as they are.
 	if f := r.forecast; f != nil && place.front > 0 && len(cfg.Lanes) == 0 {
 		// The front moved on since it was read, by about the arrivals its admissions passed. The
-		// places ahead that will have been silent for abandonAfter at their turn are dropped then.
+		// places ahead that will have been silent for abandonAtTurnAfter at their turn are dropped then.
 		q := f.Queues[name]
 		ahead = capacity.AheadAging(place.position+place.admittedSince, place.seq, place.front, q.Advance, q.Line.At(f.At),
-			r.abandonAfter, r.plan.PerSecond(), now) - float64(place.admittedSince)
+			cmp.Or(cfg.AbandonAtTurnAfter, r.abandonAfter), r.plan.PerSecond(), now) - float64(place.admittedSince)
 		ahead = max(ahead, min(1, float64(place.position)))
 	}
 	last := cfg.Lead + cfg.JitterWindow/2

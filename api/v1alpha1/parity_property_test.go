@@ -88,6 +88,7 @@ var fieldPools = map[string][]any{
 	"polling.budget":                             append(ints(0, 1, 20000, 10000000, 10000001), absent),
 	"polling.exactPositions":                     append(ints(4999, 5000, 10000, 100000000, 100000001), absent),
 	"abandonAfter":                               append(durations("10s", "5m", "24h", "9s", "24h1s"), absent),
+	"abandonAtTurnAfter":                         append(durations("1s", "10s", "5m", "500ms", "24h1s"), absent),
 	"suspend":                                    {true, false, absent},
 	"mode":                                       {"Queue", "Passthrough", "Closed", "closed", "", absent},
 	"enforcement":                                {"Proxy", "Gateway", "gateway", "", absent},

@@ -61,12 +61,24 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(s.Polling.MinInterval.Duration).To(Equal(herdgatev1alpha1.DefaultPollMinInterval))
 		Expect(s.Polling.MaxInterval.Duration).To(Equal(herdgatev1alpha1.DefaultPollMaxInterval))
 		Expect(s.AbandonAfter.Duration).To(Equal(herdgatev1alpha1.DefaultAbandonAfter))
+		Expect(s.AbandonAtTurnAfter).To(BeNil())
+		Expect(s.EffectiveAbandonAtTurnAfter()).To(Equal(herdgatev1alpha1.DefaultAbandonAfter))
 		Expect(s.Proxy.Replicas).To(HaveValue(BeEquivalentTo(herdgatev1alpha1.DefaultProxyReplicas)))
 		Expect(s.Proxy.FailurePolicy).To(Equal(herdgatev1alpha1.FailClosed))
 		Expect(s.Mode).To(Equal(herdgatev1alpha1.ModeQueue))
 		Expect(s.Pass.Renewal).To(Equal(herdgatev1alpha1.RenewalFixed))
 		Expect(s.ProtectedRoutes).To(HaveLen(2))
 		Expect(*s.ProtectedRoutes[1].Path).To(Equal(herdgatev1alpha1.RoutePath("/api/v1/orders/direct")))
+	})
+
+	It("accepts abandonAtTurnAfter from twice polling.maxInterval up to abandonAfter", func() {
+		for _, d := range []time.Duration{10 * time.Second, herdgatev1alpha1.DefaultAbandonAfter} {
+			wq := sampleQueue()
+			wq.Name = fmt.Sprintf("turn-%d", int(d.Seconds()))
+			wq.Spec.AbandonAtTurnAfter = &metav1.Duration{Duration: d}
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			Expect(k8sClient.Delete(ctx, wq)).To(Succeed())
+		}
 	})
 
 	It("accepts a schedule whose pre-queue is exactly 24 hours long, and one without preQueueFrom or closesAt", func() {
@@ -599,6 +611,21 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{MaxInterval: duration(10 * time.Second)}
 			},
 			"spec.abandonAfter", "abandonAfter must be at least twice polling.maxInterval"),
+		Entry("abandonAtTurnAfter longer than abandonAfter",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.AbandonAfter = duration(time.Minute)
+				wq.Spec.AbandonAtTurnAfter = duration(2 * time.Minute)
+			},
+			"spec.abandonAtTurnAfter", "abandonAtTurnAfter must not be longer than abandonAfter"),
+		Entry("abandonAtTurnAfter shorter than two poll intervals",
+			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.AbandonAtTurnAfter = duration(8 * time.Second) },
+			"spec.abandonAtTurnAfter", "abandonAtTurnAfter must be at least twice polling.maxInterval"),
+		Entry("abandonAtTurnAfter of a moment",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.AbandonAtTurnAfter = duration(500 * time.Millisecond)
+				wq.Spec.Polling = &herdgatev1alpha1.PollingSpec{MaxInterval: duration(100 * time.Millisecond)}
+			},
+			"spec.abandonAtTurnAfter", "abandonAtTurnAfter must be between 1s and 24h"),
 		Entry("both upstream forms",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Upstream.URL = ptr.To("http://orders:8080") },
 			"spec.upstream", "exactly one of upstream.service or upstream.url must be set"),

@@ -140,6 +140,11 @@ func (s *WaitingQueueSpec) EffectivePolling() (minInterval, maxInterval time.Dur
 	return durationOr(s.Polling.MinInterval, DefaultPollMinInterval), durationOr(s.Polling.MaxInterval, DefaultPollMaxInterval)
 }
 
+// EffectiveAbandonAtTurnAfter returns spec.abandonAtTurnAfter, or abandonAfter when it is unset.
+func (s *WaitingQueueSpec) EffectiveAbandonAtTurnAfter() time.Duration {
+	return durationOr(s.AbandonAtTurnAfter, s.EffectiveAbandonAfter())
+}
+
 // EffectiveAbandonAfter returns spec.abandonAfter.
 func (s *WaitingQueueSpec) EffectiveAbandonAfter() time.Duration {
 	return durationOr(s.AbandonAfter, DefaultAbandonAfter)

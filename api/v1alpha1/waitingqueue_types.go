@@ -30,6 +30,8 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.jitter) || !has(self.jitter.window) || duration(self.jitter.window) <= duration(has(self.tick) ? self.tick : '100ms')",message="jitter.window must not be longer than tick",fieldPath=".jitter.window"
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place",fieldPath=".abandonAfter"
+// +kubebuilder:validation:XValidation:rule="!has(self.abandonAtTurnAfter) || !has(self.abandonAfter) || duration(self.abandonAtTurnAfter) <= duration(self.abandonAfter)",message="abandonAtTurnAfter must not be longer than abandonAfter",fieldPath=".abandonAtTurnAfter"
+// +kubebuilder:validation:XValidation:rule="!has(self.abandonAtTurnAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAtTurnAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAtTurnAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place at their turn",fieldPath=".abandonAtTurnAfter"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.proxy) && has(self.proxy.shared))",message="proxy.shared needs enforcement Proxy: a gateway asks the check of one room",fieldPath=".proxy.shared"
 // +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, has(l.join.invitation) && l.join.invitation) || (has(self.entry) && has(self.entry.invitation))",message="a lane joined by invitation needs entry.invitation, whose key signs the invitations",fieldPath=".lanes"
@@ -80,6 +82,21 @@ type WaitingQueueSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="abandonAfter must be between 10s and 24h"
 	AbandonAfter *metav1.Duration `json:"abandonAfter,omitempty"`
+
+	// abandonAtTurnAfter, when set, passes over a place whose visitor has been silent this long when
+	// its turn comes, instead of admitting it: the silent places stop taking the slots of the visitors
+	// behind them well before abandonAfter drops them. A visitor polling as told is silent for at most
+	// about maxInterval near the front, so the trade is this: a visitor whose browser stopped polling
+	// for a while (a phone losing its network, a tab in the background, which browsers may let run a
+	// timer only once a minute) loses its place if its turn comes meanwhile, where with abandonAfter
+	// alone it keeps it for abandonAfter. Between 1s and 24h, at least twice polling.maxInterval and
+	// at most abandonAfter. Unset (the default): abandonAfter.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="abandonAtTurnAfter must be between 1s and 24h"
+	AbandonAtTurnAfter *metav1.Duration `json:"abandonAtTurnAfter,omitempty"`
 
 	// suspend stops admissions while true. The queue keeps accepting and ranking visitors, and
 	// admitted visitors keep their passes. Defaults to false.

@@ -1155,6 +1155,11 @@ func (in *WaitingQueueSpec) DeepCopyInto(out *WaitingQueueSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.AbandonAtTurnAfter != nil {
+		in, out := &in.AbandonAtTurnAfter, &out.AbandonAtTurnAfter
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.Suspend != nil {
 		in, out := &in.Suspend, &out.Suspend
 		*out = new(bool)

@@ -54,8 +54,9 @@ type AdmitRequest struct {
 	MaxActive int64
 	// PassTTL is how long a pass stays valid after its not-before time.
 	PassTTL time.Duration
-	// AbandonAfter is how long a waiting visitor may stay silent.
-	AbandonAfter time.Duration
+	// AbandonAfter is how long a waiting visitor may stay silent; AbandonAtTurnAfter, when positive
+	// and shorter, how long it may have been silent when the tick takes its place off the front.
+	AbandonAfter, AbandonAtTurnAfter time.Duration
 	// FrontBudget bounds the silent visitors one call may drop at the front beyond its limit;
 	// 0 means DefaultFrontBudget.
 	FrontBudget int
@@ -221,7 +222,7 @@ func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err erro
 		req.TickID, req.PassTTL.Milliseconds(), req.AbandonAfter.Milliseconds(), front, blocks,
 		req.Limit, req.Window.Milliseconds(), req.Lead.Milliseconds(), jitterSeed(req.Seed),
 		req.InstantBudget, req.Tick.Milliseconds(), max(0, req.MaxActive), int64(-1), req.SleepFor.Milliseconds(), req.SleepShare,
-		req.Primary, laneArg(req.Lanes), max(0, req.QuietAfter.Milliseconds()),
+		req.Primary, laneArg(req.Lanes), max(0, req.QuietAfter.Milliseconds()), max(0, req.AbandonAtTurnAfter.Milliseconds()),
 	}
 	if req.Holding {
 		args[12] = max(0, req.Through)

@@ -212,6 +212,7 @@ func TestEngine(t *testing.T) {
 			t.Run("re-entry keeps place and pass", func(t *testing.T) { testReentry(t, b) })
 			t.Run("an expired pass sends the visitor to the back", func(t *testing.T) { testPassExpiry(t, b) })
 			t.Run("abandoned visitors never take a slot", func(t *testing.T) { testAbandoned(t, b) })
+			t.Run("a visitor silent at its turn is passed over, deeper it keeps its place", func(t *testing.T) { testAbandonedAtTurn(t, b) })
 			t.Run("sweep is bounded per call", func(t *testing.T) { testSweepBounded(t, b) })
 			t.Run("sweep walks the queue and starts over at its front", func(t *testing.T) { testSweepWalk(t, b) })
 			t.Run("a tick id runs once", func(t *testing.T) { testTickIdempotent(t, b) })
@@ -1376,5 +1377,47 @@ func TestNewRejectsReservedCharacters(t *testing.T) {
 		if _, err := New(nil, tc[0], tc[1]); err == nil {
 			t.Errorf("New(%q, %q) accepted", tc[0], tc[1])
 		}
+	}
+}
+
+func testAbandonedAtTurn(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter, atTurn = time.Minute, 15 * time.Second
+	ids := visitorIDs("t", 8)
+	enterAll(t, q, ids...)
+	// t-0000 and t-0006 have been silent 20 s: past abandonAtTurnAfter, within abandonAfter.
+	silence(t, q, ids[0], 20*time.Second)
+	silence(t, q, ids[6], 20*time.Second)
+	req := AdmitRequest{TickID: 1, Limit: 2, PassTTL: passTTL, AbandonAfter: abandonAfter, AbandonAtTurnAfter: atTurn}
+	res, err := q.Admit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range res.Admitted {
+		got = append(got, a.ID)
+	}
+	// At its turn t-0000 is passed over; t-0006, deeper, is not swept: it keeps its place and is
+	// admitted if it polls before its turn.
+	if diff := cmp.Diff([]string{ids[1], ids[2]}, got); diff != "" || res.Abandoned != 1 {
+		t.Fatalf("admitted (-want +got):\n%s, abandoned %d; want t-0000 passed over", diff, res.Abandoned)
+	}
+	if p, err := q.Status(ctx, ids[6], abandonAfter); err != nil || p.State != Waiting || p.Position != 4 {
+		t.Fatalf("Status of the silent visitor deeper = %+v, %v; want waiting at 4", p, err)
+	}
+	req.TickID, req.Limit = 2, 5
+	if res, err = q.Admit(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Admitted) != 5 || res.Abandoned != 0 {
+		t.Fatalf("after polling, %d admitted and %d abandoned; want the 5 left admitted", len(res.Admitted), res.Abandoned)
+	}
+	// Without abandonAtTurnAfter a place silent for less than abandonAfter is admitted.
+	enterAll(t, q, "u-0000")
+	silence(t, q, "u-0000", 20*time.Second)
+	res, err = q.Admit(ctx, AdmitRequest{TickID: 3, Limit: 1, PassTTL: passTTL, AbandonAfter: abandonAfter})
+	if err != nil || len(res.Admitted) != 1 {
+		t.Fatalf("without abandonAtTurnAfter: %+v, %v; want the silent visitor admitted", res, err)
 	}
 }

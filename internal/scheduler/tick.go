@@ -277,9 +277,10 @@ func (r *runner) admit(ctx context.Context, st *tickState, t gridTick, rng RandS
 	replies := tick(callCtx, queue.TickCalls{
 		Admit: queue.AdmitRequest{
 			TickID: t.latest.UnixMilli(), Limit: int(limit), Window: cfg.JitterWindow, Lead: cfg.Lead, Seed: seed,
-			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL, AbandonAfter: cfg.AbandonAfter,
+			InstantBudget: int(instant), Tick: st.tick, MaxActive: cfg.MaxActive, PassTTL: cfg.PassTTL,
+			AbandonAfter: cfg.AbandonAfter, AbandonAtTurnAfter: cfg.AbandonAtTurnAfter,
 			Holding: holding, Through: through, SleepFor: sleep.budget, SleepShare: int(sleep.share), Primary: st.primary,
-			Lanes: laneShares(cfg), QuietAfter: quietAfter(cfg.PollMin, cfg.AbandonAfter),
+			Lanes: laneShares(cfg), QuietAfter: quietAfter(cfg.PollMin, cfg.AbandonAtTurnAfter),
 		},
 		Plan: after.plan, Observe: after.observe,
 	})

@@ -45,6 +45,8 @@ type Settings struct {
 	JitterWindow, Lead time.Duration
 	PassTTL            time.Duration
 	AbandonAfter       time.Duration
+	// AbandonAtTurnAfter is how long a visitor may have been silent at its turn (at most AbandonAfter).
+	AbandonAtTurnAfter time.Duration
 	PollMin, PollMax   time.Duration
 	// PollBudget bounds what the waiting visitors' polls cost (spec.polling.budget).
 	PollBudget capacity.PollBudget
@@ -206,7 +208,7 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 	s := &Settings{
 		UID: wq.UID, Namespace: wq.Namespace, Name: wq.Name, Generation: wq.Generation,
 		JitterWindow: spec.EffectiveJitterWindow(), PassTTL: spec.EffectivePassTTL(),
-		AbandonAfter: spec.EffectiveAbandonAfter(), Suspended: spec.IsSuspended(),
+		AbandonAfter: spec.EffectiveAbandonAfter(), AbandonAtTurnAfter: spec.EffectiveAbandonAtTurnAfter(), Suspended: spec.IsSuspended(),
 		FailurePolicy: spec.EffectiveFailurePolicy(), Mode: spec.EffectiveMode(),
 		MaxActive: spec.EffectiveMaxActive(), Sliding: spec.EffectivePassRenewal() == herdgatev1alpha1.RenewalSliding,
 		MaxSession: spec.EffectiveMaxSession(), Enforcement: spec.EffectiveEnforcement(),
@@ -231,6 +233,8 @@ func Derive(wq *herdgatev1alpha1.WaitingQueue) (*Settings, error) {
 		return nil, fieldErr("spec.polling", "minInterval %s must be positive and at most maxInterval %s", s.PollMin, s.PollMax)
 	case s.AbandonAfter <= 0:
 		return nil, fieldErr("spec.abandonAfter", "must be positive")
+	case s.AbandonAtTurnAfter <= 0 || s.AbandonAtTurnAfter > s.AbandonAfter:
+		return nil, fieldErr("spec.abandonAtTurnAfter", "%s must be positive and at most abandonAfter %s", s.AbandonAtTurnAfter, s.AbandonAfter)
 	case s.PassTTL <= 0:
 		return nil, fieldErr("spec.pass.ttl", "must be positive")
 	case s.JitterWindow < 0 || s.JitterWindow > s.Plan.Tick():

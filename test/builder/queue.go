@@ -97,6 +97,12 @@ func (b *QueueBuilder) Polling(minInterval, maxInterval time.Duration) *QueueBui
 	return b
 }
 
+// AbandonAtTurnAfter sets spec.abandonAtTurnAfter.
+func (b *QueueBuilder) AbandonAtTurnAfter(d time.Duration) *QueueBuilder {
+	b.wq.Spec.AbandonAtTurnAfter = &metav1.Duration{Duration: d}
+	return b
+}
+
 // AbandonAfter sets spec.abandonAfter.
 func (b *QueueBuilder) AbandonAfter(d time.Duration) *QueueBuilder {
 	b.wq.Spec.AbandonAfter = &metav1.Duration{Duration: d}

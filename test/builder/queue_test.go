@@ -49,12 +49,13 @@ func TestEverySpecSectionHasASetter(t *testing.T) {
 		"Pass": func(b *QueueBuilder) {
 			b.PassTTL(time.Minute).JWTPasses(herdgatev1alpha1.PassAlgorithmHS256, time.Hour)
 		},
-		"Polling":      func(b *QueueBuilder) { b.Polling(time.Second, 10*time.Second).PollBudget(50).ExactPositions(100) },
-		"AbandonAfter": func(b *QueueBuilder) { b.AbandonAfter(time.Minute) },
-		"Suspend":      func(b *QueueBuilder) { b.Suspend(true) },
-		"Mode":         func(b *QueueBuilder) { b.Mode(herdgatev1alpha1.ModeClosed) },
-		"Enforcement":  func(b *QueueBuilder) { b.Enforcement(herdgatev1alpha1.EnforcementGateway) },
-		"Schedule":     func(b *QueueBuilder) { b.Schedule(now, now.Add(time.Hour), time.Time{}) },
+		"Polling":            func(b *QueueBuilder) { b.Polling(time.Second, 10*time.Second).PollBudget(50).ExactPositions(100) },
+		"AbandonAfter":       func(b *QueueBuilder) { b.AbandonAfter(time.Minute) },
+		"AbandonAtTurnAfter": func(b *QueueBuilder) { b.AbandonAtTurnAfter(20 * time.Second) },
+		"Suspend":            func(b *QueueBuilder) { b.Suspend(true) },
+		"Mode":               func(b *QueueBuilder) { b.Mode(herdgatev1alpha1.ModeClosed) },
+		"Enforcement":        func(b *QueueBuilder) { b.Enforcement(herdgatev1alpha1.EnforcementGateway) },
+		"Schedule":           func(b *QueueBuilder) { b.Schedule(now, now.Add(time.Hour), time.Time{}) },
 		"Entry": func(b *QueueBuilder) {
 			b.Entry(&herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{}})
 		},

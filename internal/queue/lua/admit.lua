@@ -26,7 +26,8 @@
 -- "name:percent" separated by spaces ("" for none): each lane's share of every tick's batch, the
 -- main queue taking the rest (see the lanes below), ARGV[18] quiet-after ms (0: none): a place the
 -- tick takes whose visitor was silent that long is counted as gone quiet, whether or not it was
--- silent long enough to be dropped
+-- silent long enough to be dropped, ARGV[19] abandon-at-turn ms (0: abandon-after): a place the
+-- tick takes off the front whose visitor was silent that long is dropped, not admitted
 -- Returns {1, now, abandoned, asleep, sequence, primary, fronts, id1, notBefore1, expiry1, arrival1, id2, ...},
 -- {0, now, lastTick, primary} when this tick id was already run, or {2, now, primary} when the
 -- primary is not the one the last tick ran on: a failover, which may have lost admissions the
@@ -70,6 +71,12 @@ end
 -- Numbers become text once, with int (see common.lua); a visitor last seen before silent_before is
 -- silent too long.
 local now_s, silent_before = int(now), int(now - abandon_ms)
+-- At its turn a visitor may have been silent for less, when the room asks for it (spec.abandonAtTurnAfter).
+local turn_ms = tonumber(ARGV[19]) or 0
+local silent_at_turn = silent_before
+if turn_ms > 0 and turn_ms < abandon_ms then
+  silent_at_turn = int(now - turn_ms)
+end
 
 -- The last tick id and the sweep cursor are read together here and written together at the end.
 local state = redis.call('HMGET', KEYS[3], 'tick', 'sweep')
@@ -166,7 +173,7 @@ local function take(key, want, bound)
           samples[#samples + 1] = p[5] .. '/' .. int(now - tonumber(seen))
         end
       end
-      if seen and earlier(seen, silent_before) then
+      if seen and earlier(seen, silent_at_turn) then
         abandoned = abandoned + 1
       else
         got = got + 1
