@@ -67,13 +67,29 @@ func AheadAging(position, seq, front int64, a Advance, line ArrivalLine, abandon
 	if now.Sub(line.FrontAt) >= abandonAfter+FrontWindow {
 		return Ahead(position, seq, front, a)
 	}
+	// In seconds before now: when the front's place and the last arrival entered.
+	frontAgo, lastAgo := now.Sub(line.FrontAt).Seconds(), now.Sub(line.LastAt).Seconds()
+	limit := abandonAfter.Seconds()
+	places := float64(seq-front) / q.SeqsPerPlace
+	if frontAgo+places/perSecond <= limit {
+		// Nobody ahead will have waited abandonAfter at its turn, even were nobody dropped.
+		return math.Min(float64(position), 1+places)
+	}
+	span := float64(line.LastSeq - line.FrontSeq)
 	step := float64(seq-front) / agingSteps
-	places := step / q.SeqsPerPlace
+	places /= agingSteps
 	var admissions float64
 	for i := range agingSteps {
-		mid := front + int64((float64(i)+0.5)*step)
-		turn := now.Add(time.Duration((admissions + places/2) / perSecond * float64(time.Second)))
-		dropped := q.droppedAt(turn.Sub(line.EnteredAt(mid)), abandonAfter)
+		mid := float64(front-line.FrontSeq) + (float64(i)+0.5)*step
+		enteredAgo := frontAgo
+		if span > 0 {
+			enteredAgo += min(1, max(0, mid/span)) * (lastAgo - frontAgo)
+		}
+		age := (admissions+places/2)/perSecond + enteredAgo
+		dropped := 0.0
+		if age > limit {
+			dropped = q.Share * q.silentBeyond(limit/age)
+		}
 		admissions += places * (1 - dropped)
 	}
 	return math.Min(float64(position), 1+admissions)
