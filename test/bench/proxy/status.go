@@ -91,11 +91,15 @@ func statusVersusZrank(dir string, server *testenv.Redis, pollers []statusPoller
 		}
 	}
 	// The shortest poll interval the API allows, so that pollers are refused as rarely as possible.
+	// The forecast tells of places gone quiet and of a front younger than abandonAfter, so that every
+	// estimate walks the places ahead by their age (capacity.AheadAging), its dearest path.
+	quiet := capacity.Quiet{SeqsPerPlace: 1, Share: 0.3, Silences: [5]float64{0.5, 0.8, 1, 1, 1}}
 	publish := func() error {
 		for _, q := range queues {
 			plan := queue.PublishedPlan{Quota: quota14, PollMin: 100 * time.Millisecond, PollMax: 100 * time.Millisecond, AbandonAfter: time.Hour,
 				Forecast: &queue.Forecast{At: time.Now(), Queues: map[string]queue.LaneForecast{
-					queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.25}, Waiting: visitors, ArrivalsPerSecond: 50},
+					queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1.25, Quiet: quiet}, Waiting: visitors, ArrivalsPerSecond: 50,
+						Counted: 10 * time.Second, Line: queue.ForecastLine{FrontSeq: 1, FrontAge: 5 * time.Second, LastSeq: visitors}},
 				}}}
 			if err := q.PublishPlan(ctx, plan); err != nil {
 				return err
