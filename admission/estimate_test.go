@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/herdgate/herdgate/admission"
@@ -83,6 +84,37 @@ func TestWaitsAreEstimatedFromTheFrontsAdvance(t *testing.T) {
 	time.Sleep(admission.PlanTTL + 100*time.Millisecond)
 	if body := h.visitor().enter().json(t); body["estimatedWaitSeconds"] != wantSeconds(1403*time.Second/140+h.lastStep()) {
 		t.Fatalf("enter at 1403 with a stale forecast = %v; want position ÷ 140/s", body)
+	}
+}
+
+// TestAWaitCountsThePlacesAheadThatWillBeDroppedByTheirTurn: the room drops a place silent for 10 s,
+// and its front has waited 15 s: a window of the front's advance later, it would show the drops, but
+// now it shows none yet. 30 % of the places ahead went quiet, and by their turn they will have
+// waited past 10 s: a newcomer 4,000 arrivals back is told about 0.72 × 4,000 admissions, not 4,000.
+func TestAWaitCountsThePlacesAheadThatWillBeDroppedByTheirTurn(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.AbandonAfter = &metav1.Duration{Duration: 10 * time.Second}
+	})
+	const ahead = 4000
+	for i := range ahead {
+		if _, err := h.q.Enter(context.Background(), fmt.Sprintf("ahead-%04d", i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := h.admit(0, 0)
+	line := queue.ForecastLine{FrontSeq: res.Sequence - ahead + 1, FrontAge: 15 * time.Second, LastSeq: res.Sequence}
+	quiet := capacity.Quiet{SeqsPerPlace: 1, Share: 0.3, Silences: [5]float64{1, 1, 1, 1, 1}}
+	h.publishForecast(map[string]queue.LaneForecast{queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1, Quiet: quiet}, Waiting: ahead, Line: line}})
+	body := h.visitor().enter().json(t)
+	wait, _ := body["estimatedWaitSeconds"].(float64)
+	if body["position"] != ahead+1.0 || wait < wantSeconds(2750*time.Second/140+h.lastStep()) || wait > wantSeconds(3000*time.Second/140+h.lastStep()) {
+		t.Fatalf("enter at %d with 30 %% of the places ahead quiet = %v; want about 2,880 ÷ 140/s, not %v s", ahead+1, body,
+			wantSeconds((ahead+1)*time.Second/140+h.lastStep()))
+	}
+	// Nobody ahead went quiet: every place is an admission.
+	h.publishForecast(map[string]queue.LaneForecast{queue.MainLane: {Advance: capacity.Advance{SeqsPerAdmission: 1}, Waiting: ahead + 1, Line: line}})
+	if body := h.visitor().enter().json(t); body["estimatedWaitSeconds"] != wantSeconds((ahead+2)*time.Second/140+h.lastStep()) {
+		t.Fatalf("enter at %d with nobody quiet = %v; want its position ÷ 140/s", ahead+2, body)
 	}
 }
 
