@@ -20,10 +20,10 @@ func TestQuietTellsTheShareSilentBeyondAShareOfTheirAge(t *testing.T) {
 	if got := noShows.silentBeyond(0.5); got < 0.9 {
 		t.Errorf("visitors who never polled: %.2f silent beyond half their age, want nearly all", got)
 	}
-	if got := noShows.droppedAt(9*time.Second, 10*time.Second); got != 0 {
+	if got := noShows.droppedAt(9, 10); got != 0 {
 		t.Errorf("%.2f dropped before abandonAfter", got)
 	}
-	if got := noShows.droppedAt(20*time.Second, 10*time.Second); got < 0.27 || got > 0.3 {
+	if got := noShows.droppedAt(20, 10); got < 0.27 || got > 0.3 {
 		t.Errorf("%.2f dropped at twice abandonAfter, want nearly the 30 %% quiet", got)
 	}
 }
@@ -76,7 +76,7 @@ func TestAFrontMeterTellsHowPlacesGoQuiet(t *testing.T) {
 	// Ten places a second leave the front, three of which went quiet: two never polled, one left
 	// halfway; every other arrival number is another queue's.
 	for range 20 {
-		m.TickTaking(at, FrontTick{Head: head, Admitted: 10, Taken: 10, Quiet: 3, Silences: []float64{1, 1, 0.5}})
+		m.Tick(at, FrontTick{Head: head, Admitted: 10, Taken: 10, Quiet: 3, Silences: []float64{1, 1, 0.5}})
 		head += 20
 		at = at.Add(time.Second)
 	}

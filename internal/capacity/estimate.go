@@ -85,23 +85,18 @@ func AheadAging(position, seq, front int64, a Advance, line ArrivalLine, abandon
 		if span > 0 {
 			enteredAgo += min(1, max(0, mid/span)) * (lastAgo - frontAgo)
 		}
-		age := (admissions+places/2)/perSecond + enteredAgo
-		dropped := 0.0
-		if age > limit {
-			dropped = q.Share * q.silentBeyond(limit/age)
-		}
-		admissions += places * (1 - dropped)
+		admissions += places * (1 - q.droppedAt((admissions+places/2)/perSecond+enteredAgo, limit))
 	}
 	return math.Min(float64(position), 1+admissions)
 }
 
-// droppedAt is the share of the places taken off at age that are dropped: the quiet ones silent
-// for abandonAfter by then.
-func (q Quiet) droppedAt(age, abandonAfter time.Duration) float64 {
+// droppedAt is the share of the places taken off at age seconds that are dropped: the quiet ones
+// silent for abandonAfter seconds by then.
+func (q Quiet) droppedAt(age, abandonAfter float64) float64 {
 	if age <= abandonAfter {
 		return 0
 	}
-	return q.Share * q.silentBeyond(abandonAfter.Seconds()/age.Seconds())
+	return q.Share * q.silentBeyond(abandonAfter/age)
 }
 
 // RateStep is a queue's admission rate, per second, from From on.

@@ -190,7 +190,7 @@ func (r *simRoom) admit(limit int) {
 		if emptied {
 			r.credits[i] = 0
 		}
-		r.meters[i].TickTaking(r.now, FrontTick{Head: head, Admitted: admitted, Taken: taken, Quiet: quiet, Emptied: emptied, Silences: silences})
+		r.meters[i].Tick(r.now, FrontTick{Head: head, Admitted: admitted, Taken: taken, Quiet: quiet, Emptied: emptied, Silences: silences})
 	}
 	for i, q := range r.queues {
 		kept := q[:0]

@@ -18,7 +18,7 @@ func TestAFrontMeterTellsTheNumbersPassedForEachAdmission(t *testing.T) {
 	head := int64(1)
 	at := t0
 	for range 40 {
-		m.Tick(at, head, 10, false)
+		m.Tick(at, FrontTick{Head: head, Admitted: 10, Taken: 10})
 		head += 15
 		at = at.Add(time.Second)
 	}
@@ -27,9 +27,9 @@ func TestAFrontMeterTellsTheNumbersPassedForEachAdmission(t *testing.T) {
 		t.Fatalf("advance %v, want 1.5 numbers an admission", a)
 	}
 	// The queue runs empty: the numbers given out while nobody waited are nobody's.
-	m.Tick(at, head, 3, true)
-	m.Tick(at.Add(5*time.Second), head+1000, 10, false)
-	m.Tick(at.Add(6*time.Second), head+1010, 10, false)
+	m.Tick(at, FrontTick{Head: head, Admitted: 3, Taken: 3, Emptied: true})
+	m.Tick(at.Add(5*time.Second), FrontTick{Head: head + 1000, Admitted: 10, Taken: 10})
+	m.Tick(at.Add(6*time.Second), FrontTick{Head: head + 1010, Admitted: 10, Taken: 10})
 	if a := m.Advance(at.Add(6 * time.Second)); math.Abs(a.SeqsPerAdmission-1.5) > 0.1 {
 		t.Fatalf("after the queue ran empty the advance is %v", a)
 	}
@@ -39,12 +39,12 @@ func TestAFrontMeterFollowsTheRecentFront(t *testing.T) {
 	m := NewFrontMeter()
 	head, at := int64(0), t0
 	for range 60 {
-		m.Tick(at, head, 10, false)
+		m.Tick(at, FrontTick{Head: head, Admitted: 10, Taken: 10})
 		head += 10
 		at = at.Add(time.Second)
 	}
 	for range 20 {
-		m.Tick(at, head, 10, false)
+		m.Tick(at, FrontTick{Head: head, Admitted: 10, Taken: 10})
 		head += 20
 		at = at.Add(time.Second)
 	}
@@ -58,7 +58,7 @@ func TestAFrontMeterOfASlowRoomLooksFurtherBack(t *testing.T) {
 	head, at := int64(0), t0
 	// One admission every 5 s, every other place left.
 	for range 30 {
-		m.Tick(at, head, 1, false)
+		m.Tick(at, FrontTick{Head: head, Admitted: 1, Taken: 1})
 		head += 2
 		at = at.Add(5 * time.Second)
 	}

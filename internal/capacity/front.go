@@ -119,27 +119,21 @@ const maxSilenceSamples = 256
 // NewFrontMeter is a meter that knows nothing yet.
 func NewFrontMeter() *FrontMeter { return &FrontMeter{head: -1} }
 
-// Tick takes in one tick at at: head is the arrival number at the queue's front before the tick
-// took anyone (-1 when it took nobody, so did not read it), admitted how many it admitted from the
-// queue, and emptied whether it took the queue's last place. The numbers the front passed since
-// the last reading belong to the admissions made since then; a queue that ran empty starts over,
-// since the numbers given out while nobody waited were nobody's to pass.
-func (m *FrontMeter) Tick(at time.Time, head, admitted int64, emptied bool) {
-	m.TickTaking(at, FrontTick{Head: head, Admitted: admitted, Taken: admitted, Emptied: emptied})
-}
-
-// FrontTick is what one tick did at a queue's front, for FrontMeter.TickTaking.
+// FrontTick is what one tick did at a queue's front: Head is the arrival number at the front before
+// the tick took anyone (-1 when it took nobody, so did not read it), Admitted how many it admitted
+// from the queue, Taken the places it took off the front, admitted or dropped, Quiet how many of
+// those had gone quiet, Silences, for a sample of those, how much of its age each had been silent
+// (0 to 1), and Emptied whether it took the queue's last place.
 type FrontTick struct {
-	// Head, Admitted and Emptied are Tick's; Taken is the places the tick took off the front,
-	// admitted or dropped, Quiet how many of those had gone quiet, and Silences, for a sample of
-	// those, how much of its age each had been silent (0 to 1).
 	Head, Admitted, Taken, Quiet int64
 	Emptied                      bool
 	Silences                     []float64
 }
 
-// TickTaking is Tick with the places the tick took off and those gone quiet.
-func (m *FrontMeter) TickTaking(at time.Time, t FrontTick) {
+// Tick takes in one tick at at. The numbers the front passed since the last reading belong to the
+// admissions made since then; a queue that ran empty starts over, since the numbers given out while
+// nobody waited were nobody's to pass.
+func (m *FrontMeter) Tick(at time.Time, t FrontTick) {
 	if t.Head >= 0 {
 		if m.head >= 0 && t.Head >= m.head && m.admitted > 0 {
 			m.add(at, t.Head-m.head, m.admitted, m.taken)
@@ -185,27 +179,21 @@ func (m *FrontMeter) add(at time.Time, passed, admitted, taken int64) {
 // forget drops the buckets older than frontHistory.
 func (m *FrontMeter) forget(now time.Time) {
 	oldest := now.Add(-frontHistory).Unix()
+	m.buckets = since(m.buckets, oldest, func(b frontBucket) int64 { return b.second })
+	m.quiet = since(m.quiet, oldest, func(b quietBucket) int64 { return b.second })
+	m.silences = since(m.silences, oldest, func(s silenceSample) int64 { return s.second })
+}
+
+// since is xs, oldest first, without those of a second before oldest, in the same array.
+func since[T any](xs []T, oldest int64, second func(T) int64) []T {
 	i := 0
-	for i < len(m.buckets) && m.buckets[i].second < oldest {
+	for i < len(xs) && second(xs[i]) < oldest {
 		i++
 	}
-	if i > 0 {
-		m.buckets = append(m.buckets[:0], m.buckets[i:]...)
+	if i == 0 {
+		return xs
 	}
-	i = 0
-	for i < len(m.quiet) && m.quiet[i].second < oldest {
-		i++
-	}
-	if i > 0 {
-		m.quiet = append(m.quiet[:0], m.quiet[i:]...)
-	}
-	i = 0
-	for i < len(m.silences) && m.silences[i].second < oldest {
-		i++
-	}
-	if i > 0 {
-		m.silences = append(m.silences[:0], m.silences[i:]...)
-	}
+	return append(xs[:0], xs[i:]...)
 }
 
 // Advance is the front's advance at now: over the last FrontWindow, or further back until

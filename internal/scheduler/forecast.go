@@ -75,7 +75,7 @@ func (f *queueFronts) take(lanes []string, now time.Time, res queue.AdmitResult,
 			q = &queueFront{meter: capacity.NewFrontMeter()}
 		}
 		kept[name] = q
-		q.meter.TickTaking(now, capacity.FrontTick{Head: move.Head, Admitted: move.Admitted, Taken: move.Taken, Quiet: move.Quiet,
+		q.meter.Tick(now, capacity.FrontTick{Head: move.Head, Admitted: move.Admitted, Taken: move.Taken, Quiet: move.Quiet,
 			Emptied: move.Emptied, Silences: silences(move.QuietPlaces, res.Now, clock)})
 		q.lastSeq = res.Sequence
 		if move.Head >= 0 {
