@@ -104,6 +104,9 @@ var managerWrites = &requestLog{}
 type requestLog struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// answered counts the requests whose answer came back, by method and path: a write still on its
+	// way may land after a change the test makes since, and be the write that change provokes.
+	answered map[string]int
 	// sent are the requests, oldest first, as "METHOD path".
 	sent []string
 	// statusPatches are the bodies of the status patches sent, by path.
@@ -133,16 +136,23 @@ func (c *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		if d := time.Duration(c.delay.Load()); d > 0 {
 			time.Sleep(d)
 		}
-		return rt.RoundTrip(r)
+		resp, err := rt.RoundTrip(r)
+		c.mu.Lock()
+		if c.answered == nil {
+			c.answered = map[string]int{}
+		}
+		c.answered[r.Method+" "+r.URL.Path]++
+		c.mu.Unlock()
+		return resp, err
 	})
 }
 
-// of is how many writes (any request but a read) went to paths under prefix so far.
+// of is how many writes (any request but a read) to paths under prefix were answered so far.
 func (c *requestLog) of(prefix string) map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]int{}
-	for k, n := range c.counts {
+	for k, n := range c.answered {
 		if method, path, _ := strings.Cut(k, " "); method != http.MethodGet && method != http.MethodHead && strings.HasPrefix(path, prefix) {
 			out[k] = n
 		}

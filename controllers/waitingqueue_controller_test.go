@@ -830,13 +830,15 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			// The Secret is created in its collection; later writes to it would be patches.
 			g.Expect(writes()).To(SatisfyAll(HaveKey("Deployment"), HaveKey("Service"), HaveKey("ServiceAccount"), HaveKey("RoleBinding")))
 		}, timeout, interval).Should(Succeed())
-		// The first reconciles may meet a cache that has not seen the manager's own writes yet.
+		// The first reconciles may meet a cache that has not seen the manager's own writes yet. The Role
+		// settles too: an apply of it still on its way when the test touches it would land on the
+		// touched Role, and be the one write the touch provokes.
 		var settled map[string]int
 		Eventually(func() bool {
-			before := writes()
+			before, beforeRole := writes(), roleWrites()
 			time.Sleep(2 * time.Second)
 			settled = writes()
-			return maps.Equal(before, settled)
+			return maps.Equal(before, settled) && roleWrites() == beforeRole
 		}, timeout, interval).Should(BeTrue(), "the manager kept writing")
 
 		By("reconciling it again and again while nothing changes")
