@@ -44,7 +44,9 @@ func (r standing) shared(percent int64) standing {
 // capacityChangedSince says the plan's rate changed since a visitor's previous poll, at
 // previousPoll: this replica saw the change after it.
 func (r standing) capacityChangedSince(previousPoll time.Time) bool {
-	return !previousPoll.IsZero() && previousPoll.Before(r.planChangedAt) && r.plan.PerSecond() != r.planBefore.PerSecond()
+	// The queue keeps a poll's time to the millisecond: a poll in the very millisecond this replica
+	// learnt of the change is one after it.
+	return !previousPoll.IsZero() && previousPoll.Before(r.planChangedAt.Truncate(time.Millisecond)) && r.plan.PerSecond() != r.planBefore.PerSecond()
 }
 
 // timedUnderPlanBefore says a visitor whose previous poll was at previousPoll may have been told
