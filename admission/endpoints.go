@@ -39,6 +39,8 @@ type visitorAPI struct {
 	workload     *replica.WorkloadMeter
 	farPositions *replica.FarPositions
 	polls        *replica.PollStretches
+	// nextPolls is when this replica told each visitor it may poll next (earlyInMemory).
+	nextPolls *replica.NextPolls
 	// draining is the room's: readyz fails once it drains.
 	draining *atomic.Bool
 	metrics  *metrics

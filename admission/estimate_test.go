@@ -260,7 +260,9 @@ func TestTheFirstWaitToldIsJudgedAtAdmission(t *testing.T) {
 	if len(h.admit(1, 0).Admitted) != 1 {
 		t.Fatal("the tick admitted nobody")
 	}
+	// The visitor polls as told (both clocks move).
 	time.Sleep(550 * time.Millisecond)
+	clock.Add(int64(550 * time.Millisecond))
 	res = v.status()
 	forgot := false
 	for _, c := range res.Cookies() {

@@ -70,10 +70,8 @@ func (api *visitorAPI) far(cfg *Config, r standing, visitor string, seq int64) (
 		return answer{}, false
 	}
 	base, shortest := api.pollBase(cfg, r, a.Position, a.Depth, a.Previous)
-	if !a.Previous.IsZero() {
-		if early, ok := api.tooEarly("status", false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest); ok {
-			return early, true
-		}
+	if early, ok := api.tooEarly("status", visitor, false, queue.Position{Position: a.Position, Depth: a.Depth, Now: now, PreviousPoll: a.Previous}, shortest); ok {
+		return early, true
 	}
 	body := positionBody{Position: a.Position, QueueDepth: a.Depth, PositionIsBound: true, Phase: phase.Open, scheduleTimes: scheduleTimesOf(cfg, now)}
 	if cfg.Schedule != nil {

@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -234,6 +235,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	if c := res.setCookie(h.cookies().Place); res.StatusCode != http.StatusOK || c == "" || !strings.Contains(c, "Path=/.herdgate") || !strings.Contains(c, "HttpOnly") {
 		t.Fatalf("enter: %d, place cookie %q", res.StatusCode, c)
 	}
+	time.Sleep(time.Duration(res.json(t)["nextPollMs"].(float64)) * time.Millisecond)
 	if res := v.status(); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
 		t.Fatalf("the browser's poll: %d %s", res.StatusCode, res.body)
 	} else if got, want := int64(res.json(t)["position"].(float64)), exactPosition(t, rdb, "browser"); got < want || float64(got-want) > 0.05*float64(want) {
@@ -327,7 +329,10 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); h.proxy.KeepFarPositions(loopCtx) }()
 	defer func() { stop(); <-loopDone }()
-	h.pollAs("told", "") // an exact answer, from which the proxy learns the depth
+	// An exact answer, from which the proxy learns the depth; Redis refuses it (the visitor entered
+	// just now), and says when to come back.
+	learnt := h.pollAs("told", "").json(t)
+	after := cmp.Or(learnt["nextPollMs"], learnt["retryAfterMs"]).(float64)
 
 	var tick int64
 	sweep := func() {
@@ -336,7 +341,7 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nextPoll, nextCrowd := time.Now().Add(500*time.Millisecond), time.Now()
+	nextPoll, nextCrowd := time.Now().Add(time.Duration(after)*time.Millisecond), time.Now()
 	var farAnswers int
 	for end := time.Now().Add(3 * abandon); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		sweep()
@@ -398,6 +403,7 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	// then, once a batch found it gone, Redis says it is not queued.
 	first := h.pollAs("silent", silent)
 	h.proxy.RefreshFar(ctx)
+	time.Sleep(time.Duration(first.json(t)["nextPollMs"].(float64)) * time.Millisecond)
 	if res := h.pollAs("silent", silent); res.StatusCode != http.StatusNotFound || res.json(t)["error"] != "not_queued" {
 		t.Fatalf("the dropped visitor after its first answer (%d %s): %d %s", first.StatusCode, first.body, res.StatusCode, res.body)
 	}

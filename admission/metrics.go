@@ -19,9 +19,11 @@ type metrics struct {
 	requests      *prometheus.CounterVec
 	verifications *prometheus.CounterVec
 	tooEarly      prometheus.Counter
-	failOpen      prometheus.Counter
-	redisUp       prometheus.Gauge
-	upstream      *prometheus.HistogramVec
+	// refusedInMemory counts the polls refused without a call to Redis, by reason.
+	refusedInMemory *prometheus.CounterVec
+	failOpen        prometheus.Counter
+	redisUp         prometheus.Gauge
+	upstream        *prometheus.HistogramVec
 	// The config in force and refusals of newer ones.
 	configGeneration, configRefused prometheus.Gauge
 	configRefusals                  prometheus.Counter
@@ -80,6 +82,10 @@ func newMetrics() *metrics {
 			Name: "herdgate_proxy_too_early_total",
 			Help: "Status polls refused with 429 because they came sooner than the poll interval allowed.",
 		}),
+		refusedInMemory: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herdgate_proxy_polls_refused_in_memory_total",
+			Help: "Status polls this replica refused with 429 without a call to Redis: too_early (sooner than it told the visitor).",
+		}, []string{"reason"}),
 		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_fail_open_total",
 			Help: "Protected requests let through without a pass because Redis was unreachable (FailOpen).",
@@ -149,7 +155,7 @@ func newMetrics() *metrics {
 	m.validPasses = m.verifications.WithLabelValues(string(pass.Valid))
 	m.protectedInFlight = m.inFlight.WithLabelValues("protected")
 	m.openInFlight = m.inFlight.WithLabelValues("open")
-	m.roomRegistry.MustRegister(m.requests, m.verifications, m.tooEarly, m.failOpen, m.redisUp, m.upstream,
+	m.roomRegistry.MustRegister(m.requests, m.verifications, m.tooEarly, m.refusedInMemory, m.failOpen, m.redisUp, m.upstream,
 		m.configGeneration, m.configRefused, m.configRefusals, m.releases, m.bypassed, m.difficulty,
 		m.inFlight, m.upstreamErrors, m.farSigns, m.farSnapshots, m.firstUse, m.estimateError, m.reclaimed, m.reclaimedWaiting)
 	m.process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -53,7 +53,7 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 		r = r.shared(v.cfg.laneShare(""))
 	}
 	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth, pos.PreviousPoll)
-	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
+	if a, early := api.tooEarly(v.class, v.visitor, v.enter, pos, shortest); early {
 		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
@@ -122,7 +122,7 @@ func (api *visitorAPI) notQueued(v *visit, pos queue.Position) answer {
 func (api *visitorAPI) preQueued(v *visit, pos queue.Position) answer {
 	drawing := pos.State == queue.Drawing
 	hint, shortest := api.preQueuePoll(v.r, drawing)
-	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
+	if a, early := api.tooEarly(v.class, v.visitor, v.enter, pos, shortest); early {
 		return a
 	}
 	body := positionBody{QueueDepth: pos.Depth, Arrival: pos.Arrival, Phase: phase.PreQueue, Lane: pos.Lane, NextPollMs: hint.Milliseconds(), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
@@ -150,7 +150,7 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	}
 	// The shortest interval this visitor could have been told.
 	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth, pos.PreviousPoll)
-	if a, early := api.tooEarly(v.class, v.enter, pos, shortest); early {
+	if a, early := api.tooEarly(v.class, v.visitor, v.enter, pos, shortest); early {
 		return a
 	}
 	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: scheduleTimesOf(v.cfg, api.now())}

@@ -147,18 +147,19 @@ func TestPollHintsFollowThePlan(t *testing.T) {
 func TestAdmissionHonoursNotBeforeAndIssuesThePass(t *testing.T) {
 	h := newHarness(t, nil)
 	v := h.visitor()
-	v.enter()
-	res := h.admit(1, 400*time.Millisecond)
+	told := time.Duration(v.enter().json(t)["nextPollMs"].(float64)) * time.Millisecond
+	res := h.admit(1, told+400*time.Millisecond)
 	if len(res.Admitted) != 1 {
 		t.Fatal("the tick admitted nobody")
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The visitor polls as told, before the pass's not-before.
+	time.Sleep(told)
 	body := v.status().json(t)
 	if body["admitted"] != false || body["position"] != 0.0 || body["pass"] != nil {
 		t.Fatalf("status before not-before = %v; want admitted false at position 0", body)
 	}
 	if wait := body["nextPollMs"].(float64); wait <= 200 || wait > 400 {
-		t.Fatalf("nextPollMs before not-before = %v; want the time until not-before (≈350 ms)", wait)
+		t.Fatalf("nextPollMs before not-before = %v; want the time until not-before (≈400 ms)", wait)
 	}
 	time.Sleep(time.Duration(body["nextPollMs"].(float64)) * time.Millisecond)
 	r := v.do(http.MethodGet, "/.herdgate/status", nil, "X-Forwarded-Proto", "https")

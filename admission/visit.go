@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/admission/entry"
+	"github.com/herdgate/herdgate/admission/replica"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
@@ -72,6 +74,11 @@ func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer
 	}
 	if a, ok := api.identifyVisit(v); !ok {
 		return a
+	}
+	if !enter {
+		if a, early := api.earlyInMemory(v); early {
+			return a
+		}
 	}
 	if !enter && farPathOpen(api.engine, cfg, v.r) {
 		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
@@ -218,23 +225,47 @@ func heldToken(x Exchange, cfg *Config) string {
 }
 
 // tooEarly is the answer to a status poll that came sooner than tooEarlyShare of shortest, the
-// shortest interval the visitor could have been told (the rest is room for network jitter): 429.
-// ok is false for a poll in time.
-func (api *visitorAPI) tooEarly(class string, enter bool, pos queue.Position, shortest time.Duration) (a answer, ok bool) {
+// shortest interval the visitor could have been told (the rest is room for network jitter), by the
+// previous poll Redis remembers: 429. ok is false for a poll in time. Either way the replica
+// remembers when the visitor may poll next, so that it refuses a poll sooner without Redis
+// (earlyInMemory).
+func (api *visitorAPI) tooEarly(class, visitor string, enter bool, pos queue.Position, shortest time.Duration) (a answer, ok bool) {
+	allowed := time.Duration(tooEarlyShare * float64(shortest))
+	now := api.now()
+	api.nextPolls.Told(visitor, now, replica.NextPoll{NotBefore: now.Add(allowed), Allowed: allowed, Position: pos.Position, Depth: pos.Depth})
 	if enter || pos.PreviousPoll.IsZero() {
 		return a, false
 	}
-	allowed := time.Duration(tooEarlyShare * float64(shortest))
 	if gap := pos.Now.Sub(pos.PreviousPoll); gap >= allowed {
 		return a, false
 	}
 	// This poll counts as the visitor's sign of life, so the next one is allowed a whole interval
 	// after it: a client that waits as told is answered.
 	api.metrics.tooEarly.Inc()
+	return tooEarlyAnswer(class, allowed, pos.Position, pos.Depth), true
+}
+
+// earlyInMemory refuses a status poll that comes sooner than this replica told the visitor, without
+// a call to Redis; the poll counts as one, as Redis counts an early poll (replica.NextPolls).
+func (api *visitorAPI) earlyInMemory(v *visit) (answer, bool) {
+	// Redis hears of a visitor polling too hastily to be answered at least twice before it would pass
+	// its place over as silent.
+	keepAlive := min(v.r.abandonAfter, cmp.Or(v.cfg.AbandonAtTurnAfter, v.r.abandonAfter)) / 2
+	told, early := api.nextPolls.Early(v.visitor, api.now(), keepAlive)
+	if !early {
+		return answer{}, false
+	}
+	api.metrics.tooEarly.Inc()
+	api.metrics.refusedInMemory.WithLabelValues("too_early").Inc()
+	return tooEarlyAnswer(v.class, told.Allowed, told.Position, told.Depth), true
+}
+
+// tooEarlyAnswer is the 429 of a poll that came too early: poll again after allowed.
+func tooEarlyAnswer(class string, allowed time.Duration, position, depth int64) answer {
 	return errorAnswer(http.StatusTooManyRequests, errorBody{
 		Error: "too_early", Message: "poll no sooner than nextPollMs; your place is kept",
-		RetryAfterMs: allowed.Milliseconds(), Position: pos.Position, QueueDepth: pos.Depth,
-	}).retry(allowed).counted(class, "too_early"), true
+		RetryAfterMs: allowed.Milliseconds(), Position: position, QueueDepth: depth,
+	}).retry(allowed).counted(class, "too_early")
 }
 
 // queueing is the answer to a visitor who is not through yet (a position, a pre-queue place, a

@@ -55,6 +55,8 @@ func TestModesSwitchLiveWithKubectlPatch(t *testing.T) {
 		t.Fatalf("enter: %d %v, want position 4", code, body)
 	}
 	place := body["position"]
+	told := time.Duration(body["nextPollMs"].(float64)) * time.Millisecond
+	entered := time.Now()
 
 	patch := func(mode herdgatev1alpha1.Mode) {
 		t.Helper()
@@ -71,7 +73,7 @@ func TestModesSwitchLiveWithKubectlPatch(t *testing.T) {
 	patch(herdgatev1alpha1.ModeClosed)
 	waitUntil(t, "the closed room turning away a protected request", func() bool { return protected() == http.StatusServiceUnavailable })
 	t.Logf("Closed applied by the running proxy %s after kubectl patch", time.Since(start).Round(10*time.Millisecond))
-	time.Sleep(600 * time.Millisecond) // the poll interval at the front
+	time.Sleep(time.Until(entered.Add(told))) // the visitor polls as the entry told it
 	if code, body := call(http.MethodGet, "/.herdgate/status"); code != http.StatusOK || body["phase"] != "Closed" || body["position"] != place {
 		t.Fatalf("status while closed: %d %v, want phase Closed at the same place", code, body)
 	}
