@@ -51,6 +51,9 @@ type Config struct {
 	invitationTokens int
 	// clients tells a request's client from the trusted proxies.
 	clients entry.Clients
+	// pollingClients, with spec.entry.perClient, names the client whose polls a replica bounds to
+	// Entry.PollsPerSecond (visitorAPI.overClientRate).
+	pollingClients *entry.ClientLimit
 	// PageTemplate, when set, is the site's waiting page template; PageProblem says why the queue's
 	// template is not served (the built-in page is).
 	PageTemplate *page.Template
@@ -235,6 +238,7 @@ func (c *Config) applyEntry(hmacKey []byte, values SecretValues) error {
 	}
 	if s.Entry != nil {
 		limit := &entry.ClientLimit{EntryLimit: *s.Entry, Clients: c.clients}
+		c.pollingClients = limit
 		if s.Shadow != nil {
 			limit.ShadowFactor = s.Shadow.OverLimitFactor
 		}

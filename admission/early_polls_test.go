@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/testenv"
 )
@@ -90,4 +93,60 @@ func TestPollsTooEarlyAreRefusedWithoutRedis(t *testing.T) {
 			t.Errorf("the poll in time ran the status script %d times; want once", scriptsNow-scriptsAfter)
 		}
 	})
+}
+
+// TestAClientsPollsPastItsRateAreRefusedWithoutRedis: with spec.entry.perClient, the polls one client
+// (as a trusted proxy names it) sends on to Redis are bounded to pollsPerSecond, with a burst of twice
+// as many; the rest are refused 429 too_many_polls without a call to Redis, and another client's
+// visitor, polling as told meanwhile, is answered.
+func TestAClientsPollsPastItsRateAreRefusedWithoutRedis(t *testing.T) {
+	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{
+			TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8"},
+			PerClient:      &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](100), PollsPerSecond: ptr.To[int32](5)},
+		}
+	})
+	h.fillAhead(40)
+	const flooders = 30
+	var crowd []*visitor
+	var longest time.Duration
+	for range flooders {
+		v := h.visitor()
+		v.header.Set("X-Forwarded-For", "198.51.100.7")
+		body := v.enter().json(t)
+		longest = max(longest, time.Duration(body["nextPollMs"].(float64))*time.Millisecond)
+		crowd = append(crowd, v)
+	}
+	faithful := h.visitor()
+	faithful.header.Set("X-Forwarded-For", "203.0.113.9")
+	longest = max(longest, time.Duration(faithful.enter().json(t)["nextPollMs"].(float64))*time.Millisecond)
+	time.Sleep(longest)
+
+	h.warmStatusScript()
+	scripts, _ := h.redisCalls()
+	refused := 0
+	for _, v := range crowd {
+		res := v.status()
+		switch body := res.json(t); {
+		case res.StatusCode == http.StatusOK:
+		case res.StatusCode == http.StatusTooManyRequests && body["error"] == "too_many_polls" && body["retryAfterMs"].(float64) > 0 && res.Header.Get("Retry-After") != "":
+			refused++
+		default:
+			t.Fatalf("a flooding client's poll: %d %s", res.StatusCode, res.body)
+		}
+	}
+	if res := faithful.status(); res.StatusCode != http.StatusOK || res.json(t)["position"] == nil {
+		t.Fatalf("another client's visitor polling as told: %d %s", res.StatusCode, res.body)
+	}
+	scriptsAfter, _ := h.redisCalls()
+	// Its burst of 10 (and a poll it earned meanwhile, at 5 a second) reach Redis; the rest do not.
+	if refused < flooders-12 || refused > flooders-10 {
+		t.Errorf("%d of the client's %d polls in time were refused; want all but its burst of 10", refused, flooders)
+	}
+	if ran := scriptsAfter - scripts; ran != int64(flooders-refused+1) {
+		t.Errorf("the status script ran %d times for %d polls let through and the other client's one", ran, flooders-refused)
+	}
+	if got := h.metric("herdgate_proxy_polls_refused_in_memory_total", `{reason="client_rate"}`); got != float64(refused) {
+		t.Errorf("herdgate_proxy_polls_refused_in_memory_total{reason=\"client_rate\"} = %v; want %d", got, refused)
+	}
 }

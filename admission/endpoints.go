@@ -41,6 +41,8 @@ type visitorAPI struct {
 	polls        *replica.PollStretches
 	// nextPolls is when this replica told each visitor it may poll next (earlyInMemory).
 	nextPolls *replica.NextPolls
+	// clientPolls bounds the polls each client sends on to Redis (overClientRate).
+	clientPolls *replica.ClientPolls
 	// draining is the room's: readyz fails once it drains.
 	draining *atomic.Bool
 	metrics  *metrics

@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 		}),
 		refusedInMemory: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herdgate_proxy_polls_refused_in_memory_total",
-			Help: "Status polls this replica refused with 429 without a call to Redis: too_early (sooner than it told the visitor).",
+			Help: "Status polls this replica refused with 429 without a call to Redis: too_early (sooner than it told the visitor) or client_rate (the client's polls past spec.entry.perClient.pollsPerSecond).",
 		}, []string{"reason"}),
 		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herdgate_proxy_fail_open_total",

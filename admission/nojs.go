@@ -80,8 +80,9 @@ func (api *visitorAPI) stateWithoutScript(cfg *Config, a answer, pos positionBod
 	switch e.Error {
 	case "":
 		return st, time.Duration(pos.NextPollMs) * time.Millisecond
-	case "too_early":
-		// The place is kept: show it, and come back when a poll is allowed.
+	case "too_early", "too_many_polls":
+		// The place is kept: show it (a client's refusal knows none), and come back when a poll is
+		// allowed.
 		st.Phase, st.Position, st.Depth = api.pagePhase(cfg), e.Position, e.QueueDepth
 		return st, time.Duration(e.RetryAfterMs) * time.Millisecond
 	case "not_open":

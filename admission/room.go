@@ -121,7 +121,7 @@ func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 	r.gate = &gate{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions, workload: workload,
 		reclaim: reclaim, metrics: m, log: opts.Log, now: now, rand: rnd}
 	r.visitors = &visitorAPI{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions,
-		workload: workload, farPositions: farPositions, polls: &replica.PollStretches{}, nextPolls: &replica.NextPolls{}, draining: &r.draining, metrics: m, log: opts.Log, now: now, rand: rnd}
+		workload: workload, farPositions: farPositions, polls: &replica.PollStretches{}, nextPolls: &replica.NextPolls{}, clientPolls: &replica.ClientPolls{}, draining: &r.draining, metrics: m, log: opts.Log, now: now, rand: rnd}
 	r.runtime = &replicaRuntime{name: roomName, cfg: &r.cfg, state: &r.state, engine: engine, standing: r.standing, redis: r.redis,
 		sessions: sessions, workload: workload, farPositions: farPositions, reclaim: reclaim, metrics: m, log: opts.Log, now: now}
 	r.state.init(opts.Replica)

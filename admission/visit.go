@@ -88,6 +88,11 @@ func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer
 			}
 		}
 	}
+	if !enter {
+		if a, over := api.overClientRate(v); over {
+			return a
+		}
+	}
 	pos, a, ok := api.askEngine(v)
 	if !ok {
 		return v.answer(a)
@@ -258,6 +263,29 @@ func (api *visitorAPI) earlyInMemory(v *visit) (answer, bool) {
 	api.metrics.tooEarly.Inc()
 	api.metrics.refusedInMemory.WithLabelValues("too_early").Inc()
 	return tooEarlyAnswer(v.class, told.Allowed, told.Position, told.Depth), true
+}
+
+// overClientRate refuses, without a call to Redis, a status poll of a client that sent this replica
+// more than spec.entry.perClient.pollsPerSecond on to Redis: 429 too_many_polls, the place kept.
+func (api *visitorAPI) overClientRate(v *visit) (answer, bool) {
+	limit := v.cfg.pollingClients
+	if limit == nil {
+		return answer{}, false
+	}
+	client, ok := limit.ClientOf(v.x)
+	if !ok {
+		return answer{}, false
+	}
+	api.clientPolls.SetRate(limit.PollsPerSecond)
+	retry, ok := api.clientPolls.Allow(client, api.now())
+	if ok {
+		return answer{}, false
+	}
+	api.metrics.refusedInMemory.WithLabelValues("client_rate").Inc()
+	return errorAnswer(http.StatusTooManyRequests, errorBody{
+		Error: "too_many_polls", Message: "this address polls more often than the room allows; your place is kept",
+		RetryAfterMs: max(1, retry.Milliseconds()),
+	}).retry(retry).counted(v.class, "too_many_polls"), true
 }
 
 // tooEarlyAnswer is the 429 of a poll that came too early: poll again after allowed.

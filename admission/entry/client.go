@@ -72,19 +72,26 @@ type ClientLimit struct {
 
 // Check names the request's client and its limit in out.
 func (l *ClientLimit) Check(in Input, out *Outcome) *Refusal {
-	a := l.Clients.Of(in.Request)
-	if !a.IsValid() {
+	prefix, ok := l.ClientOf(in.Request)
+	if !ok {
 		return nil
+	}
+	out.Limit.Client, out.Limit.Burst, out.Limit.PerMinute = prefix.String(), l.Burst, l.PerMinute
+	out.Limit.ShadowFactor = l.ShadowFactor
+	return nil
+}
+
+// ClientOf is the request's client as the limit counts it: its address cut to the configured prefix
+// length; false when the request has no address (a test's, or a unix socket's).
+func (l *ClientLimit) ClientOf(r Request) (netip.Prefix, bool) {
+	a := l.Clients.Of(r)
+	if !a.IsValid() {
+		return netip.Prefix{}, false
 	}
 	bits := l.V4Bits
 	if !a.Is4() {
 		bits = l.V6Bits
 	}
 	prefix, err := a.Prefix(bits)
-	if err != nil {
-		return nil
-	}
-	out.Limit.Client, out.Limit.Burst, out.Limit.PerMinute = prefix.String(), l.Burst, l.PerMinute
-	out.Limit.ShadowFactor = l.ShadowFactor
-	return nil
+	return prefix, err == nil
 }

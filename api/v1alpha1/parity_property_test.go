@@ -104,6 +104,7 @@ var fieldPools = map[string][]any{
 	"entry.perClient.perMinute":                  append(ints(0, 1, 30, 600000, 600001), absent),
 	"entry.perClient.ipv4PrefixLength":           append(ints(7, 8, 24, 32, 33), absent),
 	"entry.perClient.ipv6PrefixLength":           append(ints(15, 16, 64, 128, 129), absent),
+	"entry.perClient.pollsPerSecond":             append(ints(0, 1, 50, 100000, 100001), absent),
 	"entry.trustedProxies":                       cidrLists(),
 	"pass.releaseKeySecretRef.name":              secretNames(),
 	"pass.releaseKeySecretRef.key":               secretKeys(),

@@ -532,6 +532,16 @@ var _ = Describe("WaitingQueue validation", func() {
 				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{IPv4PrefixLength: ptr.To[int32](4)}}
 			},
 			"spec.entry.perClient.ipv4PrefixLength", "greater than or equal to 8"),
+		Entry("a client's polls at 0 a second",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{PollsPerSecond: ptr.To[int32](0)}}
+			},
+			"spec.entry.perClient.pollsPerSecond", "greater than or equal to 1"),
+		Entry("a client's polls at 100,001 a second",
+			func(wq *herdgatev1alpha1.WaitingQueue) {
+				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{PerClient: &herdgatev1alpha1.PerClientLimit{PollsPerSecond: ptr.To[int32](100001)}}
+			},
+			"spec.entry.perClient.pollsPerSecond", "less than or equal to 100000"),
 		Entry("pool size above a million",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Capacity.PoolSize = 1_000_001 },
 			"spec.capacity.poolSize", "less than or equal to 1000000"),

@@ -212,8 +212,10 @@ func durationOr(d *metav1.Duration, fallback time.Duration) time.Duration {
 
 // Defaults of spec.entry.perClient.
 const (
-	DefaultEntryBurst            = 10
-	DefaultEntryPerMinute        = 30
+	DefaultEntryBurst     = 10
+	DefaultEntryPerMinute = 30
+	// DefaultPollsPerClient is spec.entry.perClient.pollsPerSecond's default.
+	DefaultPollsPerClient        = 50
 	DefaultEntryIPv4PrefixLength = 32
 	DefaultEntryIPv6PrefixLength = 64
 )
@@ -233,6 +235,18 @@ func (s *WaitingQueueSpec) EffectivePerClient() (burst, perMinute, v4Bits, v6Bit
 	}
 	return or(l.Burst, DefaultEntryBurst), or(l.PerMinute, DefaultEntryPerMinute),
 		or(l.IPv4PrefixLength, DefaultEntryIPv4PrefixLength), or(l.IPv6PrefixLength, DefaultEntryIPv6PrefixLength), true
+}
+
+// EffectivePollsPerClient returns spec.entry.perClient.pollsPerSecond; ok is false without
+// spec.entry.perClient.
+func (s *WaitingQueueSpec) EffectivePollsPerClient() (perSecond int, ok bool) {
+	if s.Entry == nil || s.Entry.PerClient == nil {
+		return 0, false
+	}
+	if p := s.Entry.PerClient.PollsPerSecond; p != nil {
+		return int(*p), true
+	}
+	return DefaultPollsPerClient, true
 }
 
 // EffectiveCapacityMode returns spec.capacity.mode.

@@ -1311,4 +1311,16 @@ type PerClientLimit struct {
 	// +kubebuilder:validation:Minimum=16
 	// +kubebuilder:validation:Maximum=128
 	IPv6PrefixLength *int32 `json:"ipv6PrefixLength,omitempty"`
+
+	// pollsPerSecond is how many status polls a second one client may send each proxy replica that go
+	// on to Redis, with bursts of twice as many: a poll past it is refused with 429 too_many_polls in
+	// the replica's memory, and the visitor's place is kept. Polls the replica answers or refuses
+	// without Redis (far from the front, or sooner than the visitor was told) do not count. A visitor
+	// polls at most twice a second, so the default leaves room for a hundred visitors behind one
+	// address near the front of the queue. Between 1 and 100000; defaults to 50.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	PollsPerSecond *int32 `json:"pollsPerSecond,omitempty"`
 }

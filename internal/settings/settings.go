@@ -112,6 +112,8 @@ type Settings struct {
 // a client is an IPv4 address cut to V4Bits leading bits, or an IPv6 one cut to V6Bits.
 type EntryLimit struct {
 	Burst, PerMinute, V4Bits, V6Bits int
+	// PollsPerSecond bounds the status polls of a client that a replica sends on to Redis.
+	PollsPerSecond int
 }
 
 // Schedule is when a launch happens; ClosesAt is zero when it does not close.
@@ -383,7 +385,11 @@ func (s *Settings) deriveClients(spec *herdgatev1alpha1.WaitingQueueSpec) error 
 		case v6 < 16 || v6 > 128:
 			return fieldErr("spec.entry.perClient.ipv6PrefixLength", "%d is outside 16 … 128", v6)
 		}
-		s.Entry = &EntryLimit{Burst: burst, PerMinute: perMinute, V4Bits: v4, V6Bits: v6}
+		polls, _ := spec.EffectivePollsPerClient()
+		if polls < 1 || polls > 100000 {
+			return fieldErr("spec.entry.perClient.pollsPerSecond", "%d is outside 1 … 100000", polls)
+		}
+		s.Entry = &EntryLimit{Burst: burst, PerMinute: perMinute, V4Bits: v4, V6Bits: v6, PollsPerSecond: polls}
 	}
 	if spec.Entry == nil {
 		return nil
