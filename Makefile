@@ -239,7 +239,7 @@ bench-pow: toolchain ## Time the proof of work at each difficulty: Go (API clien
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test -run '^$$' -bench 'BenchmarkSolveInTheBrowser' -benchtime 5x -count 1 ./test/e2e | tee -a $(ARTIFACTS)/bench-pow.txt
 
 .PHONY: bench-proxy
-bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK.
+bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loopback); status polls vs ZRANK; a flood of early polls.
 	hack/ensure-packages.sh wrk=wrk nginx=nginx-light haproxy=haproxy
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy

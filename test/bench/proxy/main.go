@@ -1,7 +1,8 @@
 // Command bench-proxy measures herdgate-proxy beside nginx and a direct connection, in one run, all on
 // loopback: a tiny backend (nginx returning 200), nginx proxy_pass with upstream keep-alive in front
 // of it, and herdgate-proxy in front of it with a valid pass on a protected POST. It also compares
-// status polls through the proxy with redis-benchmark ZRANK on the same Redis. The machine is shared
+// status polls through the proxy with redis-benchmark ZRANK on the same Redis, and what a flood of early
+// polls from one client costs Redis (flood.go; --flood-only runs that alone). The machine is shared
 // and noisy, so every load runs several rounds, interleaved across the paths, and the median round
 // is reported. Run it with `make bench-proxy`; it needs wrk, nginx and redis-tools (Debian packages).
 package main
@@ -34,6 +35,7 @@ func main() {
 	gateway := flag.Bool("gateway", false, "also run the gateway mode: nginx with auth_request to herdgate-proxy's check, HAProxy alone and verifying JWT passes, and the gRPC check at load")
 	baselineBin := flag.String("baseline", "", "another herdgate-proxy binary (an earlier build) to run beside --proxy in the same rounds, for before/after ratios")
 	out := flag.String("out", "", "also write the report to this file")
+	floodOnly := flag.Bool("flood-only", false, "run only the flood of early polls (and its baseline)")
 	profileDir := flag.String("cpu-profile-dir", "", "write herdgate-proxy's CPU profiles of the first forward and status runs to this directory (profiling slows the proxy: read the numbers of such a run with care)")
 	flag.Parse()
 	if *proxyBin == "" {
@@ -43,6 +45,12 @@ func main() {
 	if *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "flag --rounds must be at least 1")
 		os.Exit(2)
+	}
+	run := run
+	if *floodOnly {
+		run = func(proxyBin, baselineBin string, _ bool, d time.Duration, conns, _ int, _ string) (string, error) {
+			return runFloods(proxyBin, baselineBin, d, conns)
+		}
 	}
 	report, err := run(*proxyBin, *baselineBin, *gateway, *duration, *connections, *rounds, *profileDir)
 	if err != nil {
@@ -289,6 +297,11 @@ wrk.headers["X-Herdgate-Pass"] = %q
 		baselinePolls = all[1]
 	}
 
+	floods, err := floodsOfEarlyPolls(dir, redis, proxyBin, baselineBin, conns, d)
+	if err != nil {
+		return "", err
+	}
+
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Protected POST with a valid pass, %d connections, median of %d interleaved %s runs (wrk)\n\n", conns, rounds, d)
 	fmt.Fprintf(&b, "| path | req/s | p50 | p99 | req/s vs nginx |\n| --- | ---: | ---: | ---: | ---: |\n")
@@ -348,6 +361,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 	}
 	fmt.Fprintf(&b, "\nstatus polls ÷ ZRANK: %.2f× (goal ≥ 0.5×); %d of the polls were answered 429 (too early)\n", polls.rps/zrank.rps, polls.non2xx)
 	fmt.Fprintf(&b, "herdgate-proxy ÷ nginx throughput: %.2f× (goal ≥ 0.8×)\n", saturating["herdgate-proxy"].rps/saturating["nginx proxy_pass"].rps)
+	floodReport(&b, floods, conns, d)
 	if gatewayPID != 0 {
 		withCheck, alone := saturating[checkName], saturating["nginx proxy_pass"]
 		checkPerReq, _, _ := cpuPerRequest(checkName)
@@ -382,6 +396,7 @@ var (
 	requestsLine = regexp.MustCompile(`(\d+) requests in `)
 	latencyLine  = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
 	non2xxLine   = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+	answersLine  = regexp.MustCompile(`(?m)^answers (\w+): (\d+)$`)
 )
 
 // wrkThreads: wrk's threads; the status script gives each its own share of the visitors.

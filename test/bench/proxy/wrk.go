@@ -26,6 +26,8 @@ type wrkResult struct {
 	// gatewayCPU and checkCPU split proxyCPU of nginx asking herdgate's check: nginx's own, and
 	// herdgate-proxy's answering the checks.
 	gatewayCPU, checkCPU time.Duration
+	// answers counts the responses by kind, when the script tells them ("answers <kind>: <n>").
+	answers map[string]int64
 }
 
 func wrk(url, script string, conns int, d time.Duration) (wrkResult, error) {
@@ -61,6 +63,12 @@ func parseWrk(out string) (wrkResult, error) {
 	}
 	if m := non2xxLine.FindStringSubmatch(out); m != nil {
 		r.non2xx, _ = strconv.Atoi(m[1])
+	}
+	for _, m := range answersLine.FindAllStringSubmatch(out, -1) {
+		if r.answers == nil {
+			r.answers = map[string]int64{}
+		}
+		r.answers[m[1]], _ = strconv.ParseInt(m[2], 10, 64)
 	}
 	return r, nil
 }
