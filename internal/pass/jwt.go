@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // Issuer is the iss claim of every JWT pass.
@@ -188,7 +186,7 @@ func (j *JWTPasses) verifySignature(token string) (Pass, Result) {
 		return Pass{}, Tampered
 	case c.Issuer != Issuer || c.Audience != j.audience:
 		return Pass{}, Tampered
-	case c.NotBefore == nil || c.Expiry == nil || c.Subject == "" || len(c.Subject) > queue.MaxVisitorIDLength:
+	case c.NotBefore == nil || c.Expiry == nil || c.Subject == "" || len(c.Subject) > MaxVisitorLength:
 		return Pass{}, Malformed
 	}
 	return Pass{Visitor: c.Subject, NotBefore: c.NotBefore.Time, Expiry: c.Expiry.Time}, Valid

@@ -15,19 +15,22 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // A pass is base64url(version | notBefore ms | expiry ms | len | visitor | HMAC-SHA256), the MAC taken
 // over the queue UID and everything before it. It is checked in memory: no Redis call on the
 // protected path.
+// MaxVisitorLength is the longest visitor a pass, a place or a session names: the queue's own bound on a
+// visitor ID (queue.MaxVisitorIDLength, which the package's tests hold it to), kept here so that what
+// verifies a pass needs nothing of the queue.
+const MaxVisitorLength = 128
+
 const (
 	passVersion = 1
 	passHeader  = 1 + 8 + 8 + 1
 	macSize     = sha256.Size
 	// MaxLength is the longest encoded pass accepted; anything longer is refused unread.
-	MaxLength = (passHeader + queue.MaxVisitorIDLength + macSize + 2) / 3 * 4
+	MaxLength = (passHeader + MaxVisitorLength + macSize + 2) / 3 * 4
 	// passLeeway tolerates a proxy clock slightly behind Redis' at the not-before time. A visitor only
 	// learns its pass from a status answer given at or after not-before, so this opens nothing early.
 	passLeeway = time.Second
@@ -72,7 +75,7 @@ type Signer struct {
 // (almost) nothing.
 type macScratch struct {
 	h   hash.Hash
-	buf [passHeader + queue.MaxVisitorIDLength + macSize + 3]byte
+	buf [passHeader + MaxVisitorLength + macSize + 3]byte
 	sum [macSize]byte
 }
 
@@ -355,7 +358,7 @@ func (s *Signer) VerifySession(handle string) (Pass, bool) {
 		return Pass{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil || len(raw) <= 16 || len(raw) > 16+queue.MaxVisitorIDLength {
+	if err != nil || len(raw) <= 16 || len(raw) > 16+MaxVisitorLength {
 		return Pass{}, false
 	}
 	got, err := base64.RawURLEncoding.DecodeString(mac)

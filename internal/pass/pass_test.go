@@ -4,7 +4,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/internal/queue"
 )
+
+// TestAPassNamesTheVisitorsTheQueueTakes: the longest visitor a pass names is the queue's longest
+// visitor ID.
+func TestAPassNamesTheVisitorsTheQueueTakes(t *testing.T) {
+	if MaxVisitorLength != queue.MaxVisitorIDLength {
+		t.Fatalf("MaxVisitorLength %d, queue.MaxVisitorIDLength %d: a pass must name every visitor the queue takes, and no longer", MaxVisitorLength, queue.MaxVisitorIDLength)
+	}
+}
 
 // TestPlaces: a place verifies for its visitor only, in its queue only, and nothing altered or
 // forged verifies; nor does a pass or a visitor cookie taken for one.
