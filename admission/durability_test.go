@@ -32,7 +32,7 @@ func TestAReplicatedRoomsEntriesWaitForAReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.proxy.SetConfig(cfg)
+	h.room.SetConfig(cfg)
 	if res := h.visitor().enter(); res.StatusCode != http.StatusOK {
 		t.Fatalf("entry into the room back to Async: %d %s", res.StatusCode, res.body)
 	}

@@ -364,7 +364,7 @@ func TestBypassLanes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.proxy.SetConfig(closedCfg)
+		h.room.SetConfig(closedCfg)
 		forwarded("the monitor while closed", get("/checkout/cart", "X-Monitor-Token", monitorToken))
 		gated("a visitor while closed", get("/checkout/cart"))
 

@@ -44,7 +44,7 @@ func admissionReferencePlan() queue.PublishedPlan {
 
 // lastStep is what every estimate adds after the admission: the lead and half the jitter window.
 func (h *harness) lastStep() time.Duration {
-	cfg := h.proxy.Config()
+	cfg := h.room.Config()
 	return cfg.Lead + cfg.JitterWindow/2
 }
 

@@ -122,7 +122,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer := h.proxy.Config().Signer
+	signer := h.room.Config().Signer
 
 	// Before the proxy has counted the queue, every answer is Redis' and gives the visitor its place.
 	first := waiting[len(waiting)-1].Member.(string)
@@ -135,7 +135,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 		t.Fatalf("place %v, want %s", body["place"], want)
 	}
 	// The proxy learnt the depth from that answer: its next tick counts the queue.
-	h.proxy.RefreshFar(ctx)
+	h.room.RefreshFar(ctx)
 	if h.metric("herdgate_proxy_far_snapshots_total", "") != 1 {
 		t.Fatal("no snapshot of a queue deeper than the exact zone")
 	}
@@ -198,7 +198,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	for range 12 {
 		h.admit(queue.MaxAdmitPerTick, 0)
 	}
-	h.proxy.RefreshFar(ctx)
+	h.room.RefreshFar(ctx)
 	if h.metric("herdgate_proxy_far_snapshots_total", "") != 1 {
 		t.Fatal("counted again within farSnapshotEvery")
 	}
@@ -260,7 +260,7 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 		}
 	}
 	farPlace := signer.Place(farOne, int64(rdb.ZScore(ctx, waitingKey, farOne).Val()))
-	h.proxy.RefreshFar(ctx) // nothing pending
+	h.room.RefreshFar(ctx) // nothing pending
 	h.redis.Stop()
 	if res := h.pollAs(farOne, farPlace); res.StatusCode != http.StatusOK || res.json(t)["positionIsBound"] != true {
 		t.Fatalf("a far visitor while Redis is down: %d %s", res.StatusCode, res.body)
@@ -268,8 +268,8 @@ func TestFarPositionsBoundTheExactRank(t *testing.T) {
 	if res := h.pollAs(nearOne, ""); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a visitor near the front while Redis is down: %d %s", res.StatusCode, res.body)
 	}
-	h.proxy.RefreshFar(ctx)
-	if pending := h.proxy.FarPositions().TakePending(); len(pending) != 1 || pending[0].Visitor != farOne {
+	h.room.RefreshFar(ctx)
+	if pending := h.room.FarPositions().TakePending(); len(pending) != 1 || pending[0].Visitor != farOne {
 		t.Fatalf("signs of life kept while Redis is down: %v", pending)
 	}
 }
@@ -285,9 +285,9 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 		wq.Spec.Polling.MaxInterval = &metav1.Duration{Duration: time.Second}
 	})
 	// Shorter than a spec may say (10 s at least), so that the test waits seconds, not minutes.
-	short := *h.proxy.Config()
+	short := *h.room.Config()
 	short.AbandonAfter = abandon
-	h.proxy.SetConfig(&short)
+	h.room.SetConfig(&short)
 	ctx := context.Background()
 	if err := h.q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14)}); err != nil {
 		t.Fatal(err)
@@ -320,14 +320,14 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
 		}
-		return h.proxy.Config().Signer.Place(v, int64(score))
+		return h.room.Config().Signer.Place(v, int64(score))
 	}
 	told, silent := placeOf("told"), placeOf("silent")
 
 	// The proxy's loop: a batch every tick, a snapshot every farSnapshotEvery.
 	loopCtx, stop := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
-	go func() { defer close(loopDone); h.proxy.KeepFarPositions(loopCtx) }()
+	go func() { defer close(loopDone); h.room.KeepFarPositions(loopCtx) }()
 	defer func() { stop(); <-loopDone }()
 	// An exact answer, from which the proxy learns the depth; Redis refuses it (the visitor entered
 	// just now), and says when to come back.
@@ -381,7 +381,7 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	for deadline, steady := time.Now().Add(10*time.Second), 0; steady < 3; time.Sleep(100 * time.Millisecond) {
 		// Three ticks in a row with nothing pending and nothing more sent: the batches are done.
 		now := h.metric("herdgate_proxy_far_signs_of_life_total", "")
-		if now == signs && h.proxy.FarPositions().PendingCount() == 0 {
+		if now == signs && h.room.FarPositions().PendingCount() == 0 {
 			steady++
 		} else {
 			steady, signs = 0, now
@@ -402,7 +402,7 @@ func TestFarVisitorsKeepTheirPlaceThroughBatchedSignsOfLife(t *testing.T) {
 	// The dropped visitor comes back with its old place: at most one answer from the snapshot,
 	// then, once a batch found it gone, Redis says it is not queued.
 	first := h.pollAs("silent", silent)
-	h.proxy.RefreshFar(ctx)
+	h.room.RefreshFar(ctx)
 	time.Sleep(time.Duration(first.json(t)["nextPollMs"].(float64)) * time.Millisecond)
 	if res := h.pollAs("silent", silent); res.StatusCode != http.StatusNotFound || res.json(t)["error"] != "not_queued" {
 		t.Fatalf("the dropped visitor after its first answer (%d %s): %d %s", first.StatusCode, first.body, res.StatusCode, res.body)

@@ -43,7 +43,7 @@ func TestNothingOfHerdgatesReachesTheUpstream(t *testing.T) {
 			wq.Spec.Bypass = []herdgatev1alpha1.BypassRule{{Name: "health", Path: ptr.To(herdgatev1alpha1.RoutePath("/health"))}}
 		})
 		now := time.Now()
-		token := h.proxy.Config().Signer.Issue("alice", now.Add(-time.Second), now.Add(time.Minute))
+		token := h.room.Config().Signer.Issue("alice", now.Add(-time.Second), now.Add(time.Minute))
 		rng := rand.New(rand.NewPCG(uint64(now.UnixNano()), 26))
 		targets := []string{
 			"GET /open HTTP/1.1", "POST /api/v1/orders HTTP/1.1", "GET /health HTTP/1.1", "GET /open/socket HTTP/1.1",

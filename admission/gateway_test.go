@@ -162,9 +162,9 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	})
 	// The replica counts the checks the gateway asks, and reports their rate (GatewayChecking).
 	start := time.Now()
-	h.proxy.ReportAt(start)
+	h.room.ReportAt(start)
 	defer func() {
-		if r := h.proxy.ReportAt(start.Add(time.Minute)); r.ChecksPerSecond <= 0 {
+		if r := h.room.ReportAt(start.Add(time.Minute)); r.ChecksPerSecond <= 0 {
 			t.Errorf("the replica reports %v gateway checks a second after the gateway asked", r.ChecksPerSecond)
 		}
 	}()
@@ -202,7 +202,7 @@ func testGatewayEnforcesTheRoom(t *testing.T, gw gateway) {
 	}
 	// Passes that must not open the route: made up, expired, another queue's, and one whose payload
 	// was changed after signing.
-	cfg := h.proxy.Config()
+	cfg := h.room.Config()
 	other, err := admission.NewConfigWithSecrets(changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Name, wq.UID = "other", "uid-other" }),
 		h.key, (&admission.FileConfig{PassKeys: passKeysOf(t, cfg), Secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}).Values())
 	if err != nil {

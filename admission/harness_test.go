@@ -66,7 +66,7 @@ type harness struct {
 	store    *queue.Store
 	q        *queue.Queue
 	engine   *admissiontest.MemoryEngine
-	proxy    *admission.Room
+	room     *admission.Room
 	server   *httptest.Server
 	upstream *recorder
 	key      []byte
@@ -124,9 +124,9 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 		plan := admissiontest.ReferencePlan()
 		plan.AbandonAfter = harnessAbandonAfter
 		h.engine = admissiontest.NewMemoryEngine(plan)
-		h.proxy = admission.NewRoomOn(h.wq.Namespace+"/"+h.wq.Name, h.engine, proxyOptions)
-		h.proxy.SetConfig(cfg)
-		h.server = serveFront(t, h.proxy)
+		h.room = admission.NewRoomOn(h.wq.Namespace+"/"+h.wq.Name, h.engine, proxyOptions)
+		h.room.SetConfig(cfg)
+		h.server = serveFront(t, h.room)
 		return h
 	}
 	h.redis = testenv.StartRedis(t)
@@ -140,10 +140,10 @@ func newHarnessWith(t *testing.T, opts harnessOptions, change func(*herdgatev1al
 	if h.q, err = h.store.Queue("shop", "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if h.proxy, err = admission.NewRoom(cfg, h.store, proxyOptions); err != nil {
+	if h.room, err = admission.NewRoom(cfg, h.store, proxyOptions); err != nil {
 		t.Fatal(err)
 	}
-	h.server = serveFront(t, h.proxy)
+	h.server = serveFront(t, h.room)
 	h.publishPlan()
 	return h
 }
@@ -363,7 +363,7 @@ func (h *harness) raw(request string) rawResponse {
 func (h *harness) metric(name, labels string) float64 {
 	h.t.Helper()
 	rec := httptest.NewRecorder()
-	h.proxy.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	h.room.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	want := seriesLabels(labels)
 	want["waitingqueue"] = h.wq.Namespace + "/" + h.wq.Name
 	for _, line := range strings.Split(rec.Body.String(), "\n") {

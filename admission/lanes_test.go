@@ -217,7 +217,7 @@ func TestAPreQueueVisitorIsToldItsLane(t *testing.T) {
 		withLanes(wq)
 		*wq = *builder.From(wq).Schedule(time.Now().Add(-time.Minute), time.Now().Add(time.Hour), time.Time{}).Obj()
 	})
-	h.proxy.ReadPlansFresh(h.q)
+	h.room.ReadPlansFresh(h.q)
 	h.publishPhase(phase.PreQueue)
 	vip, plain := h.visitor(), h.visitor()
 	vip.header.Set("X-Member-Tier", vipValue)

@@ -65,7 +65,7 @@ func TestASitePageTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.proxy.SetConfig(cfg)
+	h.room.SetConfig(cfg)
 	r := h.visitor().do(http.MethodGet, "/.herdgate/?return=/checkout", nil, "Accept-Language", "ko")
 	body := string(r.body)
 	for _, want := range []string{`<html lang="ko">`, `Shop shop/orders (Open)`, `Sales end at 18:00`, `data-return="/checkout"`, "대기열에 들어가는 중…", "herdgate = { solve: solve }"} {
@@ -92,7 +92,7 @@ func TestASitePageTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.proxy.SetConfig(cfg2)
+	h.room.SetConfig(cfg2)
 	if got := h.visitor().status().json(t)["notice"]; got != "Sold out soon" {
 		t.Fatalf("a status refusal's notice %v, want the changed message", got)
 	}

@@ -241,7 +241,7 @@ func TestProtectedRoutesNeedAPass(t *testing.T) {
 
 func TestNoSpellingOfAProtectedPathBypassesTheGate(t *testing.T) {
 	h := newMemoryHarness(t, nil)
-	token := h.proxy.Config().Signer.Issue("somebody", time.Now().Add(-time.Second), time.Now().Add(time.Minute))
+	token := h.room.Config().Signer.Issue("somebody", time.Now().Add(-time.Second), time.Now().Add(time.Minute))
 	variants := []struct{ method, path string }{
 		{"POST", "/api/v1/orders"},
 		{"POST", "//api/v1/orders"},
@@ -302,7 +302,7 @@ func TestNoSpellingOfAProtectedPathBypassesTheGate(t *testing.T) {
 
 func TestBadPassesAreRefused(t *testing.T) {
 	h := newMemoryHarness(t, nil)
-	signer := h.proxy.Config().Signer
+	signer := h.room.Config().Signer
 	v := h.visitor()
 	v.enter() // known visitor: the cookie names it
 	id, _ := signer.VerifyVisitorCookie(v.visitorCookie().Value)
@@ -538,7 +538,7 @@ func TestRedisOutage(t *testing.T) {
 			}
 
 			h.redis.Stop()
-			if err := h.proxy.CheckRedis(context.Background()); err == nil {
+			if err := h.room.CheckRedis(context.Background()); err == nil {
 				t.Fatal("CheckRedis did not notice the stopped Redis")
 			}
 			for _, res := range []response{waiting.status(), h.visitor().enter()} {
@@ -594,7 +594,7 @@ func TestReservedEndpoints(t *testing.T) {
 	if res := v.do(http.MethodGet, "/.herdgate/enter", nil); res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
 		t.Fatalf("GET enter: %d, Allow %q", res.StatusCode, res.Header.Get("Allow"))
 	}
-	h.proxy.StartDrain()
+	h.room.StartDrain()
 	if res := v.do(http.MethodGet, "/.herdgate/readyz", nil); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while draining: %d", res.StatusCode)
 	}
@@ -668,7 +668,7 @@ func TestConfigChangesApplyLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.proxy.SetConfig(cfg)
+	h.room.SetConfig(cfg)
 	if res := v.do(http.MethodPost, "/api/v2/checkout", nil); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("a newly protected path: %d", res.StatusCode)
 	}
@@ -760,7 +760,7 @@ func TestFrontServeEndsWithItsListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := front.NewFast(h.proxy, front.FastOptions{})
+	fast := front.NewFast(h.room, front.FastOptions{})
 	done := make(chan error, 1)
 	go func() { done <- fast.Serve(ln) }()
 	res, err := http.Get("http://" + ln.Addr().String() + "/.herdgate/healthz")
@@ -881,7 +881,7 @@ func TestFrontClosesSilentConnectionsWithoutAnAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := front.NewFast(h.proxy, front.FastOptions{HeaderTimeout: 300 * time.Millisecond})
+	fast := front.NewFast(h.room, front.FastOptions{HeaderTimeout: 300 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { done <- fast.Serve(ln) }()
 	t.Cleanup(func() {

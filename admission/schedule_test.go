@@ -27,7 +27,7 @@ func scheduledHarness(t *testing.T, preQueueFrom, opensAt time.Time, change func
 			change(wq)
 		}
 	})
-	h.proxy.ReadPlansFresh(h.q)
+	h.room.ReadPlansFresh(h.q)
 	return h
 }
 
@@ -35,7 +35,7 @@ func scheduledHarness(t *testing.T, preQueueFrom, opensAt time.Time, change func
 // would on its tick.
 func (h *harness) publishPhase(phase phase.Phase) {
 	h.t.Helper()
-	sc := h.proxy.Config().Schedule
+	sc := h.room.Config().Schedule
 	if err := h.q.PublishPlan(context.Background(), queue.PublishedPlan{
 		Quota: mustQuota(14), PollMin: 500 * time.Millisecond, PollMax: 5 * time.Second, AbandonAfter: 5 * time.Minute,
 		Phase: phase, PreQueueFrom: sc.PreQueueFrom, OpensAt: sc.OpensAt, ClosesAt: sc.ClosesAt,
@@ -83,14 +83,14 @@ func TestAScheduledRoomIsClosedUntilItOpens(t *testing.T) {
 
 	// Redis down before the opening: FailOpen does not open the room early.
 	h.redis.Stop()
-	_ = h.proxy.CheckRedis(context.Background())
+	_ = h.room.CheckRedis(context.Background())
 	if res := v.do(http.MethodPost, "/api/v1/orders", nil); res.StatusCode == http.StatusOK {
 		t.Fatal("FailOpen let a request through before opensAt")
 	}
 	if err := h.redis.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.proxy.CheckRedis(context.Background()); err != nil {
+	if err := h.room.CheckRedis(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if calls := h.upstream.all(); len(calls) != 0 {
@@ -138,7 +138,7 @@ func TestThePreQueueDrawAndTheQueueBehindItThroughTheProxy(t *testing.T) {
 	expectNotOpen(t, "an order during the pre-queue", visitors[0].do(http.MethodPost, "/api/v1/orders", nil), string(phase.PreQueue), true)
 
 	// Opening: while the draw runs, a pre-queue visitor and a newcomer are told Opening.
-	st, err := h.q.BeginDraw(ctx, h.proxy.Config().Schedule.OpensAt, phase.Open)
+	st, err := h.q.BeginDraw(ctx, h.room.Config().Schedule.OpensAt, phase.Open)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 		})
 		h.publishPhase(phase.Open)
-		old := h.proxy.Config().Signer.Issue("early-bird", now.Add(-3*time.Hour).Add(time.Second), now.Add(time.Hour))
+		old := h.room.Config().Signer.Issue("early-bird", now.Add(-3*time.Hour).Add(time.Second), now.Add(time.Hour))
 		order := func(token string) response {
 			return h.visitor().do(http.MethodPost, "/api/v1/orders", strings.NewReader("{}"), "X-User-Id", "early-bird", admission.PassHeader, token)
 		}
@@ -238,7 +238,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.proxy.SetConfig(cfg)
+		h.room.SetConfig(cfg)
 		h.publishPhase(phase.PreQueue)
 		res := order(old)
 		if res.StatusCode != http.StatusForbidden || res.Header.Get("X-Herdgate-Pass-Result") != string(pass.EarlierOpening) {
@@ -249,7 +249,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 			t.Fatalf("earlier_opening verifications counted: %v", got)
 		}
 		// A pass issued a second before the pre-queue began is of the earlier opening too.
-		if res := order(h.proxy.Config().Signer.Issue("early-bird", preQueueFrom.Add(-time.Second), now.Add(time.Hour))); res.StatusCode != http.StatusForbidden {
+		if res := order(h.room.Config().Signer.Issue("early-bird", preQueueFrom.Add(-time.Second), now.Add(time.Hour))); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("a pass issued just before the pre-queue: %d", res.StatusCode)
 		}
 
@@ -258,7 +258,7 @@ func TestAPassDoesNotOutliveItsOpening(t *testing.T) {
 		if res := order(old); res.StatusCode != http.StatusForbidden {
 			t.Fatalf("the earlier opening's pass after opensAt: %d, want 403", res.StatusCode)
 		}
-		if res := order(h.proxy.Config().Signer.Issue("early-bird", now.Add(-time.Second), now.Add(time.Hour))); res.StatusCode != http.StatusOK {
+		if res := order(h.room.Config().Signer.Issue("early-bird", now.Add(-time.Second), now.Add(time.Hour))); res.StatusCode != http.StatusOK {
 			t.Fatalf("a pass of the new opening: %d %s", res.StatusCode, res.body)
 		}
 	})

@@ -68,7 +68,7 @@ type Set struct {
 }
 
 type setRoom struct {
-	proxy   *Room
+	room    *Room
 	created time.Time
 	// hosts are the hosts of the room's config in force; conflict is the host another room holds,
 	// with the generation it was refused for.
@@ -112,7 +112,7 @@ func (s *Set) Named(name string) (*Room, bool) {
 	if !ok {
 		return nil, false
 	}
-	return r.proxy, true
+	return r.room, true
 }
 
 // Draining says StartDrain was called.
@@ -124,7 +124,7 @@ func (s *Set) StartDrain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rooms {
-		r.proxy.StartDrain()
+		r.room.StartDrain()
 	}
 }
 
@@ -136,7 +136,7 @@ func (s *Set) Ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rooms {
-		if r.proxy.Config() != nil {
+		if r.room.Config() != nil {
 			return true
 		}
 	}
@@ -167,16 +167,16 @@ func unrouted(rooms Rooms, escapedPath string) answer {
 // Log is the set's logger.
 func (s *Set) Log() logr.Logger { return s.log }
 
-// Add serves p's room, created at created (which settles who holds a host both name), on the hosts
-// of its config in force: give it configs with Configure. A room the set serves already is replaced.
-func (s *Set) Add(p *Room, created time.Time) {
+// Add serves room, created at created (which settles who holds a host both name), on the hosts of
+// its config in force: give it configs with Configure. A room the set serves already is replaced.
+func (s *Set) Add(room *Room, created time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.rooms[p.name]; ok && old.stop != nil {
+	if old, ok := s.rooms[room.name]; ok && old.stop != nil {
 		old.stop()
 	}
-	r := &setRoom{proxy: p, created: created}
-	s.rooms[p.name] = r
+	r := &setRoom{room: room, created: created}
+	s.rooms[room.name] = r
 	if s.runCtx != nil {
 		s.start(r)
 	}
@@ -192,7 +192,7 @@ func (s *Set) Configure(name string, cfg *Config) bool {
 	if !ok {
 		return false
 	}
-	r.proxy.SetConfig(cfg)
+	r.room.SetConfig(cfg)
 	r.conflict = ""
 	s.reroute()
 	return true
@@ -241,7 +241,7 @@ func (s *Set) Run(ctx context.Context, redisCheckInterval time.Duration) {
 func (s *Set) start(r *setRoom) {
 	ctx, stop := context.WithCancel(s.runCtx)
 	r.stop = stop
-	s.running.Go(func() { r.proxy.Run(ctx, s.interval) })
+	s.running.Go(func() { r.room.Run(ctx, s.interval) })
 }
 
 // MetricsHandler serves every room's series, each labelled waitingqueue="namespace/name" as a proxy
@@ -257,7 +257,7 @@ func (s *Set) gatherRooms() ([]*dto.MetricFamily, error) {
 	s.mu.Lock()
 	rooms := make([]*Room, 0, len(s.rooms))
 	for _, r := range s.rooms {
-		rooms = append(rooms, r.proxy)
+		rooms = append(rooms, r.room)
 	}
 	s.mu.Unlock()
 	return gatherLabelled(rooms)

@@ -101,11 +101,11 @@ func (s *Set) reroute() {
 		if c := a.created.Compare(b.created); c != 0 {
 			return c
 		}
-		return strings.Compare(a.proxy.name, b.proxy.name)
+		return strings.Compare(a.room.name, b.room.name)
 	})
 	routes := map[string]*hostRooms{}
 	for _, r := range order {
-		cfg := r.proxy.Config()
+		cfg := r.room.Config()
 		r.hosts = nil
 		if cfg == nil {
 			continue
@@ -120,11 +120,11 @@ func (s *Set) reroute() {
 			if c := sameRoute(hr, cfg); c != "" && conflict == "" {
 				conflict = c
 			}
-			hr.rooms = append(hr.rooms, r.proxy)
+			hr.rooms = append(hr.rooms, r.room)
 			r.hosts = append(r.hosts, h)
 		}
 		if conflict != "" && conflict != r.conflict {
-			r.proxy.RefuseConfig(cfg.Generation, fmt.Errorf("%s", conflict))
+			r.room.RefuseConfig(cfg.Generation, fmt.Errorf("%s", conflict))
 		}
 		r.conflict = conflict
 	}
@@ -133,7 +133,7 @@ func (s *Set) reroute() {
 		for _, h := range r.hosts {
 			shared = shared || len(routes[h].rooms) > 1
 		}
-		r.proxy.links.sharesHost.Store(shared)
+		r.room.links.sharesHost.Store(shared)
 	}
 	s.routes.Store(&routes)
 }

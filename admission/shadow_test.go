@@ -320,7 +320,7 @@ func TestAShadowPlaceFarFromTheFrontReadsAsABound(t *testing.T) {
 		t.Fatalf("the last real visitor: %v, %v", last, err)
 	}
 	farVisitor := last[0].Member.(string)
-	realPlace := h.proxy.Config().Signer.Place(farVisitor, int64(last[0].Score))
+	realPlace := h.room.Config().Signer.Place(farVisitor, int64(last[0].Score))
 
 	// One address: a real place (its burst of one), then, asking for twice its burst, a shadow place.
 	enter := func(id string) response {
@@ -343,7 +343,7 @@ func TestAShadowPlaceFarFromTheFrontReadsAsABound(t *testing.T) {
 	if r := h.pollAs(farVisitor, realPlace); r.StatusCode != http.StatusOK {
 		t.Fatalf("the far visitor's poll: %d %s", r.StatusCode, r.body)
 	}
-	h.proxy.RefreshFar(ctx)
+	h.room.RefreshFar(ctx)
 	time.Sleep(2 * time.Second)
 	realPoll := h.pollAs(farVisitor, realPlace)
 	if body := realPoll.json(t); body["positionIsBound"] != true || body["place"] != nil {

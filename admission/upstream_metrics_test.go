@@ -40,7 +40,7 @@ func TestUpstreamInFlightAndErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.proxy.SetConfig(cfg)
+			h.room.SetConfig(cfg)
 		}
 		use(slow.URL)
 

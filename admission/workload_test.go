@@ -34,11 +34,11 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 		})
 		now := time.Now()
 		notBefore := now.Add(-time.Second)
-		token := h.proxy.Config().Signer.Issue("user-1", notBefore, now.Add(time.Minute))
+		token := h.room.Config().Signer.Issue("user-1", notBefore, now.Add(time.Minute))
 		v := h.visitor()
 		v.header.Set("X-User-Id", "user-1")
 
-		before, _ := h.proxy.WorkloadMeter().Take(time.Now())
+		before, _ := h.room.WorkloadMeter().Take(time.Now())
 		for range 3 {
 			if r := v.do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); r.StatusCode != http.StatusOK {
 				t.Fatalf("an order with the pass: %d %s", r.StatusCode, r.body)
@@ -54,7 +54,7 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 		if r := h.visitor().do(http.MethodPost, "/api/v1/orders", nil, "X-User-Id", "user-2"); r.StatusCode != http.StatusForbidden {
 			t.Fatalf("no pass: %d", r.StatusCode)
 		}
-		after, uses := h.proxy.WorkloadMeter().Take(time.Now())
+		after, uses := h.room.WorkloadMeter().Take(time.Now())
 
 		if n, e := after.Requests-before.Requests, after.Errors-before.Errors; n != 4 || e != 1 {
 			t.Fatalf("measured %d protected requests, %d failed; want 4 and 1", n, e)
@@ -81,7 +81,7 @@ func TestTheGateMeasuresTheWorkload(t *testing.T) {
 		if len(uses) != 1 || uses[0].Second != notBefore.Unix() || !strings.HasPrefix(uses[0].ID, "user-1@") {
 			t.Fatalf("pass uses %+v, want user-1's once, in the second of its not-before", uses)
 		}
-		if _, again := h.proxy.WorkloadMeter().Take(time.Now()); len(again) != 0 {
+		if _, again := h.room.WorkloadMeter().Take(time.Now()); len(again) != 0 {
 			t.Fatalf("uses taken twice: %+v", again)
 		}
 	})
@@ -93,7 +93,7 @@ func TestAReplicaReportsItsWorkloadToRedis(t *testing.T) {
 	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
 	})
-	p, err := admission.NewRoom(h.proxy.Config(), h.store, admission.Options{Replica: "proxy-7"})
+	p, err := admission.NewRoom(h.room.Config(), h.store, admission.Options{Replica: "proxy-7"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,8 @@ type seen struct {
 // checkedRoom is a room behind every check: the HTTP check on the fast front (on loopback), and
 // Envoy's gRPC ext_authz.
 type checkedRoom struct {
-	proxy *admission.Room
-	http  string
+	room *admission.Room
+	http string
 }
 
 // TestEveryCheckGivesTheSameVerdict asks about each request of one table through the HTTP check in
@@ -87,17 +87,17 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			}
 			p.SetConfig(cfg)
 		}
-		rooms[name] = &checkedRoom{proxy: p, http: serveFast(t, p)}
+		rooms[name] = &checkedRoom{room: p, http: serveFast(t, p)}
 	}
 	grpcClient := extAuthzOf(t, func(name string) (*admission.Room, bool) {
 		r, ok := rooms[strings.TrimPrefix(name, "shop/")]
 		if !ok {
 			return nil, false
 		}
-		return r.proxy, true
+		return r.room, true
 	})
 
-	orders := rooms["orders"].proxy.Config()
+	orders := rooms["orders"].room.Config()
 	token := orders.Signer.Issue("ada", now.Add(-time.Second), now.Add(time.Minute))
 	session := orders.Signer.Session(pass.Pass{Visitor: "ada", NotBefore: now.Add(-time.Second).Truncate(time.Millisecond), Expiry: now.Add(time.Minute).Truncate(time.Millisecond)})
 	expired := orders.Signer.Issue("ada", now.Add(-2*time.Minute), now.Add(-time.Minute))
