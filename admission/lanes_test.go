@@ -238,3 +238,40 @@ func TestAPreQueueVisitorIsToldItsLane(t *testing.T) {
 		}
 	}
 }
+
+// TestALaneCookieCountsOnlyWhenCarriedOnce: a lane joined by cookie takes an entry that carries the
+// cookie exactly once with exactly the Secret's value (docs/guides/entry-control.md, lanes); the
+// cookie twice, in one Cookie header or in two, or beside a forged copy, leaves the entry in the main
+// queue, on both fronts.
+func TestALaneCookieCountsOnlyWhenCarriedOnce(t *testing.T) {
+	onBothFronts(t, func(t *testing.T) {
+		h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, func(wq *herdgatev1alpha1.WaitingQueue) {
+			*wq = *builder.From(wq).Lanes(builder.LaneByCookie("club", 10, "member", "lanes", "vip")).Obj()
+		})
+		enter := func(cookieLines ...string) map[string]any {
+			t.Helper()
+			v := h.visitor()
+			v.header["Cookie"] = cookieLines
+			r := v.enter()
+			if r.StatusCode != http.StatusOK {
+				t.Fatalf("enter with Cookie %q: %d %s", cookieLines, r.StatusCode, r.body)
+			}
+			return r.json(t)
+		}
+		if body := enter("member=" + vipValue); body["lane"] != "club" {
+			t.Fatalf("the lane's cookie once: %v; want the club lane", body)
+		}
+		for name, lines := range map[string][]string{
+			"twice in one header":    {"member=" + vipValue + "; member=" + vipValue},
+			"once in each of two":    {"member=" + vipValue, "member=" + vipValue},
+			"beside a forged copy":   {"member=" + vipValue + "; member=forged-0123456789abcdef"},
+			"after a forged copy":    {"member=forged-0123456789abcdef; member=" + vipValue},
+			"with another's value":   {"member=forged-0123456789abcdef"},
+			"under another cookie's": {"other=" + vipValue},
+		} {
+			if body := enter(lines...); body["lane"] != nil {
+				t.Errorf("the lane's cookie %s (%q): %v; want the main queue", name, lines, body)
+			}
+		}
+	})
+}

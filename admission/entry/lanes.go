@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -70,7 +71,7 @@ func (l *Lanes) Check(in Input, out *Outcome) *Refusal {
 			return nil
 		case lane.Header != "" && in.Request.HeaderCount(lane.Header) == 1 &&
 			subtle.ConstantTimeCompare([]byte(in.Request.Header(lane.Header)), lane.HeaderValue) == 1,
-			lane.Cookie != "" && subtle.ConstantTimeCompare([]byte(in.Request.Cookie(lane.Cookie)), lane.CookieValue) == 1,
+			lane.Cookie != "" && cookieOnce(in.Request, lane.Cookie, lane.CookieValue),
 			lane.Invitation && out.InvitationLane == lane.Name:
 			out.Limit.Lane = lane.Name
 			return nil
@@ -118,3 +119,28 @@ func (l *Lanes) verifyCode(code string, now time.Time) (*laneCodeClaims, *Refusa
 }
 
 var errNoSuchLane = errors.New("no such lane")
+
+// cookieOnce says the request carries the cookie name exactly once, over all its Cookie headers,
+// with exactly value: a second copy, even of the same value, joins nothing, as a header twice does
+// not (a copy a visitor adds must not ride beside the one the site set).
+func cookieOnce(r Request, name string, value []byte) bool {
+	var found string
+	n := 0
+	for _, line := range r.HeaderValues("Cookie") {
+		for part := range strings.SplitSeq(line, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || k != name {
+				continue
+			}
+			if n++; n > 1 {
+				return false
+			}
+			// A value may come quoted (RFC 6265); the quotes are not the value's.
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			found = v
+		}
+	}
+	return n == 1 && subtle.ConstantTimeCompare([]byte(found), value) == 1
+}

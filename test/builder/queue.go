@@ -343,6 +343,13 @@ func LaneByHeader(name string, percent int32, header, secret, key string) herdga
 		Join: herdgatev1alpha1.LaneJoin{Header: &herdgatev1alpha1.LaneHeader{Name: header, ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: secret, Key: key}}}}
 }
 
+// LaneByCookie is a lane of percent of every batch, joined by cookie with the value in Secret
+// secret, key key.
+func LaneByCookie(name string, percent int32, cookie, secret, key string) herdgatev1alpha1.Lane {
+	return herdgatev1alpha1.Lane{Name: name, WeightPercent: percent,
+		Join: herdgatev1alpha1.LaneJoin{Cookie: &herdgatev1alpha1.LaneCookie{Name: cookie, ValueSecretRef: herdgatev1alpha1.SecretValueRef{Name: secret, Key: key}}}}
+}
+
 // QueueingStatusCode sets the status of a waiting visitor's answers (spec.page.queueingStatusCode),
 // keeping the rest of the page.
 func (b *QueueBuilder) QueueingStatusCode(code int32) *QueueBuilder {
