@@ -766,6 +766,45 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		}
 	})
 
+	It("says an empty pre-queue's draw revealed the committed seed alone, whether or not its beacon answers", func() {
+		b := testenv.StartBeacon(GinkgoT(), testenv.BeaconOptions{})
+		for _, tc := range []struct{ name, url string }{
+			{name: "orders-empty-draw", url: b.URL},
+			{name: "orders-empty-dark", url: "http://127.0.0.1:1"},
+		} {
+			By(tc.name)
+			now := time.Now()
+			wq := builder.Queue(mainNamespace, tc.name).Schedule(now.Add(2*time.Second), now.Add(5*time.Second), time.Time{}).Beacon(tc.url, b.Hash, time.Second).Obj()
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+			Eventually(func(g Gomega) {
+				st := get(wq).Status
+				open := meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionOpen)
+				g.Expect(open).NotTo(BeNil())
+				g.Expect(open.Reason).To(Equal(herdgatev1alpha1.ReasonOpen))
+				g.Expect(st.Seed).NotTo(BeEmpty())
+				g.Expect(st.Draw).NotTo(BeNil())
+				g.Expect(st.Draw.SeedSource).To(Equal(herdgatev1alpha1.DrawSeedCommitReveal))
+				g.Expect(st.Draw.FallbackReason).To(ContainSubstring("pre-queue was empty"))
+				if st.Draw.Beacon != nil {
+					g.Expect(st.Draw.Beacon.Signature).To(BeEmpty(), "a round was told as taken")
+				}
+			}, timeout, interval).Should(Succeed())
+			Eventually(func(g Gomega) {
+				list := &eventsv1.EventList{}
+				g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
+				var reasons []string
+				for _, e := range list.Items {
+					if e.Regarding.Name == wq.Name {
+						reasons = append(reasons, e.Reason)
+					}
+				}
+				g.Expect(reasons).To(ContainElement("BeaconFallback"))
+				g.Expect(reasons).NotTo(ContainElement("BeaconRoundTaken"))
+			}, timeout, interval).Should(Succeed())
+		}
+	})
+
 	It("deletes the queue's Redis keys and owns every object it made", func() {
 		wq := sampleQueue(mainNamespace, "orders-delete")
 		Expect(k8sClient.Create(ctx, wq)).To(Succeed())

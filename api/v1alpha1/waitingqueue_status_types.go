@@ -275,7 +275,8 @@ type DrawStatus struct {
 	SeedSource DrawSeedSource `json:"seedSource,omitempty"`
 
 	// fallbackReason says why a draw meant to take a beacon's round drew with the committed secret
-	// alone: the round did not come, or did not verify, within maxWait.
+	// alone: the round did not come, or did not verify, within maxWait; or the pre-queue was empty,
+	// and no round was taken.
 	// +optional
 	FallbackReason string `json:"fallbackReason,omitempty"`
 

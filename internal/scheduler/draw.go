@@ -2,12 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/phase"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -175,6 +177,11 @@ func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Room, current
 	if ds.Done {
 		st.drawnFor = ds.OpensAt
 		r.progress(ds, r.s.clock.Now())
+		if cfg.Schedule.Beacon != nil {
+			if err := r.doneDrawSeed(ctx, st, ds); err != nil {
+				return false, err
+			}
+		}
 		return true, nil
 	}
 	if errors.Is(err, queue.ErrDrawMoved) {
@@ -208,6 +215,42 @@ func (r *runner) loadDraw(ctx context.Context, st *tickState, cfg *Room, current
 		}
 	})
 	return false, nil
+}
+
+// doneDrawSeed tells where the seed of a draw that is done came from: the record the scheduler that
+// drew it settled, or, for a draw that was done as it began because the pre-queue was empty, that
+// the room revealed its committed secret alone and took no beacon round, settled so that every
+// scheduler tells the same.
+func (r *runner) doneDrawSeed(ctx context.Context, st *tickState, ds queue.DrawState) error {
+	kept, err := st.q.SettleDrawSeed(ctx, ds.OpensAt, "")
+	if errors.Is(err, queue.ErrDrawMoved) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if kept == "" {
+		if ds.Size > 0 {
+			// Drawn without a seed record: before the room had a beacon. Nothing to tell.
+			return nil
+		}
+		raw, err := json.Marshal(DrawSeed{Source: herdgatev1alpha1.DrawSeedCommitReveal,
+			FallbackReason: "the pre-queue was empty at the opening: there was nothing to draw, and no beacon round was taken"})
+		if err != nil {
+			return err
+		}
+		if kept, err = st.q.SettleDrawSeed(ctx, ds.OpensAt, string(raw)); errors.Is(err, queue.ErrDrawMoved) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	var d DrawSeed
+	if err := json.Unmarshal([]byte(kept), &d); err != nil {
+		return fmt.Errorf("the draw's seed record in Redis: %w", err)
+	}
+	r.noteDrawSeed(ds.OpensAt, d)
+	return nil
 }
 
 // progress records the draw's state in the snapshot; finished, when set, is when it was done.
