@@ -20,6 +20,7 @@ import (
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/draw"
 	"github.com/herdgate/herdgate/internal/phase"
+	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/internal/settings"
 )
@@ -58,6 +59,21 @@ func setPlanStatus(wq *herdgatev1alpha1.WaitingQueue, s *settings.Settings) {
 	wq.Status.Plan = p
 }
 
+// refusalOf says what proxy replica p refuses of the generation it reports refused, and what it
+// serves meanwhile.
+func refusalOf(p queue.ProxyReport) string {
+	switch p.Generation {
+	case 0:
+		return fmt.Sprintf("proxy replica %s cannot apply generation %d and serves no generation of this room yet: %s",
+			p.Replica, p.RefusedGeneration, p.Refusal)
+	case p.RefusedGeneration:
+		// A room of a shared proxy set serves its generation but for a route an older room holds.
+		return fmt.Sprintf("proxy replica %s serves generation %d but for what it refuses: %s", p.Replica, p.Generation, p.Refusal)
+	}
+	return fmt.Sprintf("proxy replica %s cannot apply generation %d and keeps serving generation %d: %s",
+		p.Replica, p.RefusedGeneration, p.Generation, p.Refusal)
+}
+
 // setProgrammed says whether this generation's objects are applied and every reporting proxy
 // replica can apply it.
 func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue, applyErr error, snap *scheduler.Snapshot) {
@@ -79,8 +95,7 @@ func (r *WaitingQueueReconciler) setProgrammed(wq *herdgatev1alpha1.WaitingQueue
 	for _, p := range snap.Proxies {
 		switch {
 		case p.RefusedGeneration == wq.Generation:
-			refusals = append(refusals, fmt.Sprintf("proxy replica %s cannot apply generation %d and keeps serving generation %d: %s",
-				p.Replica, p.RefusedGeneration, p.Generation, p.Refusal))
+			refusals = append(refusals, refusalOf(p))
 		case p.Generation == wq.Generation:
 			current++
 		}
