@@ -58,8 +58,11 @@ type ProxySpec struct {
 
 	// hosts are the hosts the shared proxy set serves this room on: a request whose Host, without
 	// its port and in any letter case, is one of them is this room's. Required with shared, and only
-	// with it; 1 to 16 lower-case DNS names. When two rooms of a set name one host, the room created
-	// first serves it and the other's proxies refuse its generation (condition Programmed).
+	// with it; 1 to 16 lower-case DNS names. Rooms of a set may name one host: a request goes to the
+	// room with the most specific protected route for it, and herdgate's own paths to the room their
+	// room or return parameter names. A room that protects a route an older room of the host
+	// protects already is refused that route by the set's proxies (condition Programmed), and serves
+	// the rest.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
