@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -402,5 +403,85 @@ func TestTheGuideShowsTheGeneratedHAProxyConfig(t *testing.T) {
 	}
 	if want := guideBlock(t, "haproxy", strings.NewReplacer()); string(got) != want {
 		t.Errorf("docs/guides/gateways.md's haproxy block is not what herd gateway-config prints; it prints:\n%s", got)
+	}
+}
+
+// TestHAProxyTerminatingTLSKeepsTheVisitorOnHTTPS: HAProxy configured as `herd gateway-config
+// --target haproxy` prints, binding with TLS as most do, sends a browser without a pass to the
+// waiting page on https, not http: the check learns the scheme from the configuration's
+// X-Forwarded-Proto.
+func TestHAProxyTerminatingTLSKeepsTheVisitorOnHTTPS(t *testing.T) {
+	keys, stored := newPassKeys(t, pass.ES256)
+	h := newHarnessWith(t, harnessOptions{passKeys: stored}, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
+	keysDir := t.TempDir()
+	pems, err := keys.PublicPEMs(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for slot, pem := range pems {
+		if err := os.WriteFile(filepath.Join(keysDir, slot+".pem"), pem, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certs, err := testenv.WriteTestCertificates(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// HAProxy reads a certificate and its key from one file.
+	crt := filepath.Join(t.TempDir(), "site.pem")
+	var both []byte
+	for _, f := range []string{certs.CertFile, certs.KeyFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		both = append(both, b...)
+	}
+	if err := os.WriteFile(crt, both, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, _ := url.Parse(*h.wq.Spec.Upstream.URL)
+	cfg, err := gatewayconfig.Render(changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway }),
+		gatewayconfig.Options{Target: "haproxy", Listen: fmt.Sprintf("127.0.0.1:%d ssl crt %s", port, crt),
+			HerdgateAddress: strings.TrimPrefix(h.server.URL, "http://"), WorkloadAddress: upstream.Host, KeysDir: keysDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hp, err := testenv.StartHAProxy(dir, string(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopShowingLog(t, hp.Stop, filepath.Join(dir, "haproxy.log")))
+	site := fmt.Sprintf("https://127.0.0.1:%d", port)
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.RootCAs}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := client.Get(site + "/.herdgate/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("HAProxy never answered over TLS: %v", err)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, site+"/checkout/cart", nil)
+	req.Header.Set("Accept", "text/html")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if want := site + "/.herdgate/?return=%2Fcheckout%2Fcart"; res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != want {
+		t.Fatalf("a browser without a pass over TLS: %d, Location %q; want 303 to %s", res.StatusCode, res.Header.Get("Location"), want)
 	}
 }

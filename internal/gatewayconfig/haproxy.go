@@ -138,6 +138,9 @@ backend herdgate_refusal
   http-request del-header X-Original-Method
   http-request del-header X-Original-Host
   http-request set-header X-Forwarded-Host %[req.hdr(host)]
+  # The visitor's scheme, so that the waiting page's Location stays on https where HAProxy ends TLS
+  # (behind a load balancer that ends it, that balancer's X-Forwarded-Proto stands).
+  http-request set-header X-Forwarded-Proto https if { ssl_fc }
   http-request set-header X-Forwarded-Method %[method]
   http-request set-header X-Forwarded-Uri %[url]
   http-request set-method GET

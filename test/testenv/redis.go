@@ -107,7 +107,7 @@ func NewRedis(dir string, opts ...RedisOption) (*Redis, error) {
 	}
 	r := &Redis{Dir: dir}
 	if cfg.tls {
-		if r.TLS, err = writeTestCertificates(dir); err != nil {
+		if r.TLS, err = WriteTestCertificates(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -248,8 +248,8 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// writeTestCertificates creates a CA and a server certificate for 127.0.0.1 and localhost.
-func writeTestCertificates(dir string) (*TLSFiles, error) {
+// WriteTestCertificates creates a CA and a server certificate for 127.0.0.1 and localhost in dir.
+func WriteTestCertificates(dir string) (*TLSFiles, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
