@@ -19,7 +19,7 @@ import (
 	"github.com/herdgate/herdgate/internal/settings"
 )
 
-// Config is everything the proxy serves one queue with: the queue's settings, as the manager and the
+// Config is everything the proxy serves one room with: the room's settings, as the manager and the
 // scheduler derive them too, and what the proxy makes of them with the Secret values they refer to
 // (the pass signer, the entry checks, the bypass lanes, the page template). It is immutable; a
 // change builds a new one.
@@ -27,7 +27,7 @@ type Config struct {
 	settings.Settings
 
 	// Signer signs visitor cookies and places, and HMAC passes. Passes issues and verifies the
-	// queue's passes: Signer's, or JWT passes (spec.pass.format) signed with the keys of the queue's
+	// room's passes: Signer's, or JWT passes (spec.pass.format) signed with the keys of the room's
 	// Secret.
 	Signer *pass.Signer
 	Passes pass.Passes
@@ -36,7 +36,7 @@ type Config struct {
 	// releaseKey, when set, authenticates the workload's POST /.herdgate/release, and requests with
 	// a valid pass carry their session's handle upstream.
 	releaseKey []byte
-	// Quota is the plan ticks run, which admits nobody when the spec suspends the queue; it applies
+	// Quota is the plan ticks run, which admits nobody when the spec suspends the room; it applies
 	// until the scheduler publishes its plan in Redis.
 	Quota capacity.Plan
 	// EntryChecks are what an entry must bring, in order: the client's limit, the invitation, the
@@ -54,7 +54,7 @@ type Config struct {
 	// pollingClients, with spec.entry.perClient, names the client whose polls a replica bounds to
 	// Entry.PollsPerSecond (visitorAPI.overClientRate).
 	pollingClients *entry.ClientLimit
-	// PageTemplate, when set, is the site's waiting page template; PageProblem says why the queue's
+	// PageTemplate, when set, is the site's waiting page template; PageProblem says why the room's
 	// template is not served (the built-in page is).
 	PageTemplate *page.Template
 	PageProblem  error
@@ -115,7 +115,7 @@ func (c *Config) laneShare(lane string) int64 {
 	return rest
 }
 
-// Tick is the tick of the plan the queue runs, suspended or not.
+// Tick is the tick of the plan the room runs, suspended or not.
 func (c *Config) Tick() time.Duration { return c.Effective.Tick() }
 
 // PageMessage is the operator's notice on the waiting page and in enter and status answers.
@@ -130,7 +130,7 @@ func (c *Config) PageMessage() string {
 // (herdgatev1alpha1.SecretRefKey); the proxy finds it beside the HMAC key in its mount.
 type SecretValues func(key string) ([]byte, error)
 
-// SecretFiles reads values from the files of dir, as mounted from the queue's Secret.
+// SecretFiles reads values from the files of dir, as mounted from the room's Secret.
 func SecretFiles(dir string) SecretValues {
 	return func(key string) ([]byte, error) {
 		return os.ReadFile(filepath.Join(dir, key))
@@ -138,13 +138,13 @@ func SecretFiles(dir string) SecretValues {
 }
 
 // NewConfig builds the proxy's config from a WaitingQueue and its HMAC key with settings.Derive, the
-// checks the manager runs too; an error names the field. A queue whose fields refer to Secrets needs
+// checks the manager runs too; an error names the field. A room whose fields refer to Secrets needs
 // NewConfigWithSecrets.
 func NewConfig(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte) (*Config, error) {
 	return NewConfigWithSecrets(wq, hmacKey, nil)
 }
 
-// NewConfigWithSecrets is NewConfig for a queue whose fields refer to Secret values, read with
+// NewConfigWithSecrets is NewConfig for a room whose fields refer to Secret values, read with
 // values; an error names the field whose value is missing or unfit.
 func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, values SecretValues) (*Config, error) {
 	s, err := settings.Derive(wq)
@@ -183,7 +183,7 @@ func NewConfigWithSecrets(wq *herdgatev1alpha1.WaitingQueue, hmacKey []byte, val
 }
 
 // readPageTemplate reads and parses the site's page template ref names. A template that cannot
-// serve leaves the built-in page, never the queue without a config: the manager reports it
+// serve leaves the built-in page, never the room without a config: the manager reports it
 // (PageTemplateInvalid) and keeps the last good copy in the mount; the error says why.
 func readPageTemplate(ref settings.SecretRef, values SecretValues) (*page.Template, error) {
 	text, err := []byte(nil), error(nil)

@@ -18,16 +18,16 @@ import (
 // FileConfig is the proxy's config file: the WaitingQueue as it would be applied, the Redis URL and
 // the HMAC key, for running the proxy outside Kubernetes.
 type FileConfig struct {
-	// WaitingQueue is the queue the proxy serves.
+	// WaitingQueue is the room the proxy serves.
 	WaitingQueue herdgatev1alpha1.WaitingQueue `json:"waitingQueue"`
 	// RedisURL is the Redis holding the queue.
 	RedisURL string `json:"redisURL"`
 	// HMACKey is the base64 key (at least 32 bytes) that signs passes; the scheduler does not need it.
 	HMACKey string `json:"hmacKey"`
-	// Secrets are the values the queue's fields refer to (spec.entry.invitation.keySecretRef and
+	// Secrets are the values the room's fields refer to (spec.entry.invitation.keySecretRef and
 	// the like), by Secret name and key, as in a Secret's stringData.
 	Secrets map[string]map[string]string `json:"secrets,omitempty"`
-	// ConfigMaps are the ConfigMap values the queue's fields refer to (spec.page.template), by
+	// ConfigMaps are the ConfigMap values the room's fields refer to (spec.page.template), by
 	// ConfigMap name and key.
 	ConfigMaps map[string]map[string]string `json:"configMaps,omitempty"`
 	// PassKeys are the keys of JWT passes (spec.pass.format JWT) as the operator keeps them in the
@@ -60,7 +60,7 @@ func (fc *FileConfig) values() SecretValues {
 	}
 }
 
-// checkPassKeys says what is wrong with the file's passKeys for its queue's passes, naming the
+// checkPassKeys says what is wrong with the file's passKeys for its room's passes, naming the
 // field: the Secret the operator keeps them in does not exist here.
 func (fc *FileConfig) checkPassKeys() error {
 	spec := &fc.WaitingQueue.Spec
@@ -94,7 +94,7 @@ func LoadFile(path string) (*Config, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	// The queue first meets the checks the API server would run on it, which name the field at fault;
+	// The room first meets the checks the API server would run on it, which name the field at fault;
 	// Go's decoder, next, names none (a time it cannot parse, a duration it cannot read).
 	asJSON, err := yaml.YAMLToJSON(raw)
 	if err != nil {

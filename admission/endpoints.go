@@ -81,7 +81,7 @@ type positionBody struct {
 	// Pass and PassExpiresAt are set when Admitted; the pass is also set as the herdgate_pass cookie.
 	Pass          string     `json:"pass,omitempty"`
 	PassExpiresAt *time.Time `json:"passExpiresAt,omitempty"`
-	// The schedule, when the queue has one.
+	// The schedule, when the room has one.
 	scheduleTimes
 }
 
@@ -152,7 +152,7 @@ func (zeroRand) Float64() float64 { return 0 }
 // published ahead of its turn (spec.pass.keyRotation, at least an hour).
 const jwksMaxAge = 5 * time.Minute
 
-// jwks answers GET /.herdgate/jwks.json with the public keys of the queue's ES256 passes.
+// jwks answers GET /.herdgate/jwks.json with the public keys of the room's ES256 passes.
 func (api *visitorAPI) jwks(cfg *Config) answer {
 	if cfg.JWKS == nil {
 		return errorAnswer(http.StatusNotFound, errorBody{Error: "no_public_keys",

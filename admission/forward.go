@@ -24,7 +24,7 @@ type Forwarding struct {
 	ForwardedFor, ForwardedHost, ForwardedProto string
 	// Strip are the bypass rules' headers, whose secret values never reach the upstream.
 	Strip []string
-	// Session is the handle of the request's session (SessionHeader), when the queue has a release
+	// Session is the handle of the request's session (SessionHeader), when the room has a release
 	// key and the request a valid pass.
 	Session string
 }

@@ -95,7 +95,7 @@ func identify(x Exchange, cfg *Config, mint bool) (visitor string, minted *http.
 	}, true
 }
 
-// visitorOfCookie is the visitor a visitor cookie names, when the cookie is one this queue signed.
+// visitorOfCookie is the visitor a visitor cookie names, when the cookie is one this room signed.
 func visitorOfCookie(cfg *Config, cookie string) (string, bool) {
 	if cookie == "" || len(cookie) > maxCookieValue {
 		return "", false
@@ -106,7 +106,7 @@ func visitorOfCookie(cfg *Config, cookie string) (string, bool) {
 // presentedPass is a pass as a request carried it, with what identifies its visitor.
 type presentedPass struct {
 	token string
-	// identity is the identity header's value, or the visitor cookie when the queue has none.
+	// identity is the identity header's value, or the visitor cookie when the room has none.
 	identity string
 }
 

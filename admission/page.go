@@ -12,7 +12,7 @@ import (
 	"github.com/herdgate/herdgate/internal/route"
 )
 
-// pageFor is the page data of a request of cfg's queue in lang, returning to ret.
+// pageFor is the page data of a request of cfg's room in lang, returning to ret.
 func pageFor(lang, ret string, cfg *Config) page.Data {
 	d := page.NewData(lang, ret)
 	d.Queue, d.Message = cfg.Namespace+"/"+cfg.Name, cfg.PageMessage()
@@ -46,7 +46,7 @@ func safeReturn(raw string) string {
 	return raw
 }
 
-// page is the waiting page: the site's template when the queue has one, else the built-in page,
+// page is the waiting page: the site's template when the room has one, else the built-in page,
 // in the visitor's language. A browser without JavaScript is sent on to the page that works
 // without it (nojs.go).
 func (api *visitorAPI) page(x Exchange, cfg *Config) answer {

@@ -80,7 +80,7 @@ type Room struct {
 	runtime  *replicaRuntime
 }
 
-// NewRoom serves cfg's queue, stored in store.
+// NewRoom serves cfg's room, its queue stored in store.
 func NewRoom(cfg *Config, store *queue.Store, opts Options) (*Room, error) {
 	p, err := NewUnconfiguredRoom(cfg.Namespace, cfg.Name, store, opts)
 	if err != nil {
@@ -90,7 +90,7 @@ func NewRoom(cfg *Config, store *queue.Store, opts Options) (*Room, error) {
 	return p, nil
 }
 
-// NewUnconfiguredRoom serves the queue namespace/name before it has a valid config: it answers
+// NewUnconfiguredRoom serves the room namespace/name before it has a valid config: it answers
 // healthz, fails readyz and answers everything else 503 until SetConfig, so that a proxy whose
 // first config is refused stays up, reports why, and serves as soon as a valid one comes.
 func NewUnconfiguredRoom(namespace, name string, store *queue.Store, opts Options) (*Room, error) {

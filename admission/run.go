@@ -106,7 +106,7 @@ func (rt *replicaRuntime) reportConfig(ctx context.Context) {
 	}
 }
 
-// reportWorkload writes this replica's workload report to Redis every tick of an Adaptive queue and
+// reportWorkload writes this replica's workload report to Redis every tick of an Adaptive room and
 // every second otherwise, until ctx ends. Without a replica name it does nothing.
 func (rt *replicaRuntime) reportWorkload(ctx context.Context) {
 	replica := rt.state.current.Replica

@@ -10,7 +10,7 @@ import (
 // response to a request with a valid pass, "true" releases the pass. The proxy strips it.
 const ReleaseHeader = "Herdgate-Release"
 
-// SessionHeader carries a request's session handle to the workload, when the queue has a release key
+// SessionHeader carries a request's session handle to the workload, when the room has a release key
 // (spec.pass.releaseKeySecretRef): with it the workload ends the session by POST /.herdgate/release.
 const SessionHeader = "Herdgate-Session"
 
