@@ -485,3 +485,74 @@ func TestHAProxyTerminatingTLSKeepsTheVisitorOnHTTPS(t *testing.T) {
 		t.Fatalf("a browser without a pass over TLS: %d, Location %q; want 303 to %s", res.StatusCode, res.Header.Get("Location"), want)
 	}
 }
+
+// TestGatewaysTerminatingTLSKeepTheVisitorOnHTTPS: nginx and Caddy, configured as the guide says but
+// serving TLS, send a browser without a pass to the waiting page on its own https origin: nginx with
+// the check's relative Location, Caddy with the scheme its forward_auth tells the check.
+func TestGatewaysTerminatingTLSKeepTheVisitorOnHTTPS(t *testing.T) {
+	for _, name := range []string{"nginx", "caddy"} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}, nil)
+			certs, err := testenv.WriteTestCertificates(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			port, err := testenv.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			upstream, _ := url.Parse(*h.wq.Spec.Upstream.URL)
+			fill := strings.NewReplacer("HERDGATE_ADDRESS", strings.TrimPrefix(h.server.URL, "http://"), "WORKLOAD_ADDRESS", upstream.Host,
+				"QUEUE_NAME", h.wq.Namespace+"/"+h.wq.Name)
+			dir := t.TempDir()
+			switch name {
+			case "nginx":
+				conf := strings.Replace(guideBlock(t, "nginx", fill), "listen LISTEN_ADDRESS;",
+					fmt.Sprintf("listen %s ssl;\n  ssl_certificate %s;\n  ssl_certificate_key %s;", addr, certs.CertFile, certs.KeyFile), 1)
+				n, err := testenv.StartNginx(dir, conf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(n.Stop)
+			case "caddy":
+				conf := strings.Replace(guideBlock(t, "caddyfile", fill), "http://LISTEN_ADDRESS {",
+					fmt.Sprintf("https://%s {\n\ttls %s %s", addr, certs.CertFile, certs.KeyFile), 1)
+				c, err := testenv.StartCaddy(dir, conf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(stopShowingLog(t, c.Stop, filepath.Join(dir, "caddy.log")))
+			}
+			site := "https://" + addr
+			client := &http.Client{
+				Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.RootCAs}},
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				res, err := client.Get(site + "/.herdgate/healthz")
+				if err == nil {
+					res.Body.Close()
+					if res.StatusCode == http.StatusOK {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never answered over TLS: %v", name, err)
+				}
+			}
+			req, _ := http.NewRequest(http.MethodGet, site+"/checkout/cart", nil)
+			req.Header.Set("Accept", "text/html")
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			loc := res.Header.Get("Location")
+			if res.StatusCode != http.StatusSeeOther || strings.TrimPrefix(loc, site) != "/.herdgate/?return=%2Fcheckout%2Fcart" {
+				t.Fatalf("a browser without a pass over TLS: %d, Location %q; want 303 to the waiting page on %s", res.StatusCode, loc, site)
+			}
+			t.Logf("Location %s", loc)
+		})
+	}
+}
