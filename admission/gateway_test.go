@@ -458,31 +458,8 @@ func TestHAProxyTerminatingTLSKeepsTheVisitorOnHTTPS(t *testing.T) {
 	}
 	t.Cleanup(stopShowingLog(t, hp.Stop, filepath.Join(dir, "haproxy.log")))
 	site := fmt.Sprintf("https://127.0.0.1:%d", port)
-	client := &http.Client{
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.RootCAs}},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		res, err := client.Get(site + "/.herdgate/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("HAProxy never answered over TLS: %v", err)
-		}
-	}
-	req, _ := http.NewRequest(http.MethodGet, site+"/checkout/cart", nil)
-	req.Header.Set("Accept", "text/html")
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if want := site + "/.herdgate/?return=%2Fcheckout%2Fcart"; res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != want {
-		t.Fatalf("a browser without a pass over TLS: %d, Location %q; want 303 to %s", res.StatusCode, res.Header.Get("Location"), want)
+	if loc := browserOverTLS(t, site, certs); loc != site+"/.herdgate/?return=%2Fcheckout%2Fcart" {
+		t.Fatalf("a browser without a pass over TLS was sent to %q; want the waiting page on %s", loc, site)
 	}
 }
 
@@ -525,34 +502,44 @@ func TestGatewaysTerminatingTLSKeepTheVisitorOnHTTPS(t *testing.T) {
 				t.Cleanup(stopShowingLog(t, c.Stop, filepath.Join(dir, "caddy.log")))
 			}
 			site := "https://" + addr
-			client := &http.Client{
-				Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.RootCAs}},
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				res, err := client.Get(site + "/.herdgate/healthz")
-				if err == nil {
-					res.Body.Close()
-					if res.StatusCode == http.StatusOK {
-						break
-					}
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s never answered over TLS: %v", name, err)
-				}
-			}
-			req, _ := http.NewRequest(http.MethodGet, site+"/checkout/cart", nil)
-			req.Header.Set("Accept", "text/html")
-			res, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			loc := res.Header.Get("Location")
-			if res.StatusCode != http.StatusSeeOther || strings.TrimPrefix(loc, site) != "/.herdgate/?return=%2Fcheckout%2Fcart" {
-				t.Fatalf("a browser without a pass over TLS: %d, Location %q; want 303 to the waiting page on %s", res.StatusCode, loc, site)
+			loc := browserOverTLS(t, site, certs)
+			if strings.TrimPrefix(loc, site) != "/.herdgate/?return=%2Fcheckout%2Fcart" {
+				t.Fatalf("a browser without a pass over TLS was sent to %q; want the waiting page on %s", loc, site)
 			}
 			t.Logf("Location %s", loc)
 		})
 	}
+}
+
+// browserOverTLS waits for the gateway at site (https, its certificate from certs) to answer, then
+// asks for a protected page as a browser without a pass; it returns the Location of the 303 it got.
+func browserOverTLS(t *testing.T, site string, certs *testenv.TLSFiles) string {
+	t.Helper()
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.RootCAs}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := client.Get(site + "/.herdgate/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered over TLS: %v", site, err)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, site+"/checkout/cart", nil)
+	req.Header.Set("Accept", "text/html")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a browser without a pass over TLS: %d; want 303 to the waiting page", res.StatusCode)
+	}
+	return res.Header.Get("Location")
 }
