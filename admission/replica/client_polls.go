@@ -35,9 +35,8 @@ type ClientPolls struct {
 }
 
 type clientPollShard struct {
-	mu                sync.Mutex
-	current, previous map[netip.Prefix]*rate.Limiter
-	since             time.Time
+	mu      sync.Mutex
+	buckets generations[netip.Prefix, *rate.Limiter]
 }
 
 // SetRate sets the polls a second each client may send; buckets start over when it changes.
@@ -51,7 +50,7 @@ func (c *ClientPolls) SetRate(perSecond int) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		s.current, s.previous = nil, nil
+		s.buckets.reset()
 		s.mu.Unlock()
 	}
 }
@@ -80,28 +79,19 @@ func (c *ClientPolls) Len() int {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		total += len(s.current) + len(s.previous)
+		total += s.buckets.len()
 		s.mu.Unlock()
 	}
 	return total
 }
 
 func (s *clientPollShard) limiter(client netip.Prefix, now time.Time, perSecond int) *rate.Limiter {
-	if lim, ok := s.current[client]; ok {
-		return lim
-	}
-	lim, ok := s.previous[client]
+	lim, ok := s.buckets.get(client)
 	if !ok {
 		// A new bucket is full.
 		lim = rate.NewLimiter(rate.Limit(perSecond), 2*perSecond)
 	}
-	if s.current == nil || len(s.current) >= clientPollsPerShard || now.Sub(s.since) >= clientPollGeneration {
-		s.previous, s.current, s.since = s.current, make(map[netip.Prefix]*rate.Limiter, len(s.current)), now
-	}
-	s.current[client] = lim
-	if s.previous != nil {
-		delete(s.previous, client)
-	}
+	s.buckets.put(client, lim, now, clientPollsPerShard, clientPollGeneration)
 	return lim
 }
 

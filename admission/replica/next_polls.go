@@ -47,11 +47,8 @@ type NextPolls struct {
 }
 
 type nextPollShard struct {
-	mu sync.Mutex
-	// current and previous are two generations: a shard drops previous, and starts a new current,
-	// when current is full or older than nextPollGeneration.
-	current, previous map[string]NextPoll
-	since             time.Time
+	mu   sync.Mutex
+	told generations[string, NextPoll]
 }
 
 func (n *NextPolls) shard(visitor string) *nextPollShard {
@@ -77,10 +74,7 @@ func (n *NextPolls) Early(visitor string, now time.Time, keepAlive time.Duration
 	s := n.shard(visitor)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	told, ok := s.current[visitor]
-	if !ok {
-		told, ok = s.previous[visitor]
-	}
+	told, ok := s.told.get(visitor)
 	if !ok || !now.Before(told.NotBefore) || now.Sub(told.heard) >= keepAlive {
 		return NextPoll{}, false
 	}
@@ -93,8 +87,7 @@ func (n *NextPolls) Early(visitor string, now time.Time, keepAlive time.Duration
 func (n *NextPolls) Forget(visitor string) {
 	s := n.shard(visitor)
 	s.mu.Lock()
-	delete(s.current, visitor)
-	delete(s.previous, visitor)
+	s.told.drop(visitor)
 	s.mu.Unlock()
 }
 
@@ -104,18 +97,12 @@ func (n *NextPolls) Len() int {
 	for i := range n.shards {
 		s := &n.shards[i]
 		s.mu.Lock()
-		total += len(s.current) + len(s.previous)
+		total += s.told.len()
 		s.mu.Unlock()
 	}
 	return total
 }
 
 func (s *nextPollShard) put(visitor string, now time.Time, told NextPoll) {
-	if s.current == nil || len(s.current) >= nextPollsPerShard || now.Sub(s.since) >= nextPollGeneration {
-		s.previous, s.current, s.since = s.current, make(map[string]NextPoll, len(s.current)), now
-	}
-	s.current[visitor] = told
-	if s.previous != nil {
-		delete(s.previous, visitor)
-	}
+	s.told.put(visitor, told, now, nextPollsPerShard, nextPollGeneration)
 }

@@ -95,14 +95,14 @@ func TestNextPollsForgetAVisitorTwoGenerationsOn(t *testing.T) {
 	told := NextPoll{NotBefore: at.Add(time.Hour), Allowed: time.Second}
 	s.put("a", at, told)
 	s.put("b", at.Add(nextPollGeneration), told)
-	if _, ok := s.previous["a"]; !ok {
+	if _, ok := s.told.previous["a"]; !ok {
 		t.Fatal("a generation later, a is in the previous one")
 	}
 	s.put("c", at.Add(2*nextPollGeneration), told)
-	if _, ok := s.previous["a"]; ok {
+	if _, ok := s.told.previous["a"]; ok {
 		t.Error("two generations later, a is still remembered")
 	}
-	if _, ok := s.current["a"]; ok {
+	if _, ok := s.told.current["a"]; ok {
 		t.Error("two generations later, a is still remembered")
 	}
 }
