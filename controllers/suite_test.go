@@ -15,6 +15,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/internal/scheduler"
@@ -297,4 +299,17 @@ func (l *tickLog) of(key types.NamespacedName) []scheduler.TickReport {
 		}
 	}
 	return out
+}
+
+// eventReasons are the reasons of the Events recorded about wq so far.
+func eventReasons(g Gomega, wq *herdgatev1alpha1.WaitingQueue) []string {
+	list := &eventsv1.EventList{}
+	g.Expect(k8sClient.List(ctx, list, client.InNamespace(wq.Namespace))).To(Succeed())
+	var reasons []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == wq.Name {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons
 }

@@ -441,16 +441,9 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			Expect(r.Quota).To(Equal(want), "the tick at %s", r.Scheduled)
 		}
 		Eventually(func(g Gomega) {
-			list := &eventsv1.EventList{}
-			g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
-			reasons := map[string]bool{}
-			for _, e := range list.Items {
-				if e.Regarding.Name == wq.Name {
-					reasons[e.Reason] = true
-				}
-			}
-			g.Expect(reasons).To(HaveKey("EventStarted"))
-			g.Expect(reasons).To(HaveKey("EventEnded"))
+			reasons := eventReasons(g, wq)
+			g.Expect(reasons).To(ContainElement("EventStarted"))
+			g.Expect(reasons).To(ContainElement("EventEnded"))
 		}, timeout, interval).Should(Succeed())
 	})
 
@@ -753,14 +746,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 			}
 			Expect(admitted).To(Equal(want), "the admissions do not follow the order the %s seed draws", tc.source)
 			Eventually(func(g Gomega) {
-				list := &eventsv1.EventList{}
-				g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
-				var reasons []string
-				for _, e := range list.Items {
-					if e.Regarding.Name == wq.Name {
-						reasons = append(reasons, e.Reason)
-					}
-				}
+				reasons := eventReasons(g, wq)
 				g.Expect(reasons).To(ContainElement(tc.event))
 			}, timeout, interval).Should(Succeed())
 		}
@@ -791,14 +777,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 				}
 			}, timeout, interval).Should(Succeed())
 			Eventually(func(g Gomega) {
-				list := &eventsv1.EventList{}
-				g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
-				var reasons []string
-				for _, e := range list.Items {
-					if e.Regarding.Name == wq.Name {
-						reasons = append(reasons, e.Reason)
-					}
-				}
+				reasons := eventReasons(g, wq)
 				g.Expect(reasons).To(ContainElement("BeaconFallback"))
 				g.Expect(reasons).NotTo(ContainElement("BeaconRoundTaken"))
 			}, timeout, interval).Should(Succeed())
@@ -1135,13 +1114,7 @@ var _ = Describe("WaitingQueue reconciler", func() {
 		expectEvent := func(reason string) {
 			GinkgoHelper()
 			Eventually(func(g Gomega) {
-				list := &eventsv1.EventList{}
-				g.Expect(k8sClient.List(ctx, list, client.InNamespace(mainNamespace))).To(Succeed())
-				found := false
-				for _, e := range list.Items {
-					found = found || (e.Regarding.Name == wq.Name && e.Reason == reason)
-				}
-				g.Expect(found).To(BeTrue(), "no %s event", reason)
+				g.Expect(eventReasons(g, wq)).To(ContainElement(reason), "no %s event", reason)
 			}, timeout, interval).Should(Succeed())
 		}
 		expectEvent("ThrottlingStarted")
