@@ -227,7 +227,7 @@ func (q *Queue) admitCall(req AdmitRequest) (keys []string, args []any, err erro
 	if req.Holding {
 		args[12] = max(0, req.Through)
 	}
-	keys = []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.plan}
+	keys = []string{q.keys.wait, q.keys.active, q.keys.totals, q.keys.seq, q.keys.revoked, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.plan, q.keys.shadowLanes}
 	for _, l := range req.Lanes {
 		keys = append(keys, q.laneKey(l.Name))
 	}

@@ -85,6 +85,15 @@ func laneName(names []string, i int64) string {
 	return names[i-1]
 }
 
+// waitingLane reads the lane number of a waiting reply: the lane (laneName) and false, or for a
+// shadow place, -1 - i, the lane it reads as and true.
+func waitingLane(names []string, i int64) (string, bool) {
+	if i < 0 {
+		return laneName(names, -1-i), true
+	}
+	return laneName(names, i), false
+}
+
 // laneArg is the admit script's form of the lanes: "name:percent" separated by spaces.
 func laneArg(shares []LaneShare) string {
 	var b strings.Builder

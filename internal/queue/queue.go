@@ -9,6 +9,7 @@
 //	{hg:ns/name}:q:<lane> sorted set: the visitors waiting in a lane (lanes.go), scored likewise
 //	{hg:ns/name}:lc:<id>  set: the visitors a lane's code of several uses entered, until it expires
 //	{hg:ns/name}:shadow   sorted set: shadow places (spec.entry.shadowQueue), which no tick admits
+//	{hg:ns/name}:shadowlanes hash: the lane a shadow place reads as, by visitor (none: the main queue)
 //	{hg:ns/name}:seq      arrival sequence (INCR)
 //	{hg:ns/name}:seen     hash: last-seen times of the waiting, ten arrivals to a field (common.lua)
 //	{hg:ns/name}:passes   hash: pass records "notBeforeMs:expiryMs" by visitor, dropped after expiry
@@ -89,7 +90,7 @@ type Queue struct {
 	store           *Store // batches Enter and Status when set
 	prefix          string // "{hg:<namespace>/<name>}"
 	namespace, name string
-	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, preLanes, draw, drawn, seen, passes, shadow string }
+	keys            struct{ wait, seq, active, totals, plan, proxies, workload, revoked, revokedSeq, pre, preLanes, draw, drawn, seen, passes, shadow, shadowLanes string }
 	// highestSeq is the highest arrival sequence an answer named (sawSeq); beforeFailover the highest
 	// named before the last failover the store's watch saw, noticed at failoverNoticed (Unix ms), and
 	// failoverEpoch that failover's epoch (noteFailover).
@@ -125,6 +126,7 @@ func New(rdb redis.UniversalClient, namespace, name string) (*Queue, error) {
 	q.keys.seen = q.prefix + ":seen"
 	q.keys.passes = q.prefix + ":passes"
 	q.keys.shadow = q.prefix + ":shadow"
+	q.keys.shadowLanes = q.prefix + ":shadowlanes"
 	return q, nil
 }
 
@@ -286,8 +288,9 @@ type Position struct {
 	// Depth are then its place in the lane and the lane's length. When PreQueued it is the lane the
 	// draw places the visitor in.
 	Lane string
-	// Shadow says the visitor holds a shadow place, when Waiting: one no tick admits. Position and
-	// Depth read as a place behind everyone waiting in the main queue.
+	// Shadow says the visitor holds a shadow place, when Waiting: one no tick admits. It reads as a
+	// place behind everyone waiting in the queue the visitor would have joined: Lane names it, and
+	// Position and Depth count that queue's places and the shadow set's.
 	Shadow bool
 }
 
@@ -353,9 +356,9 @@ func (o visitorOp) script() *redis.Script {
 // single-use tokens, which the script may touch and so declares.
 func (q *Queue) keysFor(o visitorOp, lanes []string, entries []entryArg) []string {
 	if o != opEnter {
-		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes}, q.laneKeys(lanes)...)
+		return append([]string{q.keys.wait, q.keys.totals, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes, q.keys.shadowLanes}, q.laneKeys(lanes)...)
 	}
-	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes}
+	keys := []string{q.keys.wait, q.keys.seq, q.keys.totals, q.keys.active, q.keys.plan, q.keys.pre, q.keys.draw, q.keys.seen, q.keys.passes, q.keys.shadow, q.keys.preLanes, q.keys.shadowLanes}
 	keys = append(keys, q.laneKeys(lanes)...)
 	var clients map[string]bool // a batch often carries one client many times: declare it once
 	for _, e := range entries {
@@ -424,7 +427,8 @@ func (q *Queue) argsFor(o visitorOp, abandon int64, limit EntryLimit, lanes, vis
 		}
 		lane := laneIndex(lanes, e.lane)
 		if e.shadow {
-			lane = -1
+			// A shadow place reads as one of the queue the visitor would have joined.
+			lane = -1 - lane
 		}
 		held := e.held
 		if i := laneIndex(lanes, e.heldLane); held != "" && i > 0 {
@@ -604,7 +608,7 @@ func decodePosition(res []int64, lanes []string) (Position, error) {
 			p.Seq = res[5]
 		}
 		if len(res) > 6 {
-			p.Lane, p.Shadow = laneName(lanes, res[6]), res[6] == -1
+			p.Lane, p.Shadow = waitingLane(lanes, res[6])
 		}
 		if len(res) > 7 {
 			p.Front = res[7]

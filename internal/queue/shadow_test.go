@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/herdgate/herdgate/internal/phase"
 )
 
 // TestShadowPlaces runs the shadow queue on every kind of Redis: a shadow place reads as a place
@@ -18,6 +20,7 @@ func TestShadowPlaces(t *testing.T) {
 			t.Run("a client far over its limit takes shadow places", func(t *testing.T) { testShadowOverLimit(t, b) })
 			t.Run("silent shadow places are swept", func(t *testing.T) { testShadowSwept(t, b) })
 			t.Run("a failed challenge over the limit is refused", func(t *testing.T) { testShadowKeepsLimit(t, b) })
+			t.Run("a shadow place reads as the lane the visitor would have joined", func(t *testing.T) { testShadowInALane(t, b) })
 		})
 	}
 }
@@ -138,5 +141,92 @@ func testShadowKeepsLimit(t *testing.T, b backend) {
 	want := []string{"Waiting shadow=true", "Waiting shadow=true", "RateLimited shadow=false", "RateLimited shadow=false"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("failed challenges of one client: %v; want %v", got, want)
+	}
+}
+
+// testShadowInALane: a shadow place of a visitor who would have joined a lane reads as a place
+// behind everyone waiting in that lane, lane named, on entry and on every poll, and before the draw
+// as a pre-queue place of that lane; over the client's limit the same; a lane the room no longer has
+// reads as the main queue; and a swept place leaves nothing of its lane behind.
+func testShadowInALane(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := laneQueue(t, b)
+	enterAll(t, q, visitorIDs("a", 3)...)
+	enterLane(t, q, "members", "m-1", "m-2")
+	want := func(what string, p Position, err error, lane string, position, depth int64) {
+		t.Helper()
+		if err != nil || p.State != Waiting || !p.Shadow || p.Lane != lane || p.Position != position || p.Depth != depth {
+			t.Fatalf("%s = %+v, %v; want a shadow place reading as %d of %d in lane %q", what, p, err, position, depth, lane)
+		}
+	}
+	p, err := q.EnterFrom(ctx, "bot-1", longAbandon, EntryLimit{Lane: "members", Shadow: true})
+	want("a shadow entry with the members lane", p, err, "members", 3, 3)
+	p, err = q.Status(ctx, "bot-1", longAbandon)
+	want("its poll", p, err, "members", 3, 3)
+	p, err = q.Enter(ctx, "bot-1", longAbandon)
+	want("its entry again, without the lane", p, err, "members", 3, 3)
+	p, err = q.EnterFrom(ctx, "bot-2", longAbandon, EntryLimit{Shadow: true})
+	want("a shadow entry without a lane", p, err, "", 5, 5)
+	p, err = q.Status(ctx, "bot-1", longAbandon)
+	want("the members shadow place behind a second shadow place", p, err, "members", 3, 4)
+	if p, err := q.Status(ctx, "m-2", longAbandon); err != nil || p.Shadow || p.Position != 2 || p.Depth != 2 {
+		t.Fatalf("a real members visitor = %+v, %v; want 2 of 2, the shadow places left out", p, err)
+	}
+	over := EntryLimit{Client: "203.0.113.7/32", Burst: 1, PerMinute: 1, ShadowFactor: 2, Lane: "presale"}
+	var got []string
+	for i := range 3 {
+		p, err := q.EnterFrom(ctx, fmt.Sprintf("o-%d", i), longAbandon, over)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s shadow=%t lane=%s", p.State, p.Shadow, p.Lane))
+	}
+	// A burst of 1: one place, and from the second ask (2 × 1) shadow places, of the lane asked for.
+	if want := "[Waiting shadow=false lane=presale Waiting shadow=true lane=presale Waiting shadow=true lane=presale]"; fmt.Sprint(got) != want {
+		t.Fatalf("a client over its limit in the presale lane: %v; want %v", got, want)
+	}
+
+	// The room drops the lane: its shadow places read as the main queue's.
+	if err := q.SetLanes([]string{"presale"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err = q.Status(ctx, "bot-1", longAbandon)
+	want("the members shadow place once the room has no members lane", p, err, "", 4, 7)
+	if err := q.SetLanes([]string{"members", "presale"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A silent shadow place is swept with its lane.
+	seq, err := q.rdb.ZScore(ctx, q.keys.shadow, "bot-1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := q.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLastSeen(t, q, int64(seq), now.Add(-2*longAbandon))
+	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: passTTL, AbandonAfter: longAbandon, Lanes: twoLanes}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := q.rdb.HExists(ctx, q.keys.shadowLanes, "bot-1").Result(); err != nil || ok {
+		t.Fatalf("the lane of a swept shadow place is still recorded: %v, %v", ok, err)
+	}
+	if n, err := q.rdb.HLen(ctx, q.keys.shadowLanes).Result(); err != nil || n != 2 {
+		t.Fatalf("%d shadow places' lanes recorded, %v; want the 2 presale places'", n, err)
+	}
+
+	// Before the draw, a shadow place of a lane reads as a pre-queue place of that lane.
+	pq := laneQueue(t, b)
+	publishPhase(t, pq, phase.PreQueue)
+	for _, call := range []func() (Position, error){
+		func() (Position, error) {
+			return pq.EnterFrom(ctx, "bot-pre", longAbandon, EntryLimit{Lane: "presale", Shadow: true})
+		},
+		func() (Position, error) { return pq.Status(ctx, "bot-pre", longAbandon) },
+	} {
+		if p, err := call(); err != nil || p.State != PreQueued || p.Lane != "presale" {
+			t.Fatalf("a shadow place of the presale lane before the draw = %+v, %v; want a pre-queue place of presale", p, err)
+		}
 	}
 }

@@ -10,7 +10,8 @@
 -- KEYS[1] waiting set, KEYS[2] active set (score = pass expiry), KEYS[3] totals hash, KEYS[4] sequence,
 -- KEYS[5] revocations (released passes), KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow
 -- set (swept, never admitted), KEYS[9] the plan hash (where the queues' fronts go for the proxies),
--- KEYS[10..] the waiting sets of the room's lanes, in the order of ARGV[17]
+-- KEYS[10] the shadow places' lanes (hash, emptied of the places swept), KEYS[11..] the waiting sets
+-- of the room's lanes, in the order of ARGV[17]
 -- ARGV[1] tick id (increasing), ARGV[2] pass ttl ms, ARGV[3] abandon-after ms,
 -- ARGV[4] front budget (visitors examined beyond the limit), ARGV[5] sweep blocks,
 -- ARGV[6] limit (most visitors admitted), ARGV[7] jitter window ms, ARGV[8] lead ms,
@@ -196,7 +197,7 @@ end
 -- cannot save up a burst. Inside a lane the order is FIFO.
 local lane_keys, lane_names, weights = {KEYS[1]}, {'main'}, {0}
 for name, pct in string.gmatch(ARGV[17] or '', '([%w-]+):(%d+)') do
-  lane_keys[#lane_keys + 1] = KEYS[9 + #lane_keys]
+  lane_keys[#lane_keys + 1] = KEYS[10 + #lane_keys]
   lane_names[#lane_names + 1] = name
   weights[#weights + 1] = tonumber(pct)
   weights[1] = weights[1] + tonumber(pct)
@@ -389,6 +390,9 @@ for _ = 1, sweep_blocks do
           local member = redis.call('ZRANGE', key, seq, seq, 'BYSCORE', 'LIMIT', 0, 1)
           if #member > 0 then
             redis.call('ZREM', key, member[1])
+            if key == KEYS[8] then
+              redis.call('HDEL', KEYS[10], member[1])
+            end
             abandoned = abandoned + 1
             break
           end

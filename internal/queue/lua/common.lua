@@ -150,11 +150,14 @@ local function in_lanes(lanes, visitor)
   return nil
 end
 
--- pre_lane is the lane number (in the list of keys lanes, 1 for the first) that visitor's pre-queue
--- place joins at the draw, as the pre-queue's lanes hash records it by name; 0 for the main queue,
--- and for a lane the room no longer has.
-local function pre_lane(pre_lanes_key, wait_key, lanes, visitor)
-  local name = redis.call('HGET', pre_lanes_key, visitor)
+-- hashed_lane is the lane number (in the list of keys lanes, 1 for the first) a hash of lanes by
+-- name records for visitor: the lane its pre-queue place joins at the draw, or the one its shadow
+-- place reads as; 0 for the main queue, and for a lane the room no longer has.
+local function hashed_lane(lanes_key, wait_key, lanes, visitor)
+  if #lanes == 0 then
+    return 0
+  end
+  local name = redis.call('HGET', lanes_key, visitor)
   if not name then
     return 0
   end

@@ -9,8 +9,9 @@
 -- KEYS[4] active set (score = pass expiry), KEYS[5] plan hash, KEYS[6] pre-queue set (score =
 -- arrival sequence), KEYS[7] draw state hash, KEYS[8] last-seen hash, KEYS[9] pass hash, KEYS[10]
 -- the shadow set (visitors who never come up), KEYS[11] the pre-queue's lanes (hash: the lane a
--- pre-queue place joins at the draw, by visitor), KEYS[12 .. 11 + ARGV[7]] the waiting sets of the
--- room's lanes, in order (common.lua, in_lanes)
+-- pre-queue place joins at the draw, by visitor), KEYS[12] the shadow places' lanes (hash: the
+-- lane a shadow place reads as, by visitor), KEYS[13 .. 12 + ARGV[7]] the waiting sets of the room's
+-- lanes, in order (common.lua, in_lanes)
 -- ARGV[1] key prefix, ARGV[2] abandon-after ms, ARGV[3] entry burst and ARGV[4] places per minute
 -- (0: no limit), ARGV[5] the highest arrival sequence the caller has seen (0: none), ARGV[6] the
 -- highest the caller saw the primary before the last failover give (0: none or long ago), ARGV[7]
@@ -20,14 +21,14 @@
 -- up to uses visitors), the arrival sequence of the place it held before a failover ("" for none;
 -- prefixed with "=" when the visitor asks only for that place back, and takes nothing else; followed
 -- by "@" and the lane's number when the place was in a lane) and the lane it joins when it takes a
--- new place (0: the main queue; -1: the shadow set, whatever the phase)
+-- new place (0: the main queue, i: lane i; -1 - i: the shadow set, whatever the phase, reading as
+-- that queue)
 -- Returns one reply per visitor: {1, notBefore, expiry, now} for a visitor holding a pass,
 -- {2, position, depth, now, 0, seq, lane, front} for one waiting with its place known (in its lane, 0
--- being the main queue; -1 for a shadow place, which reads as a place behind everyone waiting; front
--- the arrival at its lane's front, 0 for a shadow place), {3, phase,
--- now} for one turned
--- away, {4, arrival, preQueueDepth, now, 0, lane} for one holding a pre-queue place (lane as for 2;
--- a shadow place gives no lane), {5, now} for one
+-- being the main queue; -1 - i for a shadow place, which reads as a place behind everyone waiting in
+-- lane i, or the main queue for 0; front the arrival at its lane's front, 0 for a shadow place), {3,
+-- phase, now} for one turned away, {4, arrival, preQueueDepth, now, 0, lane} for one holding a
+-- pre-queue place (lane as for 2, a shadow place giving the lane it reads as), {5, now} for one
 -- whose place the draw has not settled yet, {6, retryAfterMs, now} for one whose client has no
 -- place left to take (nothing was taken), {7, index, now} for one presenting a single-use token
 -- (1-based index in its list) that another visitor entered with (nothing was taken), {8, position,
@@ -45,18 +46,18 @@ local prefix, abandon_ms = ARGV[1], tonumber(ARGV[2])
 local burst, per_minute = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seen_key = KEYS[8]
 local shadow_key, shadow_factor = KEYS[10], tonumber(ARGV[8])
-local pre_lanes_key = KEYS[11]
+local pre_lanes_key, shadow_lanes_key = KEYS[11], KEYS[12]
 local lanes = {}
 for i = 1, tonumber(ARGV[7]) do
-  lanes[i] = KEYS[11 + i]
+  lanes[i] = KEYS[12 + i]
 end
 
--- shadow_place is where a shadow place reads: behind everyone waiting in the main queue, at its
--- rank in the shadow set. Nobody in the real queue sees it: their positions and depth leave the
--- shadow set out.
-local function shadow_place(visitor)
-  local main = redis.call('ZCARD', KEYS[1])
-  return int(main + redis.call('ZRANK', shadow_key, visitor) + 1), int(main + redis.call('ZCARD', shadow_key))
+-- shadow_place is where a shadow place reads: behind everyone waiting in the queue it reads as (lane
+-- i, or the main queue for 0), at its rank in the shadow set, and the reply's lane that says so.
+-- Nobody in the real queues sees it: their positions and depth leave the shadow set out.
+local function shadow_place(visitor, lane)
+  local ahead = redis.call('ZCARD', lanes[lane] or KEYS[1])
+  return int(ahead + redis.call('ZRANK', shadow_key, visitor) + 1), int(ahead + redis.call('ZCARD', shadow_key)), int(-1 - lane)
 end
 local now = now_ms()
 -- Numbers become text once, with int (see common.lua).
@@ -306,17 +307,19 @@ local function enter(visitor, client, tokens, held, lane)
       local seen = slot_time(times, off)
       if not (seen and earlier(seen, silent_before)) then
         redis.call('HSET', seen_key, block, with_time(times, off, now_s))
+        local shadow_lane = hashed_lane(shadow_lanes_key, KEYS[1], lanes, visitor)
         if pre_depth then
           -- Before the draw a shadow place reads as a pre-queue place, then as one being drawn.
           if phase == PHASE_PREQUEUE then
-            return '4', shadow_seq, int(pre_depth), now_s
+            return '4', shadow_seq, int(pre_depth), now_s, '0', int(shadow_lane)
           end
           return '5', now_s
         end
-        local position, shadow_depth = shadow_place(visitor)
-        return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1', '0'
+        local position, shadow_depth, reads_as = shadow_place(visitor, shadow_lane)
+        return '2', position, shadow_depth, now_s, '0', shadow_seq, reads_as, '0'
       end
       forget(shadow_key, visitor, seen_key, block, times, off)
+      redis.call('HDEL', shadow_lanes_key, visitor)
     end
   end
   if seq then
@@ -342,7 +345,7 @@ local function enter(visitor, client, tokens, held, lane)
       local block, off = seen_slot(arrival)
       touch_seen(seen_key, block, off, now_s)
       if phase == PHASE_PREQUEUE then
-        return '4', arrival, int(pre_depth), now_s, '0', int(pre_lane(pre_lanes_key, KEYS[1], lanes, visitor))
+        return '4', arrival, int(pre_depth), now_s, '0', int(hashed_lane(pre_lanes_key, KEYS[1], lanes, visitor))
       end
       return '5', now_s
     end
@@ -372,20 +375,31 @@ local function enter(visitor, client, tokens, held, lane)
   end
   -- From here on the visitor takes something new: a pass at once or a place.
   local wait, shadowed = take_place(client)
-  if shadowed or (lane == -1 and not wait) then
+  if shadowed or (lane < 0 and not wait) then
     -- A shadow place: a place in the sequence and signs of life like any, in a set no tick reads.
     -- A client over its limit is refused first, whatever its challenge: a shadow place is no way
-    -- around the limit.
+    -- around the limit. It reads as a place in the queue the visitor would have joined, lane
+    -- included, so that nothing in its answers tells it apart.
+    local reads_as = lane
+    if lane < 0 then
+      reads_as = -1 - lane
+    end
+    if not lanes[reads_as] then
+      reads_as = 0
+    end
     local shadow_seq = int(redis.call('INCR', KEYS[2]))
     local block, off = seen_slot(shadow_seq)
     touch_seen(seen_key, block, off, now_s)
     redis.call('ZADD', shadow_key, 'NX', shadow_seq, visitor)
+    if reads_as > 0 then
+      redis.call('HSET', shadow_lanes_key, visitor, string.sub(lanes[reads_as], #KEYS[1] + 2))
+    end
     redis.call('HINCRBY', KEYS[3], shadowed and 'shadowedOverLimit' or 'shadowedChallengeFailed', 1)
     if phase == PHASE_PREQUEUE then
-      return '4', shadow_seq, int(pre_depth), now_s
+      return '4', shadow_seq, int(pre_depth), now_s, '0', int(reads_as)
     end
-    local position, shadow_depth = shadow_place(visitor)
-    return '2', position, shadow_depth, now_s, '0', shadow_seq, '-1', '0'
+    local position, shadow_depth, reply_lane = shadow_place(visitor, reads_as)
+    return '2', position, shadow_depth, now_s, '0', shadow_seq, reply_lane, '0'
   end
   if wait then
     return '6', int(wait), now_s

@@ -2,14 +2,16 @@
 -- that arrive together in one call; each is handled as if it came alone, in order.
 -- KEYS[1] waiting set, KEYS[2] totals hash, KEYS[3] plan hash, KEYS[4] pre-queue set, KEYS[5] draw
 -- state hash, KEYS[6] last-seen hash, KEYS[7] pass hash, KEYS[8] the shadow set, KEYS[9] the
--- pre-queue's lanes (hash), KEYS[10..] the lanes' waiting sets
+-- pre-queue's lanes (hash), KEYS[10] the shadow places' lanes (hash), KEYS[11..] the lanes' waiting
+-- sets
 -- ARGV[1] abandon-after ms, ARGV[2..] visitors
 -- Returns one reply per visitor: {0, now, phase} when not queued, {1, notBefore, expiry, now} when
 -- holding a pass, {2, position, depth, now, previousPoll, seq, lane, front} when waiting with its place
--- known (position and depth in its lane, lane 0 being the main queue; -1 for a shadow place, read as a
--- place behind everyone waiting in the main queue; front the arrival at its lane's front, 0 for a
--- shadow place),
--- {4, arrival, preQueueDepth, now, previousPoll, lane} when holding a pre-queue place (lane as for 2), {5, now,
+-- known (position and depth in its lane, lane 0 being the main queue; -1 - i for a shadow place, read
+-- as a place behind everyone waiting in lane i, or the main queue for 0; front the arrival at its
+-- lane's front, 0 for a shadow place),
+-- {4, arrival, preQueueDepth, now, previousPoll, lane} when holding a pre-queue place (lane as for 2,
+-- a shadow place giving the lane it reads as), {5, now,
 -- previousPoll} when the draw has not settled its place yet (previousPoll 0 when unknown).
 local abandon_ms = tonumber(ARGV[1])
 local seen_key = KEYS[6]
@@ -37,9 +39,9 @@ local depth = redis.call('ZCARD', KEYS[1])
 local depth_s = int(depth + (pre_depth or 0))
 
 -- The lanes' sets, searched after the main queue's (common.lua, in_lanes).
-local shadow_key = KEYS[8]
+local shadow_key, shadow_lanes_key = KEYS[8], KEYS[10]
 local lanes = {}
-for i = 10, #KEYS do
+for i = 11, #KEYS do
   lanes[#lanes + 1] = KEYS[i]
 end
 
@@ -67,6 +69,8 @@ for i = 2, #ARGV do
       if lane == 0 then
         depth = depth - 1
         depth_s = int(depth + (pre_depth or 0))
+      elseif lane == -1 then
+        call('HDEL', shadow_lanes_key, visitor)
       end
       call('HINCRBY', KEYS[2], 'abandoned', 1)
       n = add_reply(parts, n, '0', now_s, phase)
@@ -77,13 +81,19 @@ for i = 2, #ARGV do
       if lane == -1 and pre_depth then
         -- Before the draw a shadow place reads as a pre-queue place, then as one being drawn.
         if phase == PHASE_PREQUEUE then
-          n = add_reply(parts, n, '4', seq, int(pre_depth), now_s, seen or '0')
+          n = add_reply(parts, n, '4', seq, int(pre_depth), now_s, seen or '0', int(hashed_lane(shadow_lanes_key, wait_key, lanes, visitor)))
         else
           n = add_reply(parts, n, '5', now_s, seen or '0')
         end
       elseif lane == -1 then
-        -- Behind everyone waiting in the main queue: what a shadow place reads as.
-        n = add_reply(parts, n, '2', int(depth + call('ZRANK', key, visitor) + 1), int(depth + call('ZCARD', key)), now_s, seen or '0', seq, '-1', '0')
+        -- Behind everyone waiting in the queue the visitor would have joined: what a shadow place
+        -- reads as.
+        local reads_as = hashed_lane(shadow_lanes_key, wait_key, lanes, visitor)
+        local ahead = depth
+        if reads_as > 0 then
+          ahead = call('ZCARD', lanes[reads_as])
+        end
+        n = add_reply(parts, n, '2', int(ahead + call('ZRANK', key, visitor) + 1), int(ahead + call('ZCARD', key)), now_s, seen or '0', seq, int(-1 - reads_as), '0')
       elseif settled and tonumber(seq) > settled then
         -- Behind the part of the pre-queue the draw has not placed yet, in any lane.
         n = add_reply(parts, n, '5', now_s, seen or '0')
@@ -101,7 +111,7 @@ for i = 2, #ARGV do
       local seen = slot_time(times, off)
       call('HSET', seen_key, block, with_time(times, off, now_s))
       if phase == PHASE_PREQUEUE then
-        n = add_reply(parts, n, '4', arrival, int(pre_depth), now_s, seen or '0', int(pre_lane(KEYS[9], wait_key, lanes, visitor)))
+        n = add_reply(parts, n, '4', arrival, int(pre_depth), now_s, seen or '0', int(hashed_lane(KEYS[9], wait_key, lanes, visitor)))
       else
         n = add_reply(parts, n, '5', now_s, seen or '0')
       end
