@@ -45,11 +45,14 @@ func farPathOpen(engine Engine, cfg *Config, r standing) bool {
 	return cfg.Schedule == nil || (r.known && r.phase == phase.Open)
 }
 
-// shadowPlace is the place a visitor of the shadow queue holds: its arrival number, signed as any
-// place is, but for the visitor marked as shadowed (visitor IDs hold no NUL), so that it reads like
-// a place and no proxy ever takes it for one: it brings nothing back after a failover, and its
-// polls are never answered from the far path.
-func shadowPlace(cfg *Config, visitor string, seq int64) string {
+// shadowPlace is the place a visitor of the shadow queue holds: its arrival number (and the lane it
+// reads as, "" for the main queue), signed as any place is, but for the visitor marked as shadowed
+// (visitor IDs hold no NUL), so that it reads like a place and no proxy ever takes it for one: it
+// brings nothing back after a failover, and its polls are never answered from the far path.
+func shadowPlace(cfg *Config, visitor, lane string, seq int64) string {
+	if lane != "" {
+		return cfg.Signer.LanePlace(visitor+"\x00shadow", lane, seq)
+	}
 	return cfg.Signer.Place(visitor+"\x00shadow", seq)
 }
 

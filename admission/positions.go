@@ -44,20 +44,21 @@ func (api *visitorAPI) position(v *visit, pos queue.Position) answer {
 	return api.waiting(v, pos)
 }
 
-// shadowed answers a visitor holding a shadow place as one waiting behind everyone: the same body,
-// polls, Retry-After and place as such a visitor gets, but the place is one no proxy takes back
-// (shadowPlace), and its polls are always Redis's (which are exact, and so bounds too).
+// shadowed answers a visitor holding a shadow place as one waiting behind everyone in the queue it
+// would have joined (its lane, or the main queue): the same body, lane included, polls, Retry-After
+// and place as such a visitor gets, but the place is one no proxy takes back (shadowPlace), and its
+// polls are always Redis's (which are exact, and so bounds too).
 func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 	r := v.r
 	if len(v.cfg.Lanes) > 0 {
-		r = r.shared(v.cfg.laneShare(""))
+		r = r.shared(v.cfg.laneShare(pos.Lane))
 	}
 	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth, pos.PreviousPoll)
 	if a, early := api.tooEarly(v.class, v.visitor, v.enter, pos, shortest); early {
 		return a
 	}
-	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
-	if wait, ok := api.estimatedWait(v.cfg, v.r, waitingPlace{position: pos.Position}); ok {
+	body := positionBody{Position: pos.Position, QueueDepth: pos.Depth, Phase: api.visitPhase(v), Lane: pos.Lane, scheduleTimes: scheduleTimesOf(v.cfg, api.now())}
+	if wait, ok := api.estimatedWait(v.cfg, v.r, waitingPlace{lane: pos.Lane, position: pos.Position}); ok {
 		body.EstimatedWaitSeconds = waitSeconds(wait)
 	}
 	body.CapacityChanged = v.r.capacityChangedSince(pos.PreviousPoll)
@@ -66,8 +67,9 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 		// As a main-queue place reads: far from the front, a poll that brings the place is answered
 		// from the snapshot (far) while there is a fresh one, as a bound without the place; any
 		// other far answer comes from Redis with the place, and near the front the place comes once.
-		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
-		token := shadowPlace(v.cfg, v.visitor, pos.Seq)
+		// A lane's place comes once, as a lane's place does.
+		far := pos.Lane == "" && pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
+		token := shadowPlace(v.cfg, v.visitor, pos.Lane, pos.Seq)
 		held := v.held().token == token
 		switch {
 		case far && held && !v.enter && api.farPositions.SnapshotAge(api.now()) <= replica.FarSnapshotMaxAge:

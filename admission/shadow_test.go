@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/herdgate/herdgate/admission"
 	"github.com/herdgate/herdgate/admission/entry"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -143,6 +145,119 @@ func TestAFailedChallengeWaitsInTheShadowQueue(t *testing.T) {
 			t.Fatalf("shadowed polls counted %v; want 2", got)
 		}
 	})
+}
+
+// TestAShadowedVisitorReadsAsTheLaneItWouldHaveJoined: an entry that fails its challenge with a
+// lane's header or code gets the answer a lane visitor gets, lane named, behind everyone in that
+// lane, on entry and on its polls, with a lane's place; a lane code that does not verify is refused
+// as it is for a solved challenge; the real lane's places leave the shadow places out; and over its
+// client's limit a lane's visitor is shadowed in its lane too.
+func TestAShadowedVisitorReadsAsTheLaneItWouldHaveJoined(t *testing.T) {
+	lanePlace := regexp.MustCompile(`^[1-9][0-9]*\.vip\.[A-Za-z0-9_-]{22}$`)
+	sameFields := func(what string, got, real response) {
+		t.Helper()
+		body, realBody := got.json(t), real.json(t)
+		if keys, realKeys := slices.Sorted(maps.Keys(body)), slices.Sorted(maps.Keys(realBody)); !slices.Equal(keys, realKeys) {
+			t.Fatalf("%s: fields %v; a real lane visitor's answer has %v", what, keys, realKeys)
+		}
+	}
+	onBothFronts(t, func(t *testing.T) {
+		h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, func(wq *herdgatev1alpha1.WaitingQueue) {
+			withLanes(wq)
+			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
+				ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 8}}}
+			*wq = *builder.From(wq).ShadowQueue(true, 0).Obj()
+		})
+		h.fillAhead(5)
+		proof := func(solved bool) string {
+			t.Helper()
+			var ch entry.Challenge
+			if r := h.visitor().do(http.MethodGet, "/.herdgate/challenge", nil); json.Unmarshal(r.body, &ch) != nil || r.StatusCode != http.StatusOK {
+				t.Fatalf("GET /.herdgate/challenge: %d %s", r.StatusCode, r.body)
+			}
+			if solved {
+				return ch.Challenge + ":" + entry.Solve(ch.Challenge, ch.Difficulty)
+			}
+			return ch.Challenge + ":" + wrongNonce(ch.Challenge, ch.Difficulty)
+		}
+		vipVisitor := func() *visitor {
+			v := h.visitor()
+			v.header.Set("X-Member-Tier", vipValue)
+			return v
+		}
+		real := vipVisitor()
+		realEntry := real.do(http.MethodPost, "/.herdgate/enter", nil, admission.ProofHeader, proof(true))
+		if body := realEntry.json(t); realEntry.StatusCode != http.StatusOK || body["lane"] != "vip" || body["position"] != float64(1) {
+			t.Fatalf("a vip visitor with a solved challenge: %d %s; want place 1 in vip", realEntry.StatusCode, realEntry.body)
+		}
+
+		bot := vipVisitor()
+		r := bot.do(http.MethodPost, "/.herdgate/enter", nil, admission.ProofHeader, proof(false))
+		body := r.json(t)
+		if r.StatusCode != http.StatusOK || body["lane"] != "vip" || body["position"] != float64(2) || body["queueDepth"] != float64(2) {
+			t.Fatalf("a vip visitor with a failed challenge: %d %s; want it to read as place 2 of 2 in vip", r.StatusCode, r.body)
+		}
+		sameFields("the shadowed vip entry", r, realEntry)
+		if place, _ := body["place"].(string); !lanePlace.MatchString(place) {
+			t.Fatalf("the shadowed vip entry's place %q; a vip place reads %q", place, realEntry.json(t)["place"])
+		}
+
+		time.Sleep(time.Second) // past the shortest poll interval, which Redis' clock measures
+		realPoll := real.status()
+		if body := realPoll.json(t); body["lane"] != "vip" || body["position"] != float64(1) || body["queueDepth"] != float64(1) {
+			t.Fatalf("the real vip visitor's poll: %s; want 1 of 1, the shadow place left out", realPoll.body)
+		}
+		r = bot.status()
+		if body := r.json(t); r.StatusCode != http.StatusOK || body["lane"] != "vip" || body["position"] != float64(2) || body["queueDepth"] != float64(2) {
+			t.Fatalf("the shadowed vip visitor's poll: %d %s; want 2 of 2 in vip", r.StatusCode, r.body)
+		}
+		sameFields("the shadowed vip visitor's poll", r, realPoll)
+
+		// A members code that verifies, with a failed challenge: members, as the code would have had it,
+		// behind the members waiting (none) and the shadow place before it.
+		r = h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, admission.ProofHeader, proof(false), admission.LaneCodeHeader, signLaneCode(t, nil))
+		if body := r.json(t); r.StatusCode != http.StatusOK || body["lane"] != "members" || body["position"] != float64(2) || body["queueDepth"] != float64(2) {
+			t.Fatalf("a members code with a failed challenge: %d %s; want it to read as place 2 of 2 in members", r.StatusCode, r.body)
+		}
+		// A code that does not verify is refused, failed challenge or not.
+		for _, solved := range []bool{true, false} {
+			r = h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, admission.ProofHeader, proof(solved), admission.LaneCodeHeader, signLaneCode(t, jwt.MapClaims{"aud": "shop/other"}))
+			wantError(t, fmt.Sprintf("a code for another room, challenge solved %t", solved), r, http.StatusForbidden, "lane_code_wrong_queue")
+		}
+
+		st, err := h.q.Stats(t.Context())
+		if err != nil || st.Shadowed != 2 || st.ShadowedChallengeFailed != 2 {
+			t.Fatalf("stats %+v, %v; want the two failed challenges in the shadow queue", st, err)
+		}
+		if admitted := h.admitLanes(20); len(admitted) != 6 {
+			t.Fatalf("a tick of 20 admitted %d; want the 6 real visitors (5 in the main queue, 1 in vip)", len(admitted))
+		}
+	})
+}
+
+// TestAShadowedVisitorOverItsLimitReadsAsItsLane: a client far over its entry limit whose entries
+// carry a lane's header is shadowed in that lane: its answers name the lane.
+func TestAShadowedVisitorOverItsLimitReadsAsItsLane(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		withLanes(wq)
+		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{
+			PerClient:      &herdgatev1alpha1.PerClientLimit{Burst: ptr.To[int32](1), PerMinute: ptr.To[int32](1)},
+			TrustedProxies: []herdgatev1alpha1.CIDR{"127.0.0.0/8", "::1/128"},
+		}
+		*wq = *builder.From(wq).ShadowQueue(false, 2).Obj()
+	})
+	var got []string
+	for range 3 {
+		r := h.visitor().do(http.MethodPost, "/.herdgate/enter", nil, "X-Forwarded-For", "198.51.100.7", "X-Member-Tier", vipValue)
+		body := r.json(t)
+		got = append(got, fmt.Sprintf("%d %v #%v", r.StatusCode, body["lane"], body["position"]))
+	}
+	if want := "[200 vip #1 200 vip #2 200 vip #3]"; fmt.Sprint(got) != want {
+		t.Fatalf("asks of one address with the vip header: %v; want %v", got, want)
+	}
+	if st, err := h.q.Stats(t.Context()); err != nil || st.Shadowed != 2 || st.ShadowedOverLimit != 2 {
+		t.Fatalf("stats %+v, %v; want 2 shadow places given over the limit", st, err)
+	}
 }
 
 // TestAFailedExternalChallengeWaitsInTheShadowQueue: a provider's verdict that a response failed

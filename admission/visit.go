@@ -163,13 +163,16 @@ func (api *visitorAPI) askEngine(v *visit) (queue.Position, answer, bool) {
 	var err error
 	if v.enter {
 		var granted entry.Outcome
-		if refused := v.cfg.EntryChecks.Check(entry.Input{Request: v.x, Visitor: v.visitor, Now: api.now()}, &granted); refused != nil {
-			if !refused.Failed || v.cfg.Shadow == nil || !v.cfg.Shadow.ChallengeFailed {
-				return pos, errorAnswer(refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link}).counted(v.class, refused.Code), false
-			}
-			// A failed challenge enters the shadow queue: the answer reads like any place, so a bot
-			// learns nothing to retry with (docs/guides/entry-control.md, "The shadow queue").
-			granted.Limit.Shadow = true
+		in := entry.Input{Request: v.x, Visitor: v.visitor, Now: api.now()}
+		check := v.cfg.EntryChecks.Check
+		if v.cfg.Shadow != nil && v.cfg.Shadow.ChallengeFailed {
+			// A failed challenge enters the shadow queue: the answer reads like the place the entry
+			// would have had, lane included, so a bot learns nothing to retry with
+			// (docs/guides/entry-control.md, "The shadow queue").
+			check = v.cfg.EntryChecks.CheckShadowingFailed
+		}
+		if refused := check(in, &granted); refused != nil {
+			return pos, errorAnswer(refused.Status, errorBody{Error: refused.Code, Message: refused.Message, Header: refused.Header, Enter: refused.Link}).counted(v.class, refused.Code), false
 		}
 		if h := v.held(); h.ok {
 			granted.Limit.HeldPlace, granted.Limit.HeldLane = h.seq, h.lane

@@ -95,6 +95,24 @@ func (c Chain) Check(in Input, out *Outcome) *Refusal {
 	return nil
 }
 
+// CheckShadowingFailed runs the chain as Check does, except that a verdict against what the request
+// brought (Refusal.Failed) does not end it: the entry is marked for the shadow queue
+// (out.Limit.Shadow) and the checks after it still run, so that it is granted what it would have
+// been had it passed, its lane above all, and its shadow place reads as that place. A refusal of a
+// later check still refuses it, as it would have refused the entry that passed.
+func (c Chain) CheckShadowingFailed(in Input, out *Outcome) *Refusal {
+	for _, check := range c {
+		switch r := check.Check(in, out); {
+		case r == nil:
+		case r.Failed:
+			out.Limit.Shadow = true
+		default:
+			return r
+		}
+	}
+	return nil
+}
+
 // singleUseID names a single-use token in Redis: a hash of what it is and its text.
 func singleUseID(kind, token string) string {
 	sum := sha256.Sum256([]byte(kind + "\x00" + token))

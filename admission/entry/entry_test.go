@@ -56,17 +56,18 @@ func wantRefusal(t *testing.T, what string, got *Refusal, status int, code strin
 	}
 }
 
-// counting is a check that counts its calls and refuses when told to.
+// counting is a check that counts its calls and refuses when told to (with a verdict against the
+// request when fail is set).
 type counting struct {
-	calls  atomic.Int32
-	refuse bool
-	token  string
+	calls        atomic.Int32
+	refuse, fail bool
+	token        string
 }
 
 func (c *counting) Check(_ Input, out *Outcome) *Refusal {
 	c.calls.Add(1)
 	if c.refuse {
-		return &Refusal{Status: http.StatusForbidden, Code: "no"}
+		return &Refusal{Status: http.StatusForbidden, Code: "no", Failed: c.fail}
 	}
 	out.Limit.SingleUse = append(out.Limit.SingleUse, queue.SingleUse{ID: c.token})
 	return nil
@@ -88,6 +89,37 @@ func TestAChainRunsInOrderAndStopsAtTheFirstRefusal(t *testing.T) {
 	}
 	if r := (Chain{}).Check(input(newRequest("203.0.113.7")), &out); r != nil {
 		t.Fatalf("an empty chain refused: %+v", r)
+	}
+}
+
+// TestAFailedCheckShadowsTheEntryAndTheChainGoesOn: with the shadow queue taking failed challenges,
+// a verdict against the request marks the entry shadowed and the later checks still grant what they
+// would have (the lane); any other refusal, before or after, still refuses.
+func TestAFailedCheckShadowsTheEntryAndTheChainGoesOn(t *testing.T) {
+	a, b, c := &counting{token: "a"}, &counting{token: "b", refuse: true, fail: true}, &counting{token: "c"}
+	var out Outcome
+	if r := (Chain{a, b, c}).CheckShadowingFailed(input(newRequest("203.0.113.7")), &out); r != nil || !out.Limit.Shadow ||
+		len(out.Limit.SingleUse) != 2 || out.Limit.SingleUse[1].ID != "c" {
+		t.Fatalf("refusal %+v, outcome %+v; want a shadowed entry with a's and c's grants", r, out.Limit)
+	}
+	if c.calls.Load() != 1 {
+		t.Fatalf("the check after the failed one ran %d times; want once", c.calls.Load())
+	}
+	out = Outcome{}
+	c.refuse = true
+	if r := (Chain{a, b, c}).CheckShadowingFailed(input(newRequest("203.0.113.7")), &out); r == nil || r.Code != "no" || r.Failed {
+		t.Fatalf("refusal %+v; want c's, which a shadowed entry is refused by too", r)
+	}
+	out = Outcome{}
+	b.fail = false
+	c.refuse = false
+	if r := (Chain{a, b, c}).CheckShadowingFailed(input(newRequest("203.0.113.7")), &out); r == nil || out.Limit.Shadow || c.calls.Load() != 2 {
+		t.Fatalf("refusal %+v, shadow %v, c ran %d times; want b's refusal, no shadow, c not run", r, out.Limit.Shadow, c.calls.Load())
+	}
+	out = Outcome{}
+	b.refuse = false
+	if r := (Chain{a, b, c}).CheckShadowingFailed(input(newRequest("203.0.113.7")), &out); r != nil || out.Limit.Shadow || len(out.Limit.SingleUse) != 3 {
+		t.Fatalf("refusal %+v, outcome %+v; want every grant and no shadow", r, out.Limit)
 	}
 }
 
