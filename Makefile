@@ -102,10 +102,10 @@ demo: envtest build $(HELM) ## Run a waiting room on a real single-node cluster 
 
 .PHONY: build
 build: generate ## Build the binaries into bin/: manager, herdgate-proxy, herd, kubectl-herdgate.
-	go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
-	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
-	go build -trimpath -o $(LOCALBIN)/herd ./cmd/herd
-	go build -trimpath -o $(LOCALBIN)/kubectl-herdgate ./cmd/kubectl-herdgate
+	@hack/go-build.sh $(LOCALBIN)/manager ./cmd/manager -trimpath
+	@hack/go-build.sh $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy -trimpath
+	@hack/go-build.sh $(LOCALBIN)/herd ./cmd/herd -trimpath
+	@hack/go-build.sh $(LOCALBIN)/kubectl-herdgate ./cmd/kubectl-herdgate -trimpath
 
 IMG ?= ghcr.io/herdgate/herdgate:0.1.0
 CONTAINER_TOOL ?= docker
@@ -125,10 +125,11 @@ WORKLOAD_IMAGE ?= ghcr.io/herdgate/herd:0.1.0
 images: build ## Build OCI image archives into bin/images/ without a container engine (herdgate, pause, Redis, the workload).
 	hack/ensure-packages.sh redis-server=redis-server
 	@mkdir -p $(IMAGES)
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/manager ./cmd/manager
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/herdgate-proxy ./cmd/herdgate-proxy
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/herd ./cmd/herd
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES)/pause ./hack/ociimage/pause
+	@CGO_ENABLED=0 hack/go-build.sh $(IMAGES)/manager ./cmd/manager -trimpath -ldflags="-s -w"
+	@CGO_ENABLED=0 hack/go-build.sh $(IMAGES)/herdgate-proxy ./cmd/herdgate-proxy -trimpath -ldflags="-s -w"
+	@CGO_ENABLED=0 hack/go-build.sh $(IMAGES)/herd ./cmd/herd -trimpath -ldflags="-s -w"
+	@CGO_ENABLED=0 hack/go-build.sh $(IMAGES)/pause ./hack/ociimage/pause -trimpath -ldflags="-s -w"
+	@echo "==> writing the OCI image archives into $(IMAGES)"
 	go run ./hack/ociimage -o $(IMAGES)/herdgate.tar -name $(IMG) -nonroot -ca-bundle /etc/ssl/certs/ca-certificates.crt \
 		-add /manager=$(IMAGES)/manager -add /herdgate-proxy=$(IMAGES)/herdgate-proxy -user 65532:65532 -entrypoint /manager
 	go run ./hack/ociimage -o $(IMAGES)/pause.tar -name $(PAUSE_IMAGE) -add /pause=$(IMAGES)/pause -user 65535:65535 -entrypoint /pause
