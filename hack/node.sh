@@ -9,7 +9,8 @@
 # usage: hack/node.sh start     build what is missing, start the node, import the images, wait for Ready
 #        hack/node.sh stop      stop everything and remove the node's namespace, cgroups and state
 #        hack/node.sh status    say whether the node runs (exit 0) or not (exit 1)
-#        hack/node.sh exec CMD  run CMD inside the node's network namespace with KUBECONFIG set
+#        hack/node.sh exec CMD  run CMD inside the node's network namespace with KUBECONFIG set, and kubectl
+#                               and bin/'s kubectl-herdgate on the PATH
 #        hack/node.sh restart-kubelet   kill the kubelet and start a new one (the pods keep running)
 #        hack/node.sh check     say why the node cannot run here (exit 1), or nothing (exit 0)
 #
@@ -72,9 +73,11 @@ node_pids() {
 running() { [[ -e "${NETNS}" ]] && [[ -n "$(node_pids)" ]]; }
 
 # Commands in the node keep kubectl's discovery cache in the node's state, not in the caller's home.
+# in_node runs a command in the node's network namespace as its admin: kubectl and, from bin/, the
+# kubectl-herdgate plugin (make build) on the PATH, so that `kubectl herdgate` works as the docs write it.
 in_node() {
   nsenter --net="${NETNS}" -- env KUBECONFIG="${KUBECONFIG_ADMIN}" KUBECACHEDIR="${RUN}/kube-cache" \
-    PATH="${KUBE_BIN}:${PATH}" "$@"
+    PATH="${KUBE_BIN}:${root}/bin:${PATH}" "$@"
 }
 
 kubectl_node() { in_node "${KUBE_BIN}/kubectl" "$@"; }

@@ -359,6 +359,23 @@ func TestDrillsOnTheNode(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl herdgate runs from the node shell's PATH", func(t *testing.T) {
+		// hack/node.sh exec puts bin/ on the PATH: kubectl finds the plugin there, as the demo's lines
+		// and the docs write it.
+		if _, err := exec.LookPath("kubectl-herdgate"); err != nil {
+			t.Fatalf("the plugin is not on the node shell's PATH (%s): %v", os.Getenv("PATH"), err)
+		}
+		kubectlPath, err := exec.LookPath("kubectl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, kubectlPath, "herdgate", "status", drillQueue, "-n", drillNamespace).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), drillQueue) {
+			t.Fatalf("kubectl herdgate status %s: %v\n%s", drillQueue, err, out)
+		}
+		t.Logf("kubectl herdgate status %s:\n%s", drillQueue, out)
+	})
+
 	t.Run("a rolling update of the proxy", func(t *testing.T) {
 		var replaced int
 		c, _ := r.run(t, drill{name: "proxy rollout", fault: func(ctx context.Context, t *testing.T, r *rig) error {
