@@ -39,12 +39,19 @@ func main() {
 	visitors := flag.Int("visitors", 500, "virtual visitors in the herd")
 	onNode := flag.Bool("on-node", false, "run on the node of hack/node.sh; the demo runs inside it (test/demo/run.sh)")
 	gateway := flag.String("gateway", "", "put the room in Gateway mode behind a real gateway configured as docs/guides/gateways.md says: nginx or traefik")
+	herdOnly := flag.Bool("herd-only", false, "with --on-node: send one more herd through the room an open demo serves, and exit")
+	through := flag.String("through", "", "with --herd-only: the URL the herd goes through (default: the proxy's Service)")
+	hostPort := flag.Int("host-port", 8080, "with --on-node: the host's loopback port the open demo forwards to the room, for a browser")
 	flag.Parse()
 	if *gateway != "" && !slices.Contains(gateways, *gateway) {
 		fmt.Fprintf(os.Stderr, "demo: flag --gateway: %q is not one of %v\n", *gateway, gateways)
 		os.Exit(2)
 	}
-	opts := options{once: *once, visitors: *visitors, gateway: *gateway}
+	if (*herdOnly || *through != "") && !*onNode {
+		fmt.Fprintln(os.Stderr, "demo: flags --herd-only and --through need --on-node (hack/node.sh exec bin/demo --on-node --herd-only)")
+		os.Exit(2)
+	}
+	opts := options{once: *once, visitors: *visitors, gateway: *gateway, herdOnly: *herdOnly, through: *through, hostPort: *hostPort}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
 	if *onNode {
@@ -69,6 +76,11 @@ type options struct {
 	visitors int
 	// gateway, when set, is the gateway in front of a room in Gateway mode.
 	gateway string
+	// herdOnly sends a herd through the room an open demo serves (through, when set); hostPort is
+	// where the open demo lets the host's browser in.
+	herdOnly bool
+	through  string
+	hostPort int
 }
 
 func say(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }

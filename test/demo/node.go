@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +19,9 @@ func runOnNode(ctx context.Context, opts options) error {
 	c, err := node.Connect()
 	if err != nil {
 		return err
+	}
+	if opts.herdOnly {
+		return herdAgain(ctx, c, opts)
 	}
 	say("Installing charts/herdgate with Helm (redis.deploy=true: an evaluation Redis in the release)")
 	if err := c.InstallChart(ctx); err != nil {
@@ -90,11 +95,74 @@ func runOnNode(ctx context.Context, opts options) error {
 	if opts.once {
 		return nil
 	}
-	say("The waiting room stays open inside the node: hack/node.sh exec kubectl get wq,pods -A")
+	return stayOpen(ctx, opts, target)
+}
+
+// stayOpen keeps the room open to be looked at: it forwards a port of the host's loopback to it and
+// says how to see it, until Ctrl-C.
+func stayOpen(ctx context.Context, opts options, target string) error {
+	page := "inside the node at " + target + "/.herdgate/?return=/"
+	if u, err := url.Parse(target); err == nil {
+		to := u.Host
+		if u.Port() == "" {
+			to = net.JoinHostPort(u.Hostname(), "80")
+		}
+		addr, stop, err := forwardFromHost(ctx, opts.hostPort, to)
+		if err != nil {
+			say("Could not forward a port of the host to the room: %v", err)
+		} else {
+			defer stop()
+			page = "http://" + addr + "/.herdgate/?return=/"
+		}
+	}
+	again := "hack/node.sh exec bin/demo --on-node --herd-only --visitors 2000"
+	if opts.gateway != "" {
+		again += " --gateway " + opts.gateway + " --through " + target
+	}
+	say("The waiting room stays open. From another terminal, in this folder:")
+	for _, l := range [][2]string{
+		{"hack/node.sh exec kubectl get wq -o wide", "the room: plan, depth, rates"},
+		{"hack/node.sh exec kubectl herdgate status orders", "the same in words, with its conditions"},
+		{"hack/node.sh exec kubectl get pods -A", "everything the node runs"},
+		{again, "another herd, through the same room"},
+	} {
+		fmt.Printf("      %-70s %s\n", l[0], l[1])
+	}
+	say("The waiting page, from a browser on this machine: %s", page)
+	say("Admitted/s and Checks/s are averages over the last 10 s, written every 10 s: right after a herd")
+	say("of a few seconds they show part of it (docs/reference/waitingqueue.md)")
 	say("Press Ctrl-C to stop; the node and everything in it go")
 	<-ctx.Done()
 	fmt.Println()
 	say("Stopping")
+	return nil
+}
+
+// herdAgain sends one more herd through the room an open demo serves, and says how it went.
+func herdAgain(ctx context.Context, c *node.Cluster, opts options) error {
+	target := opts.through
+	if target == "" {
+		proxyIP, err := c.ServiceIP(ctx, "default", "orders-herdgate")
+		if err != nil {
+			return fmt.Errorf("finding the room of an open demo (is one running? make demo): %w", err)
+		}
+		target = "http://" + proxyIP
+	}
+	ordersIP, err := c.ServiceIP(ctx, "default", "orders")
+	if err != nil {
+		return err
+	}
+	say("Sending a herd of %d visitors at once through %s: enter, poll as told, order with the pass", opts.visitors, target)
+	results, err := sendHerd(ctx, target, "http://"+ordersIP+":8080", opts, planOf(func(args ...string) (string, error) { return c.Kubectl(ctx, args...) }))
+	if err != nil {
+		return err
+	}
+	if err := show(ctx, c); err != nil {
+		return err
+	}
+	if results.OrdersOK != opts.visitors {
+		return fmt.Errorf("%d of %d orders went through", results.OrdersOK, opts.visitors)
+	}
 	return nil
 }
 
