@@ -48,6 +48,11 @@ func withoutLiveFigures(s Snapshot) Snapshot {
 	// drains or fills shows it within a tick, not a live interval later.
 	s.Depth, s.Active, s.PreQueued = min(s.Depth, 1), min(s.Active, 1), min(s.PreQueued, 1)
 	s.AdmittedPerSecond, s.ReleasedPerSecond = "", ""
+	if s.LastBusy != nil {
+		// A new spell is told at once; its figures, and whether visitors still wait in it, are live
+		// (a room of a steady trickle empties and fills its queue at every other tick).
+		s.LastBusy = &BusySpell{Start: s.LastBusy.Start}
+	}
 	s.Polling = Polling{Fits: s.Polling.Fits}
 	if s.Workload != nil {
 		s.Workload = &Workload{Reason: s.Workload.Reason}

@@ -80,6 +80,8 @@ type Snapshot struct {
 	// AdmittedPerSecond and ReleasedPerSecond are the admission and release rates over the last
 	// 10 s, as decimal strings.
 	AdmittedPerSecond, ReleasedPerSecond string
+	// LastBusy is the room's current or last busy spell; nil before a tick admitted anyone.
+	LastBusy *BusySpell
 	// RedisError is the last Redis failure, empty after a success.
 	RedisError string
 	// RedisErrorSince is when Redis started failing.

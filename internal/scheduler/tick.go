@@ -97,6 +97,8 @@ type tickState struct {
 	supported supportedDepth
 	// arrivals times the waits of the visitors the ticks admit.
 	arrivals arrivalClock
+	// busy is the room's current or last busy spell.
+	busy BusySpell
 	// fronts measure the room's queues for the forecast the proxies estimate waits with.
 	fronts  queueFronts
 	metrics *queueMetrics
@@ -377,6 +379,10 @@ func (r *runner) takeAdmission(ctx context.Context, st *tickState, t gridTick, s
 		return
 	}
 	st.backoff = 0
+	if st.busy.take(t.now, st.tick, int64(len(res.Admitted)), waitingAfter(res)) {
+		busy := st.busy
+		r.update(func(s *Snapshot) { s.LastBusy = &busy })
+	}
 	st.metrics.admitted.Add(float64(len(res.Admitted)))
 	st.fronts.take(t.cfg.LaneNames(), t.now, res, &st.arrivals)
 	st.observeWaits(res)
