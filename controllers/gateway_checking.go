@@ -55,6 +55,11 @@ func (r *WaitingQueueReconciler) setGatewayChecking(wq *herdgatev1alpha1.Waiting
 	case s.PassFormat == herdgatev1alpha1.PassFormatJWT:
 		r.setCondition(wq, checking, metav1.ConditionUnknown, herdgatev1alpha1.ReasonJWTPasses,
 			"no gateway asks the check, and the passes are JWTs a gateway may verify without asking: make sure it does (docs/guides/gateways.md)")
+	case admitted <= 0 && meta.IsStatusConditionTrue(wq.Status.Conditions, checking):
+		// Idle after a busy spell the gateways asked about: what was seen last still holds, and
+		// visitors admitted without a check turn it Unknown, then False, as ever.
+		r.setCondition(wq, checking, metav1.ConditionTrue, herdgatev1alpha1.ReasonChecking,
+			"the gateways asked the check while visitors were last admitted; nobody was admitted since")
 	case admitted <= 0:
 		r.setCondition(wq, checking, metav1.ConditionUnknown, herdgatev1alpha1.ReasonNoVisitors,
 			"nobody was admitted lately and no gateway asked the check: nothing tells yet whether the gateway enforces the room")

@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -124,6 +126,61 @@ var _ = Describe("Gateway checking", func() {
 			g.Expect(meta.FindStatusCondition(st.Conditions, herdgatev1alpha1.ConditionGatewayChecking)).To(BeNil())
 			g.Expect(st.GatewayChecksPerSecond).To(BeEmpty())
 		}, timeout, interval).Should(Succeed())
+	})
+
+	It("keeps what a herd showed once it is through: the gateways asked, at the spell's rate", func() {
+		wq := builder.From(sampleQueue(mainNamespace, "orders-herd-checked")).Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed()) })
+		q := engineQueue(wq)
+		Eventually(func(g Gomega) { g.Expect(get(wq).Status.Plan).NotTo(BeNil()) }, timeout, interval).Should(Succeed())
+
+		By("a herd of 420, three seconds at 140 a second, while a gateway asks the check")
+		var checks atomic.Value
+		checks.Store(25.0)
+		reportCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for reportCtx.Err() == nil {
+				_ = q.ReportProxy(reportCtx, queue.ProxyReport{Replica: "orders-herd-checked-proxy-0", Generation: 1, ChecksPerSecond: checks.Load().(float64)})
+				select {
+				case <-reportCtx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+		DeferCleanup(func() { stop(); <-done })
+		arrive(q, "herd", 420)
+		Eventually(func(g Gomega) {
+			c, _ := condition(g, wq)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}, timeout, interval).Should(Succeed())
+
+		By("the herd through: the admissions' rate falls to 0, then the gateway's, and the spell and the condition stay")
+		Eventually(func(g Gomega) {
+			g.Expect(get(wq).Status.AdmittedPerSecond).To(Equal("0"))
+		}, 2*timeout, interval).Should(Succeed())
+		checks.Store(0.0)
+		Eventually(func(g Gomega) {
+			c, st := condition(g, wq)
+			g.Expect(st.AdmittedPerSecond).To(Equal("0"))
+			g.Expect(st.GatewayChecksPerSecond).To(Equal("0"))
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Message).To(ContainSubstring("nobody was admitted since"))
+			g.Expect(st.LastBusy).NotTo(BeNil())
+			g.Expect(st.LastBusy.Ongoing).To(BeFalse())
+			// The first arrivals may be admitted at once, before anyone waits: the ticks admit the rest.
+			g.Expect(st.LastBusy.Admitted).To(BeNumerically(">", 380))
+			g.Expect(st.LastBusy.Admitted).To(BeNumerically("<=", 420))
+			rate, err := strconv.ParseFloat(st.LastBusy.AdmittedPerSecond, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rate).To(BeNumerically("~", 140, 7), "the spell's rate")
+			g.Expect(st.LastBusy.PeakDepth).To(BeNumerically(">", 350))
+			g.Expect(st.LastBusy.End.Sub(st.LastBusy.Start.Time)).To(BeNumerically("<=", 4*time.Second))
+		}, 2*timeout, interval).Should(Succeed())
+		out := string(kubectlAs("gateway-viewer", "get", "wq", "-n", mainNamespace, wq.Name, "-o", "wide"))
+		Expect(out).To(ContainSubstring("LAST BUSY/S"))
 	})
 
 	It("cannot tell for a room whose JWT passes a gateway may verify without asking", func() {

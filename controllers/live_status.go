@@ -48,7 +48,7 @@ func liveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1.Waitin
 	return herdgatev1alpha1.WaitingQueueStatus{
 		QueueDepth: st.QueueDepth, ActiveVisitors: st.ActiveVisitors, PreQueueDepth: st.PreQueueDepth,
 		AdmittedPerSecond: st.AdmittedPerSecond, ReleasedPerSecond: st.ReleasedPerSecond, GatewayChecksPerSecond: st.GatewayChecksPerSecond,
-		Polling: st.Polling, Workload: st.Workload, Lanes: st.Lanes,
+		Polling: st.Polling, Workload: st.Workload, Lanes: st.Lanes, LastBusy: st.LastBusy,
 	}
 }
 
@@ -60,6 +60,11 @@ func withoutLiveFigures(st herdgatev1alpha1.WaitingQueueStatus) herdgatev1alpha1
 	out.QueueDepth, out.ActiveVisitors, out.PreQueueDepth, out.LiveFiguresTime = min(out.QueueDepth, 1), min(out.ActiveVisitors, 1), min(out.PreQueueDepth, 1), nil
 	out.AdmittedPerSecond, out.ReleasedPerSecond, out.GatewayChecksPerSecond = "", "", ""
 	out.Polling, out.Workload = nil, nil
+	if out.LastBusy != nil {
+		// A new spell is written at once; its figures, and whether visitors still wait in it, are
+		// live (a room of a steady trickle empties and fills its queue at every other tick).
+		out.LastBusy = &herdgatev1alpha1.BusySpellStatus{Start: out.LastBusy.Start}
+	}
 	for i := range out.Lanes {
 		out.Lanes[i].Depth, out.Lanes[i].AdmittedPerSecond = min(out.Lanes[i].Depth, 1), ""
 	}

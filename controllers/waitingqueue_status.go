@@ -201,6 +201,10 @@ func (r *WaitingQueueReconciler) setStatus(wq *herdgatev1alpha1.WaitingQueue, s 
 	if len(s.Lanes) == 0 {
 		wq.Status.Lanes = nil
 	}
+	// A scheduler that took over knows no spell yet: the last one written stays.
+	if snap != nil && snap.LastBusy != nil {
+		wq.Status.LastBusy = busySpellStatus(snap.LastBusy)
+	}
 	wq.Status.MaxActive = nil
 	if s.MaxActive > 0 {
 		maxActive := s.MaxActive
@@ -367,4 +371,13 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 		return client.IgnoreNotFound(fmt.Errorf("patching status: %w", err))
 	}
 	return nil
+}
+
+// busySpellStatus is b as status.lastBusy shows it, its times in whole seconds as the API server
+// stores them (so that a spell read again is no change).
+func busySpellStatus(b *scheduler.BusySpell) *herdgatev1alpha1.BusySpellStatus {
+	return &herdgatev1alpha1.BusySpellStatus{
+		Start: metav1.NewTime(b.Start.Truncate(time.Second)), End: metav1.NewTime(b.End.Truncate(time.Second)), Ongoing: b.Ongoing,
+		Admitted: b.Admitted, AdmittedPerSecond: readable(b.AdmittedPerSecond), PeakDepth: b.PeakDepth,
+	}
 }

@@ -130,6 +130,13 @@ type WaitingQueueStatus struct {
 	// +optional
 	AdmittedPerSecond string `json:"admittedPerSecond,omitempty"`
 
+	// lastBusy is the room's last busy spell: its ticks admitted visitors with no pause of 10 seconds
+	// or more between them. admittedPerSecond averages the last 10 seconds, so after a herd of a few
+	// seconds it shows part of it and then falls to 0; lastBusy keeps what the room did under it, and
+	// while visitors wait it is the spell under way. Unset until a tick admits anyone.
+	// +optional
+	LastBusy *BusySpellStatus `json:"lastBusy,omitempty"`
+
 	// releasedPerSecond is the observed rate of sessions the workload ended (passes released) over
 	// the last 10 seconds, as a decimal string rounded like admittedPerSecond.
 	// +optional
@@ -335,4 +342,28 @@ type BeaconStatus struct {
 	// signs too; empty for unchained schemes.
 	// +optional
 	PreviousSignature string `json:"previousSignature,omitempty"`
+}
+
+// BusySpellStatus is a spell of the room's ticks admitting visitors (status.lastBusy).
+type BusySpellStatus struct {
+	// start is the first tick of the spell that admitted anyone.
+	Start metav1.Time `json:"start"`
+
+	// end is the last tick of the spell that admitted anyone.
+	End metav1.Time `json:"end"`
+
+	// ongoing says visitors still waited after the spell's last tick.
+	// +optional
+	Ongoing bool `json:"ongoing,omitempty"`
+
+	// admitted is how many visitors the spell's ticks admitted; visitors admitted at once on
+	// entering, with nobody waiting, are not counted.
+	Admitted int64 `json:"admitted"`
+
+	// admittedPerSecond is admitted over the spell's ticks (from start to end, and one tick), rounded
+	// like the room's admittedPerSecond.
+	AdmittedPerSecond string `json:"admittedPerSecond"`
+
+	// peakDepth is the most visitors that waited at a tick of the spell.
+	PeakDepth int64 `json:"peakDepth"`
 }

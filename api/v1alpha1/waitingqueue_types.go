@@ -702,6 +702,7 @@ type SecretKeyRef struct {
 // +kubebuilder:printcolumn:name="Rate",type=string,JSONPath=`.status.plan.admissionsPerSecond`,description="Planned admissions per second"
 // +kubebuilder:printcolumn:name="Depth",type=integer,JSONPath=`.status.queueDepth`,description="Visitors waiting"
 // +kubebuilder:printcolumn:name="Admitted/s",type=string,JSONPath=`.status.admittedPerSecond`,description="Observed admissions per second over the last 10s"
+// +kubebuilder:printcolumn:name="Last Busy/s",type=string,JSONPath=`.status.lastBusy.admittedPerSecond`,description="Admissions per second over the room's last busy spell",priority=1
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeVisitors`,description="Visitors holding an active pass",priority=1
 // +kubebuilder:printcolumn:name="Max Active",type=integer,JSONPath=`.status.maxActive`,description="The cap on active visitors",priority=1
 // +kubebuilder:printcolumn:name="Released/s",type=string,JSONPath=`.status.releasedPerSecond`,description="Passes released per second before they expired",priority=1

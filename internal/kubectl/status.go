@@ -72,19 +72,11 @@ func writeStatus(out io.Writer, wq *herdgatev1alpha1.WaitingQueue) error {
 	}
 	row("Queue", "%s; %s holding a pass%s", queue, active, figuresAge(st, time.Now()))
 	row("Admitted", "%s a second over the last 10 s; %s released", orZero(st.AdmittedPerSecond), orZero(st.ReleasedPerSecond))
+	if b := st.LastBusy; b != nil {
+		row("Last busy", "%s", busySpell(b, time.Now()))
+	}
 	if len(st.Lanes) > 0 {
-		shares := map[string]int32{}
-		rest := int32(100)
-		for _, l := range wq.Spec.Lanes {
-			shares[l.Name] = l.WeightPercent
-			rest -= l.WeightPercent
-		}
-		shares["main"] = rest
-		var lanes []string
-		for _, l := range st.Lanes {
-			lanes = append(lanes, fmt.Sprintf("%s (%d %%) %d waiting, %s a second", l.Name, shares[l.Name], l.Depth, orZero(l.AdmittedPerSecond)))
-		}
-		row("Lanes", "%s", strings.Join(lanes, "; "))
+		row("Lanes", "%s", lanes(wq))
 	}
 	if wl := st.Workload; wl != nil && wl.Reason != "" {
 		row("Adapted", "%s: admitting %s a second", wl.Reason, wl.AdmissionsPerSecond)
@@ -122,6 +114,33 @@ func figuresAge(st herdgatev1alpha1.WaitingQueueStatus, now time.Time) string {
 		return ""
 	}
 	return " (since " + duration.HumanDuration(now.Sub(st.LiveFiguresTime.Time)) + " ago)"
+}
+
+// lanes says, for each of the room's queues, its share of the batch, how many wait in it and how
+// many it admits.
+func lanes(wq *herdgatev1alpha1.WaitingQueue) string {
+	shares := map[string]int32{}
+	rest := int32(100)
+	for _, l := range wq.Spec.Lanes {
+		shares[l.Name] = l.WeightPercent
+		rest -= l.WeightPercent
+	}
+	shares["main"] = rest
+	var out []string
+	for _, l := range wq.Status.Lanes {
+		out = append(out, fmt.Sprintf("%s (%d %%) %d waiting, %s a second", l.Name, shares[l.Name], l.Depth, orZero(l.AdmittedPerSecond)))
+	}
+	return strings.Join(out, "; ")
+}
+
+// busySpell says what the room's last busy spell did, and when.
+func busySpell(b *herdgatev1alpha1.BusySpellStatus, now time.Time) string {
+	when := "ended " + duration.HumanDuration(now.Sub(b.End.Time)) + " ago"
+	if b.Ongoing {
+		when = "under way"
+	}
+	return fmt.Sprintf("%d admitted at %s a second over %s (%s), up to %d waiting",
+		b.Admitted, b.AdmittedPerSecond, duration.HumanDuration(b.End.Sub(b.Start.Time)), when, b.PeakDepth)
 }
 
 // enforcement says who enforces the room and, for a gateway, whether it asks the check.

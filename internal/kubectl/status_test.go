@@ -71,6 +71,28 @@ func TestStatusSaysHowOldTheFiguresAre(t *testing.T) {
 	}
 }
 
+// TestStatusSaysWhatTheLastBusySpellDid: after a herd the 10 s rates fall to 0; the last busy spell
+// says what the room admitted under it, and whether it is over.
+func TestStatusSaysWhatTheLastBusySpellDid(t *testing.T) {
+	wq := builder.Queue("shop", "orders").Obj()
+	end := time.Now().Add(-20 * time.Second).Truncate(time.Second)
+	wq.Status.LastBusy = &herdgatev1alpha1.BusySpellStatus{Start: metav1.NewTime(end.Add(-4 * time.Second)), End: metav1.NewTime(end),
+		Admitted: 560, AdmittedPerSecond: "140", PeakDepth: 548}
+	for ongoing, want := range map[bool]string{
+		false: "Last busy:     560 admitted at 140 a second over 4s (ended 20s ago), up to 548 waiting\n",
+		true:  "Last busy:     560 admitted at 140 a second over 4s (under way), up to 548 waiting\n",
+	} {
+		wq.Status.LastBusy.Ongoing = ongoing
+		var out bytes.Buffer
+		if err := writeStatus(&out, wq); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("status without %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // TestStatusNamesTheRoomID: the room ID, which suffixes its cookies and names it on a shared host.
 func TestStatusNamesTheRoomID(t *testing.T) {
 	wq := builder.Queue("shop", "orders").Obj()
