@@ -82,11 +82,12 @@ func runOnNode(ctx context.Context, opts options) error {
 		target, through = url, opts.gateway+" at "+url
 	}
 	say("Sending a herd of %d visitors at once through %s: enter, poll as told, order with the pass", opts.visitors, through)
+	began := time.Now()
 	results, err := sendHerd(ctx, target, backend, opts, planOf(func(args ...string) (string, error) { return c.Kubectl(ctx, args...) }))
 	if err != nil {
 		return err
 	}
-	if err := show(ctx, c); err != nil {
+	if err := showAfterHerd(ctx, c, began); err != nil {
 		return err
 	}
 	if results.OrdersOK != opts.visitors {
@@ -121,7 +122,7 @@ func stayOpen(ctx context.Context, opts options, target string) error {
 	}
 	say("The waiting room stays open. From another terminal, in this folder:")
 	for _, l := range [][2]string{
-		{"hack/node.sh exec kubectl get wq -o wide", "the room: plan, depth, rates"},
+		{"hack/node.sh exec kubectl get wq -o wide", "the room: plan, depth, rates, its last busy spell"},
 		{"hack/node.sh exec kubectl herdgate status orders", "the same in words, with its conditions"},
 		{"hack/node.sh exec kubectl get pods -A", "everything the node runs"},
 		{again, "another herd, through the same room"},
@@ -129,8 +130,6 @@ func stayOpen(ctx context.Context, opts options, target string) error {
 		fmt.Printf("      %-70s %s\n", l[0], l[1])
 	}
 	say("The waiting page, from a browser on this machine: %s", page)
-	say("Admitted/s and Checks/s are averages over the last 10 s, written every 10 s: right after a herd")
-	say("of a few seconds they show part of it (docs/reference/waitingqueue.md)")
 	say("Press Ctrl-C to stop; the node and everything in it go")
 	<-ctx.Done()
 	fmt.Println()
@@ -153,17 +152,35 @@ func herdAgain(ctx context.Context, c *node.Cluster, opts options) error {
 		return err
 	}
 	say("Sending a herd of %d visitors at once through %s: enter, poll as told, order with the pass", opts.visitors, target)
+	began := time.Now()
 	results, err := sendHerd(ctx, target, "http://"+ordersIP+":8080", opts, planOf(func(args ...string) (string, error) { return c.Kubectl(ctx, args...) }))
 	if err != nil {
 		return err
 	}
-	if err := show(ctx, c); err != nil {
+	if err := showAfterHerd(ctx, c, began); err != nil {
 		return err
 	}
 	if results.OrdersOK != opts.visitors {
 		return fmt.Errorf("%d of %d orders went through", results.OrdersOK, opts.visitors)
 	}
 	return nil
+}
+
+// showAfterHerd shows the room once its status tells the herd that began at began: the busy spell
+// over (status.lastBusy), which the manager writes within 10 s of its end.
+func showAfterHerd(ctx context.Context, c *node.Cluster, began time.Time) error {
+	spell, err := c.WaitSpellOver(ctx, "default", "orders", began, 30*time.Second)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		say("The room's status does not show the herd's busy spell over yet: %v", err)
+		return show(ctx, c)
+	}
+	say("LAST BUSY/S is the herd's: its ticks admitted %d at %s a second, up to %d waiting (status.lastBusy);",
+		spell.Admitted, spell.AdmittedPerSecond, spell.PeakDepth)
+	say("ADMITTED/S averages the last 10 s, which held part of the herd")
+	return show(ctx, c)
 }
 
 func show(ctx context.Context, c *node.Cluster) error {

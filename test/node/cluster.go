@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -220,6 +221,31 @@ func (c *Cluster) ServiceIP(ctx context.Context, ns, name string) (string, error
 func (c *Cluster) WaitQueueReady(ctx context.Context, ns, name string, timeout time.Duration) error {
 	_, err := c.Kubectl(ctx, "wait", "-n", ns, "waitingqueue/"+name, "--for=condition=Ready", "--timeout="+timeout.String())
 	return err
+}
+
+// WaitSpellOver waits until the WaitingQueue's last busy spell (status.lastBusy) is over and ended
+// at or after since, and returns it.
+func (c *Cluster) WaitSpellOver(ctx context.Context, ns, name string, since time.Time, timeout time.Duration) (herdgatev1alpha1.BusySpellStatus, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := c.Kubectl(ctx, "get", "wq", "-n", ns, name, "-o", "jsonpath={.status.lastBusy}")
+		// From scratch each time: a field the JSON leaves out (ongoing, once over) is its zero value.
+		var spell herdgatev1alpha1.BusySpellStatus
+		if err == nil && out != "" && json.Unmarshal([]byte(out), &spell) == nil && !spell.Ongoing && !spell.End.Time.Before(since.Truncate(time.Second)) {
+			return spell, nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return spell, fmt.Errorf("reading status.lastBusy of %s/%s: %w", ns, name, err)
+			}
+			return spell, fmt.Errorf("status.lastBusy of %s/%s is %q; want a spell over, ended at %s or later", ns, name, out, since.Format(time.RFC3339))
+		}
+		select {
+		case <-ctx.Done():
+			return spell, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // LeaseHolder is the pod that holds the manager's leader election Lease.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -359,7 +360,7 @@ func TestDrillsOnTheNode(t *testing.T) {
 		}
 	})
 
-	t.Run("kubectl herdgate runs from the node shell's PATH", func(t *testing.T) {
+	t.Run("kubectl herdgate, from the node shell's PATH, tells what a herd just did", func(t *testing.T) {
 		// hack/node.sh exec puts bin/ on the PATH: kubectl finds the plugin there, as the demo's lines
 		// and the docs write it.
 		if _, err := exec.LookPath("kubectl-herdgate"); err != nil {
@@ -369,9 +370,28 @@ func TestDrillsOnTheNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A herd of 200 at once: the plan (10 a 400 ms tick, 25 a second) admits it over 8 s. The
+		// rates over 10 s never show it whole; the last busy spell must, once it is over.
+		began := time.Now()
+		for i := range 200 {
+			if _, err := r.q.Enter(ctx, fmt.Sprintf("spell-%03d", i), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		spell, err := r.c.WaitSpellOver(ctx, drillNamespace, drillQueue, began, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spell.Admitted < 180 {
+			t.Fatalf("the herd's spell %+v; want 180 admitted or more by the ticks (a few may be admitted at once)", spell)
+		}
+		rate, err := strconv.ParseFloat(spell.AdmittedPerSecond, 64)
+		if err != nil || rate < 22 || rate > 25.5 {
+			t.Errorf("the herd's spell: %+v; want about the plan, 25 a second", spell)
+		}
 		out, err := exec.CommandContext(ctx, kubectlPath, "herdgate", "status", drillQueue, "-n", drillNamespace).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), drillQueue) {
-			t.Fatalf("kubectl herdgate status %s: %v\n%s", drillQueue, err, out)
+		if want := fmt.Sprintf("%d admitted at %s a second", spell.Admitted, spell.AdmittedPerSecond); err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("kubectl herdgate status %s: %v; want %q in\n%s", drillQueue, err, want, out)
 		}
 		t.Logf("kubectl herdgate status %s:\n%s", drillQueue, out)
 	})
