@@ -61,8 +61,10 @@ type cli struct {
 
 func (c *cli) command(stdout io.Writer) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "kubectl herdgate",
-		Short: "Operate herdgate's waiting rooms (WaitingQueues)",
+		Use: "kubectl-herdgate",
+		// As kubectl runs it: every usage line says kubectl herdgate, not the binary's name.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl herdgate"},
+		Short:       "Operate herdgate's waiting rooms (WaitingQueues)",
 		Long: "kubectl herdgate operates herdgate's waiting rooms: shows a room's state in words, switches its mode, checks\n" +
 			"a draw or a pass, and bundles what a bug report needs.\n" +
 			"It reads kubectl's kubeconfig, context and namespace, and needs get and patch on waitingqueues.",
