@@ -99,14 +99,11 @@ func testShadowOverLimit(t *testing.T, b backend) {
 	}
 }
 
-func testShadowSwept(t *testing.T, b backend) {
+// silenceShadowPlace moves the last-seen time of visitor's shadow place back by d, by Redis' clock.
+func silenceShadowPlace(t *testing.T, q *Queue, visitor string, d time.Duration) {
+	t.Helper()
 	ctx := context.Background()
-	q := queueOn(t, b)
-	const abandonAfter = time.Minute
-	if _, err := q.EnterFrom(ctx, "bot-1", abandonAfter, EntryLimit{Shadow: true}); err != nil {
-		t.Fatal(err)
-	}
-	seq, err := q.rdb.ZScore(ctx, q.keys.shadow, "bot-1").Result()
+	seq, err := q.rdb.ZScore(ctx, q.keys.shadow, visitor).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +111,17 @@ func testShadowSwept(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeLastSeen(t, q, int64(seq), now.Add(-2*abandonAfter))
+	writeLastSeen(t, q, int64(seq), now.Add(-d))
+}
+
+func testShadowSwept(t *testing.T, b backend) {
+	ctx := context.Background()
+	q := queueOn(t, b)
+	const abandonAfter = time.Minute
+	if _, err := q.EnterFrom(ctx, "bot-1", abandonAfter, EntryLimit{Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	silenceShadowPlace(t, q, "bot-1", 2*abandonAfter)
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: passTTL, AbandonAfter: abandonAfter}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,15 +204,7 @@ func testShadowInALane(t *testing.T, b backend) {
 	}
 
 	// A silent shadow place is swept with its lane.
-	seq, err := q.rdb.ZScore(ctx, q.keys.shadow, "bot-1").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, err := q.rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeLastSeen(t, q, int64(seq), now.Add(-2*longAbandon))
+	silenceShadowPlace(t, q, "bot-1", 2*longAbandon)
 	if _, err := q.Admit(ctx, AdmitRequest{TickID: 1, Limit: 1, PassTTL: passTTL, AbandonAfter: longAbandon, Lanes: twoLanes}); err != nil {
 		t.Fatal(err)
 	}
