@@ -378,6 +378,6 @@ func (r *WaitingQueueReconciler) patchStatus(ctx context.Context, before, wq *he
 func busySpellStatus(b *scheduler.BusySpell) *herdgatev1alpha1.BusySpellStatus {
 	return &herdgatev1alpha1.BusySpellStatus{
 		Start: metav1.NewTime(b.Start.Truncate(time.Second)), End: metav1.NewTime(b.End.Truncate(time.Second)), Ongoing: b.Ongoing,
-		Admitted: b.Admitted, AdmittedPerSecond: readable(b.AdmittedPerSecond), PeakDepth: b.PeakDepth,
+		Admitted: b.Admitted, AdmittedPerSecond: readable(b.AdmittedPerSecond()), PeakDepth: b.PeakDepth,
 	}
 }

@@ -22,10 +22,14 @@ type BusySpell struct {
 	Ongoing bool
 	// Admitted is how many the spell's ticks admitted; PeakDepth the most that waited at one of them.
 	Admitted, PeakDepth int64
-	// AdmittedPerSecond is Admitted over the spell's ticks, as a decimal string.
-	AdmittedPerSecond string
-	// tick is the tick the spell ran at: the last tick's admissions take a tick.
-	tick time.Duration
+	// Tick is the tick the spell ran at: the last tick's admissions take a tick.
+	Tick time.Duration
+}
+
+// AdmittedPerSecond is Admitted over the spell's ticks, as a decimal string; worked out when read,
+// not at every tick.
+func (b BusySpell) AdmittedPerSecond() string {
+	return capacity.DecimalString(new(big.Rat).SetFrac64(b.Admitted*int64(time.Second), int64(b.End.Sub(b.Start)+b.Tick)))
 }
 
 // take counts a tick that admitted admitted and left waiting in the room's queues; it says whether
@@ -41,10 +45,9 @@ func (b *BusySpell) take(now time.Time, tick time.Duration, admitted, waiting in
 	if b.Start.IsZero() || now.Sub(b.End) >= busyGap {
 		*b = BusySpell{Start: now}
 	}
-	b.End, b.tick, b.Ongoing = now, tick, waiting > 0
+	b.End, b.Tick, b.Ongoing = now, tick, waiting > 0
 	b.Admitted += admitted
 	b.PeakDepth = max(b.PeakDepth, waiting+admitted)
-	b.AdmittedPerSecond = capacity.DecimalString(new(big.Rat).SetFrac64(b.Admitted*int64(time.Second), int64(b.End.Sub(b.Start)+b.tick)))
 	return true
 }
 

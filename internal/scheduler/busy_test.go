@@ -30,7 +30,7 @@ func TestABusySpellKeepsWhatAHerdDid(t *testing.T) {
 			t.Fatalf("tick %d with %d left: ongoing %t", i, waiting, b.Ongoing)
 		}
 	}
-	if b.Start != t0 || b.End != at || b.Admitted != 500 || b.PeakDepth != 500 || b.AdmittedPerSecond != "138.888" {
+	if b.Start != t0 || b.End != at || b.Admitted != 500 || b.PeakDepth != 500 || b.AdmittedPerSecond() != "138.888" {
 		t.Fatalf("the herd's spell %+v; want 500 admitted from %s to %s, 500 at the peak, at 500 / 3.6 s", b, t0, at)
 	}
 	if b.take(at.Add(tick), tick, 0, 0) || b.take(at.Add(5*time.Second), tick, 0, 0) {
@@ -45,7 +45,7 @@ func TestABusySpellKeepsWhatAHerdDid(t *testing.T) {
 	// A visitor after a pause of the rates' window: a spell of its own.
 	later := at.Add(5*time.Second + busyGap)
 	b.take(later, tick, 1, 3)
-	if b.Start != later || b.Admitted != 1 || b.PeakDepth != 4 || !b.Ongoing || b.AdmittedPerSecond != "10" {
+	if b.Start != later || b.Admitted != 1 || b.PeakDepth != 4 || !b.Ongoing || b.AdmittedPerSecond() != "10" {
 		t.Fatalf("a visitor after a pause of %s: %+v; want a new spell of one, 10 a second over its one tick", busyGap, b)
 	}
 	// Nobody admitted and nobody left: the spell is over, as it was.

@@ -379,9 +379,10 @@ func (r *runner) takeAdmission(ctx context.Context, st *tickState, t gridTick, s
 		return
 	}
 	st.backoff = 0
+	var busy *BusySpell
 	if st.busy.take(t.now, st.tick, int64(len(res.Admitted)), waitingAfter(res)) {
-		busy := st.busy
-		r.update(func(s *Snapshot) { s.LastBusy = &busy })
+		spell := st.busy
+		busy = &spell
 	}
 	st.metrics.admitted.Add(float64(len(res.Admitted)))
 	st.fronts.take(t.cfg.LaneNames(), t.now, res, &st.arrivals)
@@ -390,6 +391,9 @@ func (r *runner) takeAdmission(ctx context.Context, st *tickState, t gridTick, s
 	st.metrics.abandoned.Add(float64(res.Abandoned))
 	r.update(func(s *Snapshot) {
 		s.Generation, s.RedisError, s.RedisErrorSince, s.LastTick = t.cfg.Generation, "", time.Time{}, t.now
+		if busy != nil {
+			s.LastBusy = busy
+		}
 	})
 }
 
