@@ -49,10 +49,7 @@ func (api *visitorAPI) position(v *visit, pos queue.Position) answer {
 // and place as such a visitor gets, but the place is one no proxy takes back (shadowPlace), and its
 // polls are always Redis's (which are exact, and so bounds too).
 func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
-	r := v.r
-	if len(v.cfg.Lanes) > 0 {
-		r = r.shared(v.cfg.laneShare(pos.Lane))
-	}
+	r := v.queueStanding(pos.Lane)
 	base, shortest := api.pollBase(v.cfg, r, pos.Position, pos.Depth, pos.PreviousPoll)
 	if a, early := api.tooEarly(v.class, v.visitor, v.enter, pos, shortest); early {
 		return a
@@ -139,14 +136,7 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 	if pos.Shadow {
 		return api.shadowed(v, pos)
 	}
-	r := v.r
-	if pos.Lane != "" {
-		// A lane's visitor is told by its lane's share of the plan: the rate its place moves at when
-		// every lane is busy, and faster when others leave theirs.
-		r = r.shared(v.cfg.laneShare(pos.Lane))
-	} else if len(v.cfg.Lanes) > 0 {
-		r = r.shared(v.cfg.laneShare(""))
-	}
+	r := v.queueStanding(pos.Lane)
 	if pos.Lane == "" {
 		api.farPositions.NoteDepth(pos.Depth)
 	}

@@ -51,6 +51,16 @@ func (v *visit) held() heldPlace {
 	return *v.place
 }
 
+// queueStanding is the standing a visitor of lane ("" for the main queue) is told its polls by: in
+// a room with lanes, its queue's share of the plan, the rate its place moves at when every lane is
+// busy (and faster when others leave theirs).
+func (v *visit) queueStanding(lane string) standing {
+	if len(v.cfg.Lanes) == 0 {
+		return v.r
+	}
+	return v.r.shared(v.cfg.laneShare(lane))
+}
+
 // answer is a, with the cookies the visit set on its way.
 func (v *visit) answer(a answer) answer {
 	a.cookies = append(v.cookies, a.cookies...)

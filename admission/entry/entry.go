@@ -86,25 +86,22 @@ type Check interface {
 type Chain []Check
 
 // Check runs the chain.
-func (c Chain) Check(in Input, out *Outcome) *Refusal {
-	for _, check := range c {
-		if r := check.Check(in, out); r != nil {
-			return r
-		}
-	}
-	return nil
-}
+func (c Chain) Check(in Input, out *Outcome) *Refusal { return c.run(in, out, false) }
 
 // CheckShadowingFailed runs the chain as Check does, except that a verdict against what the request
 // brought (Refusal.Failed) does not end it: the entry is marked for the shadow queue
 // (out.Limit.Shadow) and the checks after it still run, so that it is granted what it would have
 // been had it passed, its lane above all, and its shadow place reads as that place. A refusal of a
 // later check still refuses it, as it would have refused the entry that passed.
-func (c Chain) CheckShadowingFailed(in Input, out *Outcome) *Refusal {
+func (c Chain) CheckShadowingFailed(in Input, out *Outcome) *Refusal { return c.run(in, out, true) }
+
+// run runs the chain up to its first refusal; with shadowFailed, a verdict against the request is
+// no refusal but marks the entry for the shadow queue.
+func (c Chain) run(in Input, out *Outcome, shadowFailed bool) *Refusal {
 	for _, check := range c {
 		switch r := check.Check(in, out); {
 		case r == nil:
-		case r.Failed:
+		case r.Failed && shadowFailed:
 			out.Limit.Shadow = true
 		default:
 			return r
