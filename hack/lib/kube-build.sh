@@ -2,8 +2,8 @@
 # Go module proxy in a throwaway module, with the version stamped in and progress printed, so that the
 # control plane and the node's binaries come from one recipe and share one Go build cache.
 #
-# The caller sets: KUBE_VERSION (1.X.Y), dest (the folder binaries go to), work (a scratch folder it
-# removes), and defines log and die.
+# The caller sets: root (the repository), KUBE_VERSION (1.X.Y), dest (the folder binaries go to), work
+# (a scratch folder it removes), and defines log and die.
 
 # prepare_kube_module writes a throwaway module that can build commands of k8s.io/kubernetes.
 kube_mod=""
@@ -33,18 +33,12 @@ prepare_kube_module() {
     || { cat "${kube_mod}/get.log" >&2; die "resolving k8s.io/kubernetes commands failed"; }
 }
 
-# go_build_with_progress <output> <package> <ldflags>: go build, turning -v's package names into a line
-# every 100 packages.
+# go_build_with_progress <output> <package> <ldflags>: a static build with hack/go-build.sh's progress
+# (a line every 100 packages), on stderr; the binary takes its place only once whole.
 go_build_with_progress() {
-  local out="$1" pkg="$2" ldflags="$3" total
-  total="$(go list -deps "${pkg}" | wc -l)"
-  log "compiling up to ${total} packages (fewer when cached); progress follows"
-  if ! CGO_ENABLED=0 go build -v -trimpath -ldflags "${ldflags}" -o "${out}.partial" "${pkg}" 2>&1 \
-      | awk -v total="${total}" -v tag="${LOG_TAG}" '
-          /^[a-zA-Z0-9._~\/-]+$/ { n++; if (n % 100 == 0) { printf "[%s] compiled %d of up to %d packages\n", tag, n, total > "/dev/stderr" }; next }
-          { print > "/dev/stderr" }'; then
-    die "building ${pkg} failed (see the compiler output above)"
-  fi
+  local out="$1" pkg="$2" ldflags="$3"
+  CGO_ENABLED=0 "${root}/hack/go-build.sh" "${out}.partial" "${pkg}" -trimpath -ldflags "${ldflags}" >&2 \
+    || die "building ${pkg} failed (see the compiler output above)"
   [[ -x "${out}.partial" ]] || die "building ${pkg} produced no binary"
   mv "${out}.partial" "${out}"
 }
