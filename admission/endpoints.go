@@ -93,7 +93,8 @@ func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) 
 		methods = []string{http.MethodPost}
 	case reservedPrefix + "/challenge":
 		methods = []string{http.MethodGet}
-	case reservedPrefix + "/status", reservedPrefix + "/jwks.json", reservedPrefix, page.WithoutScriptPath, reservedPrefix + "/openapi.json":
+	case reservedPrefix + "/status", reservedPrefix + "/jwks.json", reservedPrefix, page.WithoutScriptPath, reservedPrefix + "/openapi.json",
+		reservedPrefix + "/busy":
 		methods = []string{http.MethodGet, http.MethodHead}
 	}
 	var notice string
@@ -127,6 +128,8 @@ func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) 
 		a := answer{status: http.StatusOK, contentType: "application/json", raw: openAPIDocument}
 		a.setHeader("Cache-Control", "public, max-age=300")
 		return a
+	case reservedPrefix + "/busy":
+		return busy(x)
 	case reservedPrefix + "/healthz":
 		return jsonAnswer(http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
@@ -136,6 +139,33 @@ func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) 
 		return jsonAnswer(http.StatusOK, map[string]string{"status": "ready"})
 	}
 	return errorAnswer(http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"}).counted("internal", "not_found")
+}
+
+// busyRetry is how soon a visitor refused by the gateway's cap on the workload tries again.
+const busyRetry = time.Second
+
+// busyPage is what a browser refused by the gateway's cap reads: it loads the same page again once
+// busyRetry has passed, without a script, its pass untouched.
+var busyPage = []byte(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="1">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>One moment</title></head>
+<body><p>The site is busy for a moment. This page loads again by itself in a second; your place is kept.</p></body></html>
+`)
+
+// busy answers GET /.herdgate/busy, where a gateway sends a request its own cap on the workload
+// refused (its second line, docs/guides/gateways.md): the room's 503 with Retry-After, counted, so
+// that a client waits a moment and comes again with the pass it holds.
+func busy(x Exchange) answer {
+	var a answer
+	if isBrowserPage(x) {
+		a = answer{status: http.StatusServiceUnavailable, contentType: "text/html; charset=utf-8", raw: busyPage}
+		a.setHeader("Cache-Control", "no-store")
+		a.setHeader("Content-Security-Policy", "default-src 'none'")
+	} else {
+		a = errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "workload_busy", RetryAfterMs: busyRetry.Milliseconds(),
+			Message: "the site is at its limit for a moment; your pass stays valid: try again after Retry-After"})
+	}
+	return a.retry(busyRetry).counted("gateway", "workload_busy")
 }
 
 // spread is d with the poll hints' random spread, so that pollers never synchronise.
