@@ -137,15 +137,10 @@ func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.Wait
 	fill := strings.NewReplacer("LISTEN_ADDRESS", fmt.Sprintf("127.0.0.1:%d", port), "HERDGATE_ADDRESS", strings.TrimPrefix(h.server.URL, "http://"),
 		"WORKLOAD_ADDRESS", upstream.Host, "KEYS_DIR", keysDir, "QUEUE_NAME", h.wq.Namespace+"/"+h.wq.Name)
 	t.Cleanup(gw.start(t, t.TempDir(), func(lang string) string {
-		if lang == "haproxy" {
-			// HAProxy's configuration is generated for the room (its routes, its cookie); for the
-			// test's own room it is the guide's (TestTheGuideShowsTheGeneratedHAProxyConfig).
-			cfg, err := gatewayconfig.Render(changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway }), gatewayconfig.Options{Target: "haproxy", Listen: "LISTEN_ADDRESS",
-				HerdgateAddress: "HERDGATE_ADDRESS", WorkloadAddress: "WORKLOAD_ADDRESS", KeysDir: "KEYS_DIR"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return fill.Replace(string(cfg))
+		// The gateway's configuration is generated for the room (its routes, its cookie, its pool);
+		// for the test's own room it is the guide's (TestTheGuideShowsTheGeneratedConfigurations).
+		if target, ok := guideTargets[lang]; ok {
+			return fill.Replace(generated(t, changed(h.wq, func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway }), target))
 		}
 		return guideBlock(t, lang, fill)
 	}, fill.Replace))
@@ -392,17 +387,35 @@ func waitFor(t *testing.T, url string) {
 }
 
 // TestTheGuideShowsTheGeneratedHAProxyConfig: the HAProxy configuration the guide shows, and the
-// gateway test runs, is what `herd gateway-config --target haproxy` prints for the test's queue.
-func TestTheGuideShowsTheGeneratedHAProxyConfig(t *testing.T) {
-	wq := changed(testQueue("http://WORKLOAD_ADDRESS"), jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
-	wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
-	got, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: "haproxy", Listen: "LISTEN_ADDRESS",
+// guideTargets are the gateway-config targets whose output the guide shows in a block of its
+// language, for the test's own room.
+var guideTargets = map[string]string{"haproxy": "haproxy", "nginx": "nginx", "caddyfile": "caddy", "yaml traefik-dynamic": "traefik-file"}
+
+// generated is what `herd gateway-config --target target` prints for wq, its addresses left as the
+// guide's placeholders.
+func generated(t *testing.T, wq *herdgatev1alpha1.WaitingQueue, target string) string {
+	t.Helper()
+	out, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: target, Listen: "LISTEN_ADDRESS",
 		HerdgateAddress: "HERDGATE_ADDRESS", WorkloadAddress: "WORKLOAD_ADDRESS", KeysDir: "KEYS_DIR"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := guideBlock(t, "haproxy", strings.NewReplacer()); string(got) != want {
-		t.Errorf("docs/guides/gateways.md's haproxy block is not what herd gateway-config prints; it prints:\n%s", got)
+	return string(out)
+}
+
+// TestTheGuideShowsTheGeneratedConfigurations: the configurations docs/guides/gateways.md shows are
+// what `herd gateway-config` prints for the guide's room, so that the tests that run them run what
+// a user is given.
+func TestTheGuideShowsTheGeneratedConfigurations(t *testing.T) {
+	for lang, target := range guideTargets {
+		wq := testQueue("http://WORKLOAD_ADDRESS")
+		if target == "haproxy" {
+			wq = changed(wq, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
+		}
+		wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
+		if got, want := generated(t, wq, target), guideBlock(t, lang, strings.NewReplacer()); got != want {
+			t.Errorf("docs/guides/gateways.md's %s block is not what herd gateway-config --target %s prints; it prints:\n%s", lang, target, got)
+		}
 	}
 }
 

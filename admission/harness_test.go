@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,9 +42,20 @@ type upstreamCall struct {
 type recorder struct {
 	mu    sync.Mutex
 	calls []upstreamCall
+	// hold, when set, is how long each request is held before its answer; inFlight and peak count
+	// the requests held at once.
+	hold           atomic.Int64
+	inFlight, peak atomic.Int64
 }
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if hold := time.Duration(rec.hold.Load()); hold > 0 {
+		n := rec.inFlight.Add(1)
+		for peak := rec.peak.Load(); n > peak && !rec.peak.CompareAndSwap(peak, n); peak = rec.peak.Load() {
+		}
+		time.Sleep(hold)
+		defer rec.inFlight.Add(-1)
+	}
 	n, _ := io.Copy(io.Discard, r.Body)
 	rec.mu.Lock()
 	rec.calls = append(rec.calls, upstreamCall{r.Method, r.URL.Path, r.URL.RawPath, r.URL.RawQuery, r.Header.Clone(), n})

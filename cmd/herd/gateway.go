@@ -24,15 +24,20 @@ func gatewayConfigCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 	fs.StringVar(&opts.Gateway, "gateway", "", "the Gateway the routes attach to, name or namespace/name (gateway-api, envoy-gateway; istio targets it)")
 	hostnames := fs.String("hostnames", "", "comma-separated host names the routes answer for (gateway-api, envoy-gateway)")
 	selector := fs.String("selector", "", "the workload's pod labels, key=value[,key=value] (istio without --gateway)")
-	fs.StringVar(&opts.Listen, "listen", "", "haproxy: the bind line's address and options, TLS included (\":443 ssl crt /etc/haproxy/site.pem\"; default :80)")
-	fs.StringVar(&opts.HerdgateAddress, "herdgate-address", "", "haproxy: herdgate's Service address (default <name>-herdgate.<namespace>.svc:80)")
-	fs.StringVar(&opts.WorkloadAddress, "workload-address", "", "haproxy: the workload's address (default its spec.upstream.service)")
+	fs.StringVar(&opts.Listen, "listen", "", "haproxy, nginx, caddy: where the gateway listens; haproxy's bind line may add options, TLS included (\":443 ssl crt /etc/haproxy/site.pem\"; default :80)")
+	fs.StringVar(&opts.HerdgateAddress, "herdgate-address", "", "haproxy, nginx, caddy, traefik-file: herdgate's Service address (default <name>-herdgate.<namespace>.svc:80)")
+	fs.StringVar(&opts.WorkloadAddress, "workload-address", "", "haproxy, nginx, caddy, traefik-file: the workload's address (default its spec.upstream.service)")
+	fs.IntVar(&opts.GatewayReplicas, "gateway-replicas", 1, "how many instances of the gateway share the workload's pool: each caps the requests in flight to the workload at its share")
 	fs.StringVar(&opts.KeysDir, "keys-dir", "", "haproxy: where the ConfigMap <name>-herdgate-pass-keys is mounted (default /etc/haproxy/herdgate/<namespace>/<name>)")
 	if ok, code := parse(fs, args, stderr); !ok {
 		return code
 	}
 	if *file == "" {
 		fmt.Fprintln(stderr, "flag -f: give the WaitingQueue's file, or - for standard input")
+		return 2
+	}
+	if opts.GatewayReplicas < 1 {
+		fmt.Fprintf(stderr, "flag --gateway-replicas: %d; the gateway runs at least one instance\n", opts.GatewayReplicas)
 		return 2
 	}
 	if *hostnames != "" {

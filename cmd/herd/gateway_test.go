@@ -36,7 +36,8 @@ func TestGatewayConfigCommand(t *testing.T) {
 		{[]string{"--target", "traefik"}, 2, "flag -f"},
 		{[]string{"-f", "-", "--target", "istio", "--selector", "orders"}, 2, "flag --selector"},
 		{[]string{"-f", "-", "--target", "haproxy"}, 1, "spec.pass.format JWT"},
-		{[]string{"-f", "-", "--target", "nginx"}, 1, `docs/guides/gateways.md (#nginx)`},
+		{[]string{"-f", "-", "--target", "nginx", "--gateway-replicas", "0"}, 2, "flag --gateway-replicas"},
+		{[]string{"-f", "-", "--target", "nginx", "--gateway-replicas", "41"}, 1, "--gateway-replicas 41 exceeds spec.capacity.poolSize 40"},
 	} {
 		errs.Reset()
 		if code := gatewayConfigCmd(c.args, bytes.NewReader(raw), &out, &errs); code != c.code || !strings.Contains(errs.String(), c.want) {

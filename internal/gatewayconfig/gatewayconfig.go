@@ -15,7 +15,7 @@ import (
 )
 
 // Targets are the gateways Render writes for.
-var Targets = []string{"gateway-api", "envoy-gateway", "istio", "traefik", "haproxy"}
+var Targets = []string{"gateway-api", "envoy-gateway", "istio", "traefik", "traefik-file", "nginx", "caddy", "haproxy"}
 
 // Options say where the generated objects attach.
 type Options struct {
@@ -31,6 +31,16 @@ type Options struct {
 	// HAProxy's addresses and paths; the defaults are the cluster's Service names and
 	// /etc/haproxy/herdgate/<namespace>/<name> for the published keys.
 	Listen, HerdgateAddress, WorkloadAddress, KeysDir string
+	// GatewayReplicas is how many instances of the gateway share the workload's pool; each keeps
+	// its share as its own cap (WorkloadCap). Unset means one.
+	GatewayReplicas int
+}
+
+func (o Options) replicas() int {
+	if o.GatewayReplicas == 0 {
+		return 1
+	}
+	return o.GatewayReplicas
 }
 
 // herdgateHeaders are the request headers of herdgate's own a gateway must never pass upstream.
@@ -48,9 +58,12 @@ func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	var objs []map[string]any
 	var err error
 	switch opts.Target {
-	case "nginx", "caddy":
-		return nil, fmt.Errorf("target %s needs nothing per queue: its configuration is in docs/guides/gateways.md (%s); targets: %s",
-			opts.Target, map[string]string{"nginx": "#nginx", "caddy": "#traefik-and-caddy"}[opts.Target], strings.Join(Targets, ", "))
+	case "nginx":
+		return nginx(wq, opts)
+	case "caddy":
+		return caddy(wq, opts)
+	case "traefik-file":
+		return traefikFile(wq, opts)
 	case "gateway-api":
 		objs, err = gatewayAPI(wq, opts)
 	case "envoy-gateway":
@@ -58,7 +71,7 @@ func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	case "istio":
 		objs, err = istio(wq, opts)
 	case "traefik":
-		objs = traefik(wq)
+		objs, err = traefik(wq, opts)
 	case "haproxy":
 		return haproxy(wq, opts)
 	default:
@@ -181,7 +194,34 @@ func envoyGateway(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string
 			},
 		},
 	}
-	return append(objs, policy), nil
+	limit, err := WorkloadCap(wq, opts.replicas())
+	if err != nil {
+		return nil, err
+	}
+	// The second line: Envoy's circuit breaker holds the requests in flight to the workload at the
+	// cap, queues as many again, and answers the rest 503 (x-envoy-overloaded), which the override
+	// shapes as herdgate's busy answer. Envoy Gateway applies it per Envoy replica.
+	traffic := map[string]any{
+		"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "BackendTrafficPolicy", "metadata": meta(wq, wq.Name+"-herdgate"),
+		"spec": map[string]any{
+			"targetRefs": []any{map[string]any{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": wq.Name + "-herdgate-workload"}},
+			"circuitBreaker": map[string]any{
+				"maxConnections": limit, "maxParallelRequests": limit, "maxPendingRequests": limit,
+			},
+			"responseOverride": []any{map[string]any{
+				"match": map[string]any{
+					"statusCodes":     []any{map[string]any{"type": "Value", "value": int64(503)}},
+					"responseHeaders": []any{map[string]any{"name": "x-envoy-overloaded", "value": map[string]any{"type": "Exact", "value": "true"}}},
+				},
+				"response": map[string]any{
+					"contentType": "application/json",
+					"body":        map[string]any{"type": "Inline", "inline": busyBody + "\n"},
+					"header":      map[string]any{"set": []any{map[string]any{"name": "Retry-After", "value": "1"}}},
+				},
+			}},
+		},
+	}
+	return append(objs, policy, traffic), nil
 }
 
 // istio is an AuthorizationPolicy CUSTOM that sends every request but herdgate's own to the
@@ -216,9 +256,28 @@ func istio(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, e
 	default:
 		return nil, errors.New("target istio needs the Gateway (--gateway) or the workload's pod labels (--selector key=value)")
 	}
-	return []map[string]any{{
+	limit, err := WorkloadCap(wq, opts.replicas())
+	if err != nil {
+		return nil, err
+	}
+	objs := []map[string]any{{
 		"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy", "metadata": policy, "spec": spec,
-	}}, nil
+	}}
+	// The second line: each client proxy of the workload (the gateway's, and every sidecar) holds
+	// its requests in flight to it at the cap and queues as many again; past them Envoy answers 503.
+	if svc := wq.Spec.Upstream.Service; svc != nil {
+		objs = append(objs, map[string]any{
+			"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule", "metadata": meta(wq, wq.Name+"-herdgate"),
+			"spec": map[string]any{
+				"host": fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, wq.Namespace),
+				"trafficPolicy": map[string]any{"connectionPool": map[string]any{
+					"tcp":  map[string]any{"maxConnections": limit},
+					"http": map[string]any{"http1MaxPendingRequests": limit, "http2MaxRequests": limit},
+				}},
+			},
+		})
+	}
+	return objs, nil
 }
 
 // ProviderName is the mesh config's extension provider of the queue's check.
@@ -231,33 +290,6 @@ func MeshConfigProvider(wq *herdgatev1alpha1.WaitingQueue) string {
 	return fmt.Sprintf("- name: %s\n  envoyExtAuthzGrpc:\n    service: %s.%s.svc.cluster.local\n    port: %d\n",
 		ProviderName(wq), wq.ServiceName(), wq.Namespace, extAuthzPort)
 }
-
-// traefik is the Middleware to attach to the workload's routes: a chain of one that drops the
-// visitor's own X-Original-* headers (nginx's convention, which would name another request to the
-// check) and the ForwardAuth that asks herdgate's HTTP check.
-func traefik(wq *herdgatev1alpha1.WaitingQueue) []map[string]any {
-	dropped := map[string]any{}
-	for _, h := range otherConventionHeaders {
-		dropped[h] = ""
-	}
-	return []map[string]any{
-		{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate"),
-			"spec": map[string]any{"chain": map[string]any{"middlewares": []any{
-				map[string]any{"name": wq.Name + "-herdgate-headers"}, map[string]any{"name": wq.Name + "-herdgate-check"},
-			}}}},
-		{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate-headers"),
-			"spec": map[string]any{"headers": map[string]any{"customRequestHeaders": dropped}}},
-		{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "metadata": meta(wq, wq.Name+"-herdgate-check"),
-			"spec": map[string]any{"forwardAuth": map[string]any{
-				"address":             fmt.Sprintf("http://%s.%s.svc/.herdgate/check", wq.ServiceName(), wq.Namespace),
-				"authResponseHeaders": toAny(append([]string{"Cookie"}, herdgateHeaders...)),
-			}}},
-	}
-}
-
-// otherConventionHeaders are nginx's names of the request to check, which Traefik passes on from
-// the visitor unless a Middleware drops them (an empty value removes a header).
-var otherConventionHeaders = []string{"X-Original-URI", "X-Original-Method", "X-Original-Host"}
 
 func toAny(s []string) []any {
 	out := make([]any, len(s))

@@ -31,6 +31,7 @@ import (
 var crds = []struct{ module, version, path string }{
 	{"sigs.k8s.io/gateway-api", "v1.6.3", "config/crd/experimental/gateway.networking.k8s.io_httproutes.yaml"},
 	{"github.com/envoyproxy/gateway", "v1.9.1", "charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_securitypolicies.yaml"},
+	{"github.com/envoyproxy/gateway", "v1.9.1", "charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml"},
 	{"istio.io/api", "v1.32.0", "kubernetes/customresourcedefinitions.gen.yaml"},
 	{"github.com/traefik/traefik/v3", "v3.6.12", "docs/content/reference/dynamic-configuration/traefik.io_middlewares.yaml"},
 }
@@ -83,11 +84,11 @@ func TestGeneratedObjectsApply(t *testing.T) {
 		kinds []string
 	}{
 		{gatewayconfig.Options{Target: "gateway-api", Gateway: "eg", Hostnames: []string{"shop.example"}}, []string{"HTTPRoute", "HTTPRoute"}},
-		{gatewayconfig.Options{Target: "envoy-gateway", Gateway: "infra/eg"}, []string{"HTTPRoute", "HTTPRoute", "SecurityPolicy"}},
-		{gatewayconfig.Options{Target: "istio", Gateway: "eg"}, []string{"AuthorizationPolicy"}},
-		{gatewayconfig.Options{Target: "istio", Gateway: "infra/eg"}, []string{"AuthorizationPolicy"}},
-		{gatewayconfig.Options{Target: "istio", Selector: map[string]string{"app": "orders"}}, []string{"AuthorizationPolicy"}},
-		{gatewayconfig.Options{Target: "traefik"}, []string{"Middleware", "Middleware", "Middleware"}},
+		{gatewayconfig.Options{Target: "envoy-gateway", Gateway: "infra/eg"}, []string{"HTTPRoute", "HTTPRoute", "SecurityPolicy", "BackendTrafficPolicy"}},
+		{gatewayconfig.Options{Target: "istio", Gateway: "eg"}, []string{"AuthorizationPolicy", "DestinationRule"}},
+		{gatewayconfig.Options{Target: "istio", Gateway: "infra/eg"}, []string{"AuthorizationPolicy", "DestinationRule"}},
+		{gatewayconfig.Options{Target: "istio", Selector: map[string]string{"app": "orders"}}, []string{"AuthorizationPolicy", "DestinationRule"}},
+		{gatewayconfig.Options{Target: "traefik"}, []string{"Middleware", "Middleware", "Middleware", "Middleware", "Middleware"}},
 	} {
 		out, err := gatewayconfig.Render(referenceQueue(), target.opts)
 		if err != nil {
@@ -187,4 +188,43 @@ func TestHAProxyConfigOfEveryRouteKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	hp.Stop()
+}
+
+// TestEveryGatewayGetsItsSecondLine: each target but the portable Gateway API's writes its gateway's
+// own cap on the requests in flight to the workload, the pool shared out among --gateway-replicas
+// instances (40 among 3: 13 each); nginx paces at the cap's worth per request latency.
+func TestEveryGatewayGetsItsSecondLine(t *testing.T) {
+	wq := builder.From(referenceQueue()).Obj()
+	for target, want := range map[string][]string{
+		"nginx":         {"max_conns=13;", "rate=65r/s;", "burst=13;"},
+		"caddy":         {"max_conns_per_host 13\n"},
+		"traefik":       {"amount: 13\n", "requestHeaderName: X-Herdgate-Pool\n", "X-Herdgate-Pool: \"\"\n", "query: /.herdgate/busy\n"},
+		"traefik-file":  {"amount: 13\n", "requestHeaderName: X-Herdgate-Pool\n", "X-Herdgate-Pool: \"\"\n", "query: /.herdgate/busy\n"},
+		"haproxy":       {"maxconn 13\n", "queue(workload) ge 13 }", "set-uri /.herdgate/busy\n", "hdr Retry-After 1\n"},
+		"envoy-gateway": {"maxParallelRequests: 13\n", "maxPendingRequests: 13\n", "name: Retry-After\n"},
+		"istio":         {"http2MaxRequests: 13\n", "http1MaxPendingRequests: 13\n", "host: orders.shop.svc.cluster.local\n"},
+	} {
+		out, err := gatewayconfig.Render(wq, gatewayconfig.Options{Target: target, Gateway: "eg", GatewayReplicas: 3})
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s lacks %q:\n%s", target, w, out)
+			}
+		}
+	}
+	// A slow workload: 4 slots held 2 s each is 2 requests a second, written per minute.
+	slow := builder.From(referenceQueue()).Capacity(4, 2*time.Second, 70).Obj()
+	if out, err := gatewayconfig.Render(slow, gatewayconfig.Options{Target: "nginx"}); err != nil || !strings.Contains(string(out), "rate=120r/m;") {
+		t.Errorf("nginx for 4 slots of 2 s: %v\n%s", err, out)
+	}
+	for replicas, want := range map[int]string{0: "at least one instance", 41: "--gateway-replicas 41 exceeds spec.capacity.poolSize 40"} {
+		if _, err := gatewayconfig.WorkloadCap(wq, replicas); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d replicas: %v, want an error naming %q", replicas, err, want)
+		}
+	}
+	if n, err := gatewayconfig.WorkloadCap(wq, 40); err != nil || n != 1 {
+		t.Errorf("40 replicas of a pool of 40: %d, %v; want 1 each", n, err)
+	}
 }

@@ -14,20 +14,11 @@ func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	if wq.Spec.EffectivePassFormat() != herdgatev1alpha1.PassFormatJWT || wq.Spec.EffectivePassAlgorithm() != herdgatev1alpha1.PassAlgorithmES256 {
 		return nil, fmt.Errorf("target haproxy verifies ES256 JWT passes: set spec.pass.format JWT (algorithm ES256)")
 	}
-	listen, herdgate, workload, keys := opts.Listen, opts.HerdgateAddress, opts.WorkloadAddress, opts.KeysDir
-	if listen == "" {
-		listen = ":80"
+	at, err := siteOf(wq, opts, ":80")
+	if err != nil {
+		return nil, err
 	}
-	if herdgate == "" {
-		herdgate = fmt.Sprintf("%s.%s.svc:80", wq.ServiceName(), wq.Namespace)
-	}
-	if workload == "" {
-		svc := wq.Spec.Upstream.Service
-		if svc == nil {
-			return nil, fmt.Errorf("spec.upstream.url: give the workload's address (--workload-address)")
-		}
-		workload = fmt.Sprintf("%s.%s.svc:%d", svc.Name, wq.Namespace, svc.Port)
-	}
+	keys := opts.KeysDir
 	if keys == "" {
 		keys = "/etc/haproxy/herdgate/" + wq.Namespace + "/" + wq.Name
 	}
@@ -70,7 +61,8 @@ func haproxy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 		fmt.Fprintf(&strip, "  http-request del-header %s\n", h)
 	}
 	return []byte(strings.NewReplacer(
-		"LISTEN", listen, "HERDGATE", herdgate, "WORKLOAD", workload, "KEYS", keys, "QUEUE", wq.Namespace+"/"+wq.Name, "PASS_COOKIE", wq.CookieName("herdgate_pass"),
+		"LISTEN", at.listen, "HERDGATE", at.herdgate, "WORKLOAD", at.workload, "KEYS", keys, "QUEUE", wq.Namespace+"/"+wq.Name, "PASS_COOKIE", wq.CookieName("herdgate_pass"),
+		"CAP", fmt.Sprint(at.limit), "BUSY_BODY", busyBody, "BUSY", busyPath,
 		"ROUTES\n", routes.String(), "STRIP\n", strip.String(),
 	).Replace(haproxyTemplate)), nil
 }
@@ -127,6 +119,9 @@ ROUTES
   acl pass_started var(txn.pass_nbf),sub(txn.now) -m int le 1
   use_backend herdgate if { path_beg /.herdgate/ }
   use_backend herdgate_refusal if protected !signed || protected !pass_queue || protected !pass_issuer || protected !pass_live || protected !pass_started
+  # The second line: past the workload's cap, a request waits in its queue; once the queue is as
+  # long as the cap, herdgate answers it busy.
+  use_backend herdgate_busy if { queue(workload) ge CAP }
   default_backend workload
 
 backend herdgate
@@ -149,8 +144,17 @@ backend herdgate_refusal
   http-response return status 503 content-type application/json string '{"error":"retry"}' hdr Retry-After 1 if { status 200 }
   server herdgate HERDGATE
 
-# herdgate's cookies and headers never reach the workload.
+# What the cap refuses: herdgate's busy answer, 503 with Retry-After, counted.
+backend herdgate_busy
+  http-request set-method GET
+  http-request set-uri BUSY
+  server herdgate HERDGATE
+
+# herdgate's cookies and headers never reach the workload. At most CAP requests are in flight to
+# it from this HAProxy; the others wait up to a second in its queue, then get the busy answer.
 backend workload
+  timeout queue 1s
+  http-error status 503 content-type application/json string 'BUSY_BODY' hdr Retry-After 1
 STRIP
   http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
   http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
@@ -158,5 +162,5 @@ STRIP
   http-request replace-header Cookie '^(.*?)(?:^|;\s*)herdgate_[^;]*(.*)$' '\1\2'
   http-request replace-header Cookie '^;\s*(.*)$' '\1'
   http-request del-header Cookie if { req.hdr(cookie) -m len 0 }
-  server workload WORKLOAD
+  server workload WORKLOAD maxconn CAP
 `

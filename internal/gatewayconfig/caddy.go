@@ -1,0 +1,61 @@
+package gatewayconfig
+
+import (
+	"fmt"
+	"strings"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+)
+
+// caddy is the site that asks herdgate's check with forward_auth and, behind it, keeps the
+// workload within its cap: Caddy's transport opens at most the cap's connections to it, and a
+// request past them waits for one to come free (a queue, not a refusal).
+func caddy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
+	at, err := siteOf(wq, opts, ":80")
+	if err != nil {
+		return nil, err
+	}
+	return []byte(strings.NewReplacer(
+		"LISTEN", at.listen, "HERDGATE_SERVER", at.herdgate, "WORKLOAD_SERVER", at.workload, "CAP", fmt.Sprint(at.limit),
+	).Replace(caddyTemplate)), nil
+}
+
+const caddyTemplate = `{
+	admin off
+	auto_https off
+}
+http://LISTEN {
+	handle /.herdgate/* {
+		reverse_proxy HERDGATE_SERVER
+	}
+	handle {
+		route {
+			# Only the check's session handle and cookies reach the workload, never the visitor's.
+			request_header -Herdgate-Session
+			request_header -X-Herdgate-Cookie
+			forward_auth HERDGATE_SERVER {
+				uri /.herdgate/check
+				copy_headers X-Herdgate-Cookie Herdgate-Session
+				# A visitor's own X-Original-* would name another request: the check refuses both.
+				header_up -X-Original-*
+			}
+			# A header the check did not answer with is copied as its placeholder, unfilled: drop it.
+			@unfilled_session header_regexp Herdgate-Session ^\{
+			request_header @unfilled_session -Herdgate-Session
+			# The visitor's cookies without herdgate's, when any are left; else no Cookie at all.
+			@site_cookies header_regexp X-Herdgate-Cookie ^[^{]
+			request_header -Cookie
+			request_header @site_cookies Cookie {http.request.header.X-Herdgate-Cookie}
+			request_header -X-Herdgate-*
+			request_header -Herdgate-Place
+			reverse_proxy WORKLOAD_SERVER {
+				# The second line: at most CAP connections, so CAP requests, in flight to the
+				# workload from this Caddy; a request past them waits for one to come free.
+				transport http {
+					max_conns_per_host CAP
+				}
+			}
+		}
+	}
+}
+`
