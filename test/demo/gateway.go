@@ -92,7 +92,8 @@ func gatewaySummary(kind string, plan float64, results herd.Results, stats herd.
 	// through is one too, whether the workload took it or not.
 	unprotected := max(int64(stats.Orders-results.OrdersOK), p.through.Load())
 	say("Through %s: admissions reached the workload at %.1f/s against a plan of %g/s", kind, rate, plan)
-	say("Through %s: at most %d orders in flight at the workload, against a pool of %d", kind, stats.PeakInFlight, stats.Pool)
+	say("Through %s: at most %d orders in flight at the workload, against a pool of %d; %d orders refused busy by its cap and sent again",
+		kind, stats.PeakInFlight, stats.Pool, results.Busy)
 	say("Through %s: %d unprotected hits (%d orders sent without a pass; the workload took %d orders, %d from admitted visitors)",
 		kind, unprotected, p.sent.Load(), stats.Orders, results.OrdersOK)
 	if unprotected > 0 {

@@ -2,11 +2,13 @@ package herd
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,5 +138,44 @@ func TestLanesKeepTheirSharesThroughAnEvent(t *testing.T) {
 	}
 	if e := res.ShareError(); e > 0.02 {
 		t.Fatalf("a lane's share is %.2f %% off its plan; want within 2 %%", 100*e)
+	}
+}
+
+// TestAVisitorOrdersAgainWhenTheGatewaysCapRefusesIt: an order refused with the room's busy answer
+// (503, workload_busy, Retry-After) is sent again with the same pass after Retry-After, and
+// counted; any other 503 of the workload's is a failed order.
+func TestAVisitorOrdersAgainWhenTheGatewaysCapRefusesIt(t *testing.T) {
+	var orders atomic.Int64
+	busyFor := int64(1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.herdgate/enter":
+			fmt.Fprint(w, `{"admitted":true,"pass":"p"}`)
+		case "/api/v1/orders":
+			if r.Header.Get("X-Herdgate-Pass") != "p" {
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
+			if orders.Add(1) <= busyFor {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprint(w, `{"error":"workload_busy"}`)
+				return
+			}
+			fmt.Fprint(w, `{}`)
+		case "/api/v1/orders/unavailable":
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":"database_down"}`)
+		}
+	}))
+	defer srv.Close()
+	res := Run(context.Background(), Scenario{Visitors: 1, Target: srv.URL, OrderPath: "/api/v1/orders", GiveUp: 10 * time.Second})
+	if res.OrdersOK != 1 || res.Busy != 1 || orders.Load() != 2 {
+		t.Errorf("a busy order: %d ok, %d busy, %d sent; want it sent again once and served", res.OrdersOK, res.Busy, orders.Load())
+	}
+	res = Run(context.Background(), Scenario{Visitors: 1, Target: srv.URL, OrderPath: "/api/v1/orders/unavailable", GiveUp: 10 * time.Second})
+	if res.OrdersOK != 0 || res.Busy != 0 {
+		t.Errorf("a workload's own 503: %d ok, %d busy; want a failed order, not tried again", res.OrdersOK, res.Busy)
 	}
 }

@@ -123,6 +123,9 @@ func Summary(w io.Writer, r RunResult) {
 		{"iteration mean", seconds(v.IterationMean)},
 		{"status polls (429 too early)", fmt.Sprintf("%d (%d)", v.Polls, v.TooEarly)},
 	}
+	if v.Busy > 0 {
+		rows = append(rows, [2]string{"orders refused busy by the gateway's cap, then tried again", fmt.Sprint(v.Busy)})
+	}
 	if b.Pool > 0 {
 		rows = append(rows,
 			[2]string{"service: peak orders in flight", fmt.Sprintf("%d (pool %d)", b.PeakInFlight, b.Pool)},

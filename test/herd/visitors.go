@@ -44,6 +44,9 @@ type Results struct {
 	IterationMean time.Duration
 	// Polls counts status polls; TooEarly those refused with 429.
 	Polls, TooEarly int
+	// Busy counts orders a gateway's cap on the workload refused (503 workload_busy), each tried
+	// again after its Retry-After with the same pass; OrderP95 includes those waits.
+	Busy int
 	// Errors holds the first few failure reasons.
 	Errors []string
 }
@@ -62,6 +65,7 @@ type visit struct {
 	iteration       time.Duration
 	ok              bool
 	polls, tooEarly int
+	busy            int
 	err             string
 }
 
@@ -93,6 +97,7 @@ func Run(ctx context.Context, sc Scenario) Results {
 		all = append(all, v.requests...)
 		res.Polls += v.polls
 		res.TooEarly += v.tooEarly
+		res.Busy += v.busy
 		iterations += v.iteration
 		if v.ok {
 			res.OrdersOK++
@@ -121,7 +126,11 @@ type answer struct {
 	Pass         string `json:"pass"`
 	NextPollMs   int64  `json:"nextPollMs"`
 	RetryAfterMs int64  `json:"retryAfterMs"`
+	Error        string `json:"error"`
 }
+
+// busyRetries is how many times a visitor orders again after the workload's cap refused it.
+const busyRetries = 10
 
 func oneVisit(ctx context.Context, sc Scenario, transport http.RoundTripper) (v visit) {
 	jar, _ := cookiejar.New(nil)
@@ -172,7 +181,18 @@ func oneVisit(ctx context.Context, sc Scenario, transport http.RoundTripper) (v 
 		case code == http.StatusOK && a.Admitted:
 			v.passWait = time.Since(began)
 			t0 := time.Now()
-			code, _, _, err = call(http.MethodPost, sc.OrderPath, a.Pass)
+			var refusal answer
+			code, refusal, h, err = call(http.MethodPost, sc.OrderPath, a.Pass)
+			// A refusal of the gateway's cap on the workload: the pass stays valid, order again
+			// after Retry-After, as the waiting page's busy answer does.
+			for tries := 0; err == nil && code == http.StatusServiceUnavailable && refusal.Error == "workload_busy" && tries < busyRetries; tries++ {
+				v.busy++
+				s, _ := strconv.Atoi(h.Get("Retry-After"))
+				if !sleep(time.Duration(max(1, s)) * time.Second) {
+					break
+				}
+				code, refusal, h, err = call(http.MethodPost, sc.OrderPath, a.Pass)
+			}
 			v.order = time.Since(t0)
 			switch {
 			case err != nil:
