@@ -18,17 +18,25 @@ import (
 // two Ingresses) on a real nginx, in the configuration ingress-nginx's template renders for those
 // annotations. ingress-nginx passes on a check's 401 (as the sign-in redirect) and 403 only, so a
 // refusal is any answer of 300 or more that reaches nothing upstream (coarse).
-var ingressNginx = gateway{coarse: true, start: func(t *testing.T, dir string, block func(string) string, fill func(string) string) func() {
-	conf, err := ingressNginxConfig(block("yaml ingress-nginx"), fill("LISTEN_ADDRESS"), fill("WORKLOAD_ADDRESS"))
-	if err != nil {
-		t.Fatal(err)
+var ingressNginx = gateway{coarse: true, start: renderedInNginx(func(block, fill func(string) string) (string, error) {
+	return ingressNginxConfig(block("yaml ingress-nginx"), fill("LISTEN_ADDRESS"), fill("WORKLOAD_ADDRESS"))
+})}
+
+// renderedInNginx starts a real nginx with the configuration a controller would render from
+// objects (render reads them from a block of the guide, its placeholders filled in).
+func renderedInNginx(render func(block, fill func(string) string) (string, error)) func(t *testing.T, dir string, block, fill func(string) string) func() {
+	return func(t *testing.T, dir string, block, fill func(string) string) func() {
+		conf, err := render(block, fill)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := testenv.StartNginx(dir, conf)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, conf)
+		}
+		return n.Stop
 	}
-	n, err := testenv.StartNginx(dir, conf)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, conf)
-	}
-	return n.Stop
-}}
+}
 
 // ingressObject is what the renderer reads of the recipe's objects.
 type ingressObject struct {
@@ -195,29 +203,42 @@ func cmpOr(a, b string) string {
 // herdgate's.
 func TestIngressNginxSendsABrowserToTheWaitingPage(t *testing.T) {
 	_, gateway := throughGateway(t, ingressNginx, func(*herdgatev1alpha1.WaitingQueue) {})
-	status, location := 0, ""
+	if loc := withoutAPass(t, gateway, "shop.example", http.StatusFound); loc != "https://shop.example/.herdgate/?return=/checkout/cart" {
+		t.Errorf("a browser was sent to %q, want the waiting page with the way back", loc)
+	}
+}
+
+// withoutAPass asks gateway, as host (or the gateway's own address), for a protected page as a
+// browser, for an order as an API client, and for herdgate's health, none with a pass: the browser
+// must get browser (a redirect), the client 403, herdgate's path 200. It returns the browser's
+// Location.
+func withoutAPass(t *testing.T, gateway, host string, browser int) string {
+	t.Helper()
+	location := ""
 	for _, c := range []struct {
 		method, target, accept string
 		want                   int
 	}{
-		{"GET", "/checkout/cart", "text/html", http.StatusFound},
+		{"GET", "/checkout/cart", "text/html", browser},
 		{"POST", "/api/v1/orders", "application/json", http.StatusForbidden},
 		{"GET", "/.herdgate/healthz", "", http.StatusOK},
 	} {
 		req, _ := http.NewRequest(c.method, gateway+c.target, nil)
 		req.Header.Set("Accept", c.accept)
-		req.Host = "shop.example"
+		if host != "" {
+			req.Host = host
+		}
 		res, err := noRedirects.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-		status, location = res.StatusCode, res.Header.Get("Location")
-		if status != c.want {
-			t.Errorf("%s %s: %d, want %d", c.method, c.target, status, c.want)
+		if res.StatusCode != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.target, res.StatusCode, c.want)
 		}
-		if c.want == http.StatusFound && location != "https://shop.example/.herdgate/?return=/checkout/cart" {
-			t.Errorf("%s %s: sent to %q, want the waiting page with the way back", c.method, c.target, location)
+		if c.want == browser {
+			location = res.Header.Get("Location")
 		}
 	}
+	return location
 }

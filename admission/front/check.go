@@ -23,9 +23,10 @@ const CheckPath = "/.herdgate/check"
 // before the upstream (its counterpart of the gRPC answer's headers_to_remove).
 const envoyHeadersToRemove = "X-Envoy-Auth-Headers-To-Remove"
 
-// Headers of the check. A gateway names the request it asks about in the first two pairs:
-// nginx's auth_request as its configuration sets them (X-Original-*), Traefik's ForwardAuth and
-// Caddy's forward_auth as they send them (X-Forwarded-*).
+// Headers of the check. A gateway names the request it asks about in one of three pairs: nginx's
+// auth_request as its configuration sets them (X-Original-*), Traefik's ForwardAuth and Caddy's
+// forward_auth as they send them (X-Forwarded-*), NGINX Gateway Fabric as it sends them (Path,
+// Method).
 const (
 	originalURIHeader     = "X-Original-URI"
 	originalMethodHeader  = "X-Original-Method"
@@ -33,7 +34,11 @@ const (
 	forwardedMethodHeader = "X-Forwarded-Method"
 	// The host of the request, for routes with a host: nginx's configuration sets X-Original-Host,
 	// Traefik and Caddy send X-Forwarded-Host, and Envoy's HTTP ext_authz keeps the request's Host.
-	originalHostHeader  = "X-Original-Host"
+	originalHostHeader = "X-Original-Host"
+	// NGINX Gateway Fabric's ExternalAuth (protocol HTTP) names the request in Path and Method, sends
+	// no other header of the visitor's but those the route allows, and keeps the request's Host.
+	fabricPathHeader    = "Path"
+	fabricMethodHeader  = "Method"
 	forwardedHostHeader = "X-Forwarded-Host"
 	// CheckCookieHeader, on an allowed request, is the request's Cookie header without herdgate's
 	// cookies: the gateway sends it upstream in place of the visitor's. The answer's Cookie header
@@ -72,12 +77,18 @@ type checkedRequest struct {
 // headers on: a visitor who sends another convention's pair, or a second value, would name another
 // request than the one the gateway forwards, so the check refuses to judge any.
 func checkedRequestOf(x admission.Exchange, target string) (checkedRequest, bool) {
-	for _, name := range []string{originalURIHeader, originalMethodHeader, forwardedURIHeader, forwardedMethodHeader} {
+	for _, name := range []string{originalURIHeader, originalMethodHeader, forwardedURIHeader, forwardedMethodHeader, fabricPathHeader, fabricMethodHeader} {
 		if x.HeaderCount(name) > 1 {
 			return checkedRequest{}, false
 		}
 	}
-	original, forwarded := x.Header(originalURIHeader), x.Header(forwardedURIHeader)
+	original, forwarded, fabric := x.Header(originalURIHeader), x.Header(forwardedURIHeader), x.Header(fabricPathHeader)
+	if fabric != "" || x.Header(fabricMethodHeader) != "" {
+		if target != "" || original != "" || forwarded != "" || x.Header(originalMethodHeader) != "" || x.Header(forwardedMethodHeader) != "" {
+			return checkedRequest{}, false
+		}
+		return checkedRequest{method: x.Header(fabricMethodHeader), uri: fabric, host: x.Host(), convention: nginxStatuses}, true
+	}
 	if target != "" {
 		if original != "" || forwarded != "" || x.Header(originalMethodHeader) != "" || x.Header(forwardedMethodHeader) != "" {
 			return checkedRequest{}, false
@@ -113,7 +124,7 @@ func check(p *admission.Room, x admission.Exchange, target string) {
 	if !ok {
 		admission.ReplyError(x, http.StatusBadRequest, "bad_check",
 			"name the request to check once: in "+forwardedURIHeader+" (and "+forwardedMethodHeader+"), in "+originalURIHeader+" (and "+originalMethodHeader+
-				"), or as the path after "+CheckPath+" with the request's own method")
+				"), in "+fabricPathHeader+" (and "+fabricMethodHeader+"), or as the path after "+CheckPath+" with the request's own method")
 		return
 	}
 	if req.method == "" {

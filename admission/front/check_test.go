@@ -124,6 +124,9 @@ func TestTheCheckAnswersForwardAuth(t *testing.T) {
 		"the other convention's method": {"X-Forwarded-Uri", "/checkout", "X-Original-Method", "GET"},
 		"a second URI":                  {"X-Forwarded-Uri", "/open/page", "X-Forwarded-Uri", "/checkout"},
 		"a second method":               {"X-Original-URI", "/checkout", "X-Original-Method", "GET", "X-Original-Method", "POST"},
+		"NGF's and nginx's":             {"Path", "/open/page", "Method", "GET", "X-Original-URI", "/checkout"},
+		"NGF's and Traefik's":           {"Path", "/open/page", "X-Forwarded-Method", "POST"},
+		"a second path":                 {"Path", "/open/page", "Path", "/checkout"},
 	} {
 		if rec := ask(h, kv...); rec.Code != http.StatusBadRequest || jsonOf(t, rec)["error"] != "bad_check" {
 			t.Errorf("a check naming %s: %d %s; want 400 bad_check", name, rec.Code, rec.Body)
@@ -147,6 +150,23 @@ func TestTheCheckSpeaksNginx(t *testing.T) {
 	rec = ask(h, "X-Original-Method", "POST", "X-Original-URI", "/api/v1/orders", CheckAnswerHeader, "full")
 	if body := jsonOf(t, rec); rec.Code != http.StatusUnauthorized || body["error"] != "identity_required" {
 		t.Fatalf("the full answer without an identity: %d %v; want the contract's 401", rec.Code, body)
+	}
+}
+
+// TestTheCheckSpeaksNGINXGatewayFabric: NGF's ExternalAuth names the request in Path and Method and
+// passes a deny on as nginx does, so the answer is nginx's: 401 with the page's Location for a
+// browser, 403 otherwise, 200 for an open route.
+func TestTheCheckSpeaksNGINXGatewayFabric(t *testing.T) {
+	_, _, h := checked(t)
+	rec := ask(h, "Method", "GET", "Path", "/checkout", "X-User-Id", "bea", "Accept", "text/html")
+	if rec.Code != http.StatusUnauthorized || !strings.HasPrefix(rec.Header().Get("Location"), "/.herdgate/?return=") {
+		t.Fatalf("a browser: %d, Location %q; want 401 with the page's Location", rec.Code, rec.Header().Get("Location"))
+	}
+	if rec = ask(h, "Method", "POST", "Path", "/api/v1/orders", "X-User-Id", "cy"); rec.Code != http.StatusForbidden {
+		t.Fatalf("an API client: %d, want 403", rec.Code)
+	}
+	if rec = ask(h, "Method", "POST", "Path", "/open/page?x=1", "X-User-Id", "cy"); rec.Code != http.StatusOK {
+		t.Fatalf("an open route: %d, want 200", rec.Code)
 	}
 }
 

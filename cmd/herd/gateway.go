@@ -21,7 +21,7 @@ func gatewayConfigCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 	namespace := fs.String("n", "default", "the WaitingQueue's namespace when its metadata names none")
 	var opts gatewayconfig.Options
 	fs.StringVar(&opts.Target, "target", "", "what to print for: "+strings.Join(gatewayconfig.Targets, ", "))
-	fs.StringVar(&opts.Gateway, "gateway", "", "the Gateway the routes attach to, name or namespace/name (gateway-api, envoy-gateway; istio targets it)")
+	fs.StringVar(&opts.Gateway, "gateway", "", "the Gateway the routes attach to, name or namespace/name (gateway-api, nginx-gateway-fabric, envoy-gateway; istio targets it)")
 	hostnames := fs.String("hostnames", "", "comma-separated host names the routes answer for (gateway-api, envoy-gateway)")
 	selector := fs.String("selector", "", "the workload's pod labels, key=value[,key=value] (istio without --gateway)")
 	fs.StringVar(&opts.Listen, "listen", "", "haproxy, nginx, caddy: where the gateway listens; haproxy's bind line may add options, TLS included (\":443 ssl crt /etc/haproxy/site.pem\"; default :80)")

@@ -15,7 +15,7 @@ import (
 )
 
 // Targets are the gateways Render writes for.
-var Targets = []string{"gateway-api", "envoy-gateway", "istio", "traefik", "traefik-file", "nginx", "caddy", "haproxy"}
+var Targets = []string{"gateway-api", "nginx-gateway-fabric", "envoy-gateway", "istio", "traefik", "traefik-file", "nginx", "caddy", "haproxy"}
 
 // Options say where the generated objects attach.
 type Options struct {
@@ -66,6 +66,8 @@ func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 		return traefikFile(wq, opts)
 	case "gateway-api":
 		objs, err = gatewayAPI(wq, opts)
+	case "nginx-gateway-fabric":
+		objs, err = fabric(wq, opts)
 	case "envoy-gateway":
 		objs, err = envoyGateway(wq, opts)
 	case "istio":
@@ -124,7 +126,7 @@ func workloadBackend(wq *herdgatev1alpha1.WaitingQueue) (map[string]any, error) 
 // routes are the HTTPRoutes both Gateway API targets use: herdgate's own paths to herdgate, and
 // every other request to the workload, through filter when one is given. The check judges every
 // path, so that no spelling of a protected path the gateway would route otherwise slips past it.
-func routes(wq *herdgatev1alpha1.WaitingQueue, opts Options, filter map[string]any) ([]map[string]any, error) {
+func routes(wq *herdgatev1alpha1.WaitingQueue, opts Options, filters ...map[string]any) ([]map[string]any, error) {
 	parent, err := gatewayRef(opts)
 	if err != nil {
 		return nil, err
@@ -151,8 +153,12 @@ func routes(wq *herdgatev1alpha1.WaitingQueue, opts Options, filter map[string]a
 		"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}},
 		"backendRefs": []any{backend},
 	}
-	if filter != nil {
-		rule["filters"] = []any{filter}
+	if len(filters) > 0 {
+		var fs []any
+		for _, f := range filters {
+			fs = append(fs, f)
+		}
+		rule["filters"] = fs
 	}
 	workload := map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(wq, wq.Name+"-herdgate-workload"),
@@ -180,7 +186,7 @@ const extAuthzPort = 9191
 // envoyGateway is the two HTTPRoutes and a SecurityPolicy whose extAuth asks herdgate's gRPC check
 // about every request of the workload's route.
 func envoyGateway(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]map[string]any, error) {
-	objs, err := routes(wq, opts, nil)
+	objs, err := routes(wq, opts)
 	if err != nil {
 		return nil, err
 	}

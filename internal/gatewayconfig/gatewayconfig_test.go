@@ -84,6 +84,7 @@ func TestGeneratedObjectsApply(t *testing.T) {
 		kinds []string
 	}{
 		{gatewayconfig.Options{Target: "gateway-api", Gateway: "eg", Hostnames: []string{"shop.example"}}, []string{"HTTPRoute", "HTTPRoute"}},
+		{gatewayconfig.Options{Target: "nginx-gateway-fabric", Gateway: "eg"}, []string{"HTTPRoute", "HTTPRoute", "SnippetsFilter"}},
 		{gatewayconfig.Options{Target: "envoy-gateway", Gateway: "infra/eg"}, []string{"HTTPRoute", "HTTPRoute", "SecurityPolicy", "BackendTrafficPolicy"}},
 		{gatewayconfig.Options{Target: "istio", Gateway: "eg"}, []string{"AuthorizationPolicy", "DestinationRule"}},
 		{gatewayconfig.Options{Target: "istio", Gateway: "infra/eg"}, []string{"AuthorizationPolicy", "DestinationRule"}},
@@ -101,6 +102,11 @@ func TestGeneratedObjectsApply(t *testing.T) {
 		var kinds []string
 		for _, obj := range objs {
 			kinds = append(kinds, obj.GetKind())
+			if obj.GetKind() == "SnippetsFilter" {
+				// NGINX Gateway Fabric's CRDs are not in a Go module the proxy serves: its
+				// rendering test runs the filter in nginx instead (admission/gateway_fabric_test.go).
+				continue
+			}
 			if err := c.Create(ctx, obj, client.DryRunAll); err != nil {
 				t.Errorf("%s: the API server refuses %s %s: %v\n%s", target.opts.Target, obj.GetKind(), obj.GetName(), err, out)
 			}
