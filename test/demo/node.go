@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/herdgate/herdgate/test/herd"
@@ -158,7 +159,7 @@ func herdThrough(ctx context.Context, c *node.Cluster, target, through, backend 
 		return err
 	}
 	if results.OrdersOK != opts.visitors {
-		return fmt.Errorf("%d of %d orders went through", results.OrdersOK, opts.visitors)
+		return fmt.Errorf("%d of %d orders went through (%s)", results.OrdersOK, opts.visitors, strings.Join(results.Errors, "; "))
 	}
 	return nil
 }

@@ -129,8 +129,9 @@ type answer struct {
 	Error        string `json:"error"`
 }
 
-// busyRetries is how many times a visitor orders again after the workload's cap refused it.
-const busyRetries = 10
+// busyRetries is how many times a visitor orders again after the workload's cap refused it: for
+// a minute, as the busy page reloads every second.
+const busyRetries = 60
 
 func oneVisit(ctx context.Context, sc Scenario, transport http.RoundTripper) (v visit) {
 	jar, _ := cookiejar.New(nil)
@@ -198,7 +199,7 @@ func oneVisit(ctx context.Context, sc Scenario, transport http.RoundTripper) (v 
 			case err != nil:
 				v.err = err.Error()
 			case code != http.StatusOK:
-				v.err = fmt.Sprintf("order answered %d", code)
+				v.err = fmt.Sprintf("order answered %d %s", code, refusal.Error)
 			default:
 				v.ok = true
 			}
