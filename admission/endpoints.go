@@ -129,7 +129,7 @@ func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) 
 		a.setHeader("Cache-Control", "public, max-age=300")
 		return a
 	case reservedPrefix + "/busy":
-		return busy(x)
+		return api.busy(x)
 	case reservedPrefix + "/healthz":
 		return jsonAnswer(http.StatusOK, map[string]string{"status": "ok"})
 	case reservedPrefix + "/readyz":
@@ -141,31 +141,35 @@ func (api *visitorAPI) serveReserved(x Exchange, cfg *Config, canonical string) 
 	return errorAnswer(http.StatusNotFound, errorBody{Error: "not_found", Message: "no such herdgate endpoint"}).counted("internal", "not_found")
 }
 
-// busyRetry is how soon a visitor refused by the gateway's cap on the workload tries again.
+// busyRetry is how soon, on average, a visitor refused by the gateway's cap on the workload tries
+// again: each is told a moment of its own between half of it and one and a half, so that the
+// visitors one bunch refused do not come back as one bunch (docs/performance.md, "Through a gateway").
 const busyRetry = time.Second
 
-// busyPage is what a browser refused by the gateway's cap reads: it loads the same page again once
-// busyRetry has passed, without a script, its pass untouched.
-var busyPage = []byte(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="1">
+// busyPage is what a browser refused by the gateway's cap reads: it loads the same page again after
+// the seconds it is given, without a script, its pass untouched.
+const busyPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="%d">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>One moment</title></head>
-<body><p>The site is busy for a moment. This page loads again by itself in a second; your place is kept.</p></body></html>
-`)
+<body><p>The site is busy for a moment. This page loads again by itself shortly; your place is kept.</p></body></html>
+`
 
 // busy answers GET /.herdgate/busy, where a gateway sends a request its own cap on the workload
 // refused (its second line, docs/guides/gateways.md): the room's 503 with Retry-After, counted, so
 // that a client waits a moment and comes again with the pass it holds.
-func busy(x Exchange) answer {
+func (api *visitorAPI) busy(x Exchange) answer {
+	wait := time.Duration(float64(busyRetry) * (0.5 + api.rand.Float64()))
 	var a answer
 	if isBrowserPage(x) {
-		a = answer{status: http.StatusServiceUnavailable, contentType: "text/html; charset=utf-8", raw: busyPage}
+		seconds := int64((wait + time.Second - 1) / time.Second)
+		a = answer{status: http.StatusServiceUnavailable, contentType: "text/html; charset=utf-8", raw: fmt.Appendf(nil, busyPage, seconds)}
 		a.setHeader("Cache-Control", "no-store")
 		a.setHeader("Content-Security-Policy", "default-src 'none'")
 	} else {
-		a = errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "workload_busy", RetryAfterMs: busyRetry.Milliseconds(),
-			Message: "the site is at its limit for a moment; your pass stays valid: try again after Retry-After"})
+		a = errorAnswer(http.StatusServiceUnavailable, errorBody{Error: "workload_busy", RetryAfterMs: wait.Milliseconds(),
+			Message: "the site is at its limit for a moment; your pass stays valid: try again after retryAfterMs"})
 	}
-	return a.retry(busyRetry).counted("gateway", "workload_busy")
+	return a.retry(wait).counted("gateway", "workload_busy")
 }
 
 // spread is d with the poll hints' random spread, so that pollers never synchronise.
