@@ -185,11 +185,15 @@ func oneVisit(ctx context.Context, sc Scenario, transport http.RoundTripper) (v 
 			var refusal answer
 			code, refusal, h, err = call(http.MethodPost, sc.OrderPath, a.Pass)
 			// A refusal of the gateway's cap on the workload: the pass stays valid, order again
-			// after Retry-After, as the waiting page's busy answer does.
+			// after the moment told (retryAfterMs, else Retry-After), as the busy page does.
 			for tries := 0; err == nil && code == http.StatusServiceUnavailable && refusal.Error == "workload_busy" && tries < busyRetries; tries++ {
 				v.busy++
-				s, _ := strconv.Atoi(h.Get("Retry-After"))
-				if !sleep(time.Duration(max(1, s)) * time.Second) {
+				wait := time.Duration(refusal.RetryAfterMs) * time.Millisecond
+				if wait <= 0 {
+					s, _ := strconv.Atoi(h.Get("Retry-After"))
+					wait = time.Duration(max(1, s)) * time.Second
+				}
+				if !sleep(wait) {
 					break
 				}
 				code, refusal, h, err = call(http.MethodPost, sc.OrderPath, a.Pass)
