@@ -80,8 +80,8 @@ server {
   location @workload {
     limit_req zone=ROOM_pace burst=CAP;
     limit_req_status 503;
-    # nginx's own 502 and 503 (the cap full, the pace's burst past) are the room's busy answer; the
-    # workload's own errors pass as they are.
+    # nginx's own 502 and 503 (the cap full, the pace's burst past, the workload unreachable) are the
+    # room's busy answer; the workload's own errors pass as they are.
     error_page 502 503 = @herdgate_busy;
     proxy_pass http://ROOM_workload;
     proxy_http_version 1.1;
