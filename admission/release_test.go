@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herdgate/herdgate/admission"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
@@ -83,5 +84,61 @@ func TestNoSessionHandleWithoutAReleaseKey(t *testing.T) {
 	}
 	if r := v.do(http.MethodPost, "/.herdgate/release", nil, "Authorization", "Bearer x"); r.StatusCode != http.StatusNotFound || r.json(t)["error"] != "no_release_key" {
 		t.Errorf("release without a key: %d %s", r.StatusCode, r.body)
+	}
+}
+
+// TestAReleaseTellsTheGatewayRoomWhatTheWorkloadHeld: in Gateway mode, where no answer of the
+// workload passes herdgate, a release may tell how long the workload held the request and whether
+// it failed; the replica counts it for the room's Adaptive capacity. A malformed telling is refused,
+// naming its header, and releases nothing; in Proxy mode, where the proxy measured the request
+// itself, a telling is not counted again.
+func TestAReleaseTellsTheGatewayRoomWhatTheWorkloadHeld(t *testing.T) {
+	for _, enforcement := range []herdgatev1alpha1.Enforcement{herdgatev1alpha1.EnforcementGateway, herdgatev1alpha1.EnforcementProxy} {
+		t.Run(string(enforcement), func(t *testing.T) {
+			h := newHarnessWith(t, harnessOptions{memory: true, secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}},
+				func(wq *herdgatev1alpha1.WaitingQueue) {
+					*wq = *builder.From(wq).Enforcement(enforcement).Adaptive(0).ReleaseKey("orders-release", "key").Obj()
+				})
+			now := time.Now()
+			token := h.room.Config().Passes.Issue("ada", now, now.Add(time.Minute))
+			// The handle, as the workload gets it: from the check's allow, or with the forwarded request.
+			var handle string
+			if enforcement == herdgatev1alpha1.EnforcementGateway {
+				handle = h.visitor().do(http.MethodGet, "/.herdgate/check", nil, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/v1/orders",
+					admission.PassHeader, token).Header.Get(admission.SessionHeader)
+			} else if r := h.visitor().do(http.MethodPost, "/api/v1/orders", nil, admission.PassHeader, token); r.StatusCode == http.StatusOK {
+				handle = h.upstream.all()[0].Header.Get(admission.SessionHeader)
+			}
+			if handle == "" {
+				t.Fatal("the workload got no session handle")
+			}
+			release := func(header ...string) response {
+				return h.visitor().do(http.MethodPost, "/.herdgate/release", nil, append([]string{"Authorization", "Bearer " + releaseKey, admission.SessionHeader, handle}, header...)...)
+			}
+			for _, bad := range [][]string{
+				{admission.HeldHeader, "soon"}, {admission.HeldHeader, "-1"}, {admission.HeldHeader, "600001"},
+				{admission.HeldHeader, "200", admission.HeldFailedHeader, "maybe"}, {admission.HeldFailedHeader, "true"},
+			} {
+				if r := release(bad...); r.StatusCode != http.StatusBadRequest || r.json(t)["header"] != bad[len(bad)-2] {
+					t.Errorf("a release telling %q: %d %s; want 400 naming %s", bad, r.StatusCode, r.body, bad[len(bad)-2])
+				}
+			}
+			if enforcement == herdgatev1alpha1.EnforcementGateway {
+				if r := h.visitor().do(http.MethodGet, "/.herdgate/check", nil, "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/v1/orders",
+					admission.PassHeader, token); r.StatusCode != http.StatusOK {
+					t.Fatalf("after the refused releases the pass is refused: %d %s", r.StatusCode, r.body)
+				}
+			}
+			if r := release(admission.HeldHeader, "180", admission.HeldFailedHeader, "true"); r.StatusCode != http.StatusOK {
+				t.Fatalf("a release telling 180 ms: %d %s", r.StatusCode, r.body)
+			}
+			r, _ := h.room.WorkloadMeter().Take(time.Now())
+			switch {
+			case enforcement == herdgatev1alpha1.EnforcementGateway && (r.Requests != 1 || r.Errors != 1 || r.LatencyMicros != 180_000 || r.FlightMicros != 180_000):
+				t.Errorf("the replica counted %+v; want the one failed request of 180 ms the workload told of", r)
+			case enforcement == herdgatev1alpha1.EnforcementProxy && (r.Requests != 1 || r.Errors != 0 || r.LatencyMicros >= 180_000):
+				t.Errorf("the replica counted %+v; want only the request it forwarded", r)
+			}
+		})
 	}
 }

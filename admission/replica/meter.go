@@ -79,6 +79,22 @@ func (m *WorkloadMeter) End(start time.Time, failed bool) {
 	m.mu.Unlock()
 }
 
+// Told counts a request the workload says it held for held (and whether it failed), as it tells
+// when it releases the session in Gateway mode (POST /.herdgate/release with Herdgate-Held-Ms): the
+// replica never saw it begin, so its share of the in-flight integral, its length, is added at once.
+func (m *WorkloadMeter) Told(held time.Duration, failed bool) {
+	bucket := queue.LatencyBucket(held)
+	m.mu.Lock()
+	m.totals.Requests++
+	if failed {
+		m.totals.Errors++
+	}
+	m.totals.LatencyMicros += held.Microseconds()
+	m.totals.FlightMicros += held.Microseconds()
+	m.buckets[bucket]++
+	m.mu.Unlock()
+}
+
 // Judged counts the first wait told to a visitor admitted here, off by ratio of the wait it had: the
 // scheduler shows the recent 90th percentile in the room's status.
 func (m *WorkloadMeter) Judged(ratio float64) {

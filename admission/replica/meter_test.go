@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herdgate/herdgate/internal/pass"
+	"github.com/herdgate/herdgate/internal/queue"
 )
 
 // TestTheMeterKeepsRunningTotals: requests, errors, latency and time in flight add up across takes,
@@ -31,12 +32,8 @@ func TestTheMeterKeepsRunningTotals(t *testing.T) {
 	if len(uses) != 1 || uses[0].Second != nb.Unix() {
 		t.Fatalf("uses %v, want ada's once", uses)
 	}
-	var bucketed int64
-	for _, n := range r.Buckets {
-		bucketed += n
-	}
-	if bucketed != 2 {
-		t.Fatalf("latency buckets %v hold %d requests, want 2", r.Buckets, bucketed)
+	if n := bucketed(r); n != 2 {
+		t.Fatalf("latency buckets %v hold %d requests, want 2", r.Buckets, n)
 	}
 	m.GiveBack(uses)
 	m.End(m.Begin(), false)
@@ -70,4 +67,28 @@ func TestTheMeterCountsTheJudgedEstimatesByTheirError(t *testing.T) {
 	if want := []int64{1, 0, 0, 1, 0, 0, 0, 0, 0, 1}; !slices.Equal(r.EstimateErrors, want) {
 		t.Fatalf("counts %v, want %v", r.EstimateErrors, want)
 	}
+}
+
+// TestTheMeterCountsWhatTheWorkloadTells: a request the workload tells of at its release counts as
+// one that ended here, its length in the latency and in the in-flight integral, its failure as an
+// error.
+func TestTheMeterCountsWhatTheWorkloadTells(t *testing.T) {
+	m := NewWorkloadMeter()
+	m.Told(200*time.Millisecond, false)
+	m.Told(300*time.Millisecond, true)
+	r, _ := m.Take(time.Now())
+	if r.Requests != 2 || r.Errors != 1 || r.LatencyMicros != 500_000 || r.FlightMicros != 500_000 {
+		t.Fatalf("take: %+v; want 2 requests, 1 error, 0.5 s of latency and of flight", r)
+	}
+	if n := bucketed(r); n != 2 {
+		t.Fatalf("latency buckets %v hold %d requests, want 2", r.Buckets, n)
+	}
+}
+
+// bucketed is how many requests r's latency buckets hold.
+func bucketed(r queue.WorkloadReport) (n int64) {
+	for _, b := range r.Buckets {
+		n += b
+	}
+	return n
 }

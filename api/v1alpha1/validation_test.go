@@ -166,6 +166,16 @@ var _ = Describe("WaitingQueue validation", func() {
 		Expect(s.PassFormat).To(Equal(herdgatev1alpha1.PassFormatJWT))
 	})
 
+	It("accepts Adaptive capacity enforced by a gateway when the workload can release", func() {
+		wq := builder.From(sampleQueue()).Enforcement(herdgatev1alpha1.EnforcementGateway).Adaptive(0).ReleaseKey("orders-release", "key").Obj()
+		wq.Name = "gateway-adaptive"
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, wq)).To(Succeed()) })
+		s, err := settings.Derive(wq)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Adaptive).NotTo(BeNil())
+	})
+
 	It("fills the same defaults as the Go accessors when only the required fields are given", func() {
 		wq := &herdgatev1alpha1.WaitingQueue{
 			ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: "default"},
@@ -757,12 +767,12 @@ var _ = Describe("WaitingQueue validation", func() {
 		Entry("an unknown enforcement",
 			func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Enforcement = "Sidecar" },
 			"spec.enforcement", `supported values: "Proxy", "Gateway"`),
-		Entry("Adaptive capacity enforced by a gateway",
+		Entry("Adaptive capacity enforced by a gateway without a release key",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Enforcement = herdgatev1alpha1.EnforcementGateway
 				wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
 			},
-			"spec.capacity.mode", "Adaptive needs enforcement Proxy"),
+			"spec.capacity.mode", "Adaptive with enforcement Gateway needs pass.releaseKeySecretRef"),
 		Entry("an unknown pass format",
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Pass = &herdgatev1alpha1.PassSpec{Format: "PASETO"}

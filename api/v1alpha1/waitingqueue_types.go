@@ -32,7 +32,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place",fieldPath=".abandonAfter"
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAtTurnAfter) || !has(self.abandonAfter) || duration(self.abandonAtTurnAfter) <= duration(self.abandonAfter)",message="abandonAtTurnAfter must not be longer than abandonAfter",fieldPath=".abandonAtTurnAfter"
 // +kubebuilder:validation:XValidation:rule="!has(self.abandonAtTurnAfter) || !has(self.polling) || !has(self.polling.maxInterval) || duration(self.abandonAtTurnAfter) >= duration(self.polling.maxInterval) + duration(self.polling.maxInterval)",message="abandonAtTurnAfter must be at least twice polling.maxInterval, or visitors who poll as told would lose their place at their turn",fieldPath=".abandonAtTurnAfter"
-// +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive')",message="capacity.mode Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure",fieldPath=".capacity.mode"
+// +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.capacity.mode) && self.capacity.mode == 'Adaptive' && !(has(self.pass) && has(self.pass.releaseKeySecretRef)))",message="capacity.mode Adaptive with enforcement Gateway needs pass.releaseKeySecretRef: the workload tells how long it held each request when it releases the session",fieldPath=".capacity.mode"
 // +kubebuilder:validation:XValidation:rule="!(has(self.enforcement) && self.enforcement == 'Gateway' && has(self.proxy) && has(self.proxy.shared))",message="proxy.shared needs enforcement Proxy: a gateway asks the check of one room",fieldPath=".proxy.shared"
 // +kubebuilder:validation:XValidation:rule="!has(self.lanes) || !self.lanes.exists(l, has(l.join.invitation) && l.join.invitation) || (has(self.entry) && has(self.entry.invitation))",message="a lane joined by invitation needs entry.invitation, whose key signs the invitations",fieldPath=".lanes"
 // +kubebuilder:validation:XValidation:rule="!has(self.entry) || !has(self.entry.shadowQueue) || !has(self.entry.shadowQueue.challengeFailed) || !self.entry.shadowQueue.challengeFailed || has(self.entry.challenge)",message="entry.shadowQueue.challengeFailed needs entry.challenge",fieldPath=".entry.shadowQueue.challengeFailed"
@@ -319,7 +319,8 @@ type CapacitySpec struct {
 	MaxActive *int32 `json:"maxActive,omitempty"`
 
 	// mode is Declared (admit at the plan derived from this spec) or Adaptive (the plan is the
-	// ceiling: the proxies measure the protected requests' latency, requests in flight, errors and
+	// ceiling: the proxies measure (behind a gateway, the workload tells on its releases: Herdgate-Held-Ms)
+	// the protected requests' latency, requests in flight, errors and
 	// the visitors who never use their pass, and the rate follows what the workload takes, between
 	// minAdmissionsPerSecond and the plan; to make up for no-shows it may rise to the pool's full
 	// rate, poolSize ÷ requestLatency, and no further). Defaults to Declared.

@@ -313,8 +313,8 @@ func (s *Settings) checkEnforcement(spec *herdgatev1alpha1.WaitingQueueSpec) err
 		return fieldErr("spec.pass.keyRotation", "applies to format JWT only")
 	case s.Enforcement != herdgatev1alpha1.EnforcementProxy && s.Enforcement != herdgatev1alpha1.EnforcementGateway:
 		return fieldErr("spec.enforcement", "%q is neither Proxy nor Gateway", s.Enforcement)
-	case s.Enforcement == herdgatev1alpha1.EnforcementGateway && s.Adaptive != nil:
-		return fieldErr("spec.capacity.mode", "Adaptive needs enforcement Proxy: with Gateway, herdgate never sees the workload's answers it would measure")
+	case s.Enforcement == herdgatev1alpha1.EnforcementGateway && s.Adaptive != nil && s.ReleaseKey == nil:
+		return fieldErr("spec.capacity.mode", "Adaptive with enforcement Gateway needs pass.releaseKeySecretRef: the workload tells how long it held each request when it releases the session")
 	case s.PassFormat != herdgatev1alpha1.PassFormatHMAC && s.PassFormat != herdgatev1alpha1.PassFormatJWT:
 		return fieldErr("spec.pass.format", "%q is neither HMAC nor JWT", s.PassFormat)
 	case s.PassFormat == herdgatev1alpha1.PassFormatJWT && s.Sliding:
