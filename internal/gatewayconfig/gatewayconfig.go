@@ -96,6 +96,36 @@ func Render(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// site is what a configuration that names hosts needs: where the gateway listens, where herdgate
+// and the workload are (the options', else the cluster's Service names), and the cap it keeps on
+// the workload.
+type site struct {
+	listen, herdgate, workload string
+	limit                      int64
+}
+
+func siteOf(wq *herdgatev1alpha1.WaitingQueue, opts Options, listen string) (site, error) {
+	limit, err := WorkloadCap(wq, opts.replicas())
+	if err != nil {
+		return site{}, err
+	}
+	s := site{listen: listen, herdgate: opts.HerdgateAddress, workload: opts.WorkloadAddress, limit: limit}
+	if opts.Listen != "" {
+		s.listen = opts.Listen
+	}
+	if s.herdgate == "" {
+		s.herdgate = fmt.Sprintf("%s.%s.svc:80", wq.ServiceName(), wq.Namespace)
+	}
+	if s.workload == "" {
+		svc := wq.Spec.Upstream.Service
+		if svc == nil {
+			return site{}, fmt.Errorf("spec.upstream.url: give the workload's address (--workload-address)")
+		}
+		s.workload = fmt.Sprintf("%s.%s.svc:%d", svc.Name, wq.Namespace, svc.Port)
+	}
+	return s, nil
+}
+
 func meta(wq *herdgatev1alpha1.WaitingQueue, name string) map[string]any {
 	return map[string]any{"name": name, "namespace": wq.Namespace, "labels": map[string]any{
 		"app.kubernetes.io/managed-by": "herd-gateway-config", "herdgate.io/waitingqueue": wq.Name,
