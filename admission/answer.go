@@ -60,6 +60,19 @@ func (a *answer) setHeader(name, value string) { a.header = append(a.header, [2]
 
 func (a *answer) setCookie(c *http.Cookie) { a.cookies = append(a.cookies, c) }
 
+// RoomAnswer is one of herdgate's own answers as a value, counted when written: the visitor API's to
+// herdgate's own paths (Room.AnswerReserved), the answer to a host no room serves (AnswerUnrouted),
+// and to a forward that failed (UpstreamCall.Failed). A front writes it through its exchange with
+// WriteTo, where the gate's decisions carry a Reply for fronts and checks to write in their own form.
+type RoomAnswer struct {
+	a answer
+	m *metrics
+}
+
+// WriteTo writes the answer through x, and counts it. An answer with nothing to say (the visitor
+// went away) writes nothing.
+func (a RoomAnswer) WriteTo(x Exchange) { render(x, a.a, a.m) }
+
 // replyOf is a as a Reply, which a front writes in its own form: the answer of the gate when refusal
 // says it answers itself (an answer that is no refusal never reads as an allow: mustRefuse), and
 // otherwise what it adds to the upstream's answer.

@@ -53,7 +53,7 @@ const (
 	// page's redirect, a malformed request), and nothing of it reaches the upstream.
 	Answer
 	// Reserved: the path is herdgate's own (/.herdgate/…), which the room's endpoints serve
-	// (Room.ServeReserved); asked by a gateway, it goes on to herdgate as it is.
+	// (Room.AnswerReserved); asked by a gateway, it goes on to herdgate as it is.
 	Reserved
 )
 

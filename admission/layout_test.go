@@ -102,6 +102,37 @@ func TestEachRoleHoldsWhatItUses(t *testing.T) {
 	}
 }
 
+// TestOneFileWritesAnswers: herdgate's answers are values (answer.go), and one file turns them into
+// bytes. No other file calls render, nor writes to an Exchange itself, so that no role answers
+// piecemeal and every answer is counted once; the fronts write the Reply values they are given.
+func TestOneFileWritesAnswers(t *testing.T) {
+	writes := map[string]bool{"render": true, "Reply": true, "SetHeader": true, "SetCookie": true}
+	pkg := parsePackage(t)
+	for _, path := range slices.Sorted(maps.Keys(pkg.files)) {
+		if path == "answer.go" {
+			continue
+		}
+		ast.Inspect(pkg.files[path], func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			switch fn := call.Fun.(type) {
+			case *ast.Ident:
+				if fn.Name == "render" {
+					t.Errorf("%s calls render: return an answer, and let answer.go write it", path)
+				}
+			case *ast.SelectorExpr:
+				// x.Reply(...), x.SetHeader(...) on an Exchange: any receiver named like one.
+				if id, ok := fn.X.(*ast.Ident); ok && writes[fn.Sel.Name] && (id.Name == "x" || id.Name == "w") {
+					t.Errorf("%s writes %s.%s itself: return an answer, and let answer.go write it", path, id.Name, fn.Sel.Name)
+				}
+			}
+			return true
+		})
+	}
+}
+
 // roles are the roles of a Room.
 var roles = map[string]bool{"gate": true, "visitorAPI": true, "replicaRuntime": true}
 

@@ -270,14 +270,15 @@ func (r *Room) keepReply(d *Decision, a answer) {
 	}
 }
 
-// ServeReserved answers a request to herdgate's own path (a Reserved decision) through x: enter,
-// status, the waiting page and the room's other endpoints, under the config it was decided with.
-func (r *Room) ServeReserved(x Exchange, d Decision) {
+// AnswerReserved is the room's answer to a request to herdgate's own path (a Reserved decision):
+// enter, status, the waiting page and the room's other endpoints, under the config it was decided
+// with. The visitor API reads the request through x and writes nothing to it: its answer comes back
+// as a value, which the front writes (RoomAnswer.WriteTo).
+func (r *Room) AnswerReserved(x Exchange, d Decision) RoomAnswer {
 	if d.cfg == nil {
-		render(x, unconfigured(d.canonical), r.metrics)
-		return
+		return RoomAnswer{unconfigured(d.canonical), r.metrics}
 	}
-	render(x, r.visitors.serveReserved(x, d.cfg, d.canonical), r.metrics)
+	return RoomAnswer{r.visitors.serveReserved(x, d.cfg, d.canonical), r.metrics}
 }
 
 // Allowed records a request a gateway was told it may pass: it is counted, and on a completion route

@@ -143,14 +143,14 @@ func (s *Set) Ready() bool {
 	return false
 }
 
-// ServeUnrouted answers a request to a host on which no room of rooms is served: the probes, which
-// the kubelet sends to the pod's own address, and 421 with a JSON body for anything else, as for a
-// request that reached a server not configured for its host.
-func ServeUnrouted(rooms Rooms, x Exchange, escapedPath string) {
-	render(x, unrouted(rooms, escapedPath), nil)
+// AnswerUnrouted is the answer to a request to a host on which no room of rooms is served: the
+// probes, which the kubelet sends to the pod's own address, and 421 with a JSON body for anything
+// else, as for a request that reached a server not configured for its host.
+func AnswerUnrouted(rooms Rooms, escapedPath string) RoomAnswer {
+	return RoomAnswer{unrouted(rooms, escapedPath), nil}
 }
 
-// unrouted is the answer of ServeUnrouted.
+// unrouted is the answer of AnswerUnrouted.
 func unrouted(rooms Rooms, escapedPath string) answer {
 	switch canonical, _ := route.Normalize(escapedPath); canonical {
 	case reservedPrefix + "/healthz":

@@ -76,12 +76,12 @@ func (c *UpstreamCall) Answered(status int, release string) {
 }
 
 // Failed records that the upstream gave no answer, or that the visitor's body could not be read
-// (ErrVisitorBody), and answers x: 400 for the visitor's fault, 502 for the upstream's, nothing when
-// the visitor went away. A failure after the answer's headers (an upgrade gone wrong) is answered
-// too.
-func (c *UpstreamCall) Failed(x Exchange, err error) {
+// (ErrVisitorBody), and returns the answer the front writes: 400 for the visitor's fault, 502 for the
+// upstream's, nothing when the visitor went away. A failure after the answer's headers
+// (an upgrade gone wrong) is answered too.
+func (c *UpstreamCall) Failed(err error) RoomAnswer {
 	c.finish(upstreamFault(err, 0))
-	render(x, c.g.upstreamFailed(err, c.d), c.g.metrics)
+	return RoomAnswer{c.g.upstreamFailed(err, c.d), c.g.metrics}
 }
 
 // End ends a call the front gave up on without an answer or a failure; it counts nothing more.

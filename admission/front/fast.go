@@ -153,7 +153,7 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 	}
 	p := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
 	if p == nil {
-		admission.ServeUnrouted(f.rooms, fastExchange{ctx}, requestPath(ctx.Request.Header.RequestURI()))
+		admission.AnswerUnrouted(f.rooms, requestPath(ctx.Request.Header.RequestURI())).WriteTo(fastExchange{ctx})
 		return
 	}
 	if target := ctx.Request.Header.RequestURI(); isCheck(target) {
@@ -188,7 +188,7 @@ func (f *Fast) carry(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.De
 	case admission.Forward:
 		f.forward(ctx, p, d)
 	case admission.Reserved:
-		p.ServeReserved(fastExchange{ctx}, d)
+		p.AnswerReserved(fastExchange{ctx}, d).WriteTo(fastExchange{ctx})
 	default:
 		writeReply(fastExchange{ctx}, d.Reply())
 	}
@@ -265,7 +265,7 @@ func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.
 	}
 	if err != nil {
 		ctx.Response.Reset()
-		call.Failed(fastExchange{ctx}, upstreamError(err))
+		call.Failed(upstreamError(err)).WriteTo(fastExchange{ctx})
 		return
 	}
 	release := string(ctx.Response.Header.Peek(admission.ReleaseHeader))

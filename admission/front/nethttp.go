@@ -66,7 +66,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p := h.rooms.Room([]byte(r.Host), []byte(r.Method), []byte(r.RequestURI))
 	if p == nil {
-		admission.ServeUnrouted(h.rooms, stdExchange{w, r}, r.URL.EscapedPath())
+		admission.AnswerUnrouted(h.rooms, r.URL.EscapedPath()).WriteTo(stdExchange{w, r})
 		return
 	}
 	target := r.RequestURI
@@ -85,7 +85,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	switch d.Verdict() {
 	case admission.Reserved:
-		p.ServeReserved(stdExchange{w, r}, d)
+		p.AnswerReserved(stdExchange{w, r}, d).WriteTo(stdExchange{w, r})
 		return
 	case admission.Answer:
 		writeReply(stdExchange{w, r}, d.Reply())
@@ -196,7 +196,7 @@ type readCloser struct {
 
 // upstreamFailed answers a request the upstream did not answer.
 func upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
-	forwardOf(r).call.Failed(stdExchange{w, r}, err)
+	forwardOf(r).call.Failed(err).WriteTo(stdExchange{w, r})
 }
 
 // NewUpstreamTransport is the one keep-alive transport the proxy shares for its upstream: many idle
