@@ -64,6 +64,9 @@ func TestTheGateReturnsItsDecisionAsAValue(t *testing.T) {
 		{"enter", "POST", "/.herdgate/enter", nil, got{Verdict: admission.Reserved}},
 		{"the page", "GET", "/.herdgate", nil, got{Verdict: admission.Reserved}},
 		{"a reserved path spelt otherwise", "GET", "/x/../.herdgate/status", nil, got{Verdict: admission.Reserved}},
+		// What every request must be is checked before either role takes it: herdgate's own paths too.
+		{"CONNECT to herdgate's own path", "CONNECT", "/.herdgate/status", nil, got{Verdict: admission.Answer, Status: 405}},
+		{"herdgate's own path that does not normalise", "GET", "/.herdgate/%zz", nil, got{Verdict: admission.Answer, Status: 400}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "http://shop.example/", nil)
@@ -82,6 +85,16 @@ func TestTheGateReturnsItsDecisionAsAValue(t *testing.T) {
 				t.Errorf("an answer without a body: %q %q", reply.ContentType, reply.Body)
 			}
 		})
+	}
+	enter := httptest.NewRequest(http.MethodPost, "http://shop.example/.herdgate/enter", nil)
+	enter.Header.Add("X-User-Id", "ada")
+	enter.Header.Add("X-User-Id", "bea")
+	if d := p.Decide(readOnly{admissiontest.NewRequest(enter), t}, "/.herdgate/enter", false); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusBadRequest {
+		t.Errorf("an entry with two identities: verdict %d, %d; want a 400 before the visitor API", d.Verdict(), d.Reply().Status)
+	}
+	status := httptest.NewRequest(http.MethodGet, "http://shop.example/.herdgate/status", nil)
+	if d := p.Decide(readOnly{admissiontest.NewRequest(status), t}, "/.herdgate/status", true); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusBadRequest {
+		t.Errorf("herdgate's own path with a fragment: verdict %d, %d; want a 400", d.Verdict(), d.Reply().Status)
 	}
 	unconfigured, _ := admissiontest.NewRoom("shop/orders", nil, admission.Options{})
 	r := httptest.NewRequest(http.MethodGet, "http://shop.example/checkout", nil)

@@ -104,46 +104,22 @@ func (d Decision) Config() *Config { return d.cfg }
 // Path is the request's normalised path, as its routes were matched.
 func (d Decision) Path() string { return d.canonical }
 
-// decide is the gate. It reads the request through x and returns its decision, and the answer it
-// gives a request it does not let through, or what it adds to the upstream's answer on a Forward
-// (a pass handed out at once or extended); checking says a gateway asks (DecideForGateway).
-func (g *gate) decide(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (Decision, answer) {
-	d, a, forward := g.judge(x, cfg, escapedPath, fragment, checking)
-	if !forward && d.verdict != Reserved {
+// decide is the gate, for a request to the room's routes whose path normalises to canonical (not
+// herdgate's own: the room sends those to the visitor API first). It reads the request through x and
+// returns its decision, and the answer it gives a request it does not let through, or what it adds to
+// the upstream's answer on a Forward (a pass handed out at once or extended); checking says a gateway
+// asks (DecideForGateway).
+func (g *gate) decide(x Exchange, cfg *Config, canonical string, checking bool) (Decision, answer) {
+	d, a, forward := g.judge(x, cfg, canonical, checking)
+	if !forward {
 		d.verdict = Answer
 	}
 	return d, a
 }
 
-// judge makes the gate's decision: the answer the gate gives itself (a bad path, a protected route
-// without a valid pass), Reserved for herdgate's own paths, and otherwise how to forward, with what
-// it adds to the upstream's answer.
-func (g *gate) judge(x Exchange, cfg *Config, escapedPath string, fragment, checking bool) (d Decision, a answer, forward bool) {
-	if cfg == nil {
-		if canonical, err := route.Normalize(escapedPath); err == nil && !fragment && isReserved(canonical) {
-			// The probes and the page's endpoints answer for themselves that there is no config.
-			return Decision{verdict: Reserved, canonical: canonical}, a, false
-		}
-		return d, unconfigured(""), false
-	}
-	if strings.EqualFold(x.Method(), http.MethodConnect) {
-		// A gateway in front of one workload tunnels nothing.
-		return d, errorAnswer(http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "CONNECT is not served"}).
-			counted("open", "method_not_allowed"), false
-	}
-	if cfg.IdentityHeader != "" && x.HeaderCount(cfg.IdentityHeader) > 1 {
-		// Which of two identities a hop behind us would pick is anybody's guess: refuse both.
-		return d, errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_identity", Message: "the identity header " + cfg.IdentityHeader + " is repeated", Header: cfg.IdentityHeader}).
-			counted("open", "bad_identity"), false
-	}
-	canonical, err := route.Normalize(escapedPath)
-	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
-	if err != nil || fragment {
-		return d, badPath(), false
-	}
-	if isReserved(canonical) {
-		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}, a, false
-	}
+// judge makes the gate's decision: the answer the gate gives itself (a protected route without a
+// valid pass), and otherwise how to forward, with what it adds to the upstream's answer.
+func (g *gate) judge(x Exchange, cfg *Config, canonical string, checking bool) (d Decision, a answer, forward bool) {
 	if !checking && cfg.Enforcement == herdgatev1alpha1.EnforcementGateway {
 		// The gateway forwards to the workload; a request reaching herdgate's front outside its own
 		// paths took a wrong turn, and passing it on would skip whatever the gateway does.
@@ -179,11 +155,6 @@ func bypassLane(x Exchange, cfg *Config, canonical string) string {
 	var out entry.Outcome
 	cfg.BypassLanes.Check(entry.Input{Request: x, Path: canonical}, &out)
 	return out.Bypass
-}
-
-// badPath is the answer to a request whose path cannot be normalised.
-func badPath() answer {
-	return errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"}).counted("open", "bad_path")
 }
 
 // admit decides whether a request to a protected route may pass: the answer when not, and on a

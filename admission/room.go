@@ -243,9 +243,7 @@ func (r *Room) MetricsHandler() http.Handler {
 // target's path as it came; fragment says the target carried a '#'. The decision carries the config
 // it was made under. The gate reads the request through x and writes nothing to it.
 func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
-	d, a := r.gate.decide(x, r.configNow(), escapedPath, fragment, false)
-	r.keepReply(&d, a)
-	return d
+	return r.decide(x, escapedPath, fragment, false)
 }
 
 // DecideForGateway is Decide for a gateway that asks whether a request may pass (forward auth,
@@ -254,11 +252,27 @@ func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 // (it goes to the waiting page, which enters it and hands it its pass on /.herdgate/), and a Sliding
 // pass is not extended. An allowed request is reported with Allowed.
 func (r *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
-	d, a := r.gate.decide(x, r.configNow(), escapedPath, fragment, true)
-	r.keepReply(&d, a)
+	d := r.decide(x, escapedPath, fragment, true)
 	if d.verdict != Reserved {
 		r.state.checks.Add(1) // the gateway asks: GatewayChecking
 	}
+	return d
+}
+
+// decide reads the request's path once and sends it to the role that serves it: herdgate's own
+// paths to the visitor API (AnswerReserved), beside the gate and never through it, and the room's
+// routes to the gate.
+func (r *Room) decide(x Exchange, escapedPath string, fragment, checking bool) Decision {
+	cfg := r.configNow()
+	canonical, a, ok := pathOf(x, cfg, escapedPath, fragment)
+	if ok && isReserved(canonical) {
+		return Decision{verdict: Reserved, cfg: cfg, canonical: canonical}
+	}
+	d := Decision{verdict: Answer}
+	if ok {
+		d, a = r.gate.decide(x, cfg, canonical, checking)
+	}
+	r.keepReply(&d, a)
 	return d
 }
 

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -21,6 +22,40 @@ func matchesAny(routes []route.Route, method, host, canonical string) bool {
 
 func isReserved(canonical string) bool {
 	return canonical == reservedPrefix || strings.HasPrefix(canonical, reservedPrefix+"/")
+}
+
+// pathOf reads what every request must be before any role takes it, whatever its path: its path
+// normalised once (canonical), or the answer to one that no role serves. With no config in force
+// (cfg nil) only herdgate's own paths are served: the probes and the page's endpoints answer for
+// themselves that there is none.
+func pathOf(x Exchange, cfg *Config, escapedPath string, fragment bool) (canonical string, a answer, ok bool) {
+	if cfg == nil {
+		if canonical, err := route.Normalize(escapedPath); err == nil && !fragment && isReserved(canonical) {
+			return canonical, a, true
+		}
+		return "", unconfigured(""), false
+	}
+	if strings.EqualFold(x.Method(), http.MethodConnect) {
+		// A gateway in front of one workload tunnels nothing.
+		return "", errorAnswer(http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: "CONNECT is not served"}).
+			counted("open", "method_not_allowed"), false
+	}
+	if cfg.IdentityHeader != "" && x.HeaderCount(cfg.IdentityHeader) > 1 {
+		// Which of two identities a hop behind us would pick is anybody's guess: refuse both.
+		return "", errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_identity", Message: "the identity header " + cfg.IdentityHeader + " is repeated", Header: cfg.IdentityHeader}).
+			counted("open", "bad_identity"), false
+	}
+	canonical, err := route.Normalize(escapedPath)
+	// A fragment is no part of a request; where a '#' would end the path is anybody's guess.
+	if err != nil || fragment {
+		return "", badPath(), false
+	}
+	return canonical, a, true
+}
+
+// badPath is the answer to a request whose path cannot be normalised.
+func badPath() answer {
+	return errorAnswer(http.StatusBadRequest, errorBody{Error: "bad_path", Message: "the request path cannot be normalised"}).counted("open", "bad_path")
 }
 
 // methodOverrides are the headers through which frameworks let a request act as another method.
