@@ -36,18 +36,18 @@ func PassDecision(p pass.Pass) Decision { return Decision{class: "protected", pa
 func (p *Room) AfterUpstream(d Decision, status int, release string) {
 	p.gate.afterUpstream(d, status, release)
 }
-func (p *Room) SyncSessions(ctx context.Context) error { return p.runtime.syncSessions(ctx) }
-func (p *Room) KeepSessions(ctx context.Context)       { p.runtime.keepSessions(ctx) }
-func (p *Room) RefreshFar(ctx context.Context)         { p.runtime.refreshFar(ctx) }
-func (p *Room) KeepFarPositions(ctx context.Context)   { p.runtime.keepFarPositions(ctx) }
-func (p *Room) ReportWorkload(ctx context.Context)     { p.runtime.reportWorkload(ctx) }
-func (p *Room) ReportConfig(ctx context.Context)       { p.runtime.reportConfig(ctx) }
+func (p *Room) SyncSessions(ctx context.Context) error { return p.runtime.SyncSessions(ctx) }
+func (p *Room) KeepSessions(ctx context.Context)       { p.runtime.KeepSessions(ctx) }
+func (p *Room) RefreshFar(ctx context.Context)         { p.runtime.RefreshFar(ctx) }
+func (p *Room) KeepFarPositions(ctx context.Context)   { p.runtime.KeepFarPositions(ctx) }
+func (p *Room) ReportWorkload(ctx context.Context)     { p.runtime.ReportWorkload(ctx) }
+func (p *Room) ReportConfig(ctx context.Context)       { p.runtime.ReportConfig(ctx) }
 
 // ReportAt is the report the replica would send at now (the checks' rate measured since the last).
-func (p *Room) ReportAt(now time.Time) queue.ProxyReport { return p.state.report(now) }
-func (p *Room) Sessions() *replica.Sessions              { return p.runtime.sessions }
-func (p *Room) FarPositions() *replica.FarPositions      { return p.runtime.farPositions }
-func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.runtime.workload }
+func (p *Room) ReportAt(now time.Time) queue.ProxyReport { return p.report.At(now) }
+func (p *Room) Sessions() *replica.Sessions              { return p.runtime.Sessions }
+func (p *Room) FarPositions() *replica.FarPositions      { return p.runtime.Far }
+func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.runtime.Workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
 func (p *Room) ReadPlansFresh(engine queue.PlanReader) {
@@ -55,17 +55,6 @@ func (p *Room) ReadPlansFresh(engine queue.PlanReader) {
 }
 
 func (p *Room) RedisDown() bool { return p.redis.isDown() }
-
-// Reclaimer is the proxy's write-back of passes after a failover.
-type Reclaimer = reclaimer
-
-func (r *reclaimer) Saw(p pass.Pass, now time.Time) { r.saw(p, now) }
-
-func (r *reclaimer) Start(at time.Time, lifetime time.Duration, recent []queue.HeldPass) {
-	r.start(at, lifetime, recent)
-}
-
-func (r *reclaimer) Take(now time.Time) []queue.HeldPass { return r.take(now) }
 
 // MustRefuse is what the gate makes of the reply it wrote for a request it did not let through.
 func MustRefuse(r Reply) Reply {

@@ -1,10 +1,10 @@
 package admission
 
 import (
-	"context"
 	"net/http"
 	"time"
 
+	"github.com/herdgate/herdgate/admission/replica"
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/phase"
@@ -23,18 +23,10 @@ const (
 	// PlaceCookie holds the visitor's place; PlaceHeader carries it for clients without cookies.
 	PlaceCookie = "herdgate_place"
 	PlaceHeader = "Herdgate-Place"
-
-	// farSnapshotPerCall bounds the boundaries one call counts, and so how long it holds Redis.
-	farSnapshotPerCall = 200
-	// farBatchMost bounds the signs of life one call records, for the same reason.
-	farBatchMost = 1000
 )
 
 // positionEngine is what an engine offers for far positions; the queue on Redis does.
-type positionEngine interface {
-	RankSnapshot(ctx context.Context, perCall int) (queue.RankSnapshot, error)
-	SeenBatch(ctx context.Context, visitors []queue.SeenVisitor, abandonAfter time.Duration) (queue.SeenResult, error)
-}
+type positionEngine = replica.PositionEngine
 
 // farPathOpen says whether polls of this room may be answered far from the front: the room is open
 // (while a pre-queue is drawn, places are still being settled) and the engine offers snapshots.

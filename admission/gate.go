@@ -36,7 +36,7 @@ type gate struct {
 	links    *links
 	sessions *replica.Sessions
 	workload *replica.WorkloadMeter
-	reclaim  *reclaimer
+	reclaims *replica.Reclaims
 	metrics  *metrics
 	log      logr.Logger
 	now      func() time.Time
@@ -184,7 +184,7 @@ func (g *gate) admit(x Exchange, cfg *Config, d *Decision) (answer, bool) {
 		if g.workload.Used(verified, now) {
 			g.metrics.firstUse.Observe(max(0, now.Sub(verified.NotBefore).Seconds()))
 		}
-		g.reclaim.saw(verified, now)
+		g.reclaims.Saw(verified, now)
 		var slid answer
 		if cfg.Sliding && !d.checking {
 			g.slide(&slid, x, cfg, verified, now)

@@ -133,8 +133,9 @@ func TestOneFileWritesAnswers(t *testing.T) {
 	}
 }
 
-// roles are the roles of a Room.
-var roles = map[string]bool{"gate": true, "visitorAPI": true, "replicaRuntime": true}
+// roles are the roles of a Room: the replica runtime is replica.Runtime, which reads the room
+// through runtimeView.
+var roles = map[string]bool{"gate": true, "visitorAPI": true, "runtimeView": true}
 
 // parsedPackage is the package's files but its tests, and its types by name.
 type parsedPackage struct {

@@ -46,7 +46,7 @@ type metrics struct {
 	// estimateError is how far off the first wait told to each admitted visitor was (estimate.go).
 	estimateError prometheus.Histogram
 	// reclaimed counts the passes written back after a failover of Redis, reclaimedWaiting those of
-	// visitors the new primary still had waiting (reclaim.go).
+	// visitors the new primary still had waiting (replica.Reclaims).
 	reclaimed, reclaimedWaiting prometheus.Counter
 
 	// The hot path's series, looked up once.

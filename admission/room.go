@@ -20,7 +20,6 @@ import (
 )
 
 // The Room: what it runs on, how it is made, and its roles composed into what fronts and hosts call.
-// The state the roles share is in state.go.
 
 // Engine is what the gate needs of the queue engine. A *queue.Queue is the one it runs on; unit tests
 // give it one in memory.
@@ -51,8 +50,9 @@ type Options struct {
 //     lets through goes upstream;
 //   - the visitor API (endpoints.go and the files it serves from) answers herdgate's own paths,
 //     /.herdgate/*: enter, status, the waiting page;
-//   - the replica runtime (run.go) keeps the loops beside the requests: Redis' health, the reports,
-//     the sessions' sync, far positions, the write-back after a failover.
+//   - the replica runtime (replica.Runtime, which reads the room through run.go) keeps the loops
+//     beside the requests: Redis' health, the reports, the sessions' sync, far positions, the
+//     write-back after a failover.
 //
 // Each role holds what it uses, and nothing else: the engine, the room's Redis health (health.go),
 // its standing (phase.go), its links (identity.go), and the replica's memory between its calls to
@@ -64,8 +64,8 @@ type Options struct {
 type Room struct {
 	name string // namespace/name
 	cfg  atomic.Pointer[Config]
-	// state is what this replica serves and refused, reported to the manager (report.go).
-	state    configState
+	// report is what this replica serves and refused, reported to the manager.
+	report   *replica.ConfigReport
 	engine   Engine
 	standing *standings
 	redis    *redisHealth
@@ -77,7 +77,7 @@ type Room struct {
 
 	gate     *gate
 	visitors *visitorAPI
-	runtime  *replicaRuntime
+	runtime  *replica.Runtime
 }
 
 // NewRoom serves cfg's room, its queue stored in store.
@@ -117,14 +117,18 @@ func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 		redis:    &redisHealth{now: now, log: opts.Log, up: m.redisUp},
 		links:    &links{roomID: herdgatev1alpha1.RoomID(namespace, name)},
 	}
-	sessions, workload, farPositions, reclaim := replica.NewSessions(), replica.NewWorkloadMeter(), replica.NewFarPositions(), &reclaimer{}
+	sessions, workload, farPositions, reclaims := replica.NewSessions(), replica.NewWorkloadMeter(), replica.NewFarPositions(), &replica.Reclaims{}
+	r.report = replica.NewConfigReport(opts.Replica)
 	r.gate = &gate{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions, workload: workload,
-		reclaim: reclaim, metrics: m, log: opts.Log, now: now, rand: rnd}
+		reclaims: reclaims, metrics: m, log: opts.Log, now: now, rand: rnd}
 	r.visitors = &visitorAPI{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions,
 		workload: workload, farPositions: farPositions, polls: &replica.PollStretches{}, nextPolls: &replica.NextPolls{}, clientPolls: &replica.ClientPolls{}, draining: &r.draining, metrics: m, log: opts.Log, now: now, rand: rnd}
-	r.runtime = &replicaRuntime{name: roomName, cfg: &r.cfg, state: &r.state, engine: engine, standing: r.standing, redis: r.redis,
-		sessions: sessions, workload: workload, farPositions: farPositions, reclaim: reclaim, metrics: m, log: opts.Log, now: now}
-	r.state.init(opts.Replica)
+	r.runtime = &replica.Runtime{Name: roomName, Engine: engine, Report: r.report,
+		Room:     runtimeView{cfg: &r.cfg, engine: engine, standing: r.standing, redis: r.redis},
+		Sessions: sessions, Workload: workload, Far: farPositions, Reclaims: reclaims,
+		Metrics: replica.Metrics{Releases: m.releases, FarSigns: m.farSigns, FarSnapshots: m.farSnapshots,
+			Reclaimed: m.reclaimed, ReclaimedWaiting: m.reclaimedWaiting},
+		Log: opts.Log, Now: now}
 	if d, ok := engine.(durableEngine); ok {
 		r.metrics.roomRegistry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "herdgate_proxy_redis_unacknowledged_writes_total",
@@ -153,7 +157,7 @@ func (r *Room) SetConfig(cfg *Config) {
 		}
 	}
 	r.cfg.Store(cfg)
-	r.state.applied(cfg.Generation)
+	r.report.Applied(cfg.Generation)
 	r.metrics.configGeneration.Set(float64(cfg.Generation))
 	r.metrics.configRefused.Set(0)
 }
@@ -161,9 +165,9 @@ func (r *Room) SetConfig(cfg *Config) {
 // RefuseConfig records that generation of the WaitingQueue could not be applied, and why; the
 // config in force stays. The refusal is logged, counted, and reported to the manager (see Replica).
 func (r *Room) RefuseConfig(generation int64, err error) {
-	if r.state.refused(generation, err.Error()) {
+	if r.report.Refused(generation, err.Error()) {
 		r.log.Error(err, "Refusing a WaitingQueue generation that does not make a valid config; keeping the config in force",
-			"generation", generation, "serving", r.state.serving())
+			"generation", generation, "serving", r.report.Serving())
 		r.metrics.configRefusals.Inc()
 	}
 	r.metrics.configRefused.Set(1)
@@ -196,7 +200,7 @@ func (r *Room) StartDrain() { r.draining.Store(true) }
 
 // CheckRedis pings Redis and records whether it answered; FailOpen relies on it.
 func (r *Room) CheckRedis(ctx context.Context) error {
-	return r.runtime.checkRedisFor(ctx, time.Time{})
+	return r.runtime.CheckRedis(ctx, time.Time{})
 }
 
 // unconfigured answers a request to the normalised path canonical ("" for any other) while the
@@ -254,7 +258,7 @@ func (r *Room) Decide(x Exchange, escapedPath string, fragment bool) Decision {
 func (r *Room) DecideForGateway(x Exchange, escapedPath string, fragment bool) Decision {
 	d := r.decide(x, escapedPath, fragment, true)
 	if d.verdict != Reserved {
-		r.state.checks.Add(1) // the gateway asks: GatewayChecking
+		r.report.CountCheck() // the gateway asks: GatewayChecking
 	}
 	return d
 }
@@ -313,5 +317,5 @@ func (r *Room) BeginUpstream(d Decision) *UpstreamCall { return r.gate.beginUpst
 // Redis, writes back the passes visitors hold. A program that serves
 // the Room through a front of its own runs it beside.
 func (r *Room) Run(ctx context.Context, redisCheckInterval time.Duration) {
-	r.runtime.run(ctx, redisCheckInterval)
+	r.runtime.Run(ctx, redisCheckInterval)
 }

@@ -16,7 +16,7 @@ import (
 
 // defaultGatewayCheckGrace is how long visitors may be admitted without a gateway check before
 // GatewayChecking turns False: three of the replicas' report intervals, so that the first checks of
-// a room that just opened have been reported (admission.ReportInterval).
+// a room that just opened have been reported (replica.ReportInterval, in admission/replica).
 const defaultGatewayCheckGrace = 30 * time.Second
 
 func (r *WaitingQueueReconciler) gatewayCheckGrace() time.Duration {

@@ -25,7 +25,7 @@ const (
 	// Redis lost its data.
 	planRepublish = 10 * time.Second
 	// proxyReportMaxAge is how long a proxy replica's report counts: replicas report every
-	// admission.ReportInterval, so one that missed three reports is gone.
+	// replica.ReportInterval (admission/replica), so one that missed three reports is gone.
 	proxyReportMaxAge = 30 * time.Second
 	// maxCatchUpTicks bounds how many missed ticks a late tick makes up for; beyond that the missed
 	// admissions are dropped rather than released as one burst.
@@ -35,7 +35,7 @@ const (
 	maxRedisBackoff = 5 * time.Second
 	// failoverPause is how long a room admits nobody after its Redis failed over: long enough for the
 	// proxies, which learn of it at their first call to the new primary, to write back the passes
-	// visitors hold (admission's reclaimer flushes every second) before the scheduler counts the
+	// visitors hold (a replica's replica.Reclaims flush every second) before the scheduler counts the
 	// active passes and the waiting queue again (docs/guides/redis.md).
 	failoverPause = 3 * time.Second
 	// defaultIdleSleep is how long a room nobody waits in sleeps between ticks. The tick at its end

@@ -1,19 +1,19 @@
-package admission_test
+package replica_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/herdgate/herdgate/admission"
+	"github.com/herdgate/herdgate/admission/replica"
 	"github.com/herdgate/herdgate/internal/pass"
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
-// TestTheReclaimerWritesBackEachPassOnce: before a failover nothing is written back; after it the
+// TestReclaimsWriteBackEachPassOnce: before a failover nothing is written back; after it the
 // passes used in the minute before go at once, and each pass issued before the failover once, on its
 // first use, until the passes of before it have expired; passes issued after it never.
-func TestTheReclaimerWritesBackEachPassOnce(t *testing.T) {
-	var r admission.Reclaimer
+func TestReclaimsWriteBackEachPassOnce(t *testing.T) {
+	var r replica.Reclaims
 	at := time.Now()
 	before := pass.Pass{Visitor: "a", NotBefore: at.Add(-time.Second), Expiry: at.Add(time.Minute)}
 	after := pass.Pass{Visitor: "b", NotBefore: at.Add(time.Second), Expiry: at.Add(time.Minute)}

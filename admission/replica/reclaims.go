@@ -1,4 +1,4 @@
-package admission
+package replica
 
 import (
 	"context"
@@ -10,19 +10,19 @@ import (
 	"github.com/herdgate/herdgate/internal/queue"
 )
 
-// reclaimEngine is an engine that can lose writes in a failover, and write back the passes visitors
+// ReclaimEngine is an engine that can lose writes in a failover, and write back the passes visitors
 // hold (a queue on Redis; not the in-memory engine of the tests).
-type reclaimEngine interface {
+type ReclaimEngine interface {
 	Failovers() *queue.FailoverWatch
 	Reclaim(ctx context.Context, passes []queue.HeldPass) (queue.ReclaimResult, error)
 }
 
-// reclaimer writes back, after a failover of the room's Redis, the passes this replica sees visitors
+// Reclaims writes back, after a failover of the room's Redis, the passes this replica sees visitors
 // hold: a failover can lose the admissions the old primary made last, and the new one would admit
 // those visitors a second time, and count too few passes under maxActive (docs/guides/redis.md).
 // For a pass's lifetime after the failover, each pass issued before it is written back once, on its
 // first use; the passes used in the minute before it, which the replica remembers, at once.
-type reclaimer struct {
+type Reclaims struct {
 	// open is set while a window is open: the hot path looks at nothing else otherwise.
 	open atomic.Bool
 
@@ -38,8 +38,8 @@ type reclaimKey struct {
 	notBefore int64
 }
 
-// saw takes in a valid pass a visitor showed.
-func (r *reclaimer) saw(p pass.Pass, now time.Time) {
+// Saw takes in a valid pass a visitor showed.
+func (r *Reclaims) Saw(p pass.Pass, now time.Time) {
 	if !r.open.Load() {
 		return
 	}
@@ -56,9 +56,9 @@ func (r *reclaimer) saw(p pass.Pass, now time.Time) {
 	r.pending = append(r.pending, queue.HeldPass{Visitor: p.Visitor, NotBefore: p.NotBefore, Expiry: p.Expiry})
 }
 
-// start opens the window of a failover at, for passes that live up to lifetime, with the passes
+// Start opens the window of a failover at, for passes that live up to lifetime, with the passes
 // used before it.
-func (r *reclaimer) start(at time.Time, lifetime time.Duration, recent []queue.HeldPass) {
+func (r *Reclaims) Start(at time.Time, lifetime time.Duration, recent []queue.HeldPass) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.at, r.until = at, at.Add(lifetime)
@@ -73,8 +73,8 @@ func (r *reclaimer) start(at time.Time, lifetime time.Duration, recent []queue.H
 	r.open.Store(true)
 }
 
-// take returns the passes to write back, and closes a window that is over.
-func (r *reclaimer) take(now time.Time) []queue.HeldPass {
+// Take returns the passes to write back, and closes a window that is over.
+func (r *Reclaims) Take(now time.Time) []queue.HeldPass {
 	if !r.open.Load() {
 		return nil
 	}
@@ -89,12 +89,12 @@ func (r *reclaimer) take(now time.Time) []queue.HeldPass {
 	return out
 }
 
-// giveBack returns passes a write-back failed for, to be sent with the next.
-func (r *reclaimer) giveBack(passes []queue.HeldPass) {
+// GiveBack returns passes a write-back failed for, to be sent with the next.
+func (r *Reclaims) GiveBack(passes []queue.HeldPass) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pending = append(passes, r.pending...)
 }
 
-// reclaimInterval is how often the passes seen are written back while a window is open.
-const reclaimInterval = time.Second
+// ReclaimInterval is how often the passes seen are written back while a window is open.
+const ReclaimInterval = time.Second
