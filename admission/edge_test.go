@@ -151,10 +151,12 @@ func (h *harness) send(request string) (wireAnswer, string, net.Conn, *bufio.Rea
 	return wireAnswer{res.StatusCode, res.Header}, body, conn, br
 }
 
+// edgeHarness is a room in front of a raw upstream that shows what reaches it byte for byte. What
+// crosses the edge is decided before any queue, so the room runs on the memory engine.
 func edgeHarness(t *testing.T) (*harness, *rawUpstream) {
 	t.Helper()
 	up := startRawUpstream(t)
-	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+	h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Upstream.URL = ptr.To(up.URL())
 		wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 	})

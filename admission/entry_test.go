@@ -104,7 +104,7 @@ func TestInvitations(t *testing.T) {
 
 // TestAnInvitationForAVisitor: with an identity header, the site can sign for the visitor itself.
 func TestAnInvitationForAVisitor(t *testing.T) {
-	h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"invites": {"key": invitationKey}}},
+	h := newHarnessWith(t, harnessOptions{memory: true, secrets: map[string]map[string]string{"invites": {"key": invitationKey}}},
 		func(wq *herdgatev1alpha1.WaitingQueue) {
 			wq.Spec.Identity = &herdgatev1alpha1.IdentitySpec{Header: "X-User-Id"}
 			wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Invitation: &herdgatev1alpha1.InvitationSpec{
@@ -193,7 +193,7 @@ func TestTheProofOfWork(t *testing.T) {
 // TestTheProofOfWorkRisesUnderLoad: above raiseAbove entries a second, new challenges ask one bit
 // more per doubling, up to maxDifficulty.
 func TestTheProofOfWorkRisesUnderLoad(t *testing.T) {
-	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+	h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
 			ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 4, RaiseAbove: ptr.To[int32](5), MaxDifficulty: ptr.To[int32](6)}}}
 	})
@@ -261,7 +261,7 @@ func TestTheExternalChallenge(t *testing.T) {
 		stand := &verifierStandIn{secret: "the site's secret", responses: map[string]bool{"widget-1": true, "widget-2": true}}
 		verifier := httptest.NewServer(stand)
 		defer verifier.Close()
-		h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"captcha": {"secret": stand.secret}}},
+		h := newHarnessWith(t, harnessOptions{memory: true, secrets: map[string]map[string]string{"captcha": {"secret": stand.secret}}},
 			func(wq *herdgatev1alpha1.WaitingQueue) {
 				wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{
 					External: &herdgatev1alpha1.ExternalChallengeSpec{VerifyURL: verifier.URL + "/siteverify",
@@ -427,7 +427,7 @@ func TestABrowserEntersOnlyWithWhatTheEntryAsks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			onBothFronts(t, func(t *testing.T) {
-				h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{
+				h := newHarnessWith(t, harnessOptions{memory: true, secrets: map[string]map[string]string{
 					"invites": {"key": invitationKey}, "captcha": {"secret": stand.secret}}},
 					func(wq *herdgatev1alpha1.WaitingQueue) { wq.Spec.Entry = spec })
 				browser := h.visitor()

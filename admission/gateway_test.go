@@ -437,7 +437,7 @@ func TestTheGuideShowsTheGeneratedConfigurations(t *testing.T) {
 // X-Forwarded-Proto.
 func TestHAProxyTerminatingTLSKeepsTheVisitorOnHTTPS(t *testing.T) {
 	keys, stored := newPassKeys(t, pass.ES256)
-	h := newHarnessWith(t, harnessOptions{passKeys: stored}, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
+	h := newHarnessWith(t, harnessOptions{memory: true, passKeys: stored}, jwtQueue(herdgatev1alpha1.PassAlgorithmES256))
 	keysDir := t.TempDir()
 	pems, err := keys.PublicPEMs(time.Now())
 	if err != nil {
@@ -494,7 +494,7 @@ func TestHAProxyTerminatingTLSKeepsTheVisitorOnHTTPS(t *testing.T) {
 func TestGatewaysTerminatingTLSKeepTheVisitorOnHTTPS(t *testing.T) {
 	for _, name := range []string{"nginx", "caddy"} {
 		t.Run(name, func(t *testing.T) {
-			h := newHarnessWith(t, harnessOptions{secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}, nil)
+			h := newHarnessWith(t, harnessOptions{memory: true, secrets: map[string]map[string]string{"orders-release": {"key": releaseKey}}}, nil)
 			certs, err := testenv.WriteTestCertificates(t.TempDir())
 			if err != nil {
 				t.Fatal(err)

@@ -187,7 +187,7 @@ func (c *contractCheck) checked() int {
 // TestTheProxyServesItsOpenAPIDocument: /.herdgate/openapi.json is the document the tests hold the
 // answers to, and it is OpenAPI 3.1.
 func TestTheProxyServesItsOpenAPIDocument(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newMemoryHarness(t, nil)
 	r := h.visitor().do(http.MethodGet, "/.herdgate/openapi.json", nil)
 	if r.StatusCode != http.StatusOK || !bytes.Equal(r.body, admission.OpenAPIDocument()) {
 		t.Fatalf("GET /.herdgate/openapi.json: %d, %d bytes; want 200 and the document", r.StatusCode, len(r.body))

@@ -59,7 +59,7 @@ func pageQueue(message string) func(*herdgatev1alpha1.WaitingQueue) {
 }
 
 func TestASitePageTemplate(t *testing.T) {
-	h := newHarnessWith(t, harnessOptions{}, nil)
+	h := newHarnessWith(t, harnessOptions{memory: true}, nil)
 	fc := &admission.FileConfig{ConfigMaps: map[string]map[string]string{"shop-page": {"page.html": sitePage}}}
 	cfg, err := admission.NewConfigWithSecrets(changed(h.wq, pageQueue("Sales end at 18:00")), h.key, fc.Values())
 	if err != nil {

@@ -170,7 +170,7 @@ func TestTheWaitingPageWithoutScript(t *testing.T) {
 // TestThePageWithoutScriptSaysWhatItCannotDo: a room that checks browsers with a proof of work
 // cannot be entered without JavaScript: the page says so, and does not refresh into a loop.
 func TestThePageWithoutScriptSaysWhatItCannotDo(t *testing.T) {
-	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
+	h := newMemoryHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Entry = &herdgatev1alpha1.EntrySpec{Challenge: &herdgatev1alpha1.ChallengeSpec{ProofOfWork: &herdgatev1alpha1.ProofOfWorkSpec{Difficulty: 10}}}
 	})
 	r := h.visitor().do(http.MethodGet, "/.herdgate/wait?return=/checkout", nil)
