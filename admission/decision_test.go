@@ -35,7 +35,7 @@ func (r readOnly) Reply(status int, _ string, _ []byte) {
 // writes nothing to the request it reads. A refusal carries its answer; a forward carries what the
 // gate adds to the upstream's answer; herdgate's own paths are Reserved, for the room's endpoints.
 func TestTheGateReturnsItsDecisionAsAValue(t *testing.T) {
-	p, engine, _, cfg := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+	room, engine, _, cfg := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
 	now := time.Now()
 	token := cfg.Signer.Issue("ada", now.Add(-time.Second), now.Add(time.Minute))
 	engine.SetPosition("bea", queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})
@@ -74,7 +74,7 @@ func TestTheGateReturnsItsDecisionAsAValue(t *testing.T) {
 			for k, v := range c.header {
 				r.Header.Set(k, v)
 			}
-			d := p.Decide(readOnly{admissiontest.NewRequest(r), t}, c.target, false)
+			d := room.Decide(readOnly{admissiontest.NewRequest(r), t}, c.target, false)
 			reply := d.Reply()
 			g := got{Verdict: d.Verdict(), Status: reply.Status, Location: reply.Header.Get("Location"),
 				Result: reply.Header.Get("X-Herdgate-Pass-Result"), Cookies: len(reply.Cookies)}
@@ -89,11 +89,11 @@ func TestTheGateReturnsItsDecisionAsAValue(t *testing.T) {
 	enter := httptest.NewRequest(http.MethodPost, "http://shop.example/.herdgate/enter", nil)
 	enter.Header.Add("X-User-Id", "ada")
 	enter.Header.Add("X-User-Id", "bea")
-	if d := p.Decide(readOnly{admissiontest.NewRequest(enter), t}, "/.herdgate/enter", false); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusBadRequest {
+	if d := room.Decide(readOnly{admissiontest.NewRequest(enter), t}, "/.herdgate/enter", false); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusBadRequest {
 		t.Errorf("an entry with two identities: verdict %d, %d; want a 400 before the visitor API", d.Verdict(), d.Reply().Status)
 	}
 	status := httptest.NewRequest(http.MethodGet, "http://shop.example/.herdgate/status", nil)
-	if d := p.Decide(readOnly{admissiontest.NewRequest(status), t}, "/.herdgate/status", true); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusBadRequest {
+	if d := room.Decide(readOnly{admissiontest.NewRequest(status), t}, "/.herdgate/status", true); d.Verdict() != admission.Answer || d.Reply().Status != http.StatusBadRequest {
 		t.Errorf("herdgate's own path with a fragment: verdict %d, %d; want a 400", d.Verdict(), d.Reply().Status)
 	}
 	unconfigured, _ := admissiontest.NewRoom("shop/orders", nil, admission.Options{})

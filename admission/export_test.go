@@ -33,28 +33,28 @@ func (fc *FileConfig) Values() SecretValues { return fc.values() }
 // PassDecision is a protected request's decision with a valid pass.
 func PassDecision(p pass.Pass) Decision { return Decision{class: "protected", pass: p, hasPass: true} }
 
-func (p *Room) AfterUpstream(d Decision, status int, release string) {
-	p.gate.afterUpstream(d, status, release)
+func (r *Room) AfterUpstream(d Decision, status int, release string) {
+	r.gate.afterUpstream(d, status, release)
 }
-func (p *Room) SyncSessions(ctx context.Context) error { return p.runtime.SyncSessions(ctx) }
-func (p *Room) KeepSessions(ctx context.Context)       { p.runtime.KeepSessions(ctx) }
-func (p *Room) RefreshFar(ctx context.Context)         { p.runtime.RefreshFar(ctx) }
-func (p *Room) KeepFarPositions(ctx context.Context)   { p.runtime.KeepFarPositions(ctx) }
-func (p *Room) ReportWorkload(ctx context.Context)     { p.runtime.ReportWorkload(ctx) }
-func (p *Room) ReportConfig(ctx context.Context)       { p.runtime.ReportConfig(ctx) }
+func (r *Room) SyncSessions(ctx context.Context) error { return r.runtime.SyncSessions(ctx) }
+func (r *Room) KeepSessions(ctx context.Context)       { r.runtime.KeepSessions(ctx) }
+func (r *Room) RefreshFar(ctx context.Context)         { r.runtime.RefreshFar(ctx) }
+func (r *Room) KeepFarPositions(ctx context.Context)   { r.runtime.KeepFarPositions(ctx) }
+func (r *Room) ReportWorkload(ctx context.Context)     { r.runtime.ReportWorkload(ctx) }
+func (r *Room) ReportConfig(ctx context.Context)       { r.runtime.ReportConfig(ctx) }
 
 // ReportAt is the report the replica would send at now (the checks' rate measured since the last).
-func (p *Room) ReportAt(now time.Time) queue.ProxyReport { return p.report.At(now) }
-func (p *Room) Sessions() *replica.Sessions              { return p.runtime.Sessions }
-func (p *Room) FarPositions() *replica.FarPositions      { return p.runtime.Far }
-func (p *Room) WorkloadMeter() *replica.WorkloadMeter    { return p.runtime.Workload }
+func (r *Room) ReportAt(now time.Time) queue.ProxyReport { return r.report.At(now) }
+func (r *Room) Sessions() *replica.Sessions              { return r.runtime.Sessions }
+func (r *Room) FarPositions() *replica.FarPositions      { return r.runtime.Far }
+func (r *Room) WorkloadMeter() *replica.WorkloadMeter    { return r.runtime.Workload }
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
-func (p *Room) ReadPlansFresh(engine queue.PlanReader) {
-	p.standing.plans = queue.NewPlanCache(engine, 0)
+func (r *Room) ReadPlansFresh(engine queue.PlanReader) {
+	r.standing.plans = queue.NewPlanCache(engine, 0)
 }
 
-func (p *Room) RedisDown() bool { return p.redis.isDown() }
+func (r *Room) RedisDown() bool { return r.redis.isDown() }
 
 // MustRefuse is what the gate makes of the reply it wrote for a request it did not let through.
 func MustRefuse(r Reply) Reply {

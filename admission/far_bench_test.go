@@ -115,7 +115,7 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	if err := q.PublishPlan(ctx, queue.PublishedPlan{Quota: mustQuota(14), PollMin: cfg.PollMin, PollMax: cfg.PollMax, AbandonAfter: abandonAfter}); err != nil {
 		b.Fatal(err)
 	}
-	p, err := admission.NewRoom(cfg, store, admission.Options{})
+	room, err := admission.NewRoom(cfg, store, admission.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,12 +123,12 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := front.NewFast(p, front.FastOptions{})
+	front := front.NewFast(room, front.FastOptions{})
 	go func() { _ = front.Serve(ln) }()
 	defer func() { _ = front.Shutdown(ctx) }()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go p.KeepFarPositions(runCtx)
+	go room.KeepFarPositions(runCtx)
 	go func() { // the scheduler's ticks
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -169,7 +169,7 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 	if _, body := benchPoll(client, benchVisitor(n-1), ""); !strings.Contains(string(body), `"position"`) {
 		b.Fatalf("first poll: %s", body)
 	}
-	awaitSnapshot(b, p)
+	awaitSnapshot(b, room)
 
 	for run, path := range strings.Split(*farPaths, ",") {
 		if path != "per-poll" && path != "far" {
@@ -229,11 +229,11 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 		}
 	}
 	abandon(10)
-	p.FarPositions().SetSnapshot(queue.RankSnapshot{}, time.Time{}) // none: the next tick counts the queue
+	room.FarPositions().SetSnapshot(queue.RankSnapshot{}, time.Time{}) // none: the next tick counts the queue
 	farCtx, stopFar := context.WithCancel(ctx)
 	defer stopFar()
-	go p.KeepFarPositions(farCtx)
-	awaitSnapshot(b, p)
+	go room.KeepFarPositions(farCtx)
+	awaitSnapshot(b, room)
 	stopFar()
 	abandon(97)
 	bands := []int64{10_000, 100_000, 1_000_000, 10_000_000, math.MaxInt64}
@@ -279,9 +279,9 @@ func BenchmarkDeepQueuePolls(b *testing.B) {
 }
 
 // awaitSnapshot waits for the proxy to count the queue.
-func awaitSnapshot(b *testing.B, p *admission.Room) {
+func awaitSnapshot(b *testing.B, room *admission.Room) {
 	b.Helper()
-	for deadline := time.Now().Add(time.Minute); p.FarPositions().SnapshotAge(time.Now()) > replica.FarSnapshotEvery; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); room.FarPositions().SnapshotAge(time.Now()) > replica.FarSnapshotEvery; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("the proxy took no snapshot of the queue in a minute")
 		}

@@ -51,20 +51,20 @@ func gateFor(t *testing.T, change func(*builder.QueueBuilder)) (*gated, *admissi
 	}
 	cfg := admissiontest.Config(t, b.Obj())
 	rt := &roundTrips{}
-	p, engine := admissiontest.NewRoom("shop/orders", cfg, admission.Options{Rand: fixedRand(0.5)})
-	return &gated{p, front.NewNetHTTP(p, front.NetHTTPOptions{UpstreamTransport: rt})}, engine, rt, cfg
+	room, engine := admissiontest.NewRoom("shop/orders", cfg, admission.Options{Rand: fixedRand(0.5)})
+	return &gated{room, front.NewNetHTTP(room, front.NetHTTPOptions{UpstreamTransport: rt})}, engine, rt, cfg
 }
 
-func serve(p *gated, r *http.Request) (*httptest.ResponseRecorder, map[string]any) {
+func serve(room *gated, r *http.Request) (*httptest.ResponseRecorder, map[string]any) {
 	rec := httptest.NewRecorder()
-	p.front.ServeHTTP(rec, r)
+	room.front.ServeHTTP(rec, r)
 	body := map[string]any{}
 	_ = json.Unmarshal(rec.Body.Bytes(), &body)
 	return rec, body
 }
 
 func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
-	p, _, rt, cfg := gateFor(t, nil)
+	room, _, rt, cfg := gateFor(t, nil)
 	now := time.Now()
 	token := cfg.Signer.Issue("", now.Add(-time.Second), now.Add(time.Minute))
 	r := httptest.NewRequest("post", "http://shop.example/api//v1/./orders?item=7", strings.NewReader("{}")) //nolint:usestdlibvars // a lower-case method, which the gate upper-cases
@@ -73,7 +73,7 @@ func TestGateForwardsWhatItLetsThroughByOnePolicy(t *testing.T) {
 	r.Header.Set("Forwarded", "for=203.0.113.1")
 	r.Header.Set("X-Forwarded-For", "203.0.113.1")
 	r.Header.Add("Cookie", "theme=dark; "+admission.PassCookie+"=x; "+admission.VisitorCookie+"=y; lang=en")
-	rec, _ := serve(p, r)
+	rec, _ := serve(room, r)
 	if rec.Code != http.StatusOK || len(rt.out) != 1 {
 		t.Fatalf("a request with a valid pass: %d, %d upstream; want 200 and 1", rec.Code, len(rt.out))
 	}
@@ -116,26 +116,26 @@ func TestForwardingOf(t *testing.T) {
 
 func TestGateDecisionsWithoutRedis(t *testing.T) {
 	t.Run("a protected route without a pass", func(t *testing.T) {
-		p, _, rt, _ := gateFor(t, nil)
-		rec, body := serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil))
+		room, _, rt, _ := gateFor(t, nil)
+		rec, body := serve(room, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil))
 		if rec.Code != http.StatusForbidden || body["error"] != "pass_required" || len(rt.out) != 0 {
 			t.Fatalf("got %d %v with %d upstream calls", rec.Code, body, len(rt.out))
 		}
 	})
 	t.Run("a browser is sent to the waiting page", func(t *testing.T) {
-		p, _, _, _ := gateFor(t, nil)
+		room, _, _, _ := gateFor(t, nil)
 		r := httptest.NewRequest(http.MethodGet, "/checkout/pay?x=1", nil)
 		r.Header.Set("Accept", "text/html")
-		rec, _ := serve(p, r)
+		rec, _ := serve(room, r)
 		if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/.herdgate/?return=%2Fcheckout%2Fpay%3Fx%3D1" {
 			t.Fatalf("got %d to %q", rec.Code, rec.Header().Get("Location"))
 		}
 	})
 	t.Run("a poll sooner than allowed", func(t *testing.T) {
-		p, engine, _, _ := gateFor(t, nil)
-		rec, _ := serve(p, httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil))
+		room, engine, _, _ := gateFor(t, nil)
+		rec, _ := serve(room, httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil))
 		cookie := rec.Result().Cookies()[0]
-		id, ok := p.Config().Signer.VerifyVisitorCookie(cookie.Value)
+		id, ok := room.Config().Signer.VerifyVisitorCookie(cookie.Value)
 		if !ok {
 			t.Fatal("enter set no visitor cookie")
 		}
@@ -143,54 +143,54 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 		engine.SetPosition(id, queue.Position{State: queue.Waiting, Position: 3, Depth: 10, Now: now, PreviousPoll: now.Add(-10 * time.Millisecond)})
 		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 		r.AddCookie(cookie)
-		rec, body := serve(p, r)
+		rec, body := serve(room, r)
 		if rec.Code != http.StatusTooManyRequests || body["error"] != "too_early" || rec.Header().Get("Retry-After") == "" {
 			t.Fatalf("got %d %v", rec.Code, body)
 		}
 	})
 	t.Run("the proxy hands out its own timings, not the published plan's", func(t *testing.T) {
 		// The published plan says 5 s at most (the memory engine's); the config says 2 s.
-		p, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id").Polling(500*time.Millisecond, 2*time.Second) })
+		room, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id").Polling(500*time.Millisecond, 2*time.Second) })
 		engine.SetPosition("ada", queue.Position{State: queue.Waiting, Position: 2000, Depth: 2000, Now: time.Now()})
 		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 		r.Header.Set("X-User-Id", "ada")
-		rec, body := serve(p, r)
+		rec, body := serve(room, r)
 		if rec.Code != http.StatusOK || body["nextPollMs"] != float64(2000) {
 			t.Fatalf("far back: %d %v; want the config's longest interval, 2000 ms", rec.Code, body)
 		}
 	})
 	t.Run("an admission whose pass is valid soon", func(t *testing.T) {
-		p, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+		room, engine, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
 		now := time.Now()
 		engine.SetPosition("ada", queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(700 * time.Millisecond), Expiry: now.Add(time.Minute)}})
 		r := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 		r.Header.Set("X-User-Id", "ada")
-		rec, body := serve(p, r)
+		rec, body := serve(room, r)
 		if rec.Code != http.StatusOK || body["admitted"] != false || body["nextPollMs"] != float64(700) {
 			t.Fatalf("got %d %v; want a poll in 700 ms", rec.Code, body)
 		}
 	})
 	t.Run("no identity header", func(t *testing.T) {
-		p, _, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+		room, _, _, _ := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
 		for _, r := range []*http.Request{httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil), httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil)} {
-			if rec, body := serve(p, r); rec.Code != http.StatusUnauthorized || body["header"] != "X-User-Id" {
+			if rec, body := serve(room, r); rec.Code != http.StatusUnauthorized || body["header"] != "X-User-Id" {
 				t.Fatalf("%s: got %d %v", r.URL.Path, rec.Code, body)
 			}
 		}
 	})
 	t.Run("an unreachable queue, closed and open", func(t *testing.T) {
 		for _, policy := range []herdgatev1alpha1.FailurePolicy{herdgatev1alpha1.FailClosed, herdgatev1alpha1.FailOpen} {
-			p, engine, rt, cfg := gateFor(t, nil)
+			room, engine, rt, cfg := gateFor(t, nil)
 			cfg.FailurePolicy = policy
 			engine.Fail(errors.New("connection refused"))
-			if err := p.CheckRedis(context.Background()); err == nil {
+			if err := room.CheckRedis(context.Background()); err == nil {
 				t.Fatal("CheckRedis reached a queue that fails")
 			}
-			rec, body := serve(p, httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil))
+			rec, body := serve(room, httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil))
 			if rec.Code != http.StatusServiceUnavailable || body["error"] != "queue_unavailable" || rec.Header().Get("Retry-After") == "" {
 				t.Fatalf("%s enter: got %d %v", policy, rec.Code, body)
 			}
-			rec, _ = serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil))
+			rec, _ = serve(room, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil))
 			if want := map[herdgatev1alpha1.FailurePolicy]int{herdgatev1alpha1.FailClosed: http.StatusForbidden, herdgatev1alpha1.FailOpen: http.StatusOK}[policy]; rec.Code != want {
 				t.Fatalf("%s protected route: %d, want %d", policy, rec.Code, want)
 			}
@@ -203,26 +203,26 @@ func TestGateDecisionsWithoutRedis(t *testing.T) {
 
 func TestModes(t *testing.T) {
 	t.Run("Passthrough lets everything through and needs no queue", func(t *testing.T) {
-		p, engine, rt, _ := gateFor(t, nil)
-		cfg := *p.Config()
+		room, engine, rt, _ := gateFor(t, nil)
+		cfg := *room.Config()
 		cfg.Mode = herdgatev1alpha1.ModePassthrough
-		p.SetConfig(&cfg)
+		room.SetConfig(&cfg)
 		engine.Fail(errors.New("Redis is not asked"))
-		if rec, _ := serve(p, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)); rec.Code != http.StatusOK || len(rt.out) != 1 {
+		if rec, _ := serve(room, httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)); rec.Code != http.StatusOK || len(rt.out) != 1 {
 			t.Fatalf("a protected route without a pass: %d, %d upstream calls", rec.Code, len(rt.out))
 		}
 		for _, r := range []*http.Request{httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil), httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)} {
-			rec, body := serve(p, r)
+			rec, body := serve(room, r)
 			if rec.Code != http.StatusOK || body["admitted"] != true || body["phase"] != "Passthrough" {
 				t.Fatalf("%s in Passthrough: %d %v", r.URL.Path, rec.Code, body)
 			}
 		}
 	})
 	t.Run("Closed turns everybody away and keeps places", func(t *testing.T) {
-		p, engine, rt, cfg := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
+		room, engine, rt, cfg := gateFor(t, func(b *builder.QueueBuilder) { b.Identity("X-User-Id") })
 		closed := *cfg
 		closed.Mode = herdgatev1alpha1.ModeClosed
-		p.SetConfig(&closed)
+		room.SetConfig(&closed)
 		now := time.Now()
 		engine.SetPosition("waiting", queue.Position{State: queue.Waiting, Position: 4, Depth: 9, Now: now})
 		engine.SetPosition("holder", queue.Position{State: queue.Admitted, Now: now, Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})
@@ -230,25 +230,25 @@ func TestModes(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil)
 		r.Header.Set("X-User-Id", "holder")
 		r.Header.Set(admission.PassHeader, cfg.Signer.Issue("holder", now.Add(-time.Second), now.Add(time.Minute)))
-		rec, body := serve(p, r)
+		rec, body := serve(room, r)
 		if rec.Code != http.StatusServiceUnavailable || body["error"] != "closed" || rec.Header().Get("Retry-After") == "" || len(rt.out) != 0 {
 			t.Fatalf("a pass holder's protected request while closed: %d %v, %d upstream", rec.Code, body, len(rt.out))
 		}
 		page := httptest.NewRequest(http.MethodGet, "/checkout", nil)
 		page.Header.Set("Accept", "text/html")
 		page.Header.Set("X-User-Id", "waiting")
-		if rec, _ := serve(p, page); rec.Code != http.StatusSeeOther {
+		if rec, _ := serve(room, page); rec.Code != http.StatusSeeOther {
 			t.Fatalf("a browser while closed: %d, want the waiting page", rec.Code)
 		}
 		enter := httptest.NewRequest(http.MethodPost, "/.herdgate/enter", nil)
 		enter.Header.Set("X-User-Id", "newcomer")
-		if rec, body := serve(p, enter); rec.Code != http.StatusServiceUnavailable || body["phase"] != "Closed" {
+		if rec, body := serve(room, enter); rec.Code != http.StatusServiceUnavailable || body["phase"] != "Closed" {
 			t.Fatalf("enter while closed: %d %v", rec.Code, body)
 		}
 		for _, who := range []string{"waiting", "holder"} {
 			st := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 			st.Header.Set("X-User-Id", who)
-			rec, body := serve(p, st)
+			rec, body := serve(room, st)
 			if rec.Code != http.StatusOK || body["phase"] != "Closed" || body["admitted"] != false || body["nextPollMs"].(float64) < 4000 {
 				t.Fatalf("%s's status while closed: %d %v", who, rec.Code, body)
 			}
@@ -257,10 +257,10 @@ func TestModes(t *testing.T) {
 			}
 		}
 		// Reopened: the same visitor, the same place.
-		p.SetConfig(cfg)
+		room.SetConfig(cfg)
 		st := httptest.NewRequest(http.MethodGet, "/.herdgate/status", nil)
 		st.Header.Set("X-User-Id", "waiting")
-		if rec, body := serve(p, st); rec.Code != http.StatusOK || body["phase"] != "Open" || body["position"] != 4.0 {
+		if rec, body := serve(room, st); rec.Code != http.StatusOK || body["phase"] != "Open" || body["position"] != 4.0 {
 			t.Fatalf("status after reopening: %d %v", rec.Code, body)
 		}
 	})

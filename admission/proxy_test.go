@@ -789,14 +789,14 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			harnessFront = front
 			defer func() { harnessFront = "fast" }()
 			h := newHarness(t, nil)
-			p, err := admission.NewUnconfiguredRoom("shop", "orders", h.store, admission.Options{Replica: "proxy-0"})
+			room, err := admission.NewUnconfiguredRoom("shop", "orders", h.store, admission.Options{Replica: "proxy-0"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := serveFront(t, p)
+			srv := serveFront(t, room)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { defer close(done); p.ReportConfig(ctx) }()
+			go func() { defer close(done); room.ReportConfig(ctx) }()
 			defer func() { cancel(); <-done }()
 			get := func(path string) (int, string) {
 				t.Helper()
@@ -811,7 +811,7 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 				body, _ := io.ReadAll(res.Body)
 				return res.StatusCode, string(body)
 			}
-			p.RefuseConfig(3, errors.New("spec.protectedRoutes[0].path: is not normalised"))
+			room.RefuseConfig(3, errors.New("spec.protectedRoutes[0].path: is not normalised"))
 			if code, _ := get("/.herdgate/healthz"); code != http.StatusOK {
 				t.Fatalf("healthz without a config: %d", code)
 			}
@@ -847,7 +847,7 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.Generation = 4
-			p.SetConfig(cfg)
+			room.SetConfig(cfg)
 			if code, _ := get("/.herdgate/readyz"); code != http.StatusOK {
 				t.Fatalf("readyz with a config: %d", code)
 			}
@@ -856,15 +856,15 @@ func TestAProxyWithoutAValidConfigStaysUpAndReportsIt(t *testing.T) {
 			}
 			waitReport(queue.ProxyReport{Replica: "proxy-0", Generation: 4})
 
-			p.RefuseConfig(5, errors.New("spec.identity.header: Host cannot identify a visitor"))
+			room.RefuseConfig(5, errors.New("spec.identity.header: Host cannot identify a visitor"))
 			waitReport(queue.ProxyReport{Replica: "proxy-0", Generation: 4, RefusedGeneration: 5, Refusal: "spec.identity.header: Host cannot identify a visitor"})
-			if p.Config() != cfg {
+			if room.Config() != cfg {
 				t.Fatal("a refused change replaced the config in force")
 			}
 			rec := httptest.NewRecorder()
-			p.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			room := `{waitingqueue="` + p.Name() + `"}`
-			for _, want := range []string{"herdgate_proxy_config_generation" + room + " 4", "herdgate_proxy_config_refused" + room + " 1", "herdgate_proxy_config_refusals_total" + room + " 2"} {
+			room.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			labels := `{waitingqueue="` + room.Name() + `"}`
+			for _, want := range []string{"herdgate_proxy_config_generation" + labels + " 4", "herdgate_proxy_config_refused" + labels + " 1", "herdgate_proxy_config_refusals_total" + labels + " 2"} {
 				if !strings.Contains(rec.Body.String(), want+"\n") {
 					t.Errorf("metrics lack %q", want)
 				}

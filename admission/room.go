@@ -82,12 +82,12 @@ type Room struct {
 
 // NewRoom serves cfg's room, its queue stored in store.
 func NewRoom(cfg *Config, store *queue.Store, opts Options) (*Room, error) {
-	p, err := NewUnconfiguredRoom(cfg.Namespace, cfg.Name, store, opts)
+	r, err := NewUnconfiguredRoom(cfg.Namespace, cfg.Name, store, opts)
 	if err != nil {
 		return nil, err
 	}
-	p.SetConfig(cfg)
-	return p, nil
+	r.SetConfig(cfg)
+	return r, nil
 }
 
 // NewUnconfiguredRoom serves the room namespace/name before it has a valid config: it answers

@@ -225,15 +225,15 @@ func addRoom(t *testing.T, set *admission.Set, store *queue.Store, wq *herdgatev
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, admission.Options{Rand: fixedRand(0.5)})
+	room, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, admission.Options{Rand: fixedRand(0.5)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	set.Add(p, created)
+	set.Add(room, created)
 	if !set.Configure(wq.Namespace+"/"+wq.Name, cfg) {
 		t.Fatalf("the set does not serve %s", wq.Name)
 	}
-	return p
+	return room
 }
 
 // cookieOf is the value of the named cookie a response sets.

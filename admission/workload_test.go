@@ -93,18 +93,18 @@ func TestAReplicaReportsItsWorkloadToRedis(t *testing.T) {
 	h := newHarness(t, func(wq *herdgatev1alpha1.WaitingQueue) {
 		wq.Spec.Capacity.Mode = herdgatev1alpha1.CapacityAdaptive
 	})
-	p, err := admission.NewRoom(h.room.Config(), h.store, admission.Options{Replica: "proxy-7"})
+	room, err := admission.NewRoom(h.room.Config(), h.store, admission.Options{Replica: "proxy-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.ReportWorkload(ctx) }()
+	go func() { defer close(done); room.ReportWorkload(ctx) }()
 	defer func() { cancel(); <-done }()
 	nb := time.Now().Add(-time.Second)
-	p.WorkloadMeter().Used(pass.Pass{Visitor: "user-1", NotBefore: nb, Expiry: nb.Add(time.Minute)}, time.Now())
-	start := p.WorkloadMeter().Begin()
-	p.WorkloadMeter().End(start, true)
+	room.WorkloadMeter().Used(pass.Pass{Visitor: "user-1", NotBefore: nb, Expiry: nb.Add(time.Minute)}, time.Now())
+	start := room.WorkloadMeter().Begin()
+	room.WorkloadMeter().End(start, true)
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -39,9 +39,9 @@ func Config(tb testing.TB, wq *herdgatev1alpha1.WaitingQueue) *admission.Config 
 // nil cfg it is as a proxy is before its first valid config.
 func NewRoom(name string, cfg *admission.Config, opts admission.Options) (*admission.Room, *MemoryEngine) {
 	engine := NewMemoryEngine(ReferencePlan())
-	p := admission.NewRoomOn(name, engine, opts)
+	room := admission.NewRoomOn(name, engine, opts)
 	if cfg != nil {
-		p.SetConfig(cfg)
+		room.SetConfig(cfg)
 	}
-	return p, engine
+	return room, engine
 }

@@ -119,7 +119,7 @@ func onlyValue(x admission.Exchange, name string) string {
 
 // check answers a gateway's check through x, the exchange of the check request itself; target is
 // what follows CheckPath in the check's target when that is "/" and more (see checkedRequestOf).
-func check(p *admission.Room, x admission.Exchange, target string) {
+func check(room *admission.Room, x admission.Exchange, target string) {
 	req, ok := checkedRequestOf(x, target)
 	if !ok {
 		admission.ReplyError(x, http.StatusBadRequest, "bad_check",
@@ -136,7 +136,7 @@ func check(p *admission.Room, x admission.Exchange, target string) {
 		path = requestPath([]byte(path))
 	}
 	fragment := strings.IndexByte(req.uri, '#') >= 0
-	v := judge(p, &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery, host: req.host}, path, fragment)
+	v := judge(room, &checkExchange{Exchange: x, method: req.method, rawQuery: rawQuery, host: req.host}, path, fragment)
 	switch req.convention {
 	case nginxStatuses:
 		renderNginx(x, v)

@@ -25,8 +25,8 @@ func checked(t testing.TB) (*admission.Room, *admissiontest.MemoryEngine, http.H
 	wq := builder.Queue("shop", "orders").UID("uid-1").UpstreamURL("http://orders.internal:8080").Identity("X-User-Id").
 		Routes(builder.Route("/checkout", true, "GET"), builder.Route("/api/v1/orders", false, "POST")).Obj()
 	wq.Spec.Pass = &herdgatev1alpha1.PassSpec{CompletionRoutes: []herdgatev1alpha1.ProtectedRoute{builder.Route("/checkout/done", false, "GET")}}
-	p, engine := admissiontest.NewRoom("shop/orders", admissiontest.Config(t, wq), admission.Options{})
-	return p, engine, NewNetHTTP(p, NetHTTPOptions{})
+	room, engine := admissiontest.NewRoom("shop/orders", admissiontest.Config(t, wq), admission.Options{})
+	return room, engine, NewNetHTTP(room, NetHTTPOptions{})
 }
 
 // ask sends a check naming the request method uri with the headers kv.

@@ -45,7 +45,7 @@ type ExtAuthz struct {
 func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	attrs := req.GetAttributes()
 	h := attrs.GetRequest().GetHttp()
-	p, ok := e.Room(attrs.GetContextExtensions()[QueueExtension])
+	room, ok := e.Room(attrs.GetContextExtensions()[QueueExtension])
 	if !ok {
 		return denied(http.StatusServiceUnavailable, http.Header{"Content-Type": {"application/json"}},
 			[]byte(`{"error":"unknown_queue","message":"no queue of this check service is named `+QueueExtension+`"}`+"\n")), nil
@@ -53,7 +53,7 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 	path, rawQuery, _ := strings.Cut(h.GetPath(), "?")
 	x := &envoyExchange{ctx: ctx, method: h.GetMethod(), rawQuery: rawQuery, headers: h.GetHeaders(), scheme: h.GetScheme(),
 		host: h.GetHost(), peer: peerOf(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress())}
-	return renderGRPC(judge(p, x, path, strings.IndexByte(h.GetPath(), '#') >= 0)), nil
+	return renderGRPC(judge(room, x, path, strings.IndexByte(h.GetPath(), '#') >= 0)), nil
 }
 
 // renderGRPC is the gate's verdict as ext_authz answers it: an allow that removes herdgate's
@@ -203,5 +203,5 @@ func NewExtAuthzServer(e *ExtAuthz) *grpc.Server {
 	return s
 }
 
-// OneRoom serves p's room alone: a check naming no room, or p's, is p's.
-func OneRoom(p *admission.Room) func(string) (*admission.Room, bool) { return p.Named }
+// OneRoom serves room's room alone: a check naming no room, or room's, is room's.
+func OneRoom(room *admission.Room) func(string) (*admission.Room, bool) { return room.Named }

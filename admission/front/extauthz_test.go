@@ -32,16 +32,16 @@ func grpcCheck(t *testing.T) (authv3.AuthorizationClient, *admission.Room) {
 		builder.Queue("shop", "tickets").UID("uid-2").Routes(builder.Route("/tickets", true, "GET")).Mode(herdgatev1alpha1.ModeClosed),
 	} {
 		wq := b.UpstreamURL("http://workload.internal:8080").Obj()
-		p, _ := admissiontest.NewRoom(wq.Namespace+"/"+wq.Name, admissiontest.Config(t, wq), admission.Options{})
-		proxies[p.Name()] = p
+		room, _ := admissiontest.NewRoom(wq.Namespace+"/"+wq.Name, admissiontest.Config(t, wq), admission.Options{})
+		proxies[room.Name()] = room
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := NewExtAuthzServer(&ExtAuthz{Room: func(name string) (*admission.Room, bool) {
-		p, ok := proxies[name]
-		return p, ok
+		room, ok := proxies[name]
+		return room, ok
 	}})
 	go func() { _ = server.Serve(ln) }()
 	t.Cleanup(server.Stop)

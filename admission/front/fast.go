@@ -108,30 +108,30 @@ func (f *Fast) Shutdown(ctx context.Context) error {
 const decidedKey = "herdgate.decided"
 
 func (f *Fast) expect(ctx *fasthttp.RequestCtx) int {
-	p := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
-	if p == nil || !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
+	room := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
+	if room == nil || !validHeaderNames(&ctx.Request.Header) || len(ctx.Request.Header.Peek("Upgrade")) > 0 ||
 		isCheck(ctx.Request.Header.RequestURI()) {
 		return fasthttp.StatusContinue // the handler refuses, hands over or checks as for any request
 	}
-	d := f.decide(ctx, p)
+	d := f.decide(ctx, room)
 	if d.Verdict() == admission.Answer {
 		writeReply(fastExchange{ctx}, d.Reply())
 		return ctx.Response.StatusCode() // the body stays unread
 	}
-	ctx.SetUserValue(decidedKey, decided{p, d})
+	ctx.SetUserValue(decidedKey, decided{room, d})
 	return fasthttp.StatusContinue
 }
 
 // decided is a request's room and the gate's decision, made before its 100 Continue.
 type decided struct {
-	p *admission.Room
-	d admission.Decision
+	room *admission.Room
+	d    admission.Decision
 }
 
 // decide asks the gate of the request's room about it.
-func (f *Fast) decide(ctx *fasthttp.RequestCtx, p *admission.Room) admission.Decision {
+func (f *Fast) decide(ctx *fasthttp.RequestCtx, room *admission.Room) admission.Decision {
 	target := ctx.Request.Header.RequestURI()
-	return p.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
+	return room.Decide(fastExchange{ctx}, requestPath(target), bytes.IndexByte(target, '#') >= 0)
 }
 
 func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
@@ -148,16 +148,16 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if pd, ok := ctx.UserValue(decidedKey).(decided); ok {
-		f.carry(ctx, pd.p, pd.d)
+		f.carry(ctx, pd.room, pd.d)
 		return
 	}
-	p := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
-	if p == nil {
+	room := f.rooms.Room(ctx.Host(), ctx.Method(), ctx.Request.Header.RequestURI())
+	if room == nil {
 		admission.AnswerUnrouted(f.rooms, requestPath(ctx.Request.Header.RequestURI())).WriteTo(fastExchange{ctx})
 		return
 	}
 	if target := ctx.Request.Header.RequestURI(); isCheck(target) {
-		check(p, fastExchange{ctx}, checkTarget(target))
+		check(room, fastExchange{ctx}, checkTarget(target))
 		return
 	}
 	if upgrade := ctx.Request.Header.Peek("Upgrade"); len(upgrade) > 0 {
@@ -168,8 +168,8 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 		} else {
 			// The gate decides before the connection is handed over (and before any of its body is
 			// read); net/http carries the upgrade, deciding again on the same request.
-			if d := f.decide(ctx, p); d.Verdict() != admission.Forward {
-				f.carry(ctx, p, d)
+			if d := f.decide(ctx, room); d.Verdict() != admission.Forward {
+				f.carry(ctx, room, d)
 				ctx.SetConnectionClose()
 				return
 			}
@@ -178,17 +178,17 @@ func (f *Fast) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	f.carry(ctx, p, f.decide(ctx, p))
+	f.carry(ctx, room, f.decide(ctx, room))
 }
 
 // carry carries out the gate's decision: the request goes upstream, gets the gate's answer, or is
 // served by the room as herdgate's own.
-func (f *Fast) carry(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.Decision) {
+func (f *Fast) carry(ctx *fasthttp.RequestCtx, room *admission.Room, d admission.Decision) {
 	switch d.Verdict() {
 	case admission.Forward:
-		f.forward(ctx, p, d)
+		f.forward(ctx, room, d)
 	case admission.Reserved:
-		p.AnswerReserved(fastExchange{ctx}, d).WriteTo(fastExchange{ctx})
+		room.AnswerReserved(fastExchange{ctx}, d).WriteTo(fastExchange{ctx})
 	default:
 		writeReply(fastExchange{ctx}, d.Reply())
 	}
@@ -225,7 +225,7 @@ func (f *Fast) badRequest(ctx *fasthttp.RequestCtx, err error) {
 // forward carries the request upstream as the forwarding policy says and streams the answer back.
 // The visitor's request and response objects travel upstream and back themselves: no copy of headers
 // or body, and a small body goes in the same write as its headers.
-func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.Decision) {
+func (f *Fast) forward(ctx *fasthttp.RequestCtx, room *admission.Room, d admission.Decision) {
 	up := f.client(d.Config().Upstream)
 	req := &ctx.Request
 	fw := d.Forwarding(fastExchange{ctx}, admission.Inbound{
@@ -257,7 +257,7 @@ func (f *Fast) forward(ctx *fasthttp.RequestCtx, p *admission.Room, d admission.
 		req.SetBodyStream(body, -1)
 	}
 
-	call := p.BeginUpstream(d)
+	call := room.BeginUpstream(d)
 	err := up.client.Do(req, &ctx.Response)
 	if body != nil && body.err != nil {
 		err = body.err

@@ -41,8 +41,8 @@ func configOf(t *testing.T, upstream string, generation int64) *admission.Config
 
 func proxyOn(t *testing.T, cfg *admission.Config) *admission.Room {
 	t.Helper()
-	p, _ := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
-	return p
+	room, _ := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
+	return room
 }
 
 // TestTheNetHTTPFrontForwardsUnderTheConfigItDecidedWith: a config swapped in between the gate's

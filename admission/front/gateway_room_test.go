@@ -45,13 +45,13 @@ func TestAGatewayRoomForwardsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, engine := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
+		room, engine := admissiontest.NewRoom("shop/orders", cfg, admission.Options{})
 		// bea would be admitted at once by a Proxy room.
 		engine.SetPosition("bea", queue.Position{State: queue.Admitted, Now: now,
 			Pass: queue.Pass{NotBefore: now.Add(-time.Second), Expiry: now.Add(time.Minute)}})
-		std := httptest.NewServer(NewNetHTTP(p, NetHTTPOptions{}))
+		std := httptest.NewServer(NewNetHTTP(room, NetHTTPOptions{}))
 		t.Cleanup(std.Close)
-		return []string{serveFast(t, p), std.URL}, cfg
+		return []string{serveFast(t, room), std.URL}, cfg
 	}
 
 	type request struct {

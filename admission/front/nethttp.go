@@ -64,8 +64,8 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.rooms.Draining() {
 		w.Header().Set("Connection", "close") // as the fast front does while draining
 	}
-	p := h.rooms.Room([]byte(r.Host), []byte(r.Method), []byte(r.RequestURI))
-	if p == nil {
+	room := h.rooms.Room([]byte(r.Host), []byte(r.Method), []byte(r.RequestURI))
+	if room == nil {
 		admission.AnswerUnrouted(h.rooms, r.URL.EscapedPath()).WriteTo(stdExchange{w, r})
 		return
 	}
@@ -74,7 +74,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		target = r.URL.RequestURI() // an absolute target: its path and query
 	}
 	if isCheck([]byte(target)) {
-		check(p, stdExchange{w, r}, checkTarget([]byte(target)))
+		check(room, stdExchange{w, r}, checkTarget([]byte(target)))
 		return
 	}
 	if !isWebSocketUpgrade(r.Header.Get("Upgrade")) {
@@ -82,10 +82,10 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Upgrade")
 		r.Header.Del("HTTP2-Settings")
 	}
-	d := p.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
+	d := room.Decide(stdExchange{w, r}, r.URL.EscapedPath(), strings.IndexByte(r.RequestURI, '#') >= 0)
 	switch d.Verdict() {
 	case admission.Reserved:
-		p.AnswerReserved(stdExchange{w, r}, d).WriteTo(stdExchange{w, r})
+		room.AnswerReserved(stdExchange{w, r}, d).WriteTo(stdExchange{w, r})
 		return
 	case admission.Answer:
 		writeReply(stdExchange{w, r}, d.Reply())
@@ -105,7 +105,7 @@ func (h *NetHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The call is in flight until the upstream's response headers (or its failure), as on the fast
 	// front, not for as long as an upgraded connection lasts.
-	call := p.BeginUpstream(d)
+	call := room.BeginUpstream(d)
 	defer call.End() // in case neither the response nor the error handler said so
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, forward{d, call})))
 }

@@ -35,14 +35,14 @@ type ServerOptions struct {
 
 // Serve runs the rooms (one Room, or a shared set's) until ctx ends, then drains: readyz fails for
 // DrainDelay, the servers stop accepting and wait up to ShutdownTimeout for requests in flight.
-func Serve(ctx context.Context, p admission.Rooms, o ServerOptions) error {
+func Serve(ctx context.Context, rooms admission.Rooms, o ServerOptions) error {
 	errLog := log.New(logrWriter{o.Log}, "", 0)
-	front := NewFast(p, FastOptions{ErrorLog: errLog})
+	front := NewFast(rooms, FastOptions{ErrorLog: errLog})
 	var servers []*http.Server
 	var listeners []net.Listener
 	if o.MetricsListener != nil {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", p.MetricsHandler())
+		mux.Handle("/metrics", rooms.MetricsHandler())
 		if o.Profiling {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -69,7 +69,7 @@ func Serve(ctx context.Context, p admission.Rooms, o ServerOptions) error {
 		})
 	}
 	if o.ExtAuthzListener != nil {
-		grpcServer := NewExtAuthzServer(&ExtAuthz{Room: p.Named})
+		grpcServer := NewExtAuthzServer(&ExtAuthz{Room: rooms.Named})
 		g.Go(func() error { return grpcServer.Serve(o.ExtAuthzListener) })
 		g.Go(func() error {
 			<-gctx.Done()
@@ -78,12 +78,12 @@ func Serve(ctx context.Context, p admission.Rooms, o ServerOptions) error {
 		})
 	}
 	g.Go(func() error {
-		p.Run(gctx, o.RedisCheckInterval)
+		rooms.Run(gctx, o.RedisCheckInterval)
 		return nil
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		p.StartDrain()
+		rooms.StartDrain()
 		if ctx.Err() != nil {
 			o.Log.Info("Draining", "delay", o.DrainDelay)
 			time.Sleep(o.DrainDelay)

@@ -16,13 +16,13 @@ type verdict struct {
 	reply           admission.Reply
 }
 
-// judge asks the gate of p about the request x describes, whose path is path (as it came) and
+// judge asks the gate of room about the request x describes, whose path is path (as it came) and
 // whose target carried a '#' when fragment, and records an allowed one.
-func judge(p *admission.Room, x admission.Exchange, path string, fragment bool) verdict {
-	d := p.DecideForGateway(x, path, fragment)
+func judge(room *admission.Room, x admission.Exchange, path string, fragment bool) verdict {
+	d := room.DecideForGateway(x, path, fragment)
 	v := verdict{kind: d.Verdict(), reply: d.Reply()}
 	if v.kind == admission.Forward {
-		p.Allowed(d)
+		room.Allowed(d)
 		v.session, v.cookie = d.Session(), withoutOwnCookies(x.HeaderValues("Cookie"))
 	}
 	return v

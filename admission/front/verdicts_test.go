@@ -72,7 +72,7 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			builder.RouteOn("tickets.example", "/tickets", true, "GET")),
 		"unconfigured": nil,
 	} {
-		p, engine := admissiontest.NewRoom("shop/"+name, nil, admission.Options{})
+		room, engine := admissiontest.NewRoom("shop/"+name, nil, admission.Options{})
 		engines[name] = engine
 		if b != nil {
 			wq := b.UID(types.UID("uid-" + name)).UpstreamURL("http://workload.internal:8080").Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
@@ -85,9 +85,9 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.SetConfig(cfg)
+			room.SetConfig(cfg)
 		}
-		rooms[name] = &checkedRoom{room: p, http: serveFast(t, p)}
+		rooms[name] = &checkedRoom{room: room, http: serveFast(t, room)}
 	}
 	grpcClient := extAuthzOf(t, func(name string) (*admission.Room, bool) {
 		r, ok := rooms[strings.TrimPrefix(name, "shop/")]
@@ -143,7 +143,7 @@ func TestEveryCheckGivesTheSameVerdict(t *testing.T) {
 		{"CONNECT", "orders", "CONNECT", "/api/v1/orders", nil, refused(405, "method_not_allowed", "")},
 		{"a path that does not normalise", "orders", "GET", "/checkout%zz", nil, refused(400, "bad_path", "")},
 		{"a fragment", "orders", "GET", "/checkout#x", nil, refused(400, "bad_path", "")},
-		{"herdgate's own path", "orders", "POST", "/.herdgate/enter", header{"X-Herdgate-Proof", "p", "Cookie", "herdgate_visitor=x"}, seen{Allow: true, Untouched: true}},
+		{"herdgate's own path", "orders", "POST", "/.herdgate/enter", header{"X-Herdgate-Proof", "room", "Cookie", "herdgate_visitor=x"}, seen{Allow: true, Untouched: true}},
 		{"herdgate's own path spelt otherwise", "orders", "GET", "/x/..//.herdgate/status", nil, seen{Allow: true, Untouched: true}},
 		{"herdgate's own path by CONNECT", "orders", "CONNECT", "/.herdgate/enter", nil, refused(405, "method_not_allowed", "")},
 		{"a Closed room", "tickets", "GET", "/tickets/1", header{"Accept", "application/json"}, seen{Status: 503, Error: "closed", RetryAfter: true}},

@@ -66,7 +66,6 @@ type setWatch struct {
 type setMember struct {
 	uid      types.UID
 	redisURL string
-	proxy    *admission.Room
 	watch    queueWatch
 }
 
@@ -126,21 +125,21 @@ func (w *setWatch) member(wq *herdgatev1alpha1.WaitingQueue) (*setMember, error)
 	if err != nil {
 		return nil, fmt.Errorf("the room's Redis URL: %w", err)
 	}
-	p, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, w.opts.Proxy)
+	room, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, w.opts.Proxy)
 	if err != nil {
 		return nil, err
 	}
 	roomName := wq.Namespace + "/" + wq.Name
-	room := wq.Name
-	m := &setMember{uid: wq.UID, redisURL: redisURL, proxy: p}
+	name := wq.Name
+	m := &setMember{uid: wq.UID, redisURL: redisURL}
 	m.watch = queueWatch{key: types.NamespacedName{Namespace: wq.Namespace, Name: wq.Name}, read: w.read, opts: WatchOptions{
-		HMACKey: func() ([]byte, error) { return w.value(room, herdgatev1alpha1.SecretHMACKey) },
-		Values:  func(key string) ([]byte, error) { return w.value(room, key) },
+		HMACKey: func() ([]byte, error) { return w.value(name, herdgatev1alpha1.SecretHMACKey) },
+		Values:  func(key string) ([]byte, error) { return w.value(name, key) },
 		Apply:   func(cfg *admission.Config) { w.set.Configure(roomName, cfg) },
-		Refuse:  p.RefuseConfig,
+		Refuse:  room.RefuseConfig,
 		Log:     w.opts.Log.WithValues("waitingqueue", roomName),
 	}}
-	w.set.Add(p, wq.CreationTimestamp.Time)
+	w.set.Add(room, wq.CreationTimestamp.Time)
 	w.rooms[wq.Name] = m
 	w.opts.Log.Info("The room joined the proxy set", "waitingqueue", roomName)
 	return m, nil

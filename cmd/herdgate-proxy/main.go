@@ -110,9 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usage("flag --ext-authz-listen: %v", err)
 		}
 	}
-	serve := func(p admission.Rooms) error {
+	serve := func(rooms admission.Rooms) error {
 		log.Info("Serving", "listen", ln.Addr().String())
-		return front.Serve(ctx, p, front.ServerOptions{
+		return front.Serve(ctx, rooms, front.ServerOptions{
 			Listener: ln, MetricsListener: metricsLn, ExtAuthzListener: extAuthzLn, DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout, Log: log, Profiling: f.pprof,
 		})
 	}
@@ -121,11 +121,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serveSet(ctx, f, key, serve, log)
 	}
 	if fileCfg != nil {
-		p, err := admission.NewRoom(fileCfg, store, admission.Options{Log: log})
+		room, err := admission.NewRoom(fileCfg, store, admission.Options{Log: log})
 		if err != nil {
 			return usage("flag --config: %v", err)
 		}
-		if err := serve(p); err != nil {
+		if err := serve(room); err != nil {
 			log.Error(err, "Serving failed")
 			return 1
 		}

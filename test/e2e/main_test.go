@@ -150,13 +150,13 @@ func newStore(t *testing.T) *queue.Store {
 
 // serveFront serves p on the front herdgate-proxy runs, on a loopback port, until the test ends, and
 // returns its base URL.
-func serveFront(t *testing.T, p *admission.Room) string {
+func serveFront(t *testing.T, room *admission.Room) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := front.NewFast(p, front.FastOptions{})
+	front := front.NewFast(room, front.FastOptions{})
 	served := make(chan error, 1)
 	go func() { served <- front.Serve(ln) }()
 	t.Cleanup(func() {

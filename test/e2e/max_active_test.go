@@ -70,7 +70,7 @@ func startCapRig(t *testing.T, name string, maxActive int32, releases bool) *cap
 			}
 			_ = rig.q.Delete(context.Background())
 		}
-		p, err := admission.NewRoom(cfg, store, admission.Options{Log: logr.Discard()})
+		room, err := admission.NewRoom(cfg, store, admission.Options{Log: logr.Discard()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func startCapRig(t *testing.T, name string, maxActive int32, releases bool) *cap
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			_ = front.Serve(ctx, p, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
+			_ = front.Serve(ctx, room, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
 		})
 		rig.replicas = append(rig.replicas, "http://"+ln.Addr().String())
 	}

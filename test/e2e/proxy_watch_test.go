@@ -159,7 +159,7 @@ func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.Waitin
 	t.Helper()
 	store := newStore(t)
 	log := ctrl.Log.WithName(replica)
-	p, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, admission.Options{Log: log, Replica: replica})
+	room, err := admission.NewUnconfiguredRoom(wq.Namespace, wq.Name, store, admission.Options{Log: log, Replica: replica})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,16 +172,16 @@ func servingProxy(t *testing.T, ctx context.Context, wq *herdgatev1alpha1.Waitin
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_ = host.WatchRoom(ctx, sa.Config(), client.ObjectKeyFromObject(wq), host.WatchOptions{
-			HMACKey: host.KeyFile(keyFile), Apply: p.SetConfig, Refuse: p.RefuseConfig, Resync: 200 * time.Millisecond, Log: log,
+			HMACKey: host.KeyFile(keyFile), Apply: room.SetConfig, Refuse: room.RefuseConfig, Resync: 200 * time.Millisecond, Log: log,
 		})
 	})
 	wg.Go(func() {
-		if err := front.Serve(ctx, p, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: log}); err != nil {
+		if err := front.Serve(ctx, room, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: log}); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return p, "http://" + ln.Addr().String()
+	return room, "http://" + ln.Addr().String()
 }
 
 func httpStatus(t *testing.T, url string) int {

@@ -50,11 +50,11 @@ func startSafetyNet(t *testing.T, name string, upstreamURL string) *safetyNet {
 			}
 			_ = s.q.Delete(context.Background())
 		}
-		p, err := admission.NewRoom(cfg, store, admission.Options{})
+		room, err := admission.NewRoom(cfg, store, admission.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.replicas = append(s.replicas, serveFront(t, p))
+		s.replicas = append(s.replicas, serveFront(t, room))
 	}
 	sched := scheduler.New(&queue.Pool{})
 	ctx, cancel := context.WithCancel(context.Background())

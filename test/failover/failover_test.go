@@ -139,17 +139,17 @@ func runDrill(t *testing.T, name, url string, lagged bool, primary primaryOf) {
 				t.Fatal(err)
 			}
 		}
-		p, err := admission.NewRoom(cfg, store, admission.Options{Log: logr.Discard(), Replica: fmt.Sprintf("proxy-%d", i)})
+		room, err := admission.NewRoom(cfg, store, admission.Options{Log: logr.Discard(), Replica: fmt.Sprintf("proxy-%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxies = append(proxies, p)
+		proxies = append(proxies, room)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			_ = front.Serve(ctx, p, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
+			_ = front.Serve(ctx, room, front.ServerOptions{Listener: ln, ShutdownTimeout: 5 * time.Second, Log: logr.Discard()})
 		})
 		replicas = append(replicas, "http://"+ln.Addr().String())
 	}
