@@ -126,7 +126,7 @@ func (c *Config) PageMessage() string {
 	return c.Page.Message
 }
 
-// SecretValues reads the copy of a value a spec field refers to, by its key in the queue's Secret
+// SecretValues reads the copy of a value a spec field refers to, by its key in the room's Secret
 // (herdgatev1alpha1.SecretRefKey); the proxy finds it beside the HMAC key in its mount.
 type SecretValues func(key string) ([]byte, error)
 
@@ -202,7 +202,7 @@ func readPageTemplate(ref settings.SecretRef, values SecretValues) (*page.Templa
 	return t, nil
 }
 
-// readPassKeys reads the keys of JWT passes, which the operator keeps in the queue's Secret beside
+// readPassKeys reads the keys of JWT passes, which the operator keeps in the room's Secret beside
 // the HMAC key.
 func readPassKeys(values SecretValues) ([]byte, error) {
 	if values == nil {

@@ -31,7 +31,7 @@ type FileConfig struct {
 	// ConfigMap name and key.
 	ConfigMaps map[string]map[string]string `json:"configMaps,omitempty"`
 	// PassKeys are the keys of JWT passes (spec.pass.format JWT) as the operator keeps them in the
-	// queue's Secret; they do not rotate in a file.
+	// room's Secret; they do not rotate in a file.
 	PassKeys string `json:"passKeys,omitempty"`
 }
 

@@ -15,7 +15,7 @@ import (
 // asking again, so that a schedule moved earlier reaches the page in time.
 const maxNotOpenRetry = 5 * time.Minute
 
-// room is what the proxy knows of its queue's state: the plan ticks run (the scheduler's, published,
+// standing is what the proxy knows of the room's state: the plan ticks run (the scheduler's, published,
 // or the spec's until it has published one; an Adaptive rate is the scheduler's to choose), the room's
 // phase, and the timings it hands visitors, which are its own config's.
 type standing struct {

@@ -30,7 +30,7 @@ const (
 const maxHeld = 10 * time.Minute
 
 // Session is the handle of the session of the request's pass, for the workload; "" when the request
-// has no valid pass or the queue no release key.
+// has no valid pass or the room no release key.
 func (d Decision) Session() string {
 	if !d.hasPass || d.cfg == nil || d.cfg.releaseKey == nil {
 		return ""
@@ -39,7 +39,7 @@ func (d Decision) Session() string {
 }
 
 // release ends the session a handle names, for the workload's own servers: the release header's
-// equivalent where no answer of the workload reaches herdgate. It is authenticated by the queue's
+// equivalent where no answer of the workload reaches herdgate. It is authenticated by the room's
 // release key, compared in constant time.
 func (api *visitorAPI) release(x Exchange, cfg *Config) answer {
 	if cfg.releaseKey == nil {
