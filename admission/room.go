@@ -280,8 +280,8 @@ func (r *Room) decide(x Exchange, escapedPath string, fragment, checking bool) D
 	return d
 }
 
-// keepReply puts the gate's answer a into d as the Reply its front writes; a forward or a path of
-// herdgate's own that the gate adds nothing to has none.
+// keepReply puts the answer a into d as the Reply its front writes: the gate's, or the room's to a
+// request no role takes. A forward the gate adds nothing to has none.
 func (r *Room) keepReply(d *Decision, a answer) {
 	if d.verdict == Answer || a.status != 0 || a.cookies != nil || a.header != nil {
 		d.reply = replyOf(a, d.verdict == Answer, r.metrics)
