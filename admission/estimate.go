@@ -36,7 +36,7 @@ type waitingPlace struct {
 // how the queue's front really advances, at the rate its queue gets as the room's other queues run
 // empty and the calendar turns, and then the last step, from admission to the pass's not-before
 // time. ok is false when the room admits nobody, now or ever.
-func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace) (time.Duration, bool) {
+func (api *visitorAPI) estimatedWait(cfg *Config, r outlook, place waitingPlace) (time.Duration, bool) {
 	now := api.now()
 	name := place.lane
 	if name == "" {
@@ -80,7 +80,7 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r standing, place waitingPlace
 // queueRates is the rate of the visitor's queue (lane; "" for the main queue) within the room's
 // rates: forecast from the queues' loads as the others run empty, or, without a forecast, its share
 // of the room's rate as if every queue stayed busy.
-func (api *visitorAPI) queueRates(cfg *Config, r standing, room capacity.Rates, lane string, from time.Time) capacity.Rates {
+func (api *visitorAPI) queueRates(cfg *Config, r outlook, room capacity.Rates, lane string, from time.Time) capacity.Rates {
 	names := append([]string{""}, cfg.LaneNames()...)
 	own := 0
 	loads := make([]capacity.QueueLoad, len(names))
@@ -113,7 +113,7 @@ func (api *visitorAPI) queueRates(cfg *Config, r standing, room capacity.Rates, 
 // roomRates is the room's admission rate from from on: the plan the scheduler runs now, then, at
 // each edge of the calendar ahead (spec.events), the rate of the event that starts, or the room's
 // own after one ends.
-func roomRates(cfg *Config, r standing, from time.Time) capacity.Rates {
+func roomRates(cfg *Config, r outlook, from time.Time) capacity.Rates {
 	room := cfg.roomConfig()
 	rates := capacity.ConstantRate(from, r.plan.PerSecond())
 	// Back from an event, the room runs its own plan: the one published now, when no event runs.

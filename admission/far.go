@@ -58,7 +58,7 @@ func placeCookie(x Exchange, cfg *Config, token string) *http.Cookie {
 
 // far answers a waiting visitor's status poll from the proxy's snapshot, when it can; false means
 // to ask Redis.
-func (api *visitorAPI) far(cfg *Config, r standing, visitor string, seq int64) (answer, bool) {
+func (api *visitorAPI) far(cfg *Config, r outlook, visitor string, seq int64) (answer, bool) {
 	now := api.now()
 	a, ok := api.farPositions.Bound(visitor, seq, cfg.ExactPositions, now)
 	if !ok {

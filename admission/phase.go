@@ -17,7 +17,8 @@ const maxNotOpenRetry = 5 * time.Minute
 
 // standing is what the proxy knows of the room's state: the plan ticks run (the scheduler's, published,
 // or the spec's until it has published one; an Adaptive rate is the scheduler's to choose), the room's
-// phase, and the timings it hands visitors, which are its own config's.
+// phase, and the timings it hands visitors, which are its own config's. The gate judges by it alone;
+// the visitor API reads an outlook, which adds what only waits and poll times need.
 type standing struct {
 	abandonAfter, pollMin, pollMax time.Duration
 	plan                           capacity.Plan
@@ -26,8 +27,14 @@ type standing struct {
 	// it the phase comes from the proxy's clock, and a room the clock calls open is Opening: only the
 	// scheduler knows when the draw is done.
 	known bool
-	// forecast is the scheduler's latest measure of the room's queues, while fresh (estimate.go);
-	// nil otherwise.
+}
+
+// outlook is the room as the visitor API tells waits and poll times by: its standing, the
+// scheduler's latest measure of the room's queues while fresh (estimate.go), and the last change of
+// plan this replica saw.
+type outlook struct {
+	standing
+	// forecast is nil when the scheduler published none, or one older than forecastMaxAge.
 	forecast *queue.Forecast
 	// planBefore is the plan before the last change this replica saw, at planChangedAt (zero when
 	// it saw none): a visitor told when to poll under it is held to what it was told.
@@ -35,15 +42,15 @@ type standing struct {
 	planChangedAt time.Time
 }
 
-// shared is the standing of one queue of the room, which takes percent of every tick's batch.
-func (r standing) shared(percent int64) standing {
+// shared is the outlook of one queue of the room, which takes percent of every tick's batch.
+func (r outlook) shared(percent int64) outlook {
 	r.plan, r.planBefore = r.plan.Share(percent), r.planBefore.Share(percent)
 	return r
 }
 
 // capacityChangedSince says the plan's rate changed since a visitor's previous poll, at
 // previousPoll: this replica saw the change after it.
-func (r standing) capacityChangedSince(previousPoll time.Time) bool {
+func (r outlook) capacityChangedSince(previousPoll time.Time) bool {
 	// The queue keeps a poll's time to the millisecond: a poll in the very millisecond this replica
 	// learnt of the change is one after it.
 	return !previousPoll.IsZero() && previousPoll.Before(r.planChangedAt.Truncate(time.Millisecond)) && r.plan.PerSecond() != r.planBefore.PerSecond()
@@ -52,7 +59,7 @@ func (r standing) capacityChangedSince(previousPoll time.Time) bool {
 // timedUnderPlanBefore says a visitor whose previous poll was at previousPoll may have been told
 // its next under the plan before the last change: another replica may have seen the change up to
 // a plan cache's TTL later than this one.
-func (r standing) timedUnderPlanBefore(previousPoll time.Time) bool {
+func (r outlook) timedUnderPlanBefore(previousPoll time.Time) bool {
 	return !previousPoll.IsZero() && !r.planChangedAt.IsZero() && previousPoll.Before(r.planChangedAt.Add(planTTL))
 }
 
@@ -65,18 +72,32 @@ type standings struct {
 
 // of is the room's standing under cfg.
 func (s *standings) of(ctx context.Context, cfg *Config) standing {
+	r, _, _, _ := s.read(ctx, cfg)
+	return r
+}
+
+// outlookOf is the room's outlook under cfg: its standing, and the forecast and plan change read
+// with it.
+func (s *standings) outlookOf(ctx context.Context, cfg *Config) outlook {
+	r, published, change, err := s.read(ctx, cfg)
+	o := outlook{standing: r, planBefore: change.Before, planChangedAt: change.At}
+	if f := published.Forecast; err == nil && f != nil && s.now().Sub(f.At) <= forecastMaxAge {
+		o.forecast = f
+	}
+	return o
+}
+
+// read is the room's standing under cfg, with what the plan cache answered: the published plan (the
+// last good one after an error), the last change of plan it saw, and the error of its last read.
+func (s *standings) read(ctx context.Context, cfg *Config) (standing, queue.PublishedPlan, queue.PlanChange, error) {
 	r := standing{abandonAfter: cfg.AbandonAfter, pollMin: cfg.PollMin, pollMax: cfg.PollMax, plan: cfg.Quota, phase: phase.Open, known: true}
 	published, change, err := s.plans.Read(ctx)
-	r.planBefore, r.planChangedAt = change.Before, change.At
 	if err == nil {
 		r.plan = published.Quota
-		if f := published.Forecast; f != nil && s.now().Sub(f.At) <= forecastMaxAge {
-			r.forecast = f
-		}
 	}
 	sc := cfg.Schedule
 	if sc == nil {
-		return r
+		return r, published, change, err
 	}
 	// A plan of Redis is good for the phase, even stale after an error, once it is of this schedule.
 	if !published.OpensAt.IsZero() && published.OpensAt.UnixMilli() == sc.OpensAt.UnixMilli() {
@@ -84,14 +105,14 @@ func (s *standings) of(ctx context.Context, cfg *Config) standing {
 		if r.phase == "" {
 			r.phase = phase.Open
 		}
-		return r
+		return r, published, change, err
 	}
 	r.known = false
 	r.phase = cfg.phaseAt(s.now())
 	if r.phase == phase.Open {
 		r.phase = phase.Opening
 	}
-	return r
+	return r, published, change, err
 }
 
 // before says the room has not opened: visitors without a pass do not reach the protected routes,

@@ -35,7 +35,7 @@ func (api *visitorAPI) position(v *visit, pos queue.Position) answer {
 			return scheduleClosed(v.cfg, v.class, api.now())
 		}
 		v.r.phase = pos.Phase
-		return notOpen(v.cfg, v.r, v.class, api.now(), api.rand.Float64(), api.links.enter())
+		return notOpen(v.cfg, v.r.standing, v.class, api.now(), api.rand.Float64(), api.links.enter())
 	case queue.PreQueued, queue.Drawing:
 		return api.preQueued(v, pos)
 	case queue.Admitted:
@@ -65,7 +65,7 @@ func (api *visitorAPI) shadowed(v *visit, pos queue.Position) answer {
 		// from the snapshot (far) while there is a fresh one, as a bound without the place; any
 		// other far answer comes from Redis with the place, and near the front the place comes once.
 		// A lane's place comes once, as a lane's place does.
-		far := pos.Lane == "" && pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
+		far := pos.Lane == "" && pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r.standing)
 		token := shadowPlace(v.cfg, v.visitor, pos.Lane, pos.Seq)
 		held := v.held().token == token
 		switch {
@@ -120,7 +120,7 @@ func (api *visitorAPI) notQueued(v *visit, pos queue.Position) answer {
 
 func (api *visitorAPI) preQueued(v *visit, pos queue.Position) answer {
 	drawing := pos.State == queue.Drawing
-	hint, shortest := api.preQueuePoll(v.r, drawing)
+	hint, shortest := api.preQueuePoll(v.r.standing, drawing)
 	if a, early := api.tooEarly(v.class, v.visitor, v.enter, pos, shortest); early {
 		return a
 	}
@@ -160,7 +160,7 @@ func (api *visitorAPI) waiting(v *visit, pos queue.Position) answer {
 		// Every waiting visitor of the main queue holds its place: far from the front its polls are
 		// answered without Redis, and after a failover that lost the place it brings it back. Near
 		// the front the place is sent once, far from it with every answer.
-		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r)
+		far := pos.Position > v.cfg.ExactPositions && farPathOpen(api.engine, v.cfg, r.standing)
 		if h := v.held(); far || !h.mainQueue() || h.seq != pos.Seq {
 			body.Place = v.cfg.Signer.Place(v.visitor, pos.Seq)
 		}

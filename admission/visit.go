@@ -31,7 +31,7 @@ type visit struct {
 	enter bool
 	// class labels its metrics: "enter" or "status".
 	class string
-	r     standing
+	r     outlook
 	// visitor is who asks, once identified.
 	visitor string
 	// laneCode is entry.Outcome.LaneCode of an enter: which of its tokens is a lane code's use.
@@ -54,7 +54,7 @@ func (v *visit) held() heldPlace {
 // queueStanding is the standing a visitor of lane ("" for the main queue) is told its polls by: in
 // a room with lanes, its queue's share of the plan, the rate its place moves at when every lane is
 // busy (and faster when others leave theirs).
-func (v *visit) queueStanding(lane string) standing {
+func (v *visit) queueStanding(lane string) outlook {
 	if len(v.cfg.Lanes) == 0 {
 		return v.r
 	}
@@ -78,7 +78,7 @@ func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer
 	if a, ok := api.modeAnswer(v); ok {
 		return a
 	}
-	v.r = api.standing.of(x.Context(), cfg)
+	v.r = api.standing.outlookOf(x.Context(), cfg)
 	if a, ok := api.scheduleAnswer(v); ok {
 		return a
 	}
@@ -90,7 +90,7 @@ func (api *visitorAPI) enterOrStatus(x Exchange, cfg *Config, enter bool) answer
 			return a
 		}
 	}
-	if !enter && farPathOpen(api.engine, cfg, v.r) {
+	if !enter && farPathOpen(api.engine, cfg, v.r.standing) {
 		// Far from the front the proxy answers alone, even while Redis rests (FarSnapshotMaxAge).
 		if h := v.held(); h.mainQueue() {
 			if a, ok := api.far(cfg, v.r, v.visitor, h.seq); ok {
@@ -133,7 +133,7 @@ func (api *visitorAPI) scheduleAnswer(v *visit) (answer, bool) {
 	switch {
 	case v.r.phase == phase.Scheduled && v.cfg.phaseAt(api.now()) == phase.Scheduled:
 		// Nothing to ask Redis: a crowd refreshing before the pre-queue costs the proxy alone.
-		return notOpen(v.cfg, v.r, v.class, api.now(), api.rand.Float64(), api.links.enter()), true
+		return notOpen(v.cfg, v.r.standing, v.class, api.now(), api.rand.Float64(), api.links.enter()), true
 	case !v.r.known:
 		// The scheduler has not published this schedule's phase yet; the engine would take the
 		// visitor as if the room had no schedule.
@@ -346,14 +346,14 @@ func unavailable(class string) answer {
 
 // pollBase is the poll hint of a visitor waiting at position in a queue of depth before its spread,
 // and the shortest hint it gives (what a poll is held to: tooEarly).
-func (api *visitorAPI) pollBase(cfg *Config, r standing, position, depth int64, previousPoll time.Time) (base, shortest time.Duration) {
-	base = capacity.BudgetedPollBase(r.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, r, depth))
+func (api *visitorAPI) pollBase(cfg *Config, r outlook, position, depth int64, previousPoll time.Time) (base, shortest time.Duration) {
+	base = capacity.BudgetedPollBase(r.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, r.standing, depth))
 	shortest = capacity.SpreadPollHint(base, r.pollMin, zeroRand{})
 	if r.timedUnderPlanBefore(previousPoll) {
 		// The visitor was told when to come back under the plan before: it is held to that.
 		before := r
 		before.plan = r.planBefore
-		b := capacity.BudgetedPollBase(before.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, before, depth))
+		b := capacity.BudgetedPollBase(before.plan, position, r.pollMin, r.pollMax, api.stretch(cfg, before.standing, depth))
 		shortest = min(shortest, capacity.SpreadPollHint(b, r.pollMin, zeroRand{}))
 	}
 	return base, shortest
