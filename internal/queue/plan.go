@@ -161,7 +161,9 @@ func (q *Queue) ReadPlan(ctx context.Context) (PublishedPlan, error) {
 }
 
 // PlanCache reads the published plan at most once per TTL, so that a proxy serving thousands of
-// polls per second reads it a few times per second. It is safe for concurrent use.
+// polls per second reads it a few times per second. It is safe for concurrent use. One read of Redis
+// is on its way at a time, and it holds nobody else: while it is, the others are answered what the
+// cache last read (docs/guides/operations.md, "Conditions, failures and modes").
 type PlanCache struct {
 	q   PlanReader
 	ttl time.Duration
@@ -177,6 +179,8 @@ type PlanCache struct {
 	retryAt time.Time
 	// change is the last change of the plan's quota this cache saw.
 	change PlanChange
+	// reading is closed when the read on its way ends; nil when none is.
+	reading chan struct{}
 }
 
 // PlanChange is a change of the published quota as a PlanCache saw it: the quota before, and when
@@ -186,9 +190,9 @@ type PlanChange struct {
 	At     time.Time
 }
 
-// planRetryAfterError is how long a failed read of the plan is not tried again: every request that
-// needs the plan would otherwise wait its turn on the cache's lock for a Redis that is away.
-const planRetryAfterError = time.Second
+// PlanRetryAfterError is how long a failed read of the plan is not tried again: a Redis that is away
+// would otherwise be read again by every request that needs the plan.
+const PlanRetryAfterError = time.Second
 
 // PlanReader reads a queue's published plan; *Queue is one.
 type PlanReader interface {
@@ -209,34 +213,74 @@ func (c *PlanCache) Get(ctx context.Context) (PublishedPlan, error) {
 
 // Read is Get with the last change of the quota the cache saw: a proxy holds a poll timed under
 // the quota before to the intervals it gave then.
+//
+// When the plan is due, the caller that finds it so reads it; others that come meanwhile get what
+// the cache last read at once, or, before the first read has ended, wait for it (or their context).
 func (c *PlanCache) Read(ctx context.Context) (PublishedPlan, PlanChange, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := c.now()
-	if c.valid && now.Sub(c.fetched) < c.ttl {
+	switch {
+	case c.valid && now.Sub(c.fetched) < c.ttl:
+		defer c.mu.Unlock()
 		return c.plan, c.change, c.err
-	}
-	if c.failed != nil && now.Before(c.retryAt) {
+	case c.failed != nil && (now.Before(c.retryAt) || c.reading != nil):
+		defer c.mu.Unlock()
 		return c.plan, c.change, c.failed
+	case c.reading != nil && c.valid:
+		defer c.mu.Unlock()
+		return c.plan, c.change, c.err
+	case c.reading != nil:
+		reading := c.reading
+		c.mu.Unlock()
+		select {
+		case <-reading:
+		case <-ctx.Done():
+			return PublishedPlan{}, PlanChange{}, ctx.Err()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.last()
 	}
-	// Bounded like a store's round trip: the lock is held meanwhile.
-	callCtx, cancel := context.WithTimeout(ctx, DefaultRoundTripTimeout)
+	reading := make(chan struct{})
+	c.reading = reading
+	c.mu.Unlock()
+	// Bounded like a store's round trip, and the cache's, not the caller's: a caller that goes away
+	// does not make the plan's read a failure for everyone else.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRoundTripTimeout)
 	p, err := c.q.ReadPlan(callCtx)
 	cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reading = nil
+	close(reading)
+	c.store(p, err, now)
+	return c.last()
+}
+
+// store keeps what a read of the plan that began at began answered, under mu.
+func (c *PlanCache) store(p PublishedPlan, err error, began time.Time) {
+	now := c.now()
 	switch {
 	case err == nil:
 		if c.valid && c.err == nil && p.Quota != c.plan.Quota {
-			c.change = PlanChange{Before: c.plan.Quota, At: now}
+			c.change = PlanChange{Before: c.plan.Quota, At: began}
 		}
 		c.plan, c.err = p, nil
 	case errors.Is(err, ErrNoPlan) || errors.Is(err, redis.Nil):
 		c.plan, c.err = PublishedPlan{}, ErrNoPlan
 	default:
 		// Keep the last good plan, and retry after a short pause rather than after a full TTL.
-		c.failed, c.retryAt = err, c.now().Add(planRetryAfterError)
-		return c.plan, c.change, err
+		c.failed, c.retryAt = err, now.Add(PlanRetryAfterError)
+		return
 	}
 	c.failed = nil
-	c.fetched, c.valid = c.now(), true
+	c.fetched, c.valid = now, true
+}
+
+// last is what the cache answers after its last read, under mu.
+func (c *PlanCache) last() (PublishedPlan, PlanChange, error) {
+	if c.failed != nil {
+		return c.plan, c.change, c.failed
+	}
 	return c.plan, c.change, c.err
 }
