@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -217,6 +218,21 @@ func (r *Redis) Stop() {
 	_ = r.cmd.Process.Kill()
 	<-r.done
 	r.cmd = nil
+}
+
+// Pause stops the server without ending it (SIGSTOP), as a Redis stuck in a long command or behind a
+// network that drops its packets looks to its clients: connections stay open, and nothing answers.
+// resume lets it go on; resuming twice is fine, and the caller registers it to run at cleanup.
+func (r *Redis) Pause() (resume func(), err error) {
+	pid := r.PID()
+	if pid == 0 {
+		return nil, errors.New("redis-server is not running")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("pausing redis-server: %w", err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }, nil
 }
 
 // Restart starts a stopped server again on the same port, with an empty data set.
