@@ -15,9 +15,10 @@ import (
 type PositionBody = positionBody
 
 const (
-	MaxNotOpenRetry = maxNotOpenRetry
-	PlanTTL         = planTTL
-	TooEarlyShare   = tooEarlyShare
+	RedisRetryAfterError = redisRetryAfterError
+	MaxNotOpenRetry      = maxNotOpenRetry
+	PlanTTL              = planTTL
+	TooEarlyShare        = tooEarlyShare
 )
 
 var SafeReturn = safeReturn
@@ -51,7 +52,7 @@ func (r *Room) WorkloadMeter() *replica.WorkloadMeter    { return r.runtime.Work
 
 // ReadPlansFresh makes the proxy read the published plan at every request.
 func (r *Room) ReadPlansFresh(engine queue.PlanReader) {
-	r.standing.plans = queue.NewPlanCache(engine, 0)
+	r.standing.plans = queue.NewPlanCache(plansThroughHealth{engine: engine, redis: r.redis}, 0)
 }
 
 func (r *Room) RedisDown() bool { return r.redis.isDown() }

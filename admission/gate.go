@@ -274,6 +274,11 @@ func (g *gate) admitAtOnce(x Exchange, cfg *Config, r standing) (answer, bool) {
 	if cfg.EntryChecks.Check(entry.Input{Request: x, Visitor: visitor, Now: g.now()}, &granted) != nil {
 		return a, false
 	}
+	if g.redis.resting() {
+		// Redis failed a moment ago: the browser goes to the waiting page at once, which enters it
+		// when Redis answers again.
+		return a, false
+	}
 	pos, err := g.engine.EnterFrom(x.Context(), visitor, r.abandonAfter, granted.Limit)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {

@@ -113,10 +113,10 @@ func NewRoomOn(roomName string, engine Engine, opts Options) *Room {
 	}
 	m := newMetrics()
 	r := &Room{name: roomName, engine: engine, metrics: m, log: opts.Log, now: now,
-		standing: &standings{plans: queue.NewPlanCache(engine, planTTL), now: now},
-		redis:    &redisHealth{now: now, log: opts.Log, up: m.redisUp},
-		links:    &links{roomID: herdgatev1alpha1.RoomID(namespace, name)},
+		redis: &redisHealth{now: now, log: opts.Log, up: m.redisUp},
+		links: &links{roomID: herdgatev1alpha1.RoomID(namespace, name)},
 	}
+	r.standing = &standings{plans: queue.NewPlanCache(plansThroughHealth{engine: engine, redis: r.redis}, planTTL), now: now}
 	sessions, workload, farPositions, reclaims := replica.NewSessions(), replica.NewWorkloadMeter(), replica.NewFarPositions(), &replica.Reclaims{}
 	r.report = replica.NewConfigReport(opts.Replica)
 	r.gate = &gate{engine: engine, standing: r.standing, redis: r.redis, links: r.links, sessions: sessions, workload: workload,
