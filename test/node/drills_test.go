@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -289,6 +290,23 @@ func TestDrillsOnTheNode(t *testing.T) {
 		}
 	}
 
+	// survivedRedis fails t unless visitors were told 503 while Redis was how, a pass held across it
+	// worked every time, and no herdgate pod was replaced or restarted since pods.
+	survivedRedis := func(t *testing.T, how string, c Counts, during passUse, pods map[string]int32) {
+		t.Helper()
+		if c.Unavailable == 0 {
+			t.Errorf("no visitor was told 503 while Redis was %s", how)
+		}
+		if during.ok == 0 || during.failed != 0 {
+			t.Errorf("a pass used while Redis was %s: %d ok, %d failed (%s)", how, during.ok, during.failed, during.lastErr)
+		}
+		for uid, restarts := range herdgatePods(t) {
+			if was, ok := pods[uid]; !ok || was != restarts {
+				t.Errorf("a herdgate pod was replaced or restarted (uid %s)", uid)
+			}
+		}
+	}
+
 	t.Run("a proxy pod deleted", func(t *testing.T) {
 		c, _ := r.run(t, drill{name: "proxy pod deleted", fault: func(ctx context.Context, t *testing.T, r *rig) error {
 			pods, err := r.c.Pods(ctx, drillNamespace, proxySelector)
@@ -512,18 +530,33 @@ func TestDrillsOnTheNode(t *testing.T) {
 			_, err = r.c.WaitPodsReady(ctx, Namespace, redisSelector, 1, 2*time.Minute)
 			return err
 		}})
-		if c.Unavailable == 0 {
-			t.Error("no visitor was told 503 while Redis was away")
-		}
-		if during.ok == 0 || during.failed != 0 {
-			t.Errorf("a pass used while Redis was away: %d ok, %d failed (%s)", during.ok, during.failed, during.lastErr)
-		}
-		for uid, restarts := range herdgatePods(t) {
-			if was, ok := pods[uid]; !ok || was != restarts {
-				t.Errorf("a herdgate pod was replaced or restarted (uid %s)", uid)
-			}
-		}
+		survivedRedis(t, "away", c, during, pods)
 		record("evaluation Redis restarted", c, fmt.Sprintf("a pass held across it: %d ok / %d failed; no herdgate pod restarted", during.ok, during.failed))
+	})
+
+	t.Run("the evaluation Redis paused", func(t *testing.T) {
+		pods := herdgatePods(t)
+		holder := r.holdAPass(t)
+		var during passUse
+		c, _ := r.run(t, drill{name: "Redis paused", fault: func(ctx context.Context, t *testing.T, r *rig) error {
+			pid, err := r.redisPID(ctx)
+			if err != nil {
+				return err
+			}
+			stopUsing := holder.useWhile(ctx, r, &during)
+			defer stopUsing()
+			// Stopped, not ended: its connections stay open and nothing answers, as a Redis stuck in a
+			// long command or behind a network that drops its packets looks. It goes on whatever happens.
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				return fmt.Errorf("pausing redis-server (pid %d): %w", pid, err)
+			}
+			defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+			time.Sleep(redisPause)
+			return syscall.Kill(pid, syscall.SIGCONT)
+		}})
+		survivedRedis(t, "paused", c, during, pods)
+		record(fmt.Sprintf("evaluation Redis paused %s", redisPause), c, fmt.Sprintf("enter and status calls held a second or more: %d of %d; a pass held across it: %d ok / %d failed; no herdgate pod restarted",
+			c.Held, c.Calls, during.ok, during.failed))
 	})
 
 	t.Run("kubelet restarted", func(t *testing.T) {
@@ -545,6 +578,39 @@ func TestDrillsOnTheNode(t *testing.T) {
 		}
 		record("kubelet restarted", c, "no herdgate pod restarted")
 	})
+}
+
+// redisPause is how long the Redis drill keeps redis-server stopped: longer than a round trip's bound
+// (2 s), so that calls time out, and than the replica's check of Redis (every second).
+const redisPause = 5 * time.Second
+
+// redisPID is the process id of the evaluation Redis' server, found on the node by its pod's cgroup.
+func (r *rig) redisPID(ctx context.Context) (int, error) {
+	pods, err := r.c.Pods(ctx, Namespace, redisSelector)
+	if err != nil || len(pods) != 1 {
+		return 0, fmt.Errorf("want one Redis pod, have %v (%w)", pods, err)
+	}
+	// The cgroupfs driver names a pod's cgroup by its UID; the systemd driver with underscores.
+	uids := []string{pods[0].UID, strings.ReplaceAll(pods[0].UID, "-", "_")}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", p.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "redis-server" {
+			continue
+		}
+		cgroup, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup"))
+		if err == nil && (strings.Contains(string(cgroup), uids[0]) || strings.Contains(string(cgroup), uids[1])) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no redis-server process in the cgroup of pod %s", pods[0].Name)
 }
 
 // saturatedWindow is the stretch in which the queue held at least two batches: the engine's

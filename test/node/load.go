@@ -36,8 +36,11 @@ type Herd struct {
 
 	// Counters of answers, for the report.
 	unavailable, unavailableNoRetry, transportErrors, placesLost atomic.Int64
-	mu2                                                          sync.Mutex
-	failures                                                     []string
+	// calls and held count the enter and status calls, and those answered a second or more after
+	// they were sent.
+	calls, held atomic.Int64
+	mu2         sync.Mutex
+	failures    []string
 }
 
 type visitor struct {
@@ -136,6 +139,7 @@ func (h *Herd) visit(ctx context.Context, v *visitor) {
 	jar, _ := cookiejar.New(nil)
 	path, method := "/.herdgate/enter", http.MethodPost
 	for ctx.Err() == nil {
+		sent := time.Now()
 		code, a, header, err := h.call(ctx, jar, method, path, "")
 		if err != nil {
 			if ctx.Err() != nil {
@@ -145,6 +149,10 @@ func (h *Herd) visit(ctx context.Context, v *visitor) {
 			h.fail("%s %s: %v", method, path, err)
 			h.sleep(ctx, 200*time.Millisecond)
 			continue
+		}
+		h.calls.Add(1)
+		if time.Since(sent) >= time.Second {
+			h.held.Add(1)
 		}
 		wait := time.Duration(0)
 		switch {
@@ -220,7 +228,10 @@ type Counts struct {
 	// Unavailable counts 503 answers to enter and status; UnavailableNoRetryAfter those without
 	// Retry-After; TransportErrors failed connections; PlacesLost status answers that forgot a visitor.
 	Unavailable, UnavailableNoRetryAfter, TransportErrors, PlacesLost int64
-	Failures                                                          []string
+	// Calls counts the enter and status calls answered, Held those answered a second or more after
+	// they were sent: a visitor kept waiting, as on a Redis that does not answer.
+	Calls, Held int64
+	Failures    []string
 }
 
 // Counts tallies the visitors; engineAdmitted is what the engine admitted over the visitors admitted
@@ -231,6 +242,7 @@ func (h *Herd) Counts(engineAdmitted int64, admittedAfter time.Time) Counts {
 	c := Counts{
 		Unavailable: h.unavailable.Load(), UnavailableNoRetryAfter: h.unavailableNoRetry.Load(),
 		TransportErrors: h.transportErrors.Load(), PlacesLost: h.placesLost.Load(),
+		Calls: h.calls.Load(), Held: h.held.Load(),
 	}
 	seen := 0
 	for _, v := range h.visitors {
@@ -260,7 +272,7 @@ func (h *Herd) Counts(engineAdmitted int64, admittedAfter time.Time) Counts {
 
 func (c Counts) String() string {
 	return fmt.Sprintf("entered %d, admitted %d, lost %d, admitted twice %d, protected requests %d ok / %d failed, "+
-		"503 %d (%d without Retry-After), connection errors %d, places forgotten %d",
+		"503 %d (%d without Retry-After), connection errors %d, places forgotten %d, calls held a second or more %d of %d",
 		c.Entered, c.Admitted, c.Lost, c.AdmittedTwice, c.OrdersOK, c.OrdersFailed,
-		c.Unavailable, c.UnavailableNoRetryAfter, c.TransportErrors, c.PlacesLost)
+		c.Unavailable, c.UnavailableNoRetryAfter, c.TransportErrors, c.PlacesLost, c.Held, c.Calls)
 }
