@@ -55,6 +55,17 @@ func (h *harness) readPlansSignalled() chan struct{} {
 	return began
 }
 
+// pauseRedis pauses the harness's Redis until the returned resume, or the test's end.
+func (h *harness) pauseRedis() (resume func()) {
+	h.t.Helper()
+	resume, err := h.redis.Pause()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(resume)
+	return resume
+}
+
 // drain empties began.
 func drain(began chan struct{}) {
 	for {
@@ -95,11 +106,7 @@ func TestARedisThatStopsAnsweringHoldsOneRequestNotACrowd(t *testing.T) {
 	if res := crowd[0].status(); res.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("an early poll: %d %s", res.StatusCode, res.body)
 	}
-	resume, err := h.redis.Pause()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(resume)
+	resume := h.pauseRedis()
 
 	drain(reads)
 	first := make(chan response, 1)
@@ -141,11 +148,7 @@ func TestARedisThatStopsAnsweringIsTriedByOneCallAtATime(t *testing.T) {
 	if res := crowd[6].status(); res.StatusCode != http.StatusOK {
 		t.Fatalf("a poll before the pause: %d %s", res.StatusCode, res.body)
 	}
-	resume, err := h.redis.Pause()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(resume)
+	resume := h.pauseRedis()
 	unavailable := func(res response) bool {
 		return res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "" && res.json(t)["error"] == "queue_unavailable"
 	}

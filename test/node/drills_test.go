@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -547,12 +546,13 @@ func TestDrillsOnTheNode(t *testing.T) {
 			defer stopUsing()
 			// Stopped, not ended: its connections stay open and nothing answers, as a Redis stuck in a
 			// long command or behind a network that drops its packets looks. It goes on whatever happens.
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				return fmt.Errorf("pausing redis-server (pid %d): %w", pid, err)
+			resume, err := testenv.PauseProcess(pid)
+			if err != nil {
+				return err
 			}
-			defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+			defer resume()
 			time.Sleep(redisPause)
-			return syscall.Kill(pid, syscall.SIGCONT)
+			return nil
 		}})
 		survivedRedis(t, "paused", c, during, pods)
 		record(fmt.Sprintf("evaluation Redis paused %s", redisPause), c, fmt.Sprintf("enter and status calls held a second or more: %d of %d; a pass held across it: %d ok / %d failed; no herdgate pod restarted",

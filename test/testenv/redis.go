@@ -228,8 +228,14 @@ func (r *Redis) Pause() (resume func(), err error) {
 	if pid == 0 {
 		return nil, errors.New("redis-server is not running")
 	}
+	return PauseProcess(pid)
+}
+
+// PauseProcess stops process pid without ending it (SIGSTOP); resume (SIGCONT) lets it go on, and
+// may be called more than once.
+func PauseProcess(pid int) (resume func(), err error) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return nil, fmt.Errorf("pausing redis-server: %w", err)
+		return nil, fmt.Errorf("pausing process %d: %w", pid, err)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }, nil
