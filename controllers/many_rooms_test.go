@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
+	"github.com/herdgate/herdgate/controllers"
 	"github.com/herdgate/herdgate/internal/scheduler"
 	"github.com/herdgate/herdgate/test/builder"
+	"github.com/herdgate/herdgate/test/testenv"
 )
 
 // Decision 22: an idle room writes nothing, and a new room is reconciled as soon as a worker is free,
@@ -157,6 +160,94 @@ var _ = Describe("Many rooms", func() {
 			}
 		}
 		Expect(between).To(BeNumerically("<=", 2), "the busy rooms were reconciled %d times while the new room waited", between)
+	})
+})
+
+// Deleting a room deletes its Redis keys beside the reconciles (controllers/redis_cleanup.go).
+var _ = Describe("Deleted rooms", func() {
+	It("reconcile a new room while their Redis stalls, and go once it answers", func() {
+		const namespace, deleted = "rooms-deleted-on-a-stall", 2 * controllers.DefaultMaxConcurrentReconciles
+		createNamespace(namespace)
+		stalling, err := testenv.NewRedis(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stalling.Stop)
+		rdb := redis.NewClient(&redis.Options{Addr: stalling.Addr()})
+		DeferCleanup(rdb.Close)
+		managerCtx, stopManager := context.WithCancel(ctx)
+		stopped := startManager(managerCtx, managerOptions{namespaces: []string{namespace}, redisURL: stalling.URL()})
+		DeferCleanup(func() { stopManager(); <-stopped })
+		keysOf := func(wq *herdgatev1alpha1.WaitingQueue) []string {
+			keys, err := rdb.Keys(ctx, fmt.Sprintf("{hg:%s/%s}*", wq.Namespace, wq.Name)).Result()
+			Expect(err).NotTo(HaveOccurred())
+			return keys
+		}
+
+		By("making rooms whose scheduler has written their keys")
+		rooms := make([]*herdgatev1alpha1.WaitingQueue, deleted)
+		for i := range rooms {
+			rooms[i] = sampleQueue(namespace, fmt.Sprintf("deleted-%02d", i))
+			Expect(k8sClient.Create(ctx, rooms[i])).To(Succeed())
+		}
+		for _, wq := range rooms {
+			Eventually(func() []string { return keysOf(wq) }, timeout, interval).ShouldNot(BeEmpty())
+		}
+
+		By("pausing their Redis, deleting them all, then making a new room")
+		resume, err := stalling.Pause()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(resume)
+		for _, wq := range rooms {
+			Expect(k8sClient.Delete(ctx, wq)).To(Succeed())
+		}
+		newcomer := sampleQueue(namespace, "newcomer")
+		Expect(k8sClient.Create(ctx, newcomer)).To(Succeed())
+		// Redis answers again before the new room goes, even when a step below failed.
+		DeferCleanup(func() { resume(); deleteAndWait(newcomer) })
+		Eventually(func(g Gomega) {
+			now := get(newcomer)
+			g.Expect(now.Finalizers).To(ContainElement(controllers.Finalizer))
+			g.Expect(now.Status.ObservedGeneration).To(Equal(now.Generation))
+		}, timeout, interval).Should(Succeed())
+
+		By("having reconciled it before any deleted room's try at Redis came back")
+		for _, wq := range rooms {
+			Expect(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{})).To(Succeed(), "%s went while its Redis was paused", wq.Name)
+			Expect(eventReasons(Default, wq)).NotTo(ContainElement("RedisCleanupFailed"), "%s's cleanup failed before the new room was reconciled", wq.Name)
+		}
+
+		By("letting Redis answer: each deleted room goes, and its keys with it")
+		resume()
+		for _, wq := range rooms {
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{}))
+			}, timeout, interval).Should(BeTrue(), "%s was not let go", wq.Name)
+			Expect(keysOf(wq)).To(BeEmpty())
+		}
+		Expect(keysOf(newcomer)).NotTo(BeEmpty(), "the new room's keys went with the deleted ones")
+	})
+
+	It("let go of a room whose Redis never answers, after a bounded number of tries", func() {
+		const namespace = "rooms-deleted-without-redis"
+		createNamespace(namespace)
+		port, err := testenv.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		managerCtx, stopManager := context.WithCancel(ctx)
+		stopped := startManager(managerCtx, managerOptions{namespaces: []string{namespace}, redisURL: fmt.Sprintf("redis://127.0.0.1:%d", port)})
+		DeferCleanup(func() { stopManager(); <-stopped })
+
+		wq := sampleQueue(namespace, "unreachable")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		Eventually(func() []string { return get(wq).Finalizers }, timeout, interval).Should(ContainElement(controllers.Finalizer))
+		Expect(k8sClient.Delete(ctx, wq)).To(Succeed())
+		// Four retries, 2, 4, 8 and 16 s apart.
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{}))
+		}, 2*timeout, interval).Should(BeTrue(), "the finalizer did not let go")
+		Eventually(func(g Gomega) {
+			reasons := eventReasons(g, wq)
+			g.Expect(reasons).To(ContainElement("RedisCleanupFailed"))
+			g.Expect(reasons).To(ContainElement("RedisCleanupSkipped"))
+		}, timeout, interval).Should(Succeed())
 	})
 })
 

@@ -52,7 +52,7 @@ const DefaultMaxConcurrentReconciles = 8
 
 // Setup registers the scheduler and the WaitingQueue reconciler with mgr. The scheduler tells the
 // reconciler of a queue whose observed state changed through the notification function handed in
-// here, which feeds the reconciler's channel source.
+// here, which feeds the reconciler's channel source; so do the deleted rooms' Redis cleanups.
 func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
 	changed := make(chan event.GenericEvent, 1024)
 	notify := func(key types.NamespacedName) bool {
@@ -79,6 +79,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
 		ProxyImage:        opts.ProxyImage,
 		GatewayCheckGrace: opts.GatewayCheckGrace,
 	}
+	// A deleted room whose Redis keys are gone is reconciled again to release its finalizer.
+	r.cleanups.notify = func(key types.NamespacedName) { notify(key) }
 	workers := opts.MaxConcurrentReconciles
 	if workers <= 0 {
 		workers = DefaultMaxConcurrentReconciles

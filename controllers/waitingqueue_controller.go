@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,8 +33,6 @@ const (
 	// FieldOwner is the manager's server-side apply field manager.
 	FieldOwner = client.FieldOwner("herdgate-manager")
 
-	// finalizeAttempts bounds how often deletion tries to reach Redis before it lets go.
-	finalizeAttempts = 5
 	// minSecretResync is how often, at most, a queue is reconciled without a change: the manager may
 	// not list or watch Secrets (docs/guides/operations.md, "Permissions"), so this is how it notices
 	// a per-queue Secret that was deleted or edited, and a rotated Redis URL in spec.redis.secretRef.
@@ -70,8 +67,8 @@ type WaitingQueueReconciler struct {
 	// GatewayCheckGrace: see Options; 0 means defaultGatewayCheckGrace.
 	GatewayCheckGrace time.Duration
 
-	mu       sync.Mutex
-	attempts map[types.UID]int // failed Redis cleanups per deleted queue
+	// cleanups delete the deleted rooms' Redis keys beside the reconciles (redis_cleanup.go).
+	cleanups redisCleanups
 	applied  appliedObjects
 	// liveWritten is when each queue's status was last written (liveStatusInterval).
 	liveWritten sync.Map // types.UID → time.Time
@@ -250,40 +247,41 @@ func (r *WaitingQueueReconciler) now() time.Time {
 	return time.Now()
 }
 
-// finalize stops the queue's scheduler, deletes its Redis keys and releases the finalizer. When Redis
-// stays unreachable it gives up after a bounded number of tries and says so in an Event, so that a
-// missing Redis never wedges the deletion.
+// finalize stops the queue's scheduler, deletes its Redis keys and releases the finalizer. The first two
+// run beside the reconcile (redis_cleanup.go), which comes back when they are done. When Redis stays
+// unreachable it gives up after a bounded number of tries and says so in an Event, so that a missing
+// Redis never wedges the deletion.
 func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(wq, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx)
-	r.Scheduler.Remove(wq.UID)
 	r.applied.forget(wq.UID)
 	r.liveWritten.Delete(wq.UID)
 	r.derived.Delete(wq.UID)
 	r.secretReads.Delete(wq.UID)
 
-	err := r.deleteRedisKeys(ctx, wq)
-	if err != nil {
-		r.mu.Lock()
-		if r.attempts == nil {
-			r.attempts = map[types.UID]int{}
+	deleted, log := wq.DeepCopy(), ctrl.LoggerFrom(ctx)
+	cleanup := r.cleanups.take(client.ObjectKeyFromObject(wq), wq.UID, func(ctx context.Context, try int) error {
+		r.Scheduler.Remove(deleted.UID)
+		err := r.deleteRedisKeys(ctx, deleted)
+		if err != nil {
+			// Told as the try fails, not when the room is reconciled next.
+			log.Info("Deleting the queue's Redis keys failed", "try", try, "of", finalizeAttempts, "error", err.Error())
+			r.Recorder.Eventf(deleted, nil, corev1.EventTypeWarning, "RedisCleanupFailed", "Finalize",
+				"Deleting the queue's Redis keys failed (try %d of %d): %v", try, finalizeAttempts, err)
 		}
-		r.attempts[wq.UID]++
-		n := r.attempts[wq.UID]
-		r.mu.Unlock()
-		if n < finalizeAttempts {
-			log.Info("Deleting the queue's Redis keys failed; will retry", "attempt", n, "error", err.Error())
-			return ctrl.Result{RequeueAfter: time.Duration(1<<n) * time.Second}, nil
-		}
+		return err
+	})
+	switch {
+	case cleanup.pending:
+		return requeueAfter(cleanupWait), nil
+	case cleanup.retry:
+		return ctrl.Result{RequeueAfter: cleanup.retryAfter}, nil
+	case cleanup.err != nil:
 		r.Recorder.Eventf(wq, nil, corev1.EventTypeWarning, "RedisCleanupSkipped", "Finalize",
 			"Gave up deleting the queue's Redis keys after %d attempts (%v); they stay in Redis under the prefix {hg:%s/%s}",
-			n, err, wq.Namespace, wq.Name)
+			cleanup.failures, cleanup.err, wq.Namespace, wq.Name)
 	}
-	r.mu.Lock()
-	delete(r.attempts, wq.UID)
-	r.mu.Unlock()
 	if set := wq.Spec.ProxySet(); set != "" {
 		// The set's other rooms keep their values; the set's objects follow the rooms left.
 		if err := r.takeBackValues(ctx, wq, set); err != nil {

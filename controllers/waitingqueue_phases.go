@@ -375,6 +375,7 @@ func (r *WaitingQueueReconciler) deleteIfOurs(ctx context.Context, w proxyWorklo
 	return nil
 }
 
+// deleteRedisKeys deletes wq's keys from its Redis, within ctx's bound (redisCleanups.run).
 func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) error {
 	url, err := r.redisURL(ctx, wq)
 	if err != nil {
@@ -389,7 +390,5 @@ func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdga
 	if err != nil {
 		return err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return q.Delete(callCtx)
+	return q.Delete(ctx)
 }

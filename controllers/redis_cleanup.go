@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// A deleted room's Redis keys are deleted beside the reconciles, not inside one. A Redis that stops
+// answering holds a cleanup for as long as its bound; a worker held that long is one the rooms created
+// meanwhile wait for, and a few deleted rooms would hold every worker
+// (docs/architecture.md, "Deleting a room").
+
+const (
+	// redisCleanupTimeout bounds one try at a room's cleanup: finding its Redis and deleting its keys.
+	redisCleanupTimeout = 10 * time.Second
+	// finalizeAttempts bounds how often deletion tries to reach Redis before it lets go.
+	finalizeAttempts = 5
+)
+
+// redisCleanups runs the deleted rooms' cleanups, one at a time per room, each in a goroutine of its
+// own, and keeps how each went until the room's reconcile takes it.
+type redisCleanups struct {
+	// notify asks for a reconcile of the room whose cleanup has finished. It may drop the request: the
+	// reconcile that waits for a cleanup also comes back by itself (cleanupWait).
+	notify func(types.NamespacedName)
+
+	mu     sync.Mutex
+	byRoom map[types.UID]*redisCleanup
+}
+
+// redisCleanup is one room's cleanup: a try on its way, or the outcome of the last one.
+type redisCleanup struct {
+	running  bool
+	finished bool
+	err      error
+	// failures counts the tries that failed.
+	failures int
+}
+
+// cleanupOutcome is what a room's reconcile learns of its cleanup.
+type cleanupOutcome struct {
+	// pending: a try is on its way, or was just begun.
+	pending bool
+	// failures counts the failed tries so far, err is the last one's; with pending false and err set,
+	// the cleanup failed finalizeAttempts times and gives up.
+	failures int
+	err      error
+	// retry: the last try failed and another is due after retryAfter.
+	retry      bool
+	retryAfter time.Duration
+}
+
+// cleanupWait is when a reconcile that waits for a cleanup comes back by itself, in case its
+// notification was dropped.
+const cleanupWait = redisCleanupTimeout + 5*time.Second
+
+// cleaner makes a room's try number try at its cleanup, within ctx's bound.
+type cleaner func(ctx context.Context, try int) error
+
+// take tells how room's cleanup stands, and begins a try with clean when none is on its way and none
+// has finished. A finished cleanup, or one that gave up, is forgotten once told.
+func (c *redisCleanups) take(room types.NamespacedName, uid types.UID, clean cleaner) cleanupOutcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byRoom == nil {
+		c.byRoom = map[types.UID]*redisCleanup{}
+	}
+	rc := c.byRoom[uid]
+	if rc == nil {
+		rc = &redisCleanup{}
+		c.byRoom[uid] = rc
+	}
+	switch {
+	case rc.running:
+		return cleanupOutcome{pending: true, failures: rc.failures}
+	case rc.finished && rc.err == nil:
+		delete(c.byRoom, uid)
+		return cleanupOutcome{failures: rc.failures}
+	case rc.finished:
+		rc.failures++
+		rc.finished = false
+		if rc.failures >= finalizeAttempts {
+			delete(c.byRoom, uid)
+			return cleanupOutcome{failures: rc.failures, err: rc.err}
+		}
+		return cleanupOutcome{retry: true, failures: rc.failures, err: rc.err, retryAfter: time.Duration(1<<rc.failures) * time.Second}
+	}
+	rc.running = true
+	go c.run(room, rc, rc.failures+1, clean)
+	return cleanupOutcome{pending: true, failures: rc.failures}
+}
+
+// run makes one try, bounded by redisCleanupTimeout, and asks for the room's reconcile with its outcome.
+func (c *redisCleanups) run(room types.NamespacedName, rc *redisCleanup, try int, clean cleaner) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisCleanupTimeout)
+	err := clean(ctx, try)
+	cancel()
+	c.mu.Lock()
+	rc.running, rc.finished, rc.err = false, true, err
+	c.mu.Unlock()
+	if c.notify != nil {
+		c.notify(room)
+	}
+}
