@@ -26,6 +26,10 @@ type redisCleanups struct {
 	// notify asks for a reconcile of the room whose cleanup has finished. It may drop the request: the
 	// reconcile that waits for a cleanup also comes back by itself (cleanupWait).
 	notify func(types.NamespacedName)
+	// slots, when set, bounds the tries on their way at once: as many as the reconciler has workers,
+	// which is how many ran when the tries ran inside the reconciles. The rooms' schedulers draw on the
+	// same Redis clients, and a thousand rooms deleted at once must not take their connections.
+	slots chan struct{}
 
 	mu     sync.Mutex
 	byRoom map[types.UID]*redisCleanup
@@ -93,8 +97,13 @@ func (c *redisCleanups) take(room types.NamespacedName, uid types.UID, clean cle
 	return cleanupOutcome{pending: true, failures: rc.failures}
 }
 
-// run makes one try, bounded by redisCleanupTimeout, and asks for the room's reconcile with its outcome.
+// run makes one try once a slot is free, bounded by redisCleanupTimeout from then, and asks for the
+// room's reconcile with its outcome.
 func (c *redisCleanups) run(room types.NamespacedName, rc *redisCleanup, try int, clean cleaner) {
+	if c.slots != nil {
+		c.slots <- struct{}{}
+		defer func() { <-c.slots }()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisCleanupTimeout)
 	err := clean(ctx, try)
 	cancel()

@@ -109,3 +109,33 @@ func TestRedisCleanupRetriesWithBackoffThenGivesUp(t *testing.T) {
 		t.Fatalf("tries told %v, want %v", g.tries, want)
 	}
 }
+
+// TestRedisCleanupsTakeTurnsForTheirSlots: with one slot, a second room's try begins when the first's
+// ends, and its bound runs from then.
+func TestRedisCleanupsTakeTurnsForTheirSlots(t *testing.T) {
+	notified := make(chan types.NamespacedName, 10)
+	c := &redisCleanups{notify: func(k types.NamespacedName) { notified <- k }, slots: make(chan struct{}, 1)}
+	first, second := newGatedCleanup(), newGatedCleanup()
+	firstRoom, secondRoom := types.NamespacedName{Namespace: "shop", Name: "first"}, types.NamespacedName{Namespace: "shop", Name: "second"}
+	c.take(firstRoom, "first", first.clean)
+	<-first.began
+	if got := c.take(secondRoom, "second", second.clean); !got.pending {
+		t.Fatalf("the second room: %+v, want its cleanup pending", got)
+	}
+	// The first try holds the one slot until the test lets it end; the second does not begin meanwhile
+	// (watched for a while, as Gomega's Consistently would).
+	select {
+	case <-second.began:
+		t.Fatal("the second room's try began while the first held the only slot")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.outcome <- nil
+	if k := <-notified; k != firstRoom {
+		t.Fatalf("notified %s first, want %s", k, firstRoom)
+	}
+	<-second.began
+	second.outcome <- nil
+	if k := <-notified; k != secondRoom {
+		t.Fatalf("notified %s, want %s", k, secondRoom)
+	}
+}

@@ -85,6 +85,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*scheduler.Scheduler, error) {
 	if workers <= 0 {
 		workers = DefaultMaxConcurrentReconciles
 	}
+	r.cleanups.slots = make(chan struct{}, workers)
 	if err := r.SetupWithManager(mgr, changed, workers); err != nil {
 		return nil, err
 	}
