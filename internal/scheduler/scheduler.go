@@ -280,15 +280,33 @@ func (s *Scheduler) Len() int {
 }
 
 // Remove stops the queue's goroutine and waits until it has returned.
-func (s *Scheduler) Remove(uid types.UID) {
+func (s *Scheduler) Remove(uid types.UID) { <-s.Stop(uid) }
+
+// Stop stops the queue's goroutine without waiting for it: it begins no tick from now on, though a
+// round trip to Redis it has on its way ends in its own time. returned is closed once the goroutine
+// has returned and the queue's metrics are gone; a queue the scheduler does not run is returned at once.
+func (s *Scheduler) Stop(uid types.UID) (returned <-chan struct{}) {
 	s.mu.Lock()
 	r := s.runners[uid]
 	delete(s.runners, uid)
 	s.mu.Unlock()
-	if r != nil {
-		r.stop()
-		forgetQueueMetrics(r.key.Namespace, r.key.Name)
+	done := make(chan struct{})
+	if r == nil {
+		close(done)
+		return done
 	}
+	// launch set cancel and done under s.mu, before r could be found in s.runners.
+	if r.cancel != nil {
+		r.cancel()
+	}
+	go func() {
+		defer close(done)
+		if r.done != nil {
+			<-r.done
+		}
+		forgetQueueMetrics(r.key.Namespace, r.key.Name)
+	}()
+	return done
 }
 
 // Snapshot returns what the scheduler last observed of the queue; false when it does not run it.

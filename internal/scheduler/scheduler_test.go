@@ -82,6 +82,15 @@ func (h *schedulerHarness) fill(name string, n int) {
 	}
 }
 
+// runFilled runs the queue name with the harness's settings and n visitors waiting in it.
+func (h *schedulerHarness) runFilled(name string, n int) Room {
+	h.t.Helper()
+	h.fill(name, n)
+	q := h.queue(name, builder.Queue("", ""))
+	h.s.Ensure(q)
+	return q
+}
+
 // engine is the queue name on the harness's Redis, as a proxy sees it.
 func (h *schedulerHarness) engine(name string) *queue.Queue {
 	h.t.Helper()
@@ -255,9 +264,7 @@ func TestSchedulerMakesUpForLateTicks(t *testing.T) {
 // tick the old one ran is not run again.
 func TestSchedulerTakesOverFromTheLastTick(t *testing.T) {
 	h := newHarness(t)
-	h.fill("takeover", 2000)
-	q := h.queue("takeover", builder.Queue("", ""))
-	h.s.Ensure(q)
+	q := h.runFilled("takeover", 2000)
 	h.mustStep(100 * time.Millisecond)
 	if r := h.mustStep(100 * time.Millisecond); !r.Scheduled.Equal(gridStart.Add(200 * time.Millisecond)) {
 		t.Fatalf("second tick scheduled %s", r.Scheduled)
@@ -381,5 +388,50 @@ func TestSchedulerBacksOffFromAnUnreachableRedis(t *testing.T) {
 	// 100, 200, 400, 800, 1600, 3200 ms, then every 5 s: 9 attempts within 20 s.
 	if attempts < 7 || attempts > 11 {
 		t.Fatalf("%d attempts in 20 s of ticks, want about 9 with the backoff", attempts)
+	}
+}
+
+// TestSchedulerStopsAQueueWithoutWaitingForItsRedis: Stop returns while the queue's tick waits on a
+// Redis that does not answer (a deleted room's reconcile must not wait for it); the goroutine begins
+// no tick after, and returned closes once the tick on its way has ended.
+func TestSchedulerStopsAQueueWithoutWaitingForItsRedis(t *testing.T) {
+	h := newHarness(t)
+	q := h.runFilled("stopped", 2000)
+	h.mustStep(100 * time.Millisecond)
+
+	resume, err := h.redis.Pause()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(resume)
+	// The next tick goes to the paused Redis; the goroutine leaves the clock for it.
+	h.move(100 * time.Millisecond)
+	for h.clock.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	returned := h.s.Stop(q.UID)
+	select {
+	case <-returned:
+		t.Fatal("Stop waited for the tick on the paused Redis")
+	default:
+	}
+	if n := h.s.Len(); n != 0 {
+		t.Fatalf("the scheduler still runs %d queues after Stop", n)
+	}
+
+	resume()
+	<-returned
+	admitted := func() int64 {
+		stats, err := h.engine("stopped").Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stats.AdmittedTotal
+	}
+	before := admitted()
+	h.clock.Step(time.Second)
+	time.Sleep(200 * time.Millisecond)
+	if after := admitted(); after != before {
+		t.Fatalf("admitted %d after the queue was stopped", after-before)
 	}
 }
