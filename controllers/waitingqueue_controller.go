@@ -247,8 +247,8 @@ func (r *WaitingQueueReconciler) now() time.Time {
 	return time.Now()
 }
 
-// finalize stops the queue's scheduler, deletes its Redis keys and releases the finalizer. The first two
-// run beside the reconcile (redis_cleanup.go), which comes back when they are done. When Redis stays
+// finalize stops the queue's scheduler, deletes its Redis keys and releases the finalizer. The keys are
+// deleted beside the reconcile (redis_cleanup.go), which comes back when they are gone. When Redis stays
 // unreachable it gives up after a bounded number of tries and says so in an Event, so that a missing
 // Redis never wedges the deletion.
 func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) (ctrl.Result, error) {
@@ -260,10 +260,17 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	r.derived.Delete(wq.UID)
 	r.secretReads.Delete(wq.UID)
 
+	// The room admits nobody from now on; a tick on its way to Redis ends before its keys are deleted.
+	stopped := r.Scheduler.Stop(wq.UID)
 	deleted, log := wq.DeepCopy(), ctrl.LoggerFrom(ctx)
 	cleanup := r.cleanups.take(client.ObjectKeyFromObject(wq), wq.UID, func(ctx context.Context, try int) error {
-		r.Scheduler.Remove(deleted.UID)
-		err := r.deleteRedisKeys(ctx, deleted)
+		var err error
+		select {
+		case <-stopped:
+			err = r.deleteRedisKeys(ctx, deleted)
+		case <-ctx.Done():
+			err = fmt.Errorf("waiting for the scheduler's last tick: %w", ctx.Err())
+		}
 		if err != nil {
 			// Told as the try fails, not when the room is reconciled next.
 			log.Info("Deleting the queue's Redis keys failed", "try", try, "of", finalizeAttempts, "error", err.Error())
