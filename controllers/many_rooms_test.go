@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,6 +225,52 @@ var _ = Describe("Deleted rooms", func() {
 			Expect(keysOf(wq)).To(BeEmpty())
 		}
 		Expect(keysOf(newcomer)).NotTo(BeEmpty(), "the new room's keys went with the deleted ones")
+	})
+
+	It("delete their keys when their Redis Secret went first, after a restart of the manager too", func() {
+		const namespace = "rooms-deleted-after-their-secret"
+		createNamespace(namespace)
+		redisSecret := func(name string) *corev1.Secret {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: map[string]string{"url": redisSrv.URL()}}
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			return s
+		}
+		var stopManager func()
+		runManager := func() {
+			managerCtx, cancel := context.WithCancel(ctx)
+			stopped := startManager(managerCtx, managerOptions{namespaces: []string{namespace}})
+			stopManager = func() { cancel(); <-stopped }
+		}
+		runManager()
+		DeferCleanup(func() { stopManager() })
+		remembered := builder.Queue(namespace, "remembered").Redis(redisSecret("redis-of-remembered").Name, "url").Obj()
+		restarted := builder.Queue(namespace, "restarted").Redis(redisSecret("redis-of-restarted").Name, "url").Obj()
+		for _, wq := range []*herdgatev1alpha1.WaitingQueue{remembered, restarted} {
+			Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+			Eventually(func() []string { return redisKeys(wq) }, timeout, interval).ShouldNot(BeEmpty())
+		}
+		gone := func(wq *herdgatev1alpha1.WaitingQueue) {
+			GinkgoHelper()
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{}))
+			}, timeout, interval).Should(BeTrue(), "%s was not let go", wq.Name)
+			Expect(redisKeys(wq)).To(BeEmpty(), "%s's keys stayed in Redis", wq.Name)
+			Expect(eventReasons(Default, wq)).NotTo(ContainElement("RedisCleanupFailed"))
+		}
+
+		By("deleting a room's Redis Secret and its own (as a foreground deletion does), then the room: the manager remembers where it ran")
+		for _, name := range []string{"redis-of-remembered", remembered.SecretName()} {
+			Expect(k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})).To(Succeed())
+		}
+		Expect(k8sClient.Delete(ctx, remembered)).To(Succeed())
+		gone(remembered)
+
+		By("the same with the manager stopped in between: the room's own Secret says where it ran")
+		stopManager()
+		Expect(k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "redis-of-restarted"}})).To(Succeed())
+		Expect(k8sClient.Delete(ctx, restarted)).To(Succeed())
+		runManager()
+		gone(restarted)
 	})
 
 	It("let go of a room whose Redis never answers, after a bounded number of tries", func() {

@@ -50,3 +50,12 @@ func (r *WaitingQueueReconciler) rememberRead(wq *herdgatev1alpha1.WaitingQueue,
 	read.generation, read.secret = wq.Generation, read.secret.DeepCopy()
 	r.secretReads.Store(wq.UID, read)
 }
+
+// lastRedisURL is the Redis URL the room's last read found, whatever its generation or age; "" when
+// none is kept.
+func (r *WaitingQueueReconciler) lastRedisURL(wq *herdgatev1alpha1.WaitingQueue) string {
+	if v, ok := r.secretReads.Load(wq.UID); ok {
+		return v.(secretRead).redisURL
+	}
+	return ""
+}

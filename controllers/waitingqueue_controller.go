@@ -258,16 +258,16 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 	r.applied.forget(wq.UID)
 	r.liveWritten.Delete(wq.UID)
 	r.derived.Delete(wq.UID)
-	r.secretReads.Delete(wq.UID)
 
 	// The room admits nobody from now on; a tick on its way to Redis ends before its keys are deleted.
 	stopped := r.Scheduler.Stop(wq.UID)
 	deleted, log := wq.DeepCopy(), ctrl.LoggerFrom(ctx)
+	lastURL := r.lastRedisURL(wq)
 	cleanup := r.cleanups.take(client.ObjectKeyFromObject(wq), wq.UID, func(ctx context.Context, try int) error {
 		var err error
 		select {
 		case <-stopped:
-			err = r.deleteRedisKeys(ctx, deleted)
+			err = r.deleteRedisKeys(ctx, deleted, lastURL)
 		case <-ctx.Done():
 			err = fmt.Errorf("waiting for the scheduler's last tick: %w", ctx.Err())
 		}
@@ -289,6 +289,7 @@ func (r *WaitingQueueReconciler) finalize(ctx context.Context, wq *herdgatev1alp
 			"Gave up deleting the queue's Redis keys after %d attempts (%v); they stay in Redis under the prefix {hg:%s/%s}",
 			cleanup.failures, cleanup.err, wq.Namespace, wq.Name)
 	}
+	r.secretReads.Delete(wq.UID)
 	if set := wq.Spec.ProxySet(); set != "" {
 		// The set's other rooms keep their values; the set's objects follow the rooms left.
 		if err := r.takeBackValues(ctx, wq, set); err != nil {
