@@ -273,6 +273,32 @@ var _ = Describe("Deleted rooms", func() {
 		gone(restarted)
 	})
 
+	It("leave no scheduler ticking when their finalizer was removed by hand", func() {
+		wq := sampleQueue(mainNamespace, "finalizer-removed")
+		Expect(k8sClient.Create(ctx, wq)).To(Succeed())
+		// Enough waiting for the ticks to go on well past the checks below.
+		enter(engineQueue(wq), "f", 5000)
+		Eventually(func() int { return len(ticks.of(keyOf(wq))) }, timeout, interval).Should(BeNumerically(">", 3))
+
+		// The finalizer goes, and the room right after: gone at once, unless the manager put its
+		// finalizer back in between, in which case it runs.
+		patch := client.MergeFrom(get(wq))
+		stripped := get(wq)
+		stripped.Finalizers = nil
+		Expect(k8sClient.Patch(ctx, stripped, patch)).To(Succeed())
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, wq))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, keyOf(wq), &herdgatev1alpha1.WaitingQueue{}))
+		}, timeout, interval).Should(BeTrue())
+
+		// A tick on its way when the room went may still report; none after it.
+		Eventually(func() int { return len(ticks.of(keyOf(wq))) }, timeout, interval).Should(stableFor(time.Second),
+			"the scheduler still ticks a room that is gone")
+		n := len(ticks.of(keyOf(wq)))
+		Consistently(func() int { return len(ticks.of(keyOf(wq))) }, 3*time.Second, 100*time.Millisecond).Should(Equal(n),
+			"the scheduler still ticks a room that is gone")
+	})
+
 	It("let go of a room whose Redis never answers, after a bounded number of tries", func() {
 		const namespace = "rooms-deleted-without-redis"
 		createNamespace(namespace)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +46,10 @@ func unreconciled(wq *herdgatev1alpha1.WaitingQueue) bool {
 // the manager finds reconciled when it starts waits behind both (as controller-runtime's own
 // handlers do with the objects of their first list). The scheduler's news of a room (a generic event
 // that names it and holds nothing else) comes at the default priority.
-type roomEvents struct{}
+type roomEvents struct {
+	// gone, when set, is told of each room that is gone (forgetRoom).
+	gone func(types.UID)
+}
 
 var _ handler.EventHandler = roomEvents{}
 
@@ -61,8 +65,12 @@ func (roomEvents) Update(_ context.Context, e event.UpdateEvent, q workqueue.Typ
 	enqueueRoom(q, e.ObjectNew, roomPriority(e.ObjectNew, 0))
 }
 
-// Delete needs no reconcile: the finalizer ran while the room was being deleted.
-func (roomEvents) Delete(context.Context, event.DeleteEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// Delete needs no reconcile: the finalizer ran while the room was being deleted, unless somebody
+// removed it first. Either way what the manager keeps of the room goes.
+func (h roomEvents) Delete(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if h.gone != nil && e.Object != nil {
+		h.gone(e.Object.GetUID())
+	}
 }
 
 func (roomEvents) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

@@ -114,3 +114,11 @@ func (c *redisCleanups) run(room types.NamespacedName, rc *redisCleanup, try int
 		c.notify(room)
 	}
 }
+
+// forget drops what is kept of uid's cleanup, for a room that is gone. A try on its way ends as it
+// would, unheard.
+func (c *redisCleanups) forget(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byRoom, uid)
+}

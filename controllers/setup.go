@@ -103,7 +103,7 @@ func (r *WaitingQueueReconciler) SetupWithManager(mgr ctrl.Manager, changed <-ch
 		Named("waitingqueue").
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		// Own status writes change neither generation nor finalizers: they do not come back here.
-		Watches(&herdgatev1alpha1.WaitingQueue{}, roomEvents{}, builder.WithPredicates(predicate.Or(
+		Watches(&herdgatev1alpha1.WaitingQueue{}, roomEvents{gone: r.forgetRoom}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, finalizersChanged())))
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}, &rbacv1.Role{},
 		&rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}} {

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -245,6 +246,19 @@ func (r *WaitingQueueReconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+// forgetRoom drops what the manager keeps of a room that is gone. After a finalizer that ran there is
+// nothing left; a room whose finalizer somebody removed before it ran leaves its scheduler, which
+// would tick it until the manager restarts. Its keys stay in Redis: a room of the same name made
+// since shares their prefix.
+func (r *WaitingQueueReconciler) forgetRoom(uid types.UID) {
+	r.Scheduler.Stop(uid)
+	r.cleanups.forget(uid)
+	r.applied.forget(uid)
+	r.liveWritten.Delete(uid)
+	r.derived.Delete(uid)
+	r.secretReads.Delete(uid)
 }
 
 // finalize stops the queue's scheduler, deletes its Redis keys and releases the finalizer. The keys are
