@@ -4,8 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/queue"
@@ -43,5 +46,32 @@ func TestAGoneRoomLeavesNothingBehind(t *testing.T) {
 	r.cleanups.mu.Unlock()
 	if goneKept {
 		t.Error("the cleanup of the room that is gone is still kept")
+	}
+}
+
+// TestAReconcileThatFindsTheRoomGoneStopsItsScheduler: a reconcile that began before the room went can
+// hand it to the scheduler after the delete event stopped it; the next reconcile, which finds no room
+// of that name, stops any queue of that name.
+func TestAReconcileThatFindsTheRoomGoneStopsItsScheduler(t *testing.T) {
+	sched := scheduler.New(&queue.Pool{})
+	gone := builder.Queue("shop", "launch").UID("launch-uid").Obj()
+	kept := builder.Queue("shop", "other").UID("other-uid").Obj()
+	for _, wq := range []*herdgatev1alpha1.WaitingQueue{gone, kept} {
+		sched.Ensure(scheduler.Room{Settings: &settings.Settings{UID: wq.UID, Namespace: wq.Namespace, Name: wq.Name}})
+	}
+	scheme := runtime.NewScheme()
+	if err := herdgatev1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	r := &WaitingQueueReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(kept).Build(), Scheduler: sched}
+
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gone)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sched.Snapshot(gone.UID); ok {
+		t.Error("the scheduler still runs the room that is gone")
+	}
+	if _, ok := sched.Snapshot(kept.UID); !ok {
+		t.Error("the scheduler stopped another room")
 	}
 }

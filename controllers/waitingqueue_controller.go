@@ -104,6 +104,11 @@ type WaitingQueueReconciler struct {
 func (r *WaitingQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	wq := &herdgatev1alpha1.WaitingQueue{}
 	if err := r.Get(ctx, req.NamespacedName, wq); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone without its finalizer: a reconcile that began before the room went may have
+			// handed it to the scheduler after its delete event stopped it (forgetRoom).
+			r.Scheduler.StopNamed(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !wq.DeletionTimestamp.IsZero() {

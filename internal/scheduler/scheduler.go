@@ -282,6 +282,22 @@ func (s *Scheduler) Len() int {
 // Remove stops the queue's goroutine and waits until it has returned.
 func (s *Scheduler) Remove(uid types.UID) { <-s.Stop(uid) }
 
+// StopNamed stops the goroutines of the queues named key, whatever their UIDs, as Stop does, for a
+// queue that is gone.
+func (s *Scheduler) StopNamed(key types.NamespacedName) {
+	s.mu.Lock()
+	var uids []types.UID
+	for uid, r := range s.runners {
+		if r.key == key {
+			uids = append(uids, uid)
+		}
+	}
+	s.mu.Unlock()
+	for _, uid := range uids {
+		s.Stop(uid)
+	}
+}
+
 // Stop stops the queue's goroutine without waiting for it: it begins no tick from now on, though a
 // round trip to Redis it has on its way ends in its own time. returned is closed once the goroutine
 // has returned and the queue's metrics are gone; a queue the scheduler does not run is returned at once.
