@@ -2,10 +2,14 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 )
 
 // A deleted room's Redis keys are deleted beside the reconciles, not inside one. A Redis that stops
@@ -121,4 +125,44 @@ func (c *redisCleanups) forget(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byRoom, uid)
+}
+
+// deleteRedisKeys deletes wq's keys from its Redis, within ctx's bound (redisCleanups.run). The Redis
+// is the one its spec names now; if the Secret that names it is gone, or no longer names one, it is
+// where the room last ran: lastURL, as its last reconcile found it, or else the URL the room's own
+// Secret holds for its proxies. Deleting one manifest that holds the room and its Redis Secret
+// deletes the Secret first as often as not.
+func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, lastURL string) error {
+	url, err := r.redisURL(ctx, wq)
+	if errors.As(err, new(errRedisConfig)) {
+		if lastURL == "" {
+			lastURL = r.ownSecretRedisURL(ctx, wq)
+		}
+		if lastURL != "" {
+			url, err = lastURL, nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	store, release, err := r.Pool.Acquire(url)
+	if err != nil {
+		return err
+	}
+	defer release()
+	q, err := store.Queue(wq.Namespace, wq.Name)
+	if err != nil {
+		return err
+	}
+	return q.Delete(ctx)
+}
+
+// ownSecretRedisURL is the Redis URL the room's own Secret holds for its proxies; "" when it cannot
+// be read.
+func (r *WaitingQueueReconciler) ownSecretRedisURL(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) string {
+	own := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, own); err != nil {
+		return ""
+	}
+	return string(own.Data[herdgatev1alpha1.SecretRedisURL])
 }

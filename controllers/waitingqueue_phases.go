@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -156,16 +155,6 @@ func (r *WaitingQueueReconciler) redisURL(ctx context.Context, wq *herdgatev1alp
 		return "", errRedisConfig{fmt.Sprintf("Secret %s has no key %q with a Redis URL", ref.Name, key)}
 	}
 	return url, nil
-}
-
-// ownSecretRedisURL is the Redis URL the room's own Secret holds for its proxies; "" when it cannot
-// be read.
-func (r *WaitingQueueReconciler) ownSecretRedisURL(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue) string {
-	own := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wq.Namespace, Name: wq.SecretName()}, own); err != nil {
-		return ""
-	}
-	return string(own.Data[herdgatev1alpha1.SecretRedisURL])
 }
 
 // ensureSecret creates the per-queue Secret with a fresh HMAC key once and never replaces that key;
@@ -384,34 +373,4 @@ func (r *WaitingQueueReconciler) deleteIfOurs(ctx context.Context, w proxyWorklo
 		}
 	}
 	return nil
-}
-
-// deleteRedisKeys deletes wq's keys from its Redis, within ctx's bound (redisCleanups.run). The Redis
-// is the one its spec names now; if the Secret that names it is gone, or no longer names one, it is
-// where the room last ran: lastURL, as its last reconcile found it, or else the URL the room's own
-// Secret holds for its proxies. Deleting one manifest that holds the room and its Redis Secret
-// deletes the Secret first as often as not.
-func (r *WaitingQueueReconciler) deleteRedisKeys(ctx context.Context, wq *herdgatev1alpha1.WaitingQueue, lastURL string) error {
-	url, err := r.redisURL(ctx, wq)
-	if errors.As(err, new(errRedisConfig)) {
-		if lastURL == "" {
-			lastURL = r.ownSecretRedisURL(ctx, wq)
-		}
-		if lastURL != "" {
-			url, err = lastURL, nil
-		}
-	}
-	if err != nil {
-		return err
-	}
-	store, release, err := r.Pool.Acquire(url)
-	if err != nil {
-		return err
-	}
-	defer release()
-	q, err := store.Queue(wq.Namespace, wq.Name)
-	if err != nil {
-		return err
-	}
-	return q.Delete(ctx)
 }
