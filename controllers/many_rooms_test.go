@@ -177,11 +177,7 @@ var _ = Describe("Deleted rooms", func() {
 		managerCtx, stopManager := context.WithCancel(ctx)
 		stopped := startManager(managerCtx, managerOptions{namespaces: []string{namespace}, redisURL: stalling.URL()})
 		DeferCleanup(func() { stopManager(); <-stopped })
-		keysOf := func(wq *herdgatev1alpha1.WaitingQueue) []string {
-			keys, err := rdb.Keys(ctx, fmt.Sprintf("{hg:%s/%s}*", wq.Namespace, wq.Name)).Result()
-			Expect(err).NotTo(HaveOccurred())
-			return keys
-		}
+		keysOf := func(wq *herdgatev1alpha1.WaitingQueue) []string { return redisKeysIn(rdb, wq) }
 
 		By("making rooms whose scheduler has written their keys")
 		rooms := make([]*herdgatev1alpha1.WaitingQueue, deleted)

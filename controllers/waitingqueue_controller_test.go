@@ -15,6 +15,7 @@ import (
 	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -1491,7 +1492,13 @@ var _ = Describe("Leader election", Ordered, func() {
 // redisKeys lists the queue's keys in the suite's Redis.
 func redisKeys(wq *herdgatev1alpha1.WaitingQueue) []string {
 	GinkgoHelper()
-	keys, err := redisRDB.Client().Keys(ctx, fmt.Sprintf("{hg:%s/%s}*", wq.Namespace, wq.Name)).Result()
+	return redisKeysIn(redisRDB.Client(), wq)
+}
+
+// redisKeysIn are wq's keys in the Redis rdb talks to.
+func redisKeysIn(rdb redis.Cmdable, wq *herdgatev1alpha1.WaitingQueue) []string {
+	GinkgoHelper()
+	keys, err := rdb.Keys(ctx, fmt.Sprintf("{hg:%s/%s}*", wq.Namespace, wq.Name)).Result()
 	Expect(err).NotTo(HaveOccurred())
 	return keys
 }
