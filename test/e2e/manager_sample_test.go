@@ -87,7 +87,7 @@ type phase struct {
 	// commands is what Redis served in the phase, by command; scripts the time its scripts took.
 	commands map[string]testenv.CommandStat
 	scripts  time.Duration
-	// The reference queue's 99th percentiles (bucket upper bounds), its ticks, the grid points they
+	// The reference queue's 99th percentiles (histogramP99), its ticks, the grid points they
 	// made up for or dropped, and its admissions.
 	refLag, refDuration             time.Duration
 	refTicks, refMadeUp, refDropped float64
@@ -142,7 +142,7 @@ func (p phase) row(name string) string {
 		}
 		return (time.Duration(float64(d) / p.ticks)).Round(time.Microsecond).String()
 	}
-	return fmt.Sprintf("| %s | %.0f | %s | %s | %s | ≤ %s | ≤ %s | %.1f | %.0f / %.0f | %.0f | %s / %s / %s | %s / %s |", name, p.ticks/p.seconds,
+	return fmt.Sprintf("| %s | %.0f | %s | %s | %s | %s | %s | %.1f | %.0f / %.0f | %.0f | %s / %s / %s | %s / %s |", name, p.ticks/p.seconds,
 		perTick(p.managerCPU), perTick(p.redisCPU), perTick(p.scripts), p.refLag, p.refDuration, p.refAdmitted/p.seconds, p.refMadeUp, p.refDropped,
 		p.overrideRate, percentile(p.pings, 0.5), percentile(p.pings, 0.99), percentile(p.pings, 1), percentile(p.oversleeps, 0.99), percentile(p.oversleeps, 1))
 }
@@ -211,22 +211,29 @@ func counterDelta(s, before managerSample, family, queueName string) float64 {
 	return seriesOf(s, family, queueName).GetCounter().GetValue() - seriesOf(before, family, queueName).GetCounter().GetValue()
 }
 
-// histogramP99 is the upper bound of the bucket holding the 99th percentile of the observations made
-// between the two samples.
+// histogramP99 is the 99th percentile of the observations made between the two samples, read as
+// Prometheus' histogram_quantile reads it: linearly within the bucket that holds it. On doubling
+// buckets the upper bound alone can be twice the value, and a phase holds so few of the reference
+// queue's ticks that its p99 is the slowest of them (docs/performance.md, "A tick's cost follows whom it admits").
 func histogramP99(s, before managerSample, family, queueName string) time.Duration {
 	now, then := seriesOf(s, family, queueName).GetHistogram(), seriesOf(before, family, queueName).GetHistogram()
 	total := float64(now.GetSampleCount() - then.GetSampleCount())
 	if total == 0 {
 		return 0
 	}
+	rank := 0.99 * total
+	var lower, below float64
 	for i, b := range now.GetBucket() {
 		var earlier uint64
 		if i < len(then.GetBucket()) {
 			earlier = then.GetBucket()[i].GetCumulativeCount()
 		}
-		if float64(b.GetCumulativeCount()-earlier) >= 0.99*total {
-			return time.Duration(b.GetUpperBound() * float64(time.Second))
+		upper, count := b.GetUpperBound(), float64(b.GetCumulativeCount()-earlier)
+		if count >= rank {
+			seconds := lower + (upper-lower)*(rank-below)/(count-below)
+			return time.Duration(seconds * float64(time.Second)).Round(10 * time.Microsecond)
 		}
+		lower, below = upper, count
 	}
 	return time.Duration(1<<63 - 1)
 }
