@@ -1,0 +1,49 @@
+package scheduler
+
+import "k8s.io/apimachinery/pkg/types"
+
+// Remove stops the queue's goroutine and waits until it has returned.
+func (s *Scheduler) Remove(uid types.UID) { <-s.Stop(uid) }
+
+// StopNamed stops the goroutines of the queues named key, whatever their UIDs, as Stop does, for a
+// queue that is gone.
+func (s *Scheduler) StopNamed(key types.NamespacedName) {
+	s.mu.Lock()
+	var uids []types.UID
+	for uid, r := range s.runners {
+		if r.key == key {
+			uids = append(uids, uid)
+		}
+	}
+	s.mu.Unlock()
+	for _, uid := range uids {
+		s.Stop(uid)
+	}
+}
+
+// Stop stops the queue's goroutine without waiting for it: it begins no tick from now on, though a
+// round trip to Redis it has on its way ends in its own time. returned is closed once the goroutine
+// has returned and the queue's metrics are gone; a queue the scheduler does not run is returned at once.
+func (s *Scheduler) Stop(uid types.UID) (returned <-chan struct{}) {
+	s.mu.Lock()
+	r := s.runners[uid]
+	delete(s.runners, uid)
+	s.mu.Unlock()
+	done := make(chan struct{})
+	if r == nil {
+		close(done)
+		return done
+	}
+	// launch set cancel and done under s.mu, before r could be found in s.runners.
+	if r.cancel != nil {
+		r.cancel()
+	}
+	go func() {
+		defer close(done)
+		if r.done != nil {
+			<-r.done
+		}
+		forgetQueueMetrics(r.key.Namespace, r.key.Name)
+	}()
+	return done
+}
