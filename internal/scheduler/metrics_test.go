@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,5 +177,77 @@ func TestAShadowQueuesSeriesCountItsPlacesApart(t *testing.T) {
 	close(ch)
 	if n := len(ch); n != 1 {
 		t.Fatalf("%d herdgate_shadow_depth series; want only the room with a shadow queue's", n)
+	}
+}
+
+// TestARoomMadeAnewKeepsItsSeriesWhenTheOldOneStops: a room stopped while its goroutine is still in a
+// tick, and a room of the same name started before that goroutine ends (deleted and made again), share
+// the series' labels. The old goroutine's end leaves the new room's series, which it made when it began
+// and writes to; the last room's stop deletes them.
+func TestARoomMadeAnewKeepsItsSeriesWhenTheOldOneStops(t *testing.T) {
+	const name = "renewed"
+	t.Cleanup(func() { forgetQueueMetrics("test", name) })
+	// The old room's goroutine is held in its tick's report (generation 1) once the test says so.
+	var (
+		h              *schedulerHarness
+		holdOld        atomic.Bool
+		held, released = make(chan struct{}), make(chan struct{})
+	)
+	h = newHarness(t, WithTickObserver(func(r TickReport) {
+		if r.Generation == 1 && holdOld.Load() {
+			close(held)
+			<-released
+		}
+		h.reports <- r
+	}))
+	h.fill(name, 100)
+	old := h.queue(name, builder.Queue("", "").Generation(1))
+	h.s.Ensure(old)
+	h.mustStep(100 * time.Millisecond)
+	holdOld.Store(true)
+	h.move(100 * time.Millisecond)
+	<-held
+	oldReturned := h.s.Stop(old.UID)
+
+	again := h.queue(name, builder.Queue("", "").Generation(2))
+	settings := *again.Settings
+	settings.UID = name + "-again"
+	again.Settings = &settings
+	h.s.Ensure(again)
+	// Released, the old room's second tick reports and its goroutine ends; then the new room ticks.
+	close(released)
+	<-oldReturned
+	if r := <-h.reports; r.Generation != 1 {
+		t.Fatalf("a tick of generation %d, want the old room's", r.Generation)
+	}
+	if r := h.mustStep(100 * time.Millisecond); r.Generation != 2 {
+		t.Fatalf("a tick of generation %d, want the new room's", r.Generation)
+	}
+
+	stats, err := h.engine(name).Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &dto.Metric{}
+	if err := admittedCounter.WithLabelValues("test", name).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != float64(stats.AdmittedTotal) {
+		t.Fatalf("herdgate_admitted_total of the room reads %v; the old room and the new one admitted %d", got, stats.AdmittedTotal)
+	}
+
+	<-h.s.Stop(again.UID)
+	ch := make(chan prometheus.Metric, 16)
+	admittedCounter.Collect(ch)
+	close(ch)
+	for metric := range ch {
+		if err := metric.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" && l.GetValue() == name {
+				t.Fatalf("the room's series stay after its last goroutine stopped: %v", m)
+			}
+		}
 	}
 }

@@ -23,7 +23,8 @@ func (s *Scheduler) StopNamed(key types.NamespacedName) {
 
 // Stop stops the queue's goroutine without waiting for it: it begins no tick from now on, though a
 // round trip to Redis it has on its way ends in its own time. returned is closed once the goroutine
-// has returned and the queue's metrics are gone; a queue the scheduler does not run is returned at once.
+// has returned and the queue's metrics are gone, unless a queue of the same name runs by then; a queue
+// the scheduler does not run is returned at once.
 func (s *Scheduler) Stop(uid types.UID) (returned <-chan struct{}) {
 	s.mu.Lock()
 	r := s.runners[uid]
@@ -43,7 +44,23 @@ func (s *Scheduler) Stop(uid types.UID) (returned <-chan struct{}) {
 		if r.done != nil {
 			<-r.done
 		}
-		forgetQueueMetrics(r.key.Namespace, r.key.Name)
+		// A room of the same name may run again by now (deleted and made anew): the series are its
+		// own, made when its goroutine began, and deleting them would leave it writing to none.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.runsNamed(r.key) {
+			forgetQueueMetrics(r.key.Namespace, r.key.Name)
+		}
 	}()
 	return done
+}
+
+// runsNamed says whether the scheduler runs a queue named key; s.mu is held.
+func (s *Scheduler) runsNamed(key types.NamespacedName) bool {
+	for _, r := range s.runners {
+		if r.key == key {
+			return true
+		}
+	}
+	return false
 }
