@@ -210,9 +210,9 @@ func TestARoomMadeAnewKeepsItsSeriesWhenTheOldOneStops(t *testing.T) {
 	oldReturned := h.s.Stop(old.UID)
 
 	again := h.queue(name, builder.Queue("", "").Generation(2))
-	settings := *again.Settings
-	settings.UID = name + "-again"
-	again.Settings = &settings
+	renewed := *again.Settings
+	renewed.UID = name + "-again"
+	again.Settings = &renewed
 	h.s.Ensure(again)
 	// Released, the old room's second tick reports and its goroutine ends; then the new room ticks.
 	close(released)

@@ -9,12 +9,7 @@ func (s *Scheduler) Remove(uid types.UID) { <-s.Stop(uid) }
 // queue that is gone.
 func (s *Scheduler) StopNamed(key types.NamespacedName) {
 	s.mu.Lock()
-	var uids []types.UID
-	for uid, r := range s.runners {
-		if r.key == key {
-			uids = append(uids, uid)
-		}
-	}
+	uids := s.named(key)
 	s.mu.Unlock()
 	for _, uid := range uids {
 		s.Stop(uid)
@@ -48,19 +43,20 @@ func (s *Scheduler) Stop(uid types.UID) (returned <-chan struct{}) {
 		// own, made when its goroutine began, and deleting them would leave it writing to none.
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !s.runsNamed(r.key) {
+		if len(s.named(r.key)) == 0 {
 			forgetQueueMetrics(r.key.Namespace, r.key.Name)
 		}
 	}()
 	return done
 }
 
-// runsNamed says whether the scheduler runs a queue named key; s.mu is held.
-func (s *Scheduler) runsNamed(key types.NamespacedName) bool {
-	for _, r := range s.runners {
+// named are the UIDs of the queues named key the scheduler runs; s.mu is held.
+func (s *Scheduler) named(key types.NamespacedName) []types.UID {
+	var uids []types.UID
+	for uid, r := range s.runners {
 		if r.key == key {
-			return true
+			uids = append(uids, uid)
 		}
 	}
-	return false
+	return uids
 }
