@@ -18,6 +18,9 @@ type Forecast struct {
 	At time.Time
 	// Queues are the room's queues by name, the main queue as MainLane.
 	Queues map[string]LaneForecast
+	// Slots are the room's active passes under its cap (spec.capacity.maxActive), as last counted;
+	// nil when it has none.
+	Slots *capacity.Slots
 }
 
 // LaneForecast is one queue of a Forecast.
@@ -154,4 +157,53 @@ func decodeLaneForecast(figures string) (LaneForecast, bool) {
 	copy(lf.Advance.Quiet.Silences[:], silences)
 	lf.Line = ForecastLine{FrontSeq: line[0], FrontAge: time.Duration(line[1]) * time.Millisecond, LastSeq: line[2]}
 	return lf, true
+}
+
+// slotsField is the plan hash's field of the forecast's slots, beside the forecast so that a proxy
+// that knows no slots reads the forecast as before. Each forecast writes it, empty without a cap.
+const slotsField = "slots"
+
+// encodeSlots is s as the plan hash holds it:
+// "max,active,heldMs,releasedPerSecond,countedMs,age0Ms/age1Ms/.../age8Ms", "" for none.
+func encodeSlots(s *capacity.Slots) string {
+	if s == nil {
+		return ""
+	}
+	ages := make([]string, len(s.Ages))
+	for i, a := range s.Ages {
+		ages[i] = strconv.FormatInt(max(0, a.Milliseconds()), 10)
+	}
+	return fmt.Sprintf("%d,%d,%d,%s,%d,%s", s.Max, s.Active, max(0, s.Held.Milliseconds()),
+		strconv.FormatFloat(s.ReleasedPerSecond, 'g', 6, 64), max(0, s.Counted.Milliseconds()), strings.Join(ages, "/"))
+}
+
+// decodeSlots reads the slots the plan hash holds; nil for none, or for figures it cannot read:
+// waits are then told from the plan alone.
+func decodeSlots(s string) *capacity.Slots {
+	parts := strings.Split(s, ",")
+	if len(parts) != 6 {
+		return nil
+	}
+	ages := strings.Split(parts[5], "/")
+	if len(ages) != capacity.SlotAgeSteps+1 {
+		return nil
+	}
+	ints := make([]int64, 0, 4+len(ages))
+	for _, x := range append([]string{parts[0], parts[1], parts[2], parts[4]}, ages...) {
+		v, err := strconv.ParseInt(x, 10, 64)
+		if err != nil || v < 0 {
+			return nil
+		}
+		ints = append(ints, v)
+	}
+	released, err := strconv.ParseFloat(parts[3], 64)
+	if err != nil || released < 0 || math.IsNaN(released) || math.IsInf(released, 0) || ints[0] == 0 {
+		return nil
+	}
+	slots := &capacity.Slots{Max: ints[0], Active: ints[1], Held: time.Duration(ints[2]) * time.Millisecond, ReleasedPerSecond: released,
+		Counted: time.Duration(ints[3]) * time.Millisecond}
+	for i := range slots.Ages {
+		slots.Ages[i] = time.Duration(ints[4+i]) * time.Millisecond
+	}
+	return slots
 }

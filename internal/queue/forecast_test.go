@@ -67,3 +67,26 @@ func TestAForecastCarriesHowPlacesGoQuietAndWhenTheyEntered(t *testing.T) {
 		t.Errorf("arrival line %+v: the front entered 8 s before the forecast, the middle 4 s", line)
 	}
 }
+
+func TestSlotsReadBackAsWritten(t *testing.T) {
+	s := &capacity.Slots{Max: 200, Active: 180, Held: 72 * time.Second, ReleasedPerSecond: 1.25, Counted: 90 * time.Second}
+	for i := range s.Ages {
+		s.Ages[i] = time.Duration(i) * 9 * time.Second
+	}
+	if got := encodeSlots(s); got != "200,180,72000,1.25,90000,0/9000/18000/27000/36000/45000/54000/63000/72000" {
+		t.Fatalf("encoded %q", got)
+	}
+	if got := decodeSlots(encodeSlots(s)); got == nil || *got != *s {
+		t.Fatalf("decoded %+v, want %+v", got, s)
+	}
+	if got := encodeSlots(nil); got != "" {
+		t.Fatalf("no slots encoded as %q", got)
+	}
+	const ages = ",0/1/2/3/4/5/6/7/8"
+	for _, bad := range []string{"", "200,180,2500,1.25,9", "0,0,0,0,0" + ages, "200,-1,2500,1.25,9" + ages, "200,180,2.5,1.25,9" + ages,
+		"200,180,2500,NaN,9" + ages, "200,180,2500,-1,9" + ages, "200,180,2500,1.25,x" + ages, "200,180,2500,1.25,9,0/1/2", "200,180,2500,1.25,9,0/1/2/3/4/5/6/7/-8"} {
+		if got := decodeSlots(bad); got != nil {
+			t.Errorf("decoded %q as %+v", bad, got)
+		}
+	}
+}

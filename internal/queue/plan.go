@@ -115,7 +115,7 @@ func (q *Queue) planArgs(p PublishedPlan) ([]any, error) {
 		"closesAt", unixMilliOrZero(p.ClosesAt),
 	}
 	if p.Forecast != nil {
-		args = append(args, forecastField, p.Forecast.encode())
+		args = append(args, forecastField, p.Forecast.encode(), slotsField, encodeSlots(p.Forecast.Slots))
 	}
 	return args, nil
 }
@@ -125,16 +125,19 @@ var ErrNoPlan = errors.New("no plan published yet")
 
 // ReadPlan reads the published plan, or ErrNoPlan.
 func (q *Queue) ReadPlan(ctx context.Context) (PublishedPlan, error) {
-	vals, err := q.rdb.HMGet(ctx, q.keys.plan, append(append(slices.Clone(planFields), scheduleFields...), forecastField)...).Result()
+	vals, err := q.rdb.HMGet(ctx, q.keys.plan, append(append(slices.Clone(planFields), scheduleFields...), forecastField, slotsField)...).Result()
 	if err != nil {
 		return PublishedPlan{}, fmt.Errorf("reading plan of queue %s: %w", q.prefix, err)
 	}
 	// A forecast that cannot be read estimates nothing: waits are told by position, as without one.
 	var forecast *Forecast
-	if s, ok := vals[len(vals)-1].(string); ok {
+	if s, ok := vals[len(vals)-2].(string); ok {
 		forecast, _ = decodeForecast(s)
 	}
-	vals = vals[:len(vals)-1]
+	if s, ok := vals[len(vals)-1].(string); ok && forecast != nil {
+		forecast.Slots = decodeSlots(s)
+	}
+	vals = vals[:len(vals)-2]
 	ints := make([]int64, len(vals))
 	for i, v := range vals {
 		s, ok := v.(string)

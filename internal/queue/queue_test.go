@@ -1309,6 +1309,22 @@ func testPlan(t *testing.T, b backend) {
 	if diff := cmp.Diff(forecast, got.Forecast); diff != "" {
 		t.Fatalf("forecast read back (-want +got):\n%s", diff)
 	}
+	// A capped room's slots ride beside it, and go with the next forecast without them.
+	slots := &capacity.Slots{Max: 200, Active: 180, Held: 80 * time.Second, ReleasedPerSecond: 2, Counted: time.Minute}
+	withForecast.Forecast = &Forecast{At: forecast.At, Queues: forecast.Queues, Slots: slots}
+	if err := q.PublishPlan(ctx, withForecast); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.ReadPlan(ctx); err != nil || got.Forecast == nil || got.Forecast.Slots == nil || *got.Forecast.Slots != *slots {
+		t.Fatalf("plan with slots read back = %+v, %v; want the slots %+v", got, err, slots)
+	}
+	withForecast.Forecast = forecast
+	if err := q.PublishPlan(ctx, withForecast); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.ReadPlan(ctx); err != nil || got.Forecast == nil || got.Forecast.Slots != nil {
+		t.Fatalf("plan whose forecast has no slots read back = %+v, %v; want no slots", got, err)
+	}
 	// A forecast that cannot be read is none: waits are told by position.
 	if err := b.rdb.HSet(ctx, q.keys.plan, forecastField, "soon main=1,2").Err(); err != nil {
 		t.Fatal(err)
