@@ -45,6 +45,10 @@ func (st *tickState) planDue(cfg *Room, phase phase.Phase, now time.Time) *queue
 		}
 	}
 	forecast := st.fronts.due(now)
+	if forecast != nil && cfg.MaxActive > 0 {
+		slots := st.slots.Slots(cfg.MaxActive)
+		forecast.Slots = &slots
+	}
 	if st.published != nil && st.published.SameDecision(p) && now.Before(st.publishAt) && forecast == nil {
 		return nil
 	}

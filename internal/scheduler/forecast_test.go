@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdgate/herdgate/internal/capacity"
 	"github.com/herdgate/herdgate/internal/queue"
 	"github.com/herdgate/herdgate/test/builder"
 )
@@ -47,6 +48,38 @@ func TestSchedulerPublishesEachQueuesFront(t *testing.T) {
 	}
 	if at := plan.Forecast.At; at.Before(gridStart) || at.After(gridStart.Add(2*time.Second)) {
 		t.Errorf("the forecast is of %s, not of the ticks' clock", at)
+	}
+}
+
+// A room that caps its active passes publishes them with its forecast: here the cap of 20 filled
+// at the first tick, and none of the passes has ended since, so they are as old as the count.
+func TestACappedRoomPublishesItsSlots(t *testing.T) {
+	h := newHarness(t)
+	q := h.engine("capped")
+	for i := range 300 {
+		if _, err := q.Enter(context.Background(), fmt.Sprintf("v%05d", i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Ensure(h.queue("capped", builder.Queue("", "").Capacity(40, 200*time.Millisecond, 70).MaxActive(20)))
+	for range 50 {
+		h.mustStep(100 * time.Millisecond)
+	}
+	plan, err := publishedPlan(q, func(p queue.PublishedPlan) bool {
+		return p.Forecast != nil && p.Forecast.Slots != nil && p.Forecast.Slots.Counted >= 4*time.Second
+	})
+	if err != nil || plan.Forecast == nil || plan.Forecast.Slots == nil {
+		t.Fatalf("no slots published: %+v, %v", plan, err)
+	}
+	s := *plan.Forecast.Slots
+	if s.Max != 20 || s.Active != 20 || s.Held != 0 || s.ReleasedPerSecond != 0 {
+		t.Fatalf("slots %+v; want the cap of 20 full, no pass ended", s)
+	}
+	if oldest := s.Ages[capacity.SlotAgeSteps]; oldest < s.Counted-2*time.Second || oldest > s.Counted {
+		t.Errorf("the oldest pass is %v old, counted over %v: they were admitted at the first ticks", oldest, s.Counted)
+	}
+	if waiting := plan.Forecast.Queues[queue.MainLane].Waiting; waiting != 280 {
+		t.Errorf("%d waiting, want the 280 the cap left", waiting)
 	}
 }
 

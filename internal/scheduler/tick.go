@@ -99,8 +99,10 @@ type tickState struct {
 	arrivals arrivalClock
 	// busy is the room's current or last busy spell.
 	busy BusySpell
-	// fronts measure the room's queues for the forecast the proxies estimate waits with.
+	// fronts measure the room's queues for the forecast the proxies estimate waits with, and slots,
+	// of a room with a cap on its active passes, how long they hold their slots.
 	fronts  queueFronts
+	slots   capacity.SlotMeter
 	metrics *queueMetrics
 	// asleep: the last tick left nobody waiting, and the room sleeps until next unless woken.
 	asleep bool
@@ -453,6 +455,11 @@ func (r *runner) takeObservation(st *tickState, cfg *Room, now time.Time, read w
 		proxies = nil
 	}
 	st.statsAt = now.Add(statsInterval)
+	if cfg.MaxActive > 0 {
+		st.slots.Take(now, stats.AdmittedTotal, stats.ReleasedTotal, stats.Active)
+	} else {
+		st.slots = capacity.SlotMeter{}
+	}
 	st.samples = append(st.samples, rateSample{at: now, admitted: stats.AdmittedTotal, released: stats.ReleasedTotal, lanes: laneTotals(stats)})
 	// Keep one sample at least rateWindow old as the window's start.
 	for len(st.samples) > 2 && now.Sub(st.samples[1].at) >= rateWindow {
