@@ -55,7 +55,8 @@ type visitorAPI struct {
 type positionBody struct {
 	Position   int64 `json:"position"`
 	QueueDepth int64 `json:"queueDepth"`
-	// EstimatedWaitSeconds is null while no scheduler has published a plan (or it admits nobody).
+	// EstimatedWaitSeconds is null while no scheduler has published a plan (or it admits nobody), and
+	// while a full cap cannot tell when passes end (slotsWait).
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds"`
 	NextPollMs           int64  `json:"nextPollMs"`
 	// CapacityChanged is set when the room's capacity changed since the visitor's previous poll:

@@ -53,28 +53,65 @@ func (api *visitorAPI) estimatedWait(cfg *Config, r outlook, place waitingPlace)
 			cmp.Or(cfg.AbandonAtTurnAfter, r.abandonAfter), r.plan.PerSecond(), now) - float64(place.admittedSince)
 		ahead = max(ahead, min(1, float64(place.position)))
 	}
-	last := cfg.Lead + cfg.JitterWindow/2
+	wait, share, ok := api.planWait(cfg, r, place.lane, ahead, now)
+	if !ok {
+		return 0, false
+	}
+	if wait, ok = slotsWait(cfg, r.forecast, ahead/share, wait, now); !ok {
+		return 0, false
+	}
+	return wait + cfg.Lead + cfg.JitterWindow/2, true
+}
+
+// planWait is how long the plan takes to admit ahead visitors of the queue lane, and share the
+// part of the room's admissions that queue gets now.
+func (api *visitorAPI) planWait(cfg *Config, r outlook, lane string, ahead float64, now time.Time) (wait time.Duration, share float64, ok bool) {
 	if len(cfg.Lanes) == 0 && len(cfg.roomConfig().Events) == 0 {
 		// One queue at one rate: the common case, on every poll.
 		rate := r.plan.PerSecond()
 		if rate <= 0 {
-			return 0, false
+			return 0, 0, false
 		}
-		return time.Duration(ahead/rate*float64(time.Second)) + last, true
+		return time.Duration(ahead / rate * float64(time.Second)), 1, true
 	}
 	from := now
 	if r.forecast != nil && r.forecast.At.Before(now) {
 		from = r.forecast.At
 	}
-	rates := roomRates(cfg, r, from)
+	room := roomRates(cfg, r, from)
+	rates, share := room, 1.0
 	if len(cfg.Lanes) > 0 {
-		rates = api.queueRates(cfg, r, rates, place.lane, from)
+		rates = api.queueRates(cfg, r, room, lane, from)
+		if len(rates) > 0 && len(room) > 0 && room[0].PerSecond > 0 {
+			share = rates[0].PerSecond / room[0].PerSecond
+		}
 	}
-	wait, ok := rates.TimeFor(ahead, now)
+	wait, ok = rates.TimeFor(ahead, now)
+	return wait, share, ok && share > 0
+}
+
+// slotsWait is a wait of planWait in a room whose cap on active passes is full (spec.capacity.maxActive):
+// the admissions the room makes before the visitor's (roomAhead) wait for passes to end too, as the
+// scheduler's count of the slots tells (capacity.Slots). ok is false while it cannot tell how long
+// a pass holds its slot: no wait is told rather than one the cap makes wrong.
+func slotsWait(cfg *Config, f *queue.Forecast, roomAhead float64, wait time.Duration, now time.Time) (time.Duration, bool) {
+	if f == nil || f.Slots == nil || f.Slots.Max <= 0 {
+		return wait, true
+	}
+	s := *f.Slots
+	if roomAhead <= float64(s.Max-min(s.Active, s.Max)) {
+		return wait, true
+	}
+	longest := cfg.PassTTL
+	if cfg.Sliding {
+		longest = cfg.MaxSession
+	}
+	hold, ok := s.Hold(cfg.PassTTL, longest, cfg.Sliding)
 	if !ok {
 		return 0, false
 	}
-	return wait + last, true
+	// The place was read now, after the admissions the slots' passes made room for since.
+	return max(wait, s.Older(now.Sub(f.At)).TimeFor(roomAhead, hold)), true
 }
 
 // queueRates is the rate of the visitor's queue (lane; "" for the main queue) within the room's

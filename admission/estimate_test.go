@@ -23,6 +23,19 @@ import (
 // waits until the proxy's plan cache holds it.
 func (h *harness) publishForecast(queues map[string]queue.LaneForecast) {
 	h.t.Helper()
+	h.publishForecastWith(queues, nil)
+}
+
+// publishSlots publishes the reference plan with a forecast of the main queue and the room's slots
+// under its cap, as of now, and waits until the proxy's plan cache holds it.
+func (h *harness) publishSlots(waiting int64, slots capacity.Slots) {
+	h.t.Helper()
+	h.publishForecastWith(map[string]queue.LaneForecast{queue.MainLane: {Waiting: waiting}}, &slots)
+}
+
+// publishForecastWith is publishForecast with the room's slots under its cap; nil for none.
+func (h *harness) publishForecastWith(queues map[string]queue.LaneForecast, slots *capacity.Slots) {
+	h.t.Helper()
 	// Queues whose arrivals were counted long enough, unless a test says otherwise.
 	for name, q := range queues {
 		if q.Counted == 0 {
@@ -31,7 +44,7 @@ func (h *harness) publishForecast(queues map[string]queue.LaneForecast) {
 		}
 	}
 	plan := admissionReferencePlan()
-	plan.Forecast = &queue.Forecast{At: time.Now(), Queues: queues}
+	plan.Forecast = &queue.Forecast{At: time.Now(), Queues: queues, Slots: slots}
 	if err := h.redisQueue().PublishPlan(context.Background(), plan); err != nil {
 		h.t.Fatal(err)
 	}
@@ -274,5 +287,60 @@ func TestTheFirstWaitToldIsJudgedAtAdmission(t *testing.T) {
 	// Told about half a second, had a minute: off by nearly all of it.
 	if n, over := h.metric("herdgate_proxy_wait_estimate_error_ratio_count", ""), h.metric("herdgate_proxy_wait_estimate_error_ratio_bucket", `{le="0.5"}`); n != 1 || over != 0 {
 		t.Fatalf("judged %v estimates, %v within half the wait; want 1, off by more than half", n, over)
+	}
+}
+
+// TestACappedRoomsWaitIsTheSlotsItWaitsFor: in a room whose cap on active passes is full, the
+// visitors ahead are admitted as passes end, not at the plan's 140 a second. With 20 active passes
+// each held 8 s (2.5 end a second), position 280 waits 280 ÷ 2.5 = 112 s; passes nobody releases
+// hold their slot for their ttl; and while no pass was seen ending the room tells no wait at all.
+func TestACappedRoomsWaitIsTheSlotsItWaitsFor(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		wq.Spec.Capacity.MaxActive = ptr.To[int32](20)
+		wq.Spec.Pass = &herdgatev1alpha1.PassSpec{TTL: &metav1.Duration{Duration: time.Minute}}
+	})
+	h.fillAhead(279)
+	within := func(body map[string]any, want time.Duration) bool {
+		got, ok := body["estimatedWaitSeconds"].(float64)
+		return ok && math.Abs(got-(want+h.lastStep()).Seconds()) <= 1
+	}
+	released := capacity.Slots{Max: 20, Active: 20, Held: 8 * time.Second, ReleasedPerSecond: 2.5, Counted: time.Minute}
+	h.publishSlots(279, released)
+	if body := h.visitor().enter().json(t); body["position"] != 280.0 || !within(body, 112*time.Second) {
+		t.Fatalf("enter at 280 behind a full cap whose passes end 2.5 a second = %v; want about 112 s, not 280 ÷ 140/s", body)
+	}
+	// The same passes, none released: each holds its slot for the pass's minute.
+	h.publishSlots(280, capacity.Slots{Max: 20, Active: 20, Held: time.Minute, Counted: time.Minute})
+	if body := h.visitor().enter().json(t); body["position"] != 281.0 || !within(body, 281*time.Minute/20) {
+		t.Fatalf("enter at 281 behind a full cap of passes nobody releases = %v; want 281 ÷ 20 minutes", body)
+	}
+	// The cap just filled, and no pass ended yet: how long one holds its slot is not known.
+	h.publishSlots(281, capacity.Slots{Max: 20, Active: 20, ReleasedPerSecond: 0.1, Counted: 4 * time.Second})
+	if body := h.visitor().enter().json(t); body["position"] != 282.0 || body["estimatedWaitSeconds"] != nil {
+		t.Fatalf("enter at 282 behind a cap that just filled = %v; want no wait told", body)
+	}
+	// Slots enough for everyone ahead: the plan's wait.
+	h.publishSlots(282, capacity.Slots{Max: 1000, Active: 10, Counted: time.Minute})
+	if body := h.visitor().enter().json(t); body["position"] != 283.0 || body["estimatedWaitSeconds"] != wantSeconds(283*time.Second/140+h.lastStep()) {
+		t.Fatalf("enter at 283 with slots free for everyone ahead = %v; want 283 ÷ 140/s", body)
+	}
+}
+
+// TestACappedRoomsLaneVisitorWaitsForItsShareOfTheSlots: with lanes, the cap's slots go to the
+// queues by their shares. The main queue gets 70 % while both lanes wait, so its 70th visitor waits
+// for 100 of the room's admissions: five turns of a cap of 20 passes held 8 s each, 40 s.
+func TestACappedRoomsLaneVisitorWaitsForItsShareOfTheSlots(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{secrets: laneSecrets}, func(wq *herdgatev1alpha1.WaitingQueue) {
+		withLanes(wq)
+		wq.Spec.Capacity.MaxActive = ptr.To[int32](20)
+	})
+	h.fillAhead(69)
+	h.publishForecastWith(map[string]queue.LaneForecast{
+		queue.MainLane: {Waiting: 70}, "members": {Waiting: 1_000_000, ArrivalsPerSecond: 100}, "vip": {Waiting: 1_000_000, ArrivalsPerSecond: 100},
+	}, &capacity.Slots{Max: 20, Active: 20, Held: 8 * time.Second, ReleasedPerSecond: 2.5, Counted: time.Minute})
+	body := h.visitor().enter().json(t)
+	got, _ := body["estimatedWaitSeconds"].(float64)
+	if body["position"] != 70.0 || math.Abs(got-(40*time.Second+h.lastStep()).Seconds()) > 1 {
+		t.Fatalf("enter at 70 in the main queue beside busy lanes, behind a full cap = %v; want about 40 s", body)
 	}
 }
