@@ -270,7 +270,7 @@ herd-lanes: toolchain ## Run a herd into two metered lanes (20 % and 30 %) with 
 	go run ./cmd/herd lanes --out docs/herd
 
 .PHONY: herd-estimates
-herd-estimates: toolchain ## Run six crowds (a burst, no-shows, leavers, a lane, an event...) into a live room, judge every wait told, and regenerate docs/herd/estimates.md.
+herd-estimates: toolchain ## Run eight crowds (a burst, no-shows, leavers, a lane, an event, a full cap...) into a live room, judge every wait told, and regenerate docs/herd/estimates.md.
 	go run ./cmd/herd estimates --out docs/herd
 
 .PHONY: herd-launch

@@ -55,6 +55,11 @@ type EstimateScenario struct {
 	AbandonAfter time.Duration
 	ClubPercent  int32
 	Event        [2]time.Duration
+	// MaxActive, when positive, caps the active passes; each admitted visitor then holds its pass
+	// for a session of Session[0] to Session[1] and ends it with a request the workload answers
+	// with Herdgate-Release.
+	MaxActive int32
+	Session   [2]time.Duration
 	// crowd is the visitors, by when they come.
 	crowd []estimateArrival
 }
@@ -85,7 +90,8 @@ func burstCrowd(n int) []estimateArrival {
 	return out
 }
 
-// EstimateScenarios are the six crowds of the issue that asked for trustworthy estimates.
+// EstimateScenarios are the six crowds of the issue that asked for trustworthy estimates, and two
+// rooms whose cap on active sessions is full.
 func EstimateScenarios() []EstimateScenario {
 	rng := mathrand.New(mathrand.NewPCG(7, 11))
 	club := burstCrowd(150)
@@ -103,6 +109,11 @@ func EstimateScenarios() []EstimateScenario {
 		{Name: "a lane (30 %) that drains first", AbandonAfter: 5 * time.Minute, ClubPercent: 30,
 			crowd: append(club, steadyCrowd(rng, 16, 50*time.Second, 0, 0)...)},
 		{Name: "an event halves the capacity mid-wait", AbandonAfter: 5 * time.Minute, Event: [2]time.Duration{15 * time.Second, 35 * time.Second}, crowd: burstCrowd(600)},
+		// 20 sessions of 4 to 12 s: 2.5 admissions a second, against the plan's 14.
+		{Name: "a full cap of sessions (maxActive 20)", AbandonAfter: 5 * time.Minute, MaxActive: 20, Session: [2]time.Duration{4 * time.Second, 12 * time.Second},
+			crowd: steadyCrowd(rng, 5, time.Minute, 0, 0)},
+		{Name: "a full cap of sessions (maxActive 50)", AbandonAfter: 5 * time.Minute, MaxActive: 50, Session: [2]time.Duration{4 * time.Second, 12 * time.Second},
+			crowd: steadyCrowd(rng, 10, time.Minute, 0, 0)},
 	}
 }
 
@@ -120,8 +131,10 @@ type estimateVisitor struct {
 	id       string
 	told     []estimateTold
 	admitted time.Time
-	early    int
-	err      error
+	// session, when positive, is how long the visitor holds its pass before it ends its session.
+	session time.Duration
+	early   int
+	err     error
 }
 
 // EstimateRun is what one scenario measured.
@@ -170,7 +183,14 @@ func runEstimates(ctx context.Context, sc EstimateScenario) (EstimateRun, error)
 	}
 	defer stop()
 	backend := NewBackend(PoolSize, RequestLatency, PoolTimeout)
-	workload := httptest.NewServer(backend)
+	workload := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == sessionEndPath {
+			w.Header().Set("Herdgate-Release", "true")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
 	defer workload.Close()
 
 	start := time.Now().Truncate(time.Second).Add(2 * time.Second)
@@ -188,6 +208,9 @@ func runEstimates(ctx context.Context, sc EstimateScenario) (EstimateRun, error)
 		b = b.Events(half)
 	}
 	wq := b.Obj()
+	if sc.MaxActive > 0 {
+		wq.Spec.Capacity.MaxActive = ptr.To(sc.MaxActive)
+	}
 	s, err := settings.Derive(wq)
 	if err != nil {
 		return run, err
@@ -213,8 +236,12 @@ func runEstimates(ctx context.Context, sc EstimateScenario) (EstimateRun, error)
 	defer cancel()
 	visitors := make([]*estimateVisitor, len(sc.crowd))
 	var wg sync.WaitGroup
+	sessions := mathrand.New(mathrand.NewPCG(3, 5))
 	for i, a := range sc.crowd {
 		visitors[i] = &estimateVisitor{estimateArrival: a, id: fmt.Sprintf("v%05d", i)}
+		if sc.MaxActive > 0 {
+			visitors[i].session = sc.Session[0] + time.Duration(sessions.Int64N(int64(sc.Session[1]-sc.Session[0])))
+		}
 		v := visitors[i]
 		wg.Go(func() {
 			select {
@@ -338,6 +365,9 @@ func (v *estimateVisitor) visit(ctx context.Context, c *http.Client, base string
 		switch {
 		case code == http.StatusOK && body["admitted"] == true:
 			v.admitted = now
+			if pass, _ := body["pass"].(string); v.session > 0 {
+				v.endSession(ctx, c, base, pass)
+			}
 			return
 		case code == http.StatusOK:
 			t := estimateTold{at: now}
@@ -382,4 +412,23 @@ func (v *estimateVisitor) visit(ctx context.Context, c *http.Client, base string
 		}
 	}
 	v.err = ctx.Err()
+}
+
+// sessionEndPath is the workload's route that ends a visitor's session (Herdgate-Release).
+const sessionEndPath = "/checkout/done"
+
+// endSession holds the pass for the visitor's session and then ends it through the proxy.
+func (v *estimateVisitor) endSession(ctx context.Context, c *http.Client, base, pass string) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(v.session):
+	}
+	code, body, err := launchCallWith(c, http.MethodGet, base+sessionEndPath, v.id, pass, nil)
+	switch {
+	case err != nil:
+		v.err = fmt.Errorf("ending the session: %w", err)
+	case code != http.StatusNoContent:
+		v.err = fmt.Errorf("ending the session: %d %v", code, body)
+	}
 }
