@@ -9,7 +9,9 @@ import (
 
 // caddy is the site that asks herdgate's check with forward_auth and, behind it, keeps the
 // workload within its cap: Caddy's transport opens at most the cap's connections to it, and a
-// request past them waits for one to come free (a queue, not a refusal).
+// request past them waits for one to come free (a queue, not a refusal). The check's own transport
+// keeps no connection: Caddy can send a pooled one's checks to the workload
+// (docs/guides/gateways.md, "Caddy: a check a connection").
 func caddy(wq *herdgatev1alpha1.WaitingQueue, opts Options) ([]byte, error) {
 	at, err := siteOf(wq, opts, ":80")
 	if err != nil {
@@ -38,6 +40,11 @@ http://LISTEN {
 				copy_headers X-Herdgate-Cookie Herdgate-Session
 				# A visitor's own X-Original-* would name another request: the check refuses both.
 				header_up -X-Original-*
+				# Each check on a connection of its own, dialled while Caddy still means herdgate:
+				# see "Caddy: a check a connection" in herdgate's gateways guide.
+				transport http {
+					keepalive off
+				}
 			}
 			# A header the check did not answer with is copied as its placeholder, unfilled: drop it.
 			@unfilled_session header_regexp Herdgate-Session ^\{
