@@ -134,6 +134,16 @@ func throughGateway(t *testing.T, gw gateway, change func(*herdgatev1alpha1.Wait
 	} else {
 		h = newHarnessWith(t, harnessOptions{secrets: values}, change)
 	}
+	// Every question the gateway asks is herdgate's: a check that reached the workload carried the
+	// visitor's pass there, and the workload's answer, when 2xx, would have let the request in.
+	// Registered before the gateway starts, this runs after it stopped, over all it sent.
+	t.Cleanup(func() {
+		for _, call := range h.upstream.all() {
+			if strings.HasPrefix(call.Path, "/.herdgate/") {
+				t.Errorf("the gateway sent the workload %s %s, a question for herdgate (X-Forwarded-Uri %q)", call.Method, call.Path, call.Header.Get("X-Forwarded-Uri"))
+			}
+		}
+	})
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
