@@ -249,8 +249,8 @@ bench-proxy: toolchain ## herdgate-proxy vs nginx proxy_pass vs direct (wrk, loo
 	go test -run '^$$' -bench 'Normalize' -benchmem ./internal/route
 
 .PHONY: bench-gateway
-bench-gateway: toolchain ## bench-proxy with the gateways: nginx + auth_request, HAProxy + jwt_verify (ES256, HS256), the gRPC check.
-	hack/ensure-packages.sh wrk=wrk nginx=nginx-light haproxy=haproxy
+bench-gateway: toolchain ## bench-proxy with the gateways: nginx + auth_request, HAProxy + jwt_verify (ES256, HS256), Caddy + forward_auth, the gRPC check.
+	hack/ensure-packages.sh wrk=wrk nginx=nginx-light haproxy=haproxy caddy=caddy
 	@mkdir -p $(ARTIFACTS)
 	go build -trimpath -o $(LOCALBIN)/herdgate-proxy ./cmd/herdgate-proxy
 	go run ./test/bench/proxy --proxy=$(LOCALBIN)/herdgate-proxy --gateway --duration=$(BENCH_PROXY_DURATION) --out=$(ARTIFACTS)/bench-gateway.md

@@ -24,10 +24,12 @@ import (
 )
 
 // target is one path the protected POST is sent through: its own wrk script when its pass is not
-// the proxy's HMAC pass, and the process group whose CPU is its own.
+// the proxy's HMAC pass, the process group whose CPU is its own, and whether it asks
+// herdgate-proxy's check, whose CPU is then counted beside its own.
 type target struct {
 	name, url, script string
 	pgid              int
+	check             bool
 }
 
 const (

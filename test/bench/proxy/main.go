@@ -200,6 +200,12 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			return "", err
 		}
 		saturated = append(saturated, haproxies...)
+		caddies, stop, err := startCaddies(dir, backendPort, proxyPort)
+		stops = append(stops, stop)
+		if err != nil {
+			return "", err
+		}
+		saturated = append(saturated, caddies...)
 	}
 	if baselinePID != 0 {
 		saturated = append(slices.Clone(saturated), target{name: baselineName, url: fmt.Sprintf("http://127.0.0.1:%d/api/v1/orders", baselinePort)})
@@ -244,6 +250,10 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			}
 			if t.pgid != 0 {
 				r.proxyCPU = groupCPU(t.pgid)[0] - own0[0]
+			}
+			if t.check {
+				r.gatewayCPU, r.checkCPU = r.proxyCPU, processCPU(proxy.Process.Pid)-proxy0
+				r.proxyCPU += r.checkCPU
 			}
 			if r.non2xx > 0 {
 				return "", fmt.Errorf("%s: %d responses were not 2xx (is the pass accepted?)", t.name, r.non2xx)
@@ -380,6 +390,7 @@ wrk.headers["X-Herdgate-Pass"] = %q
 			fmt.Fprintf(&b, "%s ÷ HAProxy alone: %.2f× req/s, p99 %s and %s; CPU per request %s and %s\n",
 				name, r.rps/haproxyAlone.rps, r.p99.Round(time.Microsecond), haproxyAlone.p99.Round(time.Microsecond), us(perReq), us(alonePerReq))
 		}
+		caddyReport(&b, saturating)
 		fmt.Fprintln(os.Stderr, "[bench-proxy] the gRPC check at load")
 		grpc, err := grpcCheckAtLoad(extAuthzAddr, token, conns, d)
 		if err != nil {
