@@ -160,12 +160,15 @@ func decodeLaneForecast(figures string) (LaneForecast, bool) {
 }
 
 // slotsField is the plan hash's field of the forecast's slots, beside the forecast so that a proxy
-// that knows no slots reads the forecast as before. Each forecast writes it, empty without a cap.
+// that knows no slots reads the forecast as before. Each forecast writes it, empty without a cap,
+// stamped with the forecast's time: a manager that knows no slots (one rolled back) writes its
+// forecasts and leaves the field alone, and slots counted for another forecast are not read.
 const slotsField = "slots"
 
-// encodeSlots is s as the plan hash holds it:
-// "max,active,heldMs,releasedPerSecond,countedMs,age0Ms/age1Ms/.../age8Ms", "" for none.
-func encodeSlots(s *capacity.Slots) string {
+// encodeSlots is the slots of forecast f as the plan hash holds them: "atMs
+// max,active,heldMs,releasedPerSecond,countedMs,age0Ms/age1Ms/.../age8Ms", "" for none.
+func encodeSlots(f *Forecast) string {
+	s := f.Slots
 	if s == nil {
 		return ""
 	}
@@ -173,14 +176,18 @@ func encodeSlots(s *capacity.Slots) string {
 	for i, a := range s.Ages {
 		ages[i] = strconv.FormatInt(max(0, a.Milliseconds()), 10)
 	}
-	return fmt.Sprintf("%d,%d,%d,%s,%d,%s", s.Max, s.Active, max(0, s.Held.Milliseconds()),
+	return fmt.Sprintf("%d %d,%d,%d,%s,%d,%s", f.At.UnixMilli(), s.Max, s.Active, max(0, s.Held.Milliseconds()),
 		strconv.FormatFloat(s.ReleasedPerSecond, 'g', 6, 64), max(0, s.Counted.Milliseconds()), strings.Join(ages, "/"))
 }
 
-// decodeSlots reads the slots the plan hash holds; nil for none, or for figures it cannot read:
-// waits are then told from the plan alone.
-func decodeSlots(s string) *capacity.Slots {
-	parts := strings.Split(s, ",")
+// decodeSlots reads the slots the plan hash holds for the forecast of time at; nil for none, for
+// another forecast's, or for figures it cannot read: waits are then told from the plan alone.
+func decodeSlots(s string, at time.Time) *capacity.Slots {
+	stamp, figures, ok := strings.Cut(s, " ")
+	if !ok || stamp != strconv.FormatInt(at.UnixMilli(), 10) {
+		return nil
+	}
+	parts := strings.Split(figures, ",")
 	if len(parts) != 6 {
 		return nil
 	}

@@ -73,19 +73,27 @@ func TestSlotsReadBackAsWritten(t *testing.T) {
 	for i := range s.Ages {
 		s.Ages[i] = time.Duration(i) * 9 * time.Second
 	}
-	if got := encodeSlots(s); got != "200,180,72000,1.25,90000,0/9000/18000/27000/36000/45000/54000/63000/72000" {
+	at := time.UnixMilli(1_800_000_000_123)
+	f := &Forecast{At: at, Slots: s}
+	if got := encodeSlots(f); got != "1800000000123 200,180,72000,1.25,90000,0/9000/18000/27000/36000/45000/54000/63000/72000" {
 		t.Fatalf("encoded %q", got)
 	}
-	if got := decodeSlots(encodeSlots(s)); got == nil || *got != *s {
+	if got := decodeSlots(encodeSlots(f), at); got == nil || *got != *s {
 		t.Fatalf("decoded %+v, want %+v", got, s)
 	}
-	if got := encodeSlots(nil); got != "" {
+	// Slots counted for another forecast are not this one's.
+	if got := decodeSlots(encodeSlots(f), at.Add(2*time.Second)); got != nil {
+		t.Errorf("slots of the forecast of %v read for the next one: %+v", at, got)
+	}
+	if got := encodeSlots(&Forecast{At: at}); got != "" {
 		t.Fatalf("no slots encoded as %q", got)
 	}
-	const ages = ",0/1/2/3/4/5/6/7/8"
-	for _, bad := range []string{"", "200,180,2500,1.25,9", "0,0,0,0,0" + ages, "200,-1,2500,1.25,9" + ages, "200,180,2.5,1.25,9" + ages,
-		"200,180,2500,NaN,9" + ages, "200,180,2500,-1,9" + ages, "200,180,2500,1.25,x" + ages, "200,180,2500,1.25,9,0/1/2", "200,180,2500,1.25,9,0/1/2/3/4/5/6/7/-8"} {
-		if got := decodeSlots(bad); got != nil {
+	const stamp, ages = "1800000000123 ", ",0/1/2/3/4/5/6/7/8"
+	for _, bad := range []string{"", stamp, "200,180,2500,1.25,9" + ages, stamp + "200,180,2500,1.25,9", stamp + "0,0,0,0,0" + ages,
+		stamp + "200,-1,2500,1.25,9" + ages, stamp + "200,180,2.5,1.25,9" + ages, stamp + "200,180,2500,NaN,9" + ages,
+		stamp + "200,180,2500,-1,9" + ages, stamp + "200,180,2500,1.25,x" + ages, stamp + "200,180,2500,1.25,9,0/1/2",
+		stamp + "200,180,2500,1.25,9,0/1/2/3/4/5/6/7/-8"} {
+		if got := decodeSlots(bad, at); got != nil {
 			t.Errorf("decoded %q as %+v", bad, got)
 		}
 	}

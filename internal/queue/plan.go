@@ -115,7 +115,7 @@ func (q *Queue) planArgs(p PublishedPlan) ([]any, error) {
 		"closesAt", unixMilliOrZero(p.ClosesAt),
 	}
 	if p.Forecast != nil {
-		args = append(args, forecastField, p.Forecast.encode(), slotsField, encodeSlots(p.Forecast.Slots))
+		args = append(args, forecastField, p.Forecast.encode(), slotsField, encodeSlots(p.Forecast))
 	}
 	return args, nil
 }
@@ -135,7 +135,7 @@ func (q *Queue) ReadPlan(ctx context.Context) (PublishedPlan, error) {
 		forecast, _ = decodeForecast(s)
 	}
 	if s, ok := vals[len(vals)-1].(string); ok && forecast != nil {
-		forecast.Slots = decodeSlots(s)
+		forecast.Slots = decodeSlots(s, forecast.At)
 	}
 	vals = vals[:len(vals)-2]
 	ints := make([]int64, len(vals))

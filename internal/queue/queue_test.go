@@ -1318,6 +1318,15 @@ func testPlan(t *testing.T, b backend) {
 	if got, err := q.ReadPlan(ctx); err != nil || got.Forecast == nil || got.Forecast.Slots == nil || *got.Forecast.Slots != *slots {
 		t.Fatalf("plan with slots read back = %+v, %v; want the slots %+v", got, err, slots)
 	}
+	// A manager that knows no slots (one rolled back) writes its forecast alone: the slots beside it
+	// were counted for another forecast, and are not read.
+	older := &Forecast{At: forecast.At.Add(2 * time.Second), Queues: forecast.Queues}
+	if err := b.rdb.HSet(ctx, q.keys.plan, forecastField, older.encode()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.ReadPlan(ctx); err != nil || got.Forecast == nil || !got.Forecast.At.Equal(older.At) || got.Forecast.Slots != nil {
+		t.Fatalf("a later forecast beside the slots of an earlier one read back = %+v, %v; want it without slots", got.Forecast, err)
+	}
 	withForecast.Forecast = forecast
 	if err := q.PublishPlan(ctx, withForecast); err != nil {
 		t.Fatal(err)
