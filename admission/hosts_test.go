@@ -13,14 +13,15 @@ import (
 // TestRoutesForOneHostThroughGateways: a room protecting a path on one host alone and another path
 // on every host, through herdgate's own proxy and each real gateway configured as the guide says.
 // The host counts without its port, a final dot or letter case; the path on another host is open
-// and reaches the workload.
+// and reaches the workload. A visitor who names another host in X-Forwarded-Host, X-Original-Host
+// or Forwarded is judged on the host it asked.
 func TestRoutesForOneHostThroughGateways(t *testing.T) {
 	hosted := func(wq *herdgatev1alpha1.WaitingQueue) {
 		*wq = *builder.From(wq).Routes(builder.RouteOn("shop.example", "/checkout", true, "GET", "POST"),
 			builder.Route("/api/v1/orders", false, "POST")).Obj()
 	}
 	run := func(t *testing.T, base string, workloadSaw func() int) {
-		ask := func(method, host, path string) (int, string) {
+		ask := func(method, host, path string, header ...string) (int, string) {
 			t.Helper()
 			req, err := http.NewRequest(method, base+path, nil)
 			if err != nil {
@@ -28,6 +29,9 @@ func TestRoutesForOneHostThroughGateways(t *testing.T) {
 			}
 			req.Host = host
 			req.Header.Set("Accept", "application/json")
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Add(header[i], header[i+1])
+			}
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -55,6 +59,19 @@ func TestRoutesForOneHostThroughGateways(t *testing.T) {
 				t.Errorf("%s %s on %s: %d %q; want the contract's 403, and nothing upstream", c.method, c.path, c.host, code, body)
 			case !c.protected && (code != http.StatusOK || workloadSaw() != before+1):
 				t.Errorf("%s %s on %s: %d %q; want the workload's answer", c.method, c.path, c.host, code, body)
+			}
+			if !c.protected {
+				continue
+			}
+			// The visitor's own word for the host is not the gateway's: a protected path on
+			// shop.example stays protected when the request names tickets.example, where it is open.
+			for _, spoof := range [][]string{{"X-Forwarded-Host", "tickets.example"}, {"X-Original-Host", "tickets.example"},
+				{"Forwarded", "host=tickets.example"}, {"X-Forwarded-Host", "tickets.example", "X-Original-Host", "tickets.example"}} {
+				before := workloadSaw()
+				if code, body := ask(c.method, c.host, c.path, spoof...); code != http.StatusForbidden || workloadSaw() != before {
+					t.Errorf("%s %s on %s, the visitor naming another host (%q): %d %q; want the contract's 403, and nothing upstream",
+						c.method, c.path, c.host, spoof, code, body)
+				}
 			}
 		}
 	}
