@@ -28,6 +28,7 @@ func gatewayConfigCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 	fs.StringVar(&opts.HerdgateAddress, "herdgate-address", "", "haproxy, nginx, caddy, traefik-file: herdgate's Service address (default <name>-herdgate.<namespace>.svc:80)")
 	fs.StringVar(&opts.WorkloadAddress, "workload-address", "", "haproxy, nginx, caddy, traefik-file: the workload's address (default its spec.upstream.service)")
 	fs.IntVar(&opts.GatewayReplicas, "gateway-replicas", 1, "how many instances of the gateway share the workload's pool: each caps the requests in flight to the workload at its share")
+	fs.StringVar(&opts.CaddyVersion, "caddy-version", "", "caddy: the Caddy release that serves the site; from 2.11.5 on, checks ride pooled connections (default: any release, each check on a connection of its own)")
 	fs.StringVar(&opts.KeysDir, "keys-dir", "", "haproxy: where the ConfigMap <name>-herdgate-pass-keys is mounted (default /etc/haproxy/herdgate/<namespace>/<name>)")
 	if ok, code := parse(fs, args, stderr); !ok {
 		return code

@@ -38,6 +38,7 @@ func TestGatewayConfigCommand(t *testing.T) {
 		{[]string{"-f", "-", "--target", "haproxy"}, 1, "spec.pass.format JWT"},
 		{[]string{"-f", "-", "--target", "nginx", "--gateway-replicas", "0"}, 2, "flag --gateway-replicas"},
 		{[]string{"-f", "-", "--target", "nginx", "--gateway-replicas", "41"}, 1, "--gateway-replicas 41 exceeds spec.capacity.poolSize 40"},
+		{[]string{"-f", "-", "--target", "caddy", "--caddy-version", "latest"}, 1, `--caddy-version "latest": want a Caddy release such as 2.11.5`},
 	} {
 		errs.Reset()
 		if code := gatewayConfigCmd(c.args, bytes.NewReader(raw), &out, &errs); code != c.code || !strings.Contains(errs.String(), c.want) {

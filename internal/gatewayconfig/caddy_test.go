@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/herdgate/herdgate/internal/gatewayconfig"
@@ -28,13 +29,27 @@ type caddyProxy struct {
 // TestCaddyAsksEachCheckOnAConnectionOfItsOwn: the Caddy site, as Caddy itself reads it (`caddy
 // adapt`), asks herdgate's check on a transport that keeps no connection, and reaches the workload
 // on pooled connections within the cap. Caddy releases before 2.11.5 can send a pooled check
-// connection's checks to the workload (docs/guides/gateways.md, "Caddy: a check a connection").
+// connection's checks to the workload (docs/guides/gateways.md, "Caddy: a check a connection");
+// for a release named 2.11.5 or later (--caddy-version), the checks are pooled too.
 func TestCaddyAsksEachCheckOnAConnectionOfItsOwn(t *testing.T) {
 	if _, err := exec.LookPath("caddy"); err != nil {
 		t.Fatalf("caddy not found; run 'make toolchain' (Debian package caddy): %v", err)
 	}
+	for release, ownConnection := range map[string]bool{"": true, "2.6.2": true, "v2.11.4": true, "2.11.5-beta.1": true,
+		"2.11.5": false, "v2.11.9 h1:bhZtcRKQOq0fuLvEgCdPYvUxXyGn9kzjG4lh2332DTE=": false, "3.0.0": false} {
+		t.Run(release, func(t *testing.T) { testCaddyChecks(t, release, ownConnection) })
+	}
+	for _, bad := range []string{"2.11", "latest", " ", "2.11.x"} {
+		_, err := gatewayconfig.Render(builder.From(referenceQueue()).Obj(), gatewayconfig.Options{Target: "caddy", CaddyVersion: bad})
+		if err == nil || !strings.Contains(err.Error(), "--caddy-version") {
+			t.Errorf("--caddy-version %q: %v; want an error naming the flag", bad, err)
+		}
+	}
+}
+
+func testCaddyChecks(t *testing.T, release string, ownConnection bool) {
 	out, err := gatewayconfig.Render(builder.From(referenceQueue()).Obj(), gatewayconfig.Options{Target: "caddy",
-		Listen: "127.0.0.1:8080", HerdgateAddress: "herdgate.test:80", WorkloadAddress: "workload.test:8080"})
+		Listen: "127.0.0.1:8080", HerdgateAddress: "herdgate.test:80", WorkloadAddress: "workload.test:8080", CaddyVersion: release})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +75,14 @@ func TestCaddyAsksEachCheckOnAConnectionOfItsOwn(t *testing.T) {
 	if check == nil || workload == nil {
 		t.Fatalf("no forward_auth check or no workload proxy in Caddy's reading of the site:\n%s", adapted)
 	}
-	if check.Transport == nil || check.Transport.KeepAlive == nil || check.Transport.KeepAlive.Enabled == nil || *check.Transport.KeepAlive.Enabled {
+	keeps := check.Transport == nil || check.Transport.KeepAlive == nil || check.Transport.KeepAlive.Enabled == nil || *check.Transport.KeepAlive.Enabled
+	switch {
+	case ownConnection && keeps:
 		t.Errorf("the check's transport keeps its connections; each check should dial its own:\n%s", adapted)
+	case !ownConnection && !keeps:
+		t.Errorf("the check's transport keeps no connection, though this Caddy could pool them:\n%s", adapted)
+	case !ownConnection && strings.Contains(string(out), "a check a connection"):
+		t.Errorf("the site still says why its checks would not be pooled:\n%s", out)
 	}
 	if workload.Transport == nil || workload.Transport.MaxConnsPerHost != 40 || workload.Transport.KeepAlive != nil {
 		t.Errorf("the workload's transport: want pooled connections, at most the pool (40) of them:\n%s", adapted)

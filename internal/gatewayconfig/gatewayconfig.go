@@ -34,6 +34,9 @@ type Options struct {
 	// GatewayReplicas is how many instances of the gateway share the workload's pool; each keeps
 	// its share as its own cap (WorkloadCap). Unset means one.
 	GatewayReplicas int
+	// CaddyVersion is the Caddy release the caddy site is for: from caddyPooledChecksSince on, its
+	// checks ride pooled connections. Unset means any release.
+	CaddyVersion string
 }
 
 func (o Options) replicas() int {
