@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	herdgatev1alpha1 "github.com/herdgate/herdgate/api/v1alpha1"
 	"github.com/herdgate/herdgate/internal/gatewayconfig"
-	"github.com/herdgate/herdgate/test/builder"
 	"github.com/herdgate/herdgate/test/testenv"
 )
 
@@ -22,15 +20,10 @@ const (
 // connections: what a connection a check costs, side by side
 // (docs/guides/gateways.md, "Caddy: a check a connection").
 func startCaddies(dir string, backendPort, proxyPort int) ([]target, func(), error) {
-	var procs []*testenv.Caddy
-	stop := func() {
-		for _, p := range procs {
-			p.Stop()
-		}
-	}
+	var procs processes
+	stop := procs.stop
 	backend := fmt.Sprintf("127.0.0.1:%d", backendPort)
-	wq := builder.Queue("bench", "orders").UpstreamURL("http://" + backend).Routes(builder.Route("/api/v1/orders", false, "POST")).
-		Enforcement(herdgatev1alpha1.EnforcementGateway).Obj()
+	wq := gatewayQueue(backend).Obj()
 	// The pooled site is the one generated for a Caddy with the fix (--caddy-version 2.11.5): the
 	// same site, but for the check's transport. This Caddy has no fix, which costs nothing here.
 	var targets []target

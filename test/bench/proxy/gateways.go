@@ -38,19 +38,29 @@ const (
 	haproxyHS256Name = "HAProxy + jwt_verify, HS256 pass"
 )
 
+// processes are the gateways a bench started, each stopped by stop.
+type processes []interface{ Stop() }
+
+func (ps *processes) stop() {
+	for _, p := range *ps {
+		p.Stop()
+	}
+}
+
+// gatewayQueue is the bench's room as a gateway enforces it, its workload the backend at backend.
+func gatewayQueue(backend string) *builder.QueueBuilder {
+	return builder.Queue("bench", "orders").UpstreamURL("http://" + backend).Routes(builder.Route("/api/v1/orders", false, "POST")).
+		Enforcement(herdgatev1alpha1.EnforcementGateway)
+}
+
 // startHAProxies starts HAProxy alone in front of the backend, and HAProxy verifying herdgate's
 // JWT passes with the configuration `herd gateway-config --target haproxy` prints: once with the
 // ES256 keys as published, once with its jwt_verify lines on HS256 secrets.
 func startHAProxies(dir string, backendPort, proxyPort int) ([]target, func(), error) {
-	var procs []*testenv.HAProxy
-	stop := func() {
-		for _, p := range procs {
-			p.Stop()
-		}
-	}
+	var procs processes
 	backend := fmt.Sprintf("127.0.0.1:%d", backendPort)
-	wq := builder.Queue("bench", "orders").UpstreamURL("http://"+backend).Routes(builder.Route("/api/v1/orders", false, "POST")).
-		Enforcement(herdgatev1alpha1.EnforcementGateway).JWTPasses(herdgatev1alpha1.PassAlgorithmES256, 0).Obj()
+	wq := gatewayQueue(backend).JWTPasses(herdgatev1alpha1.PassAlgorithmES256, 0).Obj()
+	stop := procs.stop
 	now := time.Now()
 	var targets []target
 	start := func(name, config, token string) error {
