@@ -39,10 +39,7 @@ func (v *estimateVisitor) visit(ctx context.Context, c *http.Client, base string
 	enter := true
 	var silentAt time.Time
 	for ctx.Err() == nil {
-		method, path := http.MethodGet, "/.herdgate/status"
-		if enter {
-			method, path = http.MethodPost, "/.herdgate/enter"
-		}
+		method, path := nextCall(enter)
 		code, body, err := launchCallWith(c, method, base+path, v.id, "", header)
 		now := time.Now()
 		if err != nil {

@@ -273,10 +273,7 @@ type laneVisitor struct {
 func (v *laneVisitor) visit(ctx context.Context, c *http.Client, base string) {
 	enter := true
 	for ctx.Err() == nil {
-		method, path := http.MethodGet, "/.herdgate/status"
-		if enter {
-			method, path = http.MethodPost, "/.herdgate/enter"
-		}
+		method, path := nextCall(enter)
 		code, body, err := laneCall(c, method, base+path, v.id, "", v.header)
 		if err != nil {
 			v.err = err

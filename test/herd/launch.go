@@ -91,10 +91,7 @@ func millis(body map[string]any, key string) time.Duration {
 func (v *LaunchVisitor) Visit(ctx context.Context, c *http.Client, base, orderPath string, opensAt time.Time) {
 	enter, first := true, true
 	for ctx.Err() == nil {
-		method, path := http.MethodGet, "/.herdgate/status"
-		if enter {
-			method, path = http.MethodPost, "/.herdgate/enter"
-		}
+		method, path := nextCall(enter)
 		code, body, err := launchCall(c, method, base+path, v.ID, "")
 		if err != nil {
 			v.Err = err
@@ -427,4 +424,13 @@ func LaunchReport(w io.Writer, r LaunchResult) {
 		fmt.Fprintf(w, "| the draw | %d drawn (%d dropped as silent) in %s, %d Redis calls, the longest %s |\n",
 			r.Draw.Size, r.Draw.Dropped, r.Draw.Finished.Sub(r.Draw.Began).Round(time.Millisecond), r.Draw.Calls, r.Draw.LongestCall.Round(10*time.Microsecond))
 	}
+}
+
+// nextCall is a waiting visitor's next call: enter until the room has given it a place, then poll
+// its status.
+func nextCall(enter bool) (method, path string) {
+	if enter {
+		return http.MethodPost, "/.herdgate/enter"
+	}
+	return http.MethodGet, "/.herdgate/status"
 }
